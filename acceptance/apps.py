@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AcceptanceConfig(AppConfig):
+    name = "acceptance"
+    verbose_name = "Acceptance chain"

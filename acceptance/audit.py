@@ -1,0 +1,81 @@
+"""The append-only, hash-chained audit log. Every service that changes state calls `audit_record`."""
+
+import hashlib
+import json
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance.models import AuditEntry, AuditHead
+
+GENESIS_HASH = "0" * 64
+
+
+def _canonical(entry_fields: dict[str, Any]) -> bytes:
+    return json.dumps(entry_fields, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode()
+
+
+def _entry_hash(entry: AuditEntry) -> str:
+    fields = {
+        "created_at": entry.created_at.isoformat(),
+        "actor": entry.actor_id,
+        "actor_label": entry.actor_label,
+        "action": entry.action,
+        "object_type": entry.object_type,
+        "object_id": entry.object_id,
+        "object_repr": entry.object_repr,
+        "before": entry.before,
+        "after": entry.after,
+        "prev_hash": entry.prev_hash,
+    }
+    return hashlib.sha256(_canonical(fields)).hexdigest()
+
+
+def _json_safe(value):
+    return json.loads(json.dumps(value, ensure_ascii=False, default=str)) if value is not None else None
+
+
+def audit_record(*, actor, action: str, obj=None, object_type: str = "", object_id: str = "", before=None, after=None):
+    """Append one audit row. Must run inside the transaction that makes the change it records."""
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("audit_record must run inside the transaction of the change it records")
+    head = AuditHead.objects.select_for_update().filter(pk=1).first()
+    if head is None:
+        head = AuditHead.objects.create(pk=1, last_hash=GENESIS_HASH)
+        head = AuditHead.objects.select_for_update().get(pk=1)
+    user = actor if getattr(actor, "is_authenticated", False) else None
+    entry = AuditEntry(
+        created_at=timezone.now(),
+        actor=user,
+        actor_label=user.get_username() if user else str(actor or "system"),
+        action=action,
+        object_type=object_type or (obj._meta.label_lower if obj is not None else ""),
+        object_id=object_id or (str(obj.pk) if obj is not None else ""),
+        object_repr=str(obj)[:300] if obj is not None else "",
+        before=_json_safe(before),
+        after=_json_safe(after),
+        prev_hash=head.last_hash,
+    )
+    entry.hash = _entry_hash(entry)
+    entry.save()
+    AuditHead.objects.filter(pk=1).update(last_hash=entry.hash)
+    return entry
+
+
+def audit_verify() -> list[str]:
+    """Walk the chain from the first row; return the problems found (empty when intact)."""
+    problems = []
+    expected_prev = GENESIS_HASH
+    last_hash = GENESIS_HASH
+    for entry in AuditEntry.objects.order_by("id").iterator(chunk_size=2000):
+        if entry.prev_hash != expected_prev:
+            problems.append(f"entry {entry.id}: previous hash does not match entry before it (row missing or edited)")
+        if _entry_hash(entry) != entry.hash:
+            problems.append(f"entry {entry.id}: content does not match its hash (row edited)")
+        expected_prev = entry.hash
+        last_hash = entry.hash
+    head = AuditHead.objects.filter(pk=1).first()
+    if head is not None and head.last_hash != last_hash:
+        problems.append("the newest entries are missing: the chain ends before the recorded head")
+    return problems

@@ -1,0 +1,53 @@
+"""Liveness and readiness for load balancers and operators."""
+
+from django.conf import settings
+from django.core.files.storage import storages
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import JsonResponse
+
+
+def healthz(request):
+    return JsonResponse({"status": "ok"})
+
+
+def _check_database():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+def _check_migrations():
+    executor = MigrationExecutor(connection)
+    if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+        raise RuntimeError("unapplied migrations")
+
+
+def _check_broker():
+    if not settings.REDIS_URL:
+        return
+    from calculet.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.ensure_connection(max_retries=1, timeout=2)
+
+
+def _check_storage():
+    storages["artifacts"].exists("readyz-probe")
+
+
+def readyz(request):
+    checks = {
+        "database": _check_database,
+        "migrations": _check_migrations,
+        "broker": _check_broker,
+        "storage": _check_storage,
+    }
+    results = {}
+    for name, check in checks.items():
+        try:
+            check()
+            results[name] = "ok"
+        except Exception as exc:  # every failure counts as not ready, whatever raised it
+            results[name] = f"error: {exc}"
+    ready = all(value == "ok" for value in results.values())
+    return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)

@@ -1,0 +1,30 @@
+import os
+
+import pytest
+
+
+def pytest_configure(config):
+    # On CI the suite must run on the real services: refuse to fall back to SQLite.
+    if not config.pluginmanager.hasplugin("django"):
+        return
+    from django.conf import settings
+
+    if os.environ.get("CI") and not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        pytest.exit("CI runs the tests on PostgreSQL: set DATABASE_URL", returncode=3)
+
+
+@pytest.fixture(autouse=True)
+def _artifact_storage(request, tmp_path):
+    """Each test writes artifacts and uploads under its own temporary directory."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    settings = request.getfixturevalue("settings")
+    settings.STORAGE_ROOT = tmp_path / "storage"
+    settings.UPLOAD_TEMP_DIR = tmp_path / "storage" / "uploads"
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "artifacts": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path / "storage" / "artifacts")},
+        },
+    }

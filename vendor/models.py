@@ -1,0 +1,239 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from vendor import states
+
+
+class Organisation(models.Model):
+    INTEGRATOR = "integrator"
+    VENDOR = "vendor"
+    KINDS = [(INTEGRATOR, "Integration team"), (VENDOR, "Vendor")]
+
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=KINDS)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["integrator", "vendor"]), name="organisation_kind_valid"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's organisation and role. Every user who may act has exactly one."""
+
+    PM = "pm"
+    VENDOR = "vendor"
+    OPERATOR = "operator"
+    VIEWER = "viewer"
+    ROLES = [(PM, "PM"), (VENDOR, "Vendor engineer"), (OPERATOR, "Operator"), (VIEWER, "Viewer")]
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="memberships")
+    role = models.CharField(max_length=20, choices=ROLES)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(role__in=["pm", "vendor", "operator", "viewer"]), name="membership_role_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.user} ({self.role} at {self.organisation.slug})"
+
+
+class ApiToken(models.Model):
+    """A named API key. Only its SHA-256 is stored; the key is shown once, at creation."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+
+class Section(models.Model):
+    """One of the checklist sections 12.1–12.8."""
+
+    code = models.CharField(max_length=8, unique=True)
+    position = models.PositiveSmallIntegerField(unique=True)
+    title = models.CharField(max_length=200)
+    theme = models.CharField(max_length=200)
+    blocks = models.CharField(max_length=200, blank=True)
+    question_header = models.CharField(max_length=100)
+    acceptance_header = models.CharField(max_length=100)
+
+    class Meta:
+        ordering = ["position"]
+
+    def __str__(self):
+        return f"{self.code} {self.title}"
+
+
+class Question(models.Model):
+    code = models.CharField(max_length=8, unique=True)
+    number = models.PositiveSmallIntegerField(unique=True)
+    section = models.ForeignKey(Section, on_delete=models.PROTECT, related_name="questions")
+    question = models.TextField()
+    acceptance = models.TextField()
+    state = models.CharField(max_length=20, choices=states.QUESTION_STATES, default=states.NEW)
+    priority = models.CharField(max_length=4, choices=states.PRIORITIES, default="p2")
+    assignee = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="assigned_questions"
+    )
+    organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="questions"
+    )
+    due_date = models.DateField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            models.CheckConstraint(condition=Q(code__regex=r"^V[0-9]{2}$"), name="question_code_format"),
+            models.CheckConstraint(
+                condition=Q(state__in=[s for s, _ in states.QUESTION_STATES]), name="question_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__in=[p for p, _ in states.PRIORITIES]), name="question_priority_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return self.code
+
+
+class Blob(models.Model):
+    """Verified bytes, stored once per content digest."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.PositiveBigIntegerField()
+    storage_name = models.CharField(max_length=300, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=Q(sha256__regex=r"^[0-9a-f]{64}$"), name="blob_sha256_hex"),
+        ]
+
+    def __str__(self):
+        return self.sha256
+
+
+class Artifact(models.Model):
+    CALBIN = "calbin"
+    SDK = "sdk"
+    CONTAINER_IMAGE = "container_image"
+    GOLDEN = "golden"
+    RUNNER_BUNDLE = "runner_bundle"
+    DOCUMENT = "document"
+    KINDS = [
+        (CALBIN, "calbin package"),
+        (SDK, "SDK"),
+        (CONTAINER_IMAGE, "container image"),
+        (GOLDEN, "golden tensors"),
+        (RUNNER_BUNDLE, "runner bundle"),
+        (DOCUMENT, "document"),
+    ]
+
+    PENDING = "pending"
+    VERIFIED = "verified"
+    REJECTED = "rejected"
+    STATES = [(PENDING, "Pending"), (VERIFIED, "Verified"), (REJECTED, "Rejected")]
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="artifacts")
+    kind = models.CharField(max_length=20, choices=KINDS)
+    version = models.CharField(max_length=100)
+    file_name = models.CharField(max_length=255)
+    declared_size = models.PositiveBigIntegerField()
+    declared_sha256 = models.CharField(max_length=64)
+    blob = models.ForeignKey(Blob, null=True, blank=True, on_delete=models.PROTECT, related_name="artifacts")
+    state = models.CharField(max_length=20, choices=STATES, default=PENDING)
+    rejection_reason = models.TextField(blank=True)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="uploaded_artifacts"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    verified_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["calbin", "sdk", "container_image", "golden", "runner_bundle", "document"]),
+                name="artifact_kind_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "verified", "rejected"]), name="artifact_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(declared_sha256__regex=r"^[0-9a-f]{64}$"), name="artifact_declared_sha256_hex"
+            ),
+            models.CheckConstraint(
+                condition=~Q(state="verified") | Q(blob__isnull=False, verified_at__isnull=False),
+                name="artifact_verified_has_blob",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.file_name} {self.version}"
+
+
+class Answer(models.Model):
+    """One revision of an organisation's answer to a question, with section 13's six elements.
+
+    Immutable once stored: a correction is a new revision.
+    """
+
+    question = models.ForeignKey(Question, on_delete=models.PROTECT, related_name="answers")
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="answers")
+    revision = models.PositiveIntegerField()
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="answers")
+    capability = models.ForeignKey(
+        "evidence.Capability", null=True, blank=True, on_delete=models.PROTECT, related_name="answers"
+    )
+    summary = models.TextField(blank=True)
+    # The six elements of section 13.
+    version = models.CharField(max_length=100, blank=True)
+    executable_assets = models.ManyToManyField(Artifact, blank=True, related_name="executable_in_answers")
+    minimal_example_artifact = models.ForeignKey(
+        Artifact, null=True, blank=True, on_delete=models.PROTECT, related_name="example_in_answers"
+    )
+    minimal_example_command = models.TextField(blank=True)
+    minimal_example_description = models.TextField(blank=True)
+    error_paths = models.JSONField(default=list, blank=True)
+    golden_artifacts = models.ManyToManyField(Artifact, blank=True, related_name="golden_in_answers")
+    golden_tolerances = models.JSONField(default=dict, blank=True)
+    compatibility = models.JSONField(default=dict, blank=True)
+    # Thresholds the later stages are held to (for example soak's required decode token/s).
+    thresholds = models.JSONField(default=dict, blank=True)
+    complete = models.BooleanField(default=False)
+    missing = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["question__number", "-revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["question", "organisation", "revision"], name="answer_revision_unique"),
+            models.CheckConstraint(condition=Q(revision__gte=1), name="answer_revision_positive"),
+        ]
+
+    def __str__(self):
+        return f"{self.question.code} answer r{self.revision}"
