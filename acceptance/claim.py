@@ -1,0 +1,46 @@
+"""Section 13's closing rule as a check over structured answer data. No ORM here.
+
+An answer counts only with all six elements; each is judged by its structure, so more or longer text
+never satisfies an element.
+"""
+
+import re
+from dataclasses import dataclass, field
+
+ELEMENTS = ["version", "executable_asset", "minimal_example", "error_path", "golden", "compatibility_range"]
+COMPATIBILITY_KEYS = ["calrt", "driver", "firmware", "chip"]
+VERSION_PATTERN = re.compile(r"^v?[0-9]+(\.[0-9]+){1,3}([-+.][0-9A-Za-z.]+)?$")
+
+
+@dataclass
+class ClaimData:
+    version: str = ""
+    executable_asset_ids: list[int] = field(default_factory=list)
+    minimal_example_artifact_id: int | None = None
+    minimal_example_command: str = ""
+    error_paths: list[dict] = field(default_factory=list)
+    golden_artifact_ids: list[int] = field(default_factory=list)
+    golden_tolerances: dict = field(default_factory=dict)
+    compatibility: dict = field(default_factory=dict)
+
+
+def _has_error_path(paths: list[dict]) -> bool:
+    return any(
+        isinstance(p, dict) and str(p.get("scenario", "")).strip() and isinstance(p.get("expect_code"), int)
+        for p in paths
+    )
+
+
+def claim_missing(claim: ClaimData) -> list[str]:
+    """The section-13 elements the claim lacks, in the document's order (empty when complete)."""
+    present = {
+        "version": bool(VERSION_PATTERN.match(claim.version.strip())),
+        "executable_asset": bool(claim.executable_asset_ids),
+        # A command alone is not runnable proof: it needs an executable asset to run against.
+        "minimal_example": claim.minimal_example_artifact_id is not None
+        or (bool(claim.minimal_example_command.strip()) and bool(claim.executable_asset_ids)),
+        "error_path": _has_error_path(claim.error_paths),
+        "golden": bool(claim.golden_artifact_ids),
+        "compatibility_range": all(str(claim.compatibility.get(key, "")).strip() for key in COMPATIBILITY_KEYS),
+    }
+    return [element for element in ELEMENTS if not present[element]]

@@ -1,0 +1,75 @@
+"""Content-addressed artifact bytes: one stored copy per SHA-256, in the `artifacts` storage."""
+
+import hashlib
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.core.files import File
+from django.core.files.storage import storages
+from django.db import IntegrityError, transaction
+
+from vendor.models import Blob
+
+CHUNK_BYTES = 1024 * 1024
+
+
+def artifact_storage():
+    return storages["artifacts"]
+
+
+def blob_storage_name(sha256: str) -> str:
+    return f"sha256/{sha256[:2]}/{sha256}"
+
+
+def file_sha256(path: Path) -> tuple[str, int]:
+    """Digest and size of a file, read in constant memory."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def blob_store_file(path: Path, *, sha256: str, size: int) -> Blob:
+    """Store verified bytes once per digest and return their Blob.
+
+    Preconditions: `sha256` and `size` were computed over the file's bytes. A second call with the same
+    digest keeps the first copy.
+    """
+    existing = Blob.objects.filter(sha256=sha256).first()
+    if existing is not None:
+        return existing
+    name = blob_storage_name(sha256)
+    storage = artifact_storage()
+    if not storage.exists(name):
+        with open(path, "rb") as handle:
+            saved = storage.save(name, File(handle))
+        if saved != name:  # another process stored the same bytes first; keep theirs
+            storage.delete(saved)
+    try:
+        with transaction.atomic():
+            return Blob.objects.create(sha256=sha256, size=size, storage_name=name)
+    except IntegrityError:
+        return Blob.objects.get(sha256=sha256)
+
+
+@contextmanager
+def blob_local_path(blob: Blob) -> Iterator[Path]:
+    """A local filesystem path holding the blob's bytes: the stored file itself, or a temporary copy
+    for remote stores (S3)."""
+    storage = artifact_storage()
+    try:
+        yield Path(storage.path(blob.storage_name))
+        return
+    except NotImplementedError:
+        pass
+    with tempfile.TemporaryDirectory(prefix="calculet-blob-") as tmp:
+        local = Path(tmp) / blob.sha256
+        with storage.open(blob.storage_name, "rb") as src, open(local, "wb") as dst:
+            shutil.copyfileobj(src, dst, CHUNK_BYTES)
+        yield local
