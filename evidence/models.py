@@ -26,7 +26,9 @@ class PathAlias(models.Model):
 
     class Meta:
         ordering = ["position"]
-        constraints = [models.CheckConstraint(condition=Q(name__regex=r"^\$[A-Z][A-Z0-9_]*$"), name="alias_name_format")]
+        constraints = [
+            models.CheckConstraint(condition=Q(name__regex=r"^\$[A-Z][A-Z0-9_]*$"), name="alias_name_format")
+        ]
 
     def __str__(self):
         return self.name

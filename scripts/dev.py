@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Set-up and the two everyday commands, needing nothing but Python 3.11+.
 
-    python3 scripts/dev.py run    # venv, install, migrate, import the seed, demo, serve on 127.0.0.1:8000
-    python3 scripts/dev.py test   # venv, install, lint, checks, the whole test suite
+python3 scripts/dev.py run    # venv, install, migrate, import the seed, demo, serve on 127.0.0.1:8000
+python3 scripts/dev.py test   # venv, install, lint, checks, the whole test suite
 """
 
 import hashlib
