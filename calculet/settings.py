@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "vendor",
     "evidence",
     "acceptance",
+    "calculet",
 ]
 
 MIDDLEWARE = [
