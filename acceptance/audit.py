@@ -36,14 +36,15 @@ def _json_safe(value):
     return json.loads(json.dumps(value, ensure_ascii=False, default=str)) if value is not None else None
 
 
-def audit_record(*, actor, action: str, obj=None, object_type: str = "", object_id: str = "", before=None, after=None):
-    """Append one audit row. Must run inside the transaction that makes the change it records."""
-    if not transaction.get_connection().in_atomic_block:
-        raise RuntimeError("audit_record must run inside the transaction of the change it records")
+def _lock_head() -> AuditHead:
     head = AuditHead.objects.select_for_update().filter(pk=1).first()
     if head is None:
-        head = AuditHead.objects.create(pk=1, last_hash=GENESIS_HASH)
+        AuditHead.objects.create(pk=1, last_hash=GENESIS_HASH)
         head = AuditHead.objects.select_for_update().get(pk=1)
+    return head
+
+
+def _build_entry(prev_hash: str, *, actor, action, obj=None, object_type="", object_id="", before=None, after=None):
     user = actor if getattr(actor, "is_authenticated", False) else None
     entry = AuditEntry(
         created_at=timezone.now(),
@@ -55,12 +56,51 @@ def audit_record(*, actor, action: str, obj=None, object_type: str = "", object_
         object_repr=str(obj)[:300] if obj is not None else "",
         before=_json_safe(before),
         after=_json_safe(after),
-        prev_hash=head.last_hash,
+        prev_hash=prev_hash,
     )
     entry.hash = _entry_hash(entry)
+    return entry
+
+
+def _require_transaction() -> None:
+    if not transaction.get_connection().in_atomic_block:
+        raise RuntimeError("audit rows must be written inside the transaction of the change they record")
+
+
+def audit_record(*, actor, action: str, obj=None, object_type: str = "", object_id: str = "", before=None, after=None):
+    """Append one audit row. Must run inside the transaction that makes the change it records."""
+    _require_transaction()
+    head = _lock_head()
+    entry = _build_entry(
+        head.last_hash,
+        actor=actor,
+        action=action,
+        obj=obj,
+        object_type=object_type,
+        object_id=object_id,
+        before=before,
+        after=after,
+    )
     entry.save()
     AuditHead.objects.filter(pk=1).update(last_hash=entry.hash)
     return entry
+
+
+def audit_record_many(records: list[dict]) -> list[AuditEntry]:
+    """Append several rows (each a dict of `audit_record`'s arguments) in a fixed number of queries."""
+    _require_transaction()
+    if not records:
+        return []
+    head = _lock_head()
+    entries = []
+    prev_hash = head.last_hash
+    for record in records:
+        entry = _build_entry(prev_hash, **record)
+        entries.append(entry)
+        prev_hash = entry.hash
+    AuditEntry.objects.bulk_create(entries)
+    AuditHead.objects.filter(pk=1).update(last_hash=prev_hash)
+    return entries
 
 
 def audit_verify() -> list[str]:

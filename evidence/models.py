@@ -58,6 +58,9 @@ class EvidenceTable(models.Model):
 
     class Meta:
         ordering = ["section"]
+        constraints = [
+            models.CheckConstraint(condition=Q(prefix__regex=r"^[A-Z]$"), name="evidence_table_prefix_letter")
+        ]
 
     def __str__(self):
         return f"{self.section}. {self.title}"
@@ -88,6 +91,9 @@ class EvidenceItem(models.Model):
             models.CheckConstraint(condition=Q(origin__in=["seed", "run"]), name="evidence_origin_valid"),
             models.CheckConstraint(
                 condition=Q(origin="run") | Q(table__isnull=False), name="evidence_seed_item_has_table"
+            ),
+            models.CheckConstraint(
+                condition=Q(origin="run") | Q(code__regex=r"^[A-Z][0-9]{2}$"), name="evidence_seed_code_format"
             ),
         ]
 
@@ -141,7 +147,13 @@ class SourceReference(models.Model):
 
     class Meta:
         ordering = ["item", "position"]
-        constraints = [models.UniqueConstraint(fields=["item", "position"], name="source_reference_position_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["item", "position"], name="source_reference_position_unique"),
+            # "同文件" resolves to a file: a same-file reference always names one.
+            models.CheckConstraint(
+                condition=Q(same_file=False) | Q(alias__isnull=False) | ~Q(path=""), name="source_same_file_has_file"
+            ),
+        ]
 
     def __str__(self):
         return self.raw

@@ -1,0 +1,224 @@
+"""The checklist as JSON, Markdown or CSV, with live question states and capability statuses.
+
+`checklist_export(fmt)` returns the text; `EXPORT_FORMATS` gives each format's content type and file
+extension (for the reports page). JSON and CSV text fields hold the document's text with Markdown
+backticks removed and whitespace collapsed; the Markdown keeps the document's own Markdown.
+A fixed number of queries whatever the number of rows.
+"""
+
+import csv
+import io
+import json
+
+from django.db.models import Prefetch
+
+from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
+from vendor.models import Question, Section
+
+EXPORT_FORMATS = {
+    "json": ("application/json", "json"),
+    "md": ("text/markdown; charset=utf-8", "md"),
+    "csv": ("text/csv; charset=utf-8", "csv"),
+}
+CSV_COLUMNS = [
+    "code",
+    "section",
+    "question",
+    "acceptance",
+    "state",
+    "priority",
+    "organisation",
+    "assignee",
+    "due_date",
+    "capabilities",
+]
+
+
+def plain(text: str) -> str:
+    """Text without Markdown backticks, whitespace collapsed."""
+    return " ".join(text.replace("`", "").split())
+
+
+def _questions():
+    return (
+        Question.objects.select_related("section", "organisation", "assignee")
+        .prefetch_related(Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")))
+        .order_by("number")
+    )
+
+
+def _capability_labels(question) -> list[str]:
+    return [f"{c.slug} {c.status}" for c in question.capabilities.all()]
+
+
+def checklist_data() -> dict:
+    document = ChecklistDocument.objects.order_by("pk").first()
+    items = (
+        EvidenceItem.objects.filter(origin=EvidenceItem.SEED)
+        .select_related("table")
+        .prefetch_related(
+            "grades",
+            "statuses",
+            Prefetch("sources", queryset=SourceReference.objects.select_related("alias").order_by("position")),
+        )
+    )
+    capabilities = Capability.objects.prefetch_related(
+        Prefetch("evidence", queryset=EvidenceItem.objects.only("code").order_by("code")),
+        Prefetch("questions", queryset=Question.objects.only("code").order_by("number")),
+    )
+    return {
+        "document": {
+            "title": plain(document.title),
+            "date": document.date,
+            "sha256": document.source_sha256,
+            "closing_rule": plain(document.closing_rule),
+            "acceptance_chain": plain(document.acceptance_chain),
+        }
+        if document
+        else None,
+        "aliases": [
+            {"name": a.name, "path": a.path, "expanded_path": a.expanded_path} for a in PathAlias.objects.all()
+        ],
+        "archives": [
+            {"name": a.name, "sha256": a.sha256, "description": plain(a.description)} for a in Archive.objects.all()
+        ],
+        "evidence": [
+            {
+                "code": item.code,
+                "table": item.table.prefix,
+                "section": item.table.section,
+                "conclusion": plain(item.conclusion),
+                "grades": sorted(g.grade for g in item.grades.all()),
+                "statuses": sorted({s.status for s in item.statuses.all()}),
+                "status_qualifiers": [
+                    {"status": s.status, "qualifier": plain(s.qualifier)}
+                    for s in sorted(item.statuses.all(), key=lambda s: (s.status, s.qualifier))
+                ],
+                "grade_text": plain(item.grade_text),
+                "explanation": plain(item.explanation),
+                "defect": item.defect,
+                "limitation": item.limitation,
+                "source_text": plain(item.source_text),
+                "sources": [
+                    {
+                        "raw": plain(s.raw),
+                        "alias": s.alias.name if s.alias else "",
+                        "path": s.path,
+                        "lines": s.lines,
+                        "line_ranges": s.line_ranges,
+                        "same_file": s.same_file,
+                    }
+                    for s in item.sources.all()
+                ],
+            }
+            for item in items
+        ],
+        "sections": [
+            {"code": s.code, "title": plain(s.title), "theme": plain(s.theme), "blocks": plain(s.blocks)}
+            for s in Section.objects.all()
+        ],
+        "questions": [
+            {
+                "code": q.code,
+                "section": q.section.code,
+                "question": plain(q.question),
+                "acceptance": plain(q.acceptance),
+                "state": q.state,
+                "priority": q.priority,
+                "organisation": q.organisation.slug if q.organisation else None,
+                "assignee": q.assignee.get_username() if q.assignee else None,
+                "due_date": q.due_date.isoformat() if q.due_date else None,
+                "capabilities": [c.slug for c in q.capabilities.all()],
+            }
+            for q in _questions()
+        ],
+        "capabilities": [
+            {
+                "slug": c.slug,
+                "title": plain(c.title),
+                "status": c.status,
+                "pinned": c.pinned,
+                "pinned_status": c.pinned_status,
+                "scope": c.scope,
+                "evidence": [e.code for e in c.evidence.all()],
+                "questions": [q.code for q in c.questions.all()],
+            }
+            for c in capabilities
+        ],
+    }
+
+
+def checklist_json() -> str:
+    return json.dumps(checklist_data(), ensure_ascii=False, indent=2) + "\n"
+
+
+def _cell(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|") or "—"
+
+
+def checklist_markdown() -> str:
+    document = ChecklistDocument.objects.order_by("pk").first()
+    title = document.title if document else "Checklist"
+    lines = [f"# {title}", ""]
+    if document:
+        lines += [f"日期：{document.date}  ", f"SHA-256：`{document.source_sha256}`", ""]
+    lines += ["## 12. 厂商确认清单", ""]
+    by_section: dict[int, list] = {}
+    for question in _questions():
+        by_section.setdefault(question.section_id, []).append(question)
+    for section in Section.objects.all():
+        header = ["#", section.question_header, section.acceptance_header, "状态", "优先级", "负责", "截止", "能力状态"]
+        lines += [f"### {section.code} {section.title}", "", "| " + " | ".join(header) + " |"]
+        lines.append("| " + " | ".join("---" for _ in header) + " |")
+        for q in by_section.get(section.pk, []):
+            owner = q.assignee.get_username() if q.assignee else (q.organisation.slug if q.organisation else "")
+            row = [
+                q.code,
+                q.question,
+                q.acceptance,
+                q.get_state_display(),
+                q.priority.upper(),
+                owner,
+                q.due_date.isoformat() if q.due_date else "",
+                "、".join(_capability_labels(q)),
+            ]
+            lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+        lines.append("")
+    lines += ["## 能力状态", "", "| 能力 | 状态 | 固定 | 范围 |", "| --- | --- | --- | --- |"]
+    for capability in Capability.objects.all():
+        pinned = capability.pinned_status if capability.pinned else ""
+        row = [f"{capability.title} (`{capability.slug}`)", capability.status, pinned, capability.scope]
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def checklist_csv() -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(CSV_COLUMNS)
+    for q in _questions():
+        writer.writerow(
+            [
+                q.code,
+                q.section.code,
+                plain(q.question),
+                plain(q.acceptance),
+                q.state,
+                q.priority,
+                q.organisation.slug if q.organisation else "",
+                q.assignee.get_username() if q.assignee else "",
+                q.due_date.isoformat() if q.due_date else "",
+                "; ".join(_capability_labels(q)),
+            ]
+        )
+    return out.getvalue()
+
+
+EXPORTERS = {"json": checklist_json, "md": checklist_markdown, "csv": checklist_csv}
+
+
+def checklist_export(fmt: str) -> str:
+    """The checklist in `fmt` (json, md or csv)."""
+    if fmt not in EXPORTERS:
+        raise ValueError(f"unknown export format {fmt!r}: one of {', '.join(EXPORTERS)}")
+    return EXPORTERS[fmt]()

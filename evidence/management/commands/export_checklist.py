@@ -1,0 +1,24 @@
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from evidence.exporter import EXPORT_FORMATS, checklist_export
+
+
+class Command(BaseCommand):
+    help = "Write the checklist with live states and statuses as JSON, Markdown or CSV."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="json")
+        parser.add_argument("--out", help="write to this file instead of standard output")
+
+    def handle(self, *args, **options):
+        text = checklist_export(options["format"])
+        if not options["out"]:
+            self.stdout.write(text, ending="")
+            return
+        try:
+            Path(options["out"]).write_text(text, encoding="utf-8")
+        except OSError as error:
+            raise CommandError(f"cannot write {options['out']}: {error}") from error
+        self.stderr.write(f"wrote {options['out']}")

@@ -1,0 +1,147 @@
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+from django.utils import timezone
+
+from acceptance.models import AuditEntry
+from evidence.models import (
+    Archive,
+    ChecklistDocument,
+    EvidenceGrade,
+    EvidenceItem,
+    EvidenceStatus,
+    EvidenceTable,
+    PathAlias,
+    SourceReference,
+)
+from vendor.models import Answer, ApiToken, Artifact, Blob, Membership, Organisation, Question, Section, Upload
+from vendor.services.organisations import token_create
+
+pytestmark = pytest.mark.django_db
+
+READ_ONLY_MODELS = [
+    ChecklistDocument,
+    PathAlias,
+    Archive,
+    EvidenceTable,
+    EvidenceItem,
+    EvidenceGrade,
+    EvidenceStatus,
+    SourceReference,
+    Organisation,
+    Membership,
+    ApiToken,
+    Section,
+    Blob,
+    Artifact,
+    Answer,
+    Upload,
+    AuditEntry,
+]
+
+
+def admin_url(model, view, *args):
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def pm(imported):
+    user = get_user_model().objects.create_superuser("lead", password=None)
+    team = Organisation.objects.create(slug="team", name="Integration", kind=Organisation.INTEGRATOR)
+    Membership.objects.create(user=user, organisation=team, role=Membership.PM)
+    token_create(actor=None, user=user, name="laptop")
+    vendor = Organisation.objects.create(slug="chipco", name="Chip Co", kind=Organisation.VENDOR)
+    blob = Blob.objects.create(sha256="a" * 64, size=3, storage_name="aa/" + "a" * 64)
+    Artifact.objects.create(
+        organisation=vendor,
+        kind=Artifact.CALBIN,
+        version="1.0",
+        file_name="m.calbin",
+        declared_size=3,
+        declared_sha256="a" * 64,
+        blob=blob,
+        state=Artifact.VERIFIED,
+        verified_at=timezone.now(),
+    )
+    Answer.objects.create(question=Question.objects.get(code="V18"), organisation=vendor, revision=1)
+    Upload.objects.create(organisation=vendor, length=3, expires_at=timezone.now())
+    return user
+
+
+@pytest.fixture
+def pm_client(client, pm):
+    client.force_login(pm)
+    return client
+
+
+def test_every_model_has_a_page(pm_client):
+    for model in READ_ONLY_MODELS + [Question]:
+        assert pm_client.get(admin_url(model, "changelist")).status_code == 200, model
+        obj = model.objects.order_by("pk").first()
+        assert pm_client.get(admin_url(model, "change", obj.pk)).status_code == 200, model
+
+
+def test_read_only_models_refuse_writes(pm_client):
+    for model in READ_ONLY_MODELS:
+        assert pm_client.get(admin_url(model, "add")).status_code == 403, model
+        obj = model.objects.order_by("pk").first()
+        page = pm_client.get(admin_url(model, "change", obj.pk)).content.decode()
+        assert 'name="_save"' not in page, model
+        assert pm_client.post(admin_url(model, "delete", obj.pk), {"post": "yes"}).status_code == 403, model
+        assert model.objects.filter(pk=obj.pk).exists(), model
+
+
+def test_audit_entries_cannot_be_changed_through_the_admin(pm_client):
+    entry = AuditEntry.objects.order_by("id").first()
+    before = (entry.action, entry.object_repr)
+    response = pm_client.post(admin_url(AuditEntry, "change", entry.pk), {"action": "edited", "object_repr": "x"})
+    assert response.status_code == 403
+    entry = AuditEntry.objects.get(pk=entry.pk)
+    assert (entry.action, entry.object_repr) == before
+
+
+def test_question_state_is_read_only_and_edits_go_through_the_service(pm_client, pm):
+    question = Question.objects.get(code="V18")
+    url = admin_url(Question, "change", question.pk)
+    page = pm_client.get(url).content.decode()
+    assert 'name="priority"' in page
+    assert 'name="state"' not in page
+    audit_count = AuditEntry.objects.count()
+
+    response = pm_client.post(url, {"priority": "p0", "state": "closed", "organisation": "", "assignee": ""})
+
+    assert response.status_code == 302
+    question.refresh_from_db()
+    assert (question.priority, question.state) == ("p0", "new")
+    entry = AuditEntry.objects.order_by("-id").first()
+    assert AuditEntry.objects.count() == audit_count + 1
+    assert (entry.action, entry.actor, entry.before, entry.after) == (
+        "question.update",
+        pm,
+        {"priority": "p2"},
+        {"priority": "p0"},
+    )
+
+
+def test_a_refused_question_edit_changes_nothing(client, imported):
+    staff = get_user_model().objects.create_superuser("admin-without-team", password=None)
+    client.force_login(staff)
+    question = Question.objects.get(code="V18")
+    audit_count = AuditEntry.objects.count()
+    url = admin_url(Question, "change", question.pk)
+    response = client.post(url, {"priority": "p0", "organisation": "", "assignee": ""}, follow=True)
+    assert "Not saved" in response.content.decode()
+    question.refresh_from_db()
+    assert question.priority == "p2"
+    assert AuditEntry.objects.count() == audit_count
+
+
+def test_token_revoke_action_calls_the_service(pm_client, pm):
+    token = ApiToken.objects.get(user=pm)
+    response = pm_client.post(
+        admin_url(ApiToken, "changelist"), {"action": "revoke", "_selected_action": [token.pk]}, follow=True
+    )
+    assert response.status_code == 200
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+    assert AuditEntry.objects.filter(action="token.revoke", object_id=str(token.pk)).exists()

@@ -1,0 +1,132 @@
+import csv
+import io
+import json
+import re
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from evidence.exporter import checklist_csv, checklist_export, checklist_json, checklist_markdown
+from evidence.seed.importer import checklist_import
+from vendor.models import Question
+
+from .conftest import add_rows_after
+
+pytestmark = pytest.mark.django_db
+
+
+def plain(text: str) -> str:
+    return " ".join(text.replace("`", "").split())
+
+
+def seed_tables(text: str) -> dict:
+    """The seed's rows read the simplest way: every table line whose first cell is a code."""
+    rows = {"evidence": {}, "questions": {}, "sections": [], "archives": [], "aliases": []}
+    section = None
+    for line in text.splitlines():
+        if match := re.match(r"^### (12\.\d) (.+)$", line):
+            section = match.group(1)
+            rows["sections"].append({"code": match.group(1), "title": plain(match.group(2))})
+        elif match := re.match(r"^(\$[A-Z]+)\s+= (\S+)$", line):
+            rows["aliases"].append({"name": match.group(1), "path": match.group(2)})
+        elif line.startswith("| `") and (sha := re.search(r"`([0-9a-f]{64})`", line)):
+            rows["archives"].append({"name": line.split("`")[1], "sha256": sha.group(1)})
+        elif line.startswith("| "):
+            cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+            if re.fullmatch(r"V\d\d", cells[0]):
+                rows["questions"][cells[0]] = {"section": section, "question": cells[1], "acceptance": cells[2]}
+            elif re.fullmatch(r"[A-Z]\d\d", cells[0]):
+                rows["evidence"][cells[0]] = cells
+    return rows
+
+
+def test_json_matches_the_seed_row_for_row(imported, seed_text):
+    exported = json.loads(checklist_json())
+    seed = seed_tables(seed_text)
+
+    assert [{"code": s["code"], "title": s["title"]} for s in exported["sections"]] == seed["sections"]
+    assert [{"name": a["name"], "path": a["path"]} for a in exported["aliases"]] == seed["aliases"]
+    assert [{"name": a["name"], "sha256": a["sha256"]} for a in exported["archives"]] == seed["archives"]
+
+    assert [q["code"] for q in exported["questions"]] == list(seed["questions"])
+    for question in exported["questions"]:
+        row = seed["questions"][question["code"]]
+        assert question["section"] == row["section"]
+        assert question["question"] == plain(row["question"])
+        assert question["acceptance"] == plain(row["acceptance"])
+        assert question["state"] == "new"
+
+    assert [e["code"] for e in exported["evidence"]] == list(seed["evidence"])
+    for item in exported["evidence"]:
+        code, conclusion, sources, last = seed["evidence"][item["code"]]
+        assert item["conclusion"] == plain(conclusion)
+        assert item["source_text"] == plain(sources)
+        assert item["grades"] == sorted(set(re.findall(r"E[0-4]", last)))
+        assert item["statuses"] == sorted(set(re.findall(r"C[0-4]", last)))
+        if code.startswith("P"):
+            assert item["explanation"] == plain(last)
+        else:
+            assert item["grade_text"] == plain(last)
+        assert item["sources"], code
+
+    slugs = {c["slug"]: c for c in exported["capabilities"]}
+    assert slugs["multi-physical-device-calrt-0-7-6"]["status"] == "C4"
+    assert slugs["multi-physical-device-calrt-0-7-6"]["pinned"] is True
+    assert (slugs["decode-batch-4"]["status"], slugs["decode-batch-4"]["pinned"]) == ("C3", False)
+
+
+def test_json_keeps_grades_and_statuses_apart(imported):
+    evidence = {e["code"]: e for e in json.loads(checklist_json())["evidence"]}
+    assert (evidence["I01"]["grades"], evidence["I01"]["statuses"]) == (["E2", "E3"], ["C0"])
+    assert (evidence["K05"]["grades"], evidence["K05"]["statuses"]) == (["E1"], ["C0", "C1"])
+    assert {"status": "C4", "qualifier": "任意寄存器"} in evidence["R02"]["status_qualifiers"]
+    r07 = evidence["R07"]["sources"][0]
+    assert (r07["alias"], r07["path"], r07["line_ranges"], r07["same_file"]) == (
+        "$SRC",
+        "src/llama-calrt.cpp",
+        [[820, 851]],
+        True,
+    )
+
+
+def test_markdown_regenerates_the_checklist_with_live_columns(imported):
+    Question.objects.filter(code="V18").update(state="asked", priority="p0")
+    text = checklist_markdown()
+    headings = re.findall(r"^### (12\.\d) ", text, flags=re.MULTILINE)
+    assert headings == [f"12.{n}" for n in range(1, 9)]
+    assert "| # | 必须确认/交付 | 验收形式 | 状态 | 优先级 | 负责 | 截止 | 能力状态 |" in text
+    rows = [line for line in text.splitlines() if re.match(r"^\| V\d\d \|", line)]
+    assert len(rows) == 60
+    v18 = next(line for line in rows if line.startswith("| V18 |"))
+    assert "| Asked | P0 |" in v18
+    assert "decode-batch-4 C3" in v18
+    assert all(line.count(" | ") == 7 for line in rows)
+
+
+def test_csv_is_one_row_per_question(imported):
+    rows = list(csv.DictReader(io.StringIO(checklist_csv())))
+    assert [r["code"] for r in rows] == [f"V{n:02d}" for n in range(1, 61)]
+    v02 = rows[1]
+    assert v02["question"] == "calcc 575c2d... 和 TVM 7aebd1... 是否可发布"
+    assert (v02["section"], v02["state"], v02["priority"]) == ("12.1", "new", "p2")
+    assert "decode-batch-16 C3" in rows[17]["capabilities"]
+
+
+def test_export_command_writes_stdout_or_a_file(imported, tmp_path):
+    out = io.StringIO()
+    call_command("export_checklist", "--format", "json", stdout=out)
+    assert len(json.loads(out.getvalue())["questions"]) == 60
+    target = tmp_path / "checklist.csv"
+    call_command("export_checklist", "--format", "csv", "--out", str(target), stderr=io.StringIO())
+    assert target.read_bytes().decode() == checklist_export("csv")
+
+
+def test_json_export_query_count_does_not_grow_with_rows(db, seed_text, django_assert_num_queries):
+    checklist_import(seed_text)
+    with CaptureQueriesContext(connection) as seed_queries:
+        checklist_json()
+    checklist_import(add_rows_after(seed_text, "V60", [f"| V{n} | 问 {n} | 答 {n} |" for n in range(61, 80)]))
+    with django_assert_num_queries(len(seed_queries)):
+        checklist_json()
