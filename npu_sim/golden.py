@@ -1,0 +1,157 @@
+"""Comparing output tensors with goldens: error, cosine, top-k agreement, an error histogram.
+
+Tensors are [rows, width] (one row of logits per prefill or decode step). Sums behind the cosine are
+accumulated in float64; everything elementwise runs in float32, which holds BF16 values exactly.
+"""
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from npu_sim.dtypes import BFLOAT16, bits_to_float32
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    max_abs: float | None = None  # not checked unless given: logit scales differ between models
+    max_rel: float | None = 0.01  # max |actual - expected| / max |expected|
+    cosine_min: float = 0.9999
+    top1_min: float = 0.99
+    topk_min: float = 0.99
+    k: int = 5
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "Tolerance":
+        unknown = set(values) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown tolerance fields: {', '.join(sorted(unknown))}")
+        for key, value in values.items():
+            kind = int if key == "k" else (int, float)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, kind)):
+                raise ValueError(f"tolerance {key} must be a number")
+        tolerance = cls(**values)
+        if tolerance.k < 1:
+            raise ValueError("tolerance k must be at least 1")
+        return tolerance
+
+
+# Absolute-error bins; "exact", "above" (>= the last edge or infinite) and "nan" are counted apart.
+HISTOGRAM_EDGES = (0.0, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+_TOPK_GROUP_SIZE = 128
+
+
+def as_float32(values: np.ndarray) -> np.ndarray:
+    """Logits as float32 [rows, width]: from BF16 bit patterns (uint16), BF16 or float arrays."""
+    array = np.asarray(values)
+    if array.dtype == np.uint16:
+        array = bits_to_float32(array)
+    elif array.dtype == BFLOAT16:
+        array = array.astype(np.float32)
+    else:
+        array = array.astype(np.float32, copy=False)
+    return array.reshape(-1, array.shape[-1]) if array.ndim != 2 else array
+
+
+def top_k(x: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest values of each row, largest first, lower index first on ties.
+
+    Each row is cut into groups (every `groups`-th element); only a group whose maximum reaches the
+    k-th largest group maximum can hold a top-k value, so only those groups are sorted. Strided
+    groups keep the maxima a fast reduction over axis 0. NaN must have been replaced before.
+    """
+    rows, width = x.shape
+    k = min(k, width)
+    depth = _TOPK_GROUP_SIZE if width % _TOPK_GROUP_SIZE == 0 else 1
+    groups = width // depth
+    kth = min(k, groups)
+    offsets = groups * np.arange(depth)[:, None]
+    result = np.empty((rows, k), dtype=np.intp)
+    for row in range(rows):
+        group_max = x[row].reshape(depth, groups).max(axis=0)
+        threshold = -np.partition(-group_max, kth - 1)[kth - 1]
+        index = np.sort((np.flatnonzero(group_max >= threshold)[None, :] + offsets).ravel())
+        result[row] = index[np.argsort(-x[row, index], kind="stable")[:k]]
+    return result
+
+
+def _histogram(abs_error: np.ndarray, nan_count: int) -> dict[str, Any]:
+    at_least = [int(np.count_nonzero(abs_error >= edge)) for edge in HISTOGRAM_EDGES]
+    exact = abs_error.size - nan_count - int(np.count_nonzero(abs_error))
+    return {
+        "edges": list(HISTOGRAM_EDGES),
+        "counts": [at_least[0] - exact - at_least[1]]
+        + [at_least[i] - at_least[i + 1] for i in range(1, len(at_least) - 1)],
+        "exact": exact,
+        "above": at_least[-1],
+        "nan": nan_count,
+    }
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN or infinity; a non-finite metric is written as null."""
+    return value if math.isfinite(value) else None
+
+
+def compare(expected: np.ndarray, actual: np.ndarray, tolerance: Tolerance | None = None) -> dict[str, Any]:
+    """Metrics of `actual` against `expected` and whether they meet the tolerance."""
+    tolerance = tolerance or Tolerance()
+    e, a = as_float32(expected), as_float32(actual)
+    if e.shape != a.shape:
+        raise ValueError(f"shape {list(a.shape)} differs from the expected {list(e.shape)}")
+    # Non-finite logits are an outcome to report (corrupted output), not a numpy warning.
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.subtract(a, e)
+        np.abs(error, out=error)
+        max_abs = float(error.max())
+        nan_count = int(np.count_nonzero(np.isnan(error))) if math.isnan(max_abs) else 0
+        non_finite = int(a.size - np.count_nonzero(np.isfinite(a))) if not math.isfinite(max_abs) else 0
+        scale = max(float(e.max()), -float(e.min()))
+        max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+
+        # einsum casts to float64 in small buffers; a BLAS float64 dot would need float64 copies and
+        # OpenBLAS runs it on threads whose wake-up can cost milliseconds on a busy machine.
+        e1, a1 = e.ravel(), a.ravel()
+        ee, aa, ea = (float(np.einsum("i,i->", x, y, dtype=np.float64)) for x, y in ((e1, e1), (a1, a1), (e1, a1)))
+        norms = math.sqrt(ee * aa)
+        cosine = ea / norms if norms != 0 else (1.0 if max_abs == 0 else 0.0)
+
+    k = min(tolerance.k, e.shape[1])
+    top_e = top_k(e, k)
+    top_a = top_k(np.where(np.isnan(a), -np.inf, a) if nan_count else a, k)
+    # An index appears once per list, so the overlap of the first j of each list is the count of
+    # matches in the leading j x j corner of the match matrix.
+    matches = (top_e[:, :, None] == top_a[:, None, :]).cumsum(axis=1).cumsum(axis=2)
+    overlap = matches[:, np.arange(k), np.arange(k)].mean(axis=0)
+    by_k = [{"k": j + 1, "agreement": float(overlap[j] / (j + 1))} for j in range(k)]
+    top1, topk = by_k[0]["agreement"], by_k[-1]["agreement"]
+
+    failures = []
+    if non_finite:
+        failures.append(f"{non_finite} non-finite values")
+    if tolerance.max_abs is not None and not max_abs <= tolerance.max_abs:
+        failures.append(f"max_abs {max_abs:.6g} > {tolerance.max_abs}")
+    if tolerance.max_rel is not None and not max_rel <= tolerance.max_rel:
+        failures.append(f"max_rel {max_rel:.6g} > {tolerance.max_rel}")
+    if not cosine >= tolerance.cosine_min:
+        failures.append(f"cosine {cosine:.8f} < {tolerance.cosine_min}")
+    if not top1 >= tolerance.top1_min:
+        failures.append(f"top1 {top1:.4f} < {tolerance.top1_min}")
+    if not topk >= tolerance.topk_min:
+        failures.append(f"top{k} {topk:.4f} < {tolerance.topk_min}")
+    return {
+        "shape": list(e.shape),
+        "max_abs": _finite(max_abs),
+        "max_rel": _finite(max_rel),
+        "cosine": _finite(cosine),
+        "top1": top1,
+        "topk": topk,
+        "k": k,
+        "topk_by_k": by_k,
+        "non_finite": non_finite,
+        "histogram": _histogram(error, nan_count),
+        "tolerance": asdict(tolerance),
+        "passed": not failures,
+        "failures": failures,
+    }

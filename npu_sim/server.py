@@ -1,0 +1,135 @@
+"""A server-style scheduling loop on the virtual device, for the integration and soak stages.
+
+Clients form a closed loop: each of `concurrency` clients sends a request, waits for its last token,
+then sends the next. The server admits a waiting request when a KV lane is free and prefills it
+alone (prefill and decode cannot share a call, R08), then runs one decode step over every active
+sequence. Finished sequences free their KV at once. Time is the device's modelled clock, so a
+token's time is when the client receives it, queueing included (not predicted_ms + prompt_ms, P03).
+"""
+
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from npu_sim.client import TIMEOUT_FACTOR, greedy, recover, run_call
+from npu_sim.device import VirtualDevice
+from npu_sim.errors import CalrtError, ErrorCode
+from npu_sim.kv import KvManager
+from npu_sim.loaded_calbin import Calbin
+
+
+@dataclass
+class Request:
+    rid: int
+    prompt: list[int]
+    max_new_tokens: int
+    arrival_ms: float = 0.0
+    tokens: list[int] = field(default_factory=list)
+    token_ms: list[float] = field(default_factory=list)  # device time each token reached the client
+    logits: list[np.ndarray] = field(default_factory=list)  # only when the loop records them
+    error: ErrorCode | None = None
+    finish_ms: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.error is not None or len(self.tokens) >= self.max_new_tokens
+
+
+@dataclass
+class ServeTrace:
+    requests: list[Request]
+    prefill_calls: int = 0
+    decode_calls: int = 0
+    max_active: int = 0
+    prefills_during_decode: int = 0  # prefills admitted while other sequences were mid-decode
+    recoveries: list[str] = field(default_factory=list)
+
+
+def serve(
+    device: VirtualDevice,
+    calbin: Calbin,
+    kv: KvManager,
+    requests: list[Request],
+    concurrency: int,
+    record_logits: bool = False,
+    on_finish: Callable[[Request], None] | None = None,
+) -> ServeTrace:
+    """Run every request to completion or failure; a failed call fails the requests in it, the
+    device is recovered, and the loop goes on."""
+    trace = ServeTrace(requests)
+    prefill, decode = calbin.model_of_type("llm_prefill"), calbin.model_of_type("llm_decode")
+    unsent = deque(requests)
+    waiting: deque[Request] = deque()
+    active: dict[int, Request] = {}
+
+    def send_next() -> None:
+        if unsent:
+            request = unsent.popleft()
+            request.arrival_ms = device.clock_ms
+            waiting.append(request)
+
+    def finish(request: Request) -> None:
+        request.finish_ms = device.clock_ms
+        active.pop(request.rid, None)
+        if request.rid in kv.sequences():
+            kv.free(request.rid)
+        if on_finish:
+            on_finish(request)
+        send_next()
+
+    def fail(batch: list[Request], error: CalrtError) -> None:
+        for request in batch:
+            request.error = error.code
+            finish(request)
+        trace.recoveries += recover(device, calbin, error.code)
+        # A device reset empties the KV cache: sequences that were not in the failed call go too.
+        for request in [r for r in active.values() if r.rid not in kv.sequences()]:
+            request.error = error.code
+            finish(request)
+
+    for _ in range(concurrency):
+        send_next()
+    while waiting or active:
+        if waiting and kv.can_allocate(waiting[0].rid, len(waiting[0].prompt)):
+            request = waiting.popleft()
+            trace.prefills_during_decode += bool(active)
+            trace.prefill_calls += 1
+            try:
+                start = kv.allocate(request.rid, len(request.prompt))
+                timeout = TIMEOUT_FACTOR * device.timing.prefill_call(len(request.prompt), start).total_ms
+                logits = run_call(device, kv, prefill, {request.rid: request.prompt}, timeout)
+            except CalrtError as error:
+                fail([request], error)
+            else:
+                active[request.rid] = request
+                _deliver(device, request, logits[request.rid], record_logits)
+                if request.done:
+                    finish(request)
+        elif waiting and not active:
+            fail([waiting.popleft()], CalrtError(ErrorCode.KV_NO_CAPACITY, "the prompt does not fit a KV lane"))
+        if not active:
+            continue
+        batch = list(active.values())[: decode.batch]
+        trace.max_active = max(trace.max_active, len(batch))
+        trace.decode_calls += 1
+        try:
+            contexts = [kv.allocate(r.rid, 1) + 1 for r in batch]
+            timeout = TIMEOUT_FACTOR * device.timing.decode_call(contexts).total_ms
+            logits = run_call(device, kv, decode, {r.rid: [r.tokens[-1]] for r in batch}, timeout)
+        except CalrtError as error:
+            fail(batch, error)
+            continue
+        for request in batch:
+            _deliver(device, request, logits[request.rid], record_logits)
+            if request.done:
+                finish(request)
+    return trace
+
+
+def _deliver(device: VirtualDevice, request: Request, logits: np.ndarray, record: bool) -> None:
+    request.tokens.append(greedy(logits))
+    request.token_ms.append(device.clock_ms)
+    if record:
+        request.logits.append(logits)

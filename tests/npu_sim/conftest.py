@@ -1,0 +1,33 @@
+import shutil
+from pathlib import Path
+
+import pytest
+
+from npu_sim.calbin import build_calbin
+from npu_sim.device import VirtualDevice
+from npu_sim.kv import KvManager
+from npu_sim.loaded_calbin import Calbin
+
+
+@pytest.fixture(scope="session")
+def built_calbin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny calbin with decode batch 8, built once; tests copy it before changing it."""
+    return build_calbin(tmp_path_factory.mktemp("calbin") / "tiny-b8", decode_batch=8)
+
+
+@pytest.fixture(scope="session")
+def built_calbin_tar(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_calbin(tmp_path_factory.mktemp("calbin") / "tiny-b8", decode_batch=8, tar=True)
+
+
+@pytest.fixture
+def calbin_copy(built_calbin: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(built_calbin, tmp_path / "calbin"))
+
+
+@pytest.fixture
+def loaded(built_calbin: Path) -> tuple[VirtualDevice, Calbin, KvManager]:
+    device = VirtualDevice()
+    calbin = device.create_calbin(built_calbin)
+    device.configure(calbin)
+    return device, calbin, device.create_kv_manager(calbin)
