@@ -22,6 +22,7 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "[:
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
 DATA_DIR = Path(env.str("CALCULET_DATA_DIR", default=str(BASE_DIR / "data")))
+DATA_DIR.mkdir(parents=True, exist_ok=True)  # the embedded SQLite default cannot create its folder
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -70,6 +71,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            "libraries": {"web": "calculet.web_tags"},
         },
     },
 ]
@@ -123,6 +125,7 @@ STORAGES = {
 }
 UPLOAD_TEMP_DIR = Path(env.str("UPLOAD_TEMP_DIR", default=str(STORAGE_ROOT / "uploads")))
 UPLOAD_MAX_BYTES = env.int("UPLOAD_MAX_BYTES", default=20 * 1024**3)
+UPLOAD_PLAIN_MAX_BYTES = env.int("UPLOAD_PLAIN_MAX_BYTES", default=64 * 1024**2)
 UPLOAD_EXPIRY_HOURS = env.int("UPLOAD_EXPIRY_HOURS", default=24)
 ARCHIVE_MAX_MEMBERS = env.int("ARCHIVE_MAX_MEMBERS", default=10_000)
 ARCHIVE_MAX_UNPACKED_BYTES = env.int("ARCHIVE_MAX_UNPACKED_BYTES", default=64 * 1024**3)
@@ -153,6 +156,14 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "ArtifactKindEnum": "vendor.models.Artifact.KINDS",
+        "ArtifactStateEnum": "vendor.models.Artifact.STATES",
+        "OrganisationKindEnum": "vendor.models.Organisation.KINDS",
+        "QuestionStateEnum": "vendor.states.QUESTION_STATES",
+        "CapabilityStatusEnum": "evidence.grades.STATUS_CHOICES",
+        "RunStateEnum": "acceptance.models.Run.STATES",
+    },
 }
 
 # Celery: with REDIS_URL unset, tasks run in-process (the laptop default); with it set, they go
@@ -175,6 +186,45 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3900)
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)}
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# Acceptance runs (docs/acceptance.md). A worker renews a run's lease every ACCEPTANCE_RUN_HEARTBEAT_SECONDS;
+# the sweeper (beat, every ACCEPTANCE_SWEEP_INTERVAL) re-sends runs whose lease expired, so a killed worker's
+# run restarts within lease + sweep interval. Runner limits apply to each runner subprocess.
+ACCEPTANCE_RUNNER_COMMAND = env.str("ACCEPTANCE_RUNNER_COMMAND", default="")
+ACCEPTANCE_RUN_LEASE_SECONDS = env.int("ACCEPTANCE_RUN_LEASE_SECONDS", default=15)
+ACCEPTANCE_RUN_HEARTBEAT_SECONDS = env.float("ACCEPTANCE_RUN_HEARTBEAT_SECONDS", default=2.0)
+ACCEPTANCE_RUN_MAX_ATTEMPTS = env.int("ACCEPTANCE_RUN_MAX_ATTEMPTS", default=3)
+ACCEPTANCE_RUN_LOG_MAX_CHARS = env.int("ACCEPTANCE_RUN_LOG_MAX_CHARS", default=256 * 1024)
+ACCEPTANCE_RUN_DIR = env.str("ACCEPTANCE_RUN_DIR", default="") or None
+ACCEPTANCE_SWEEP_INTERVAL = env.int("ACCEPTANCE_SWEEP_INTERVAL", default=10)
+ACCEPTANCE_QUEUED_RESEND_AFTER = env.int("ACCEPTANCE_QUEUED_RESEND_AFTER", default=30)
+ACCEPTANCE_TARGET_HEARTBEAT_SECONDS = env.int("ACCEPTANCE_TARGET_HEARTBEAT_SECONDS", default=10)
+ACCEPTANCE_TARGET_OFFLINE_AFTER = env.int("ACCEPTANCE_TARGET_OFFLINE_AFTER", default=60)
+ACCEPTANCE_HEALTH_CHECK_INTERVAL = env.int("ACCEPTANCE_HEALTH_CHECK_INTERVAL", default=3600)
+ACCEPTANCE_HEALTH_PACKAGE = env.str("ACCEPTANCE_HEALTH_PACKAGE", default="")
+ACCEPTANCE_RUNNER_WALL_SECONDS = env.int("ACCEPTANCE_RUNNER_WALL_SECONDS", default=1800)
+ACCEPTANCE_RUNNER_MEMORY_MB = env.int("ACCEPTANCE_RUNNER_MEMORY_MB", default=4096)
+ACCEPTANCE_RUNNER_OUTPUT_BYTES = env.int("ACCEPTANCE_RUNNER_OUTPUT_BYTES", default=16 * 1024**2)
+ACCEPTANCE_RUNNER_FILE_BYTES = env.int("ACCEPTANCE_RUNNER_FILE_BYTES", default=1024**3)
+ACCEPTANCE_RUNNER_WORKDIR_BYTES = env.int("ACCEPTANCE_RUNNER_WORKDIR_BYTES", default=2 * 1024**3)
+# None keeps acceptance.policy.DEFAULT_POLICY (product.md section 4).
+ACCEPTANCE_PROMOTION_POLICY = None
+CELERY_TASK_ROUTES = {
+    "acceptance.runs_sweep": {"queue": "default"},
+    "acceptance.targets_health_check": {"queue": "default"},
+}
+CELERY_BEAT_SCHEDULE = {
+    "acceptance-sweep": {
+        "task": "acceptance.runs_sweep",
+        "schedule": ACCEPTANCE_SWEEP_INTERVAL,
+        "options": {"expires": ACCEPTANCE_SWEEP_INTERVAL},
+    },
+    "acceptance-health-checks": {
+        "task": "acceptance.targets_health_check",
+        "schedule": ACCEPTANCE_HEALTH_CHECK_INTERVAL,
+        "options": {"expires": ACCEPTANCE_HEALTH_CHECK_INTERVAL},
+    },
+}
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
