@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from acceptance.models import AuditEntry, AuditHead
+from calculet.db import lock_rows
 
 GENESIS_HASH = "0" * 64
 
@@ -37,10 +38,10 @@ def _json_safe(value):
 
 
 def _lock_head() -> AuditHead:
-    head = AuditHead.objects.select_for_update().filter(pk=1).first()
+    head = lock_rows(AuditHead.objects).filter(pk=1).first()
     if head is None:
         AuditHead.objects.create(pk=1, last_hash=GENESIS_HASH)
-        head = AuditHead.objects.select_for_update().get(pk=1)
+        head = lock_rows(AuditHead.objects).get(pk=1)
     return head
 
 

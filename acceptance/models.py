@@ -1,5 +1,8 @@
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
+
+from acceptance import stages
 
 
 class AuditQuerySet(models.QuerySet):
@@ -55,3 +58,220 @@ class AuditHead(models.Model):
     """A single row holding the latest audit hash; locking it serialises appends to the chain."""
 
     last_hash = models.CharField(max_length=64)
+
+
+class Target(models.Model):
+    """Where runs execute: the bundled simulator, or a host with a board. Each has a Celery queue of its own."""
+
+    SIMULATOR = "simulator"
+    HARDWARE = "hardware"
+    KINDS = [(SIMULATOR, "Simulator"), (HARDWARE, "Hardware")]
+
+    OK = "ok"
+    DEGRADED = "degraded"
+    OFFLINE = "offline"
+    HEALTH_STATES = [(OK, "OK"), (DEGRADED, "Degraded"), (OFFLINE, "Offline")]
+
+    slug = models.SlugField(max_length=60, unique=True)
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=KINDS)
+    queue = models.CharField(max_length=100, unique=True)
+    calrt_version = models.CharField(max_length=50)
+    driver_version = models.CharField(max_length=50)
+    firmware_version = models.CharField(max_length=50)
+    chip = models.CharField(max_length=100)
+    health = models.CharField(max_length=20, choices=HEALTH_STATES, default=OFFLINE)
+    health_reason = models.CharField(max_length=500, blank=True)
+    maintenance = models.BooleanField(default=False)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat_worker = models.CharField(max_length=200, blank=True)
+    last_health_check_at = models.DateTimeField(null=True, blank=True)
+    # None until the first health job has finished; False stops the target from receiving runs.
+    last_health_check_passed = models.BooleanField(null=True, blank=True)
+    last_health_run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["kind", "slug"]
+        constraints = [
+            models.CheckConstraint(condition=Q(kind__in=["simulator", "hardware"]), name="target_kind_valid"),
+            models.CheckConstraint(condition=Q(health__in=["ok", "degraded", "offline"]), name="target_health_valid"),
+            models.CheckConstraint(condition=~Q(queue__in=["", "default"]), name="target_queue_own"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+    def as_job_target(self) -> dict:
+        return {
+            "name": self.slug,
+            "kind": self.kind,
+            "calrt": self.calrt_version,
+            "driver": self.driver_version,
+            "firmware": self.firmware_version,
+            "chip": self.chip,
+        }
+
+
+class Chain(models.Model):
+    """The acceptance chain of one question and the capability it may move, on one target.
+
+    `answer` is the answer whose artifact versions the chain currently checks: a newer complete answer
+    takes its place, and the stages whose inputs changed become stale. `stage_digests` holds, per stage,
+    the digest of the inputs it must run on now; a run counts for its stage only on those inputs.
+    The chain's state is derived from its runs (`acceptance.selectors.chain_stages`).
+    """
+
+    question = models.ForeignKey("vendor.Question", on_delete=models.PROTECT, related_name="chains")
+    capability = models.ForeignKey(
+        "evidence.Capability", null=True, blank=True, on_delete=models.PROTECT, related_name="chains"
+    )
+    answer = models.ForeignKey("vendor.Answer", on_delete=models.PROTECT, related_name="chains")
+    target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="chains")
+    stage_digests = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            # Two partial constraints rather than nulls_distinct=False, which SQLite cannot enforce.
+            models.UniqueConstraint(
+                fields=["question", "capability", "target"],
+                condition=Q(capability__isnull=False),
+                name="chain_unique_per_capability_target",
+            ),
+            models.UniqueConstraint(
+                fields=["question", "target"],
+                condition=Q(capability__isnull=True),
+                name="chain_unique_per_target_without_capability",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.question} chain on {self.target.slug}"
+
+
+class Run(models.Model):
+    """One execution of one stage on one target. PostgreSQL is its source of truth, not the broker.
+
+    Written `queued` before its task is sent. A worker claims it by moving it to `running` and raising
+    `attempt`, under `select_for_update`; it then renews `lease_expires_at` while the runner works. The
+    sweeper re-sends runs left queued and runs whose lease expired, and ends a run as an infrastructure
+    error after the last attempt. Only the holder of the current attempt may write the verdict.
+    """
+
+    STAGES = list(stages.STAGE_LABELS.items())
+    STATES = [(state, state.capitalize()) for state in stages.STATES]
+    VERDICTS = [(verdict, verdict.capitalize()) for verdict in stages.VERDICTS]
+
+    chain = models.ForeignKey(Chain, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    stage = models.CharField(max_length=20, choices=STAGES)
+    target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="runs")
+    answer = models.ForeignKey("vendor.Answer", null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
+    state = models.CharField(max_length=20, choices=STATES, default=stages.QUEUED)
+    attempt = models.PositiveSmallIntegerField(default=0)
+    inputs_digest = models.CharField(max_length=64)
+    # The job's parameters and the artifact versions and target versions the run was made for.
+    params = models.JSONField(default=dict, blank=True)
+    inputs = models.JSONField(default=dict, blank=True)
+    artifacts = models.ManyToManyField("vendor.Artifact", blank=True, related_name="runs")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="requested_runs"
+    )
+    rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    send_count = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    progress = models.FloatField(default=0)
+    progress_text = models.CharField(max_length=200, blank=True)
+    # The first RUN_LOG_MAX_BYTES of the output, and always its last few KiB in `log_tail`.
+    log = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    log_bytes = models.PositiveBigIntegerField(default=0)
+    verdict = models.CharField(max_length=10, choices=VERDICTS, blank=True)
+    reason = models.TextField(blank=True)
+    findings = models.JSONField(default=list, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    evidence = models.OneToOneField(
+        "evidence.EvidenceItem", null=True, blank=True, on_delete=models.SET_NULL, related_name="run"
+    )
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["chain", "stage", "-id"], name="run_chain_stage_latest"),
+            models.Index(fields=["state"], name="run_state"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(stage__in=stages.RUN_STAGES), name="run_stage_valid"),
+            models.CheckConstraint(condition=Q(state__in=stages.STATES), name="run_state_valid"),
+            models.CheckConstraint(condition=Q(progress__gte=0, progress__lte=100), name="run_progress_range"),
+            models.CheckConstraint(
+                condition=Q(verdict="", state__in=[*stages.ACTIVE_STATES, stages.STALE])
+                | Q(verdict=stages.PASS, state=stages.PASSED)
+                | Q(verdict=stages.FAIL, state=stages.FAILED)
+                | Q(verdict=stages.ERROR, state=stages.ERROR),
+                name="run_verdict_matches_state",
+            ),
+            models.CheckConstraint(
+                condition=Q(chain__isnull=False) | Q(stage=stages.HEALTH), name="run_chain_unless_health"
+            ),
+        ]
+
+    def __str__(self):
+        return f"run {self.pk} {self.stage} on {self.target_id}"
+
+
+class RunResult(models.Model):
+    """The verdict one attempt of a run reached. At most one per (run, attempt); the claim protocol lets
+    only the current attempt write one, so a run has exactly one once it has finished."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
+    attempt = models.PositiveSmallIntegerField()
+    verdict = models.CharField(max_length=10, choices=Run.VERDICTS)
+    worker = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "attempt"], name="run_result_unique_per_attempt"),
+        ]
+
+
+class PromotionAttempt(models.Model):
+    """One request to move a capability's status, allowed or blocked, with what the gate relied on."""
+
+    capability = models.ForeignKey("evidence.Capability", on_delete=models.PROTECT, related_name="promotion_attempts")
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="promotion_attempts"
+    )
+    actor_label = models.CharField(max_length=150)
+    from_status = models.CharField(max_length=2)
+    to_status = models.CharField(max_length=2)
+    allowed = models.BooleanField()
+    reason = models.TextField(blank=True)
+    reasons = models.JSONField(default=list, blank=True)
+    policy_version = models.CharField(max_length=100)
+    answer = models.ForeignKey(
+        "vendor.Answer", null=True, blank=True, on_delete=models.SET_NULL, related_name="promotion_attempts"
+    )
+    runs = models.ManyToManyField(Run, blank=True, related_name="promotion_attempts")
+    artifacts = models.ManyToManyField("vendor.Artifact", blank=True, related_name="promotion_attempts")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["allowed", "created_at"], name="promotion_allowed_created")]
+        constraints = [
+            models.CheckConstraint(condition=Q(allowed=True) | ~Q(reasons=[]), name="promotion_blocked_has_reasons"),
+        ]
+
+    def __str__(self):
+        outcome = "promoted" if self.allowed else "blocked"
+        return f"{self.capability} {self.from_status}->{self.to_status} {outcome}"

@@ -13,14 +13,18 @@ class DomainError(Exception):
     status_code = status.HTTP_400_BAD_REQUEST
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None, reasons: list | None = None):
+    def __init__(self, message: str, *, field: str | None = None, code: str | None = None, reasons: list | None = None):
         super().__init__(message)
         self.message = message
         self.field = field
+        if code is not None:
+            self.code = code
         self.reasons = reasons or []
 
 
-class NotFoundError(DomainError):
+class NotFoundError(DomainError, Http404):
+    """Missing and not-yours alike. Also an Http404, so plain Django views answer 404 too."""
+
     status_code = status.HTTP_404_NOT_FOUND
     code = "not_found"
 
@@ -35,10 +39,20 @@ class ForbiddenError(DomainError):
     code = "permission_denied"
 
 
+class PayloadTooLargeError(DomainError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    code = "too_large"
+
+
 def _flatten(detail, field=None):
     if isinstance(detail, dict):
         for key, value in detail.items():
-            name = key if field is None else f"{field}.{key}"
+            if isinstance(key, int):  # a ListField's or DictField's item
+                name = f"{field}[{key}]"
+            elif field is None:
+                name = key
+            else:
+                name = f"{field}.{key}"
             if key == "non_field_errors":
                 name = field
             yield from _flatten(value, name)

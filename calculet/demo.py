@@ -140,8 +140,10 @@ def _tus_upload(client: Client, token: str, path: Path, *, kind: str, version: s
 
 
 def _tar(directory: Path, out: Path) -> Path:
+    """The directory's contents at the root of a tar, as the calbin validator expects them."""
     with tarfile.open(out, "w") as archive:
-        archive.add(directory, arcname=directory.name)
+        for child in sorted(directory.iterdir()):
+            archive.add(child, arcname=child.name)
     return out
 
 

@@ -212,6 +212,7 @@ ACCEPTANCE_PROMOTION_POLICY = None
 CELERY_TASK_ROUTES = {
     "acceptance.runs_sweep": {"queue": "default"},
     "acceptance.targets_health_check": {"queue": "default"},
+    "vendor.uploads_expire": {"queue": "default"},
 }
 CELERY_BEAT_SCHEDULE = {
     "acceptance-sweep": {
@@ -224,6 +225,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": ACCEPTANCE_HEALTH_CHECK_INTERVAL,
         "options": {"expires": ACCEPTANCE_HEALTH_CHECK_INTERVAL},
     },
+    "vendor-uploads-expire": {"task": "vendor.uploads_expire", "schedule": 3600, "options": {"expires": 3600}},
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -174,6 +174,15 @@ class CapabilityQuerySet(models.QuerySet):
             check_status_write()
         return super().bulk_update(objs, fields, batch_size=batch_size)
 
+    def bulk_create(self, objs, *args, update_conflicts=False, update_fields=None, **kwargs):
+        from evidence.status_guard import check_status_write
+
+        if update_conflicts and "status" in (update_fields or []):
+            check_status_write()
+        return super().bulk_create(
+            objs, *args, update_conflicts=update_conflicts, update_fields=update_fields, **kwargs
+        )
+
 
 class Capability(models.Model):
     """A capability whose C status only the promotion gate may change."""
@@ -196,6 +205,8 @@ class Capability(models.Model):
     class Meta:
         ordering = ["position", "slug"]
         verbose_name_plural = "capabilities"
+        # Related-object access and Django internals use the base manager: it must carry the guard too.
+        base_manager_name = "objects"
         constraints = [
             models.CheckConstraint(condition=Q(status__in=STATUSES), name="capability_status_valid"),
             models.CheckConstraint(

@@ -1,8 +1,8 @@
 """Only the promotion gate writes a capability's status.
 
-The gate runs its write inside `gate_writes()`; any other save, `QuerySet.update()` or `bulk_update()`
-that touches the status raises. Raw SQL and a new row's initial status (set by the seed import) are
-outside this guard.
+The gate runs its write inside `gate_writes()`; any other save, `update()`, `bulk_update()` or upserting
+`bulk_create()` that touches the status raises. Raw SQL and a new row's initial status (set by the seed
+import) are outside this guard.
 """
 
 from contextlib import contextmanager

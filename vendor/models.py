@@ -1,3 +1,5 @@
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -190,6 +192,12 @@ class Artifact(models.Model):
                 condition=~Q(state="verified") | Q(blob__isnull=False, verified_at__isnull=False),
                 name="artifact_verified_has_blob",
             ),
+            # A version, once verified, names one content: different bytes need a new version.
+            models.UniqueConstraint(
+                fields=["organisation", "kind", "file_name", "version"],
+                condition=Q(state="verified"),
+                name="artifact_verified_version_unique",
+            ),
         ]
 
     def __str__(self):
@@ -237,3 +245,29 @@ class Answer(models.Model):
 
     def __str__(self):
         return f"{self.question.code} answer r{self.revision}"
+
+
+class Upload(models.Model):
+    """A resumable (tus 1.0) upload in progress. Its bytes live in a file under UPLOAD_TEMP_DIR until the
+    last byte arrives; then they become an Artifact (verified, or rejected with the reason)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organisation = models.ForeignKey(Organisation, on_delete=models.CASCADE, related_name="uploads")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="uploads")
+    length = models.PositiveBigIntegerField()
+    offset = models.PositiveBigIntegerField(default=0)
+    # The validated Upload-Metadata: kind, version, filename, sha256.
+    metadata = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    # Several uploads of the same bytes under the same name and version end in the same artifact.
+    artifact = models.ForeignKey(Artifact, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads")
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=Q(offset__lte=models.F("length")), name="upload_offset_within_length"),
+        ]
+
+    def __str__(self):
+        return f"upload {self.id}"

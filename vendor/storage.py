@@ -1,6 +1,8 @@
 """Content-addressed artifact bytes: one stored copy per SHA-256, in the `artifacts` storage."""
 
+import errno
 import hashlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -35,18 +37,27 @@ def file_sha256(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def blob_store_file(path: Path, *, sha256: str, size: int) -> Blob:
+def blob_store_file(path: Path, *, sha256: str, size: int, move: bool = False) -> Blob:
     """Store verified bytes once per digest and return their Blob.
 
     Preconditions: `sha256` and `size` were computed over the file's bytes. A second call with the same
-    digest keeps the first copy.
+    digest keeps the first copy. With `move`, the file at `path` is consumed: renamed into a filesystem
+    store (no second copy of a multi-GB upload), or deleted once copied or found already stored.
     """
+    try:
+        return _blob_store(path, sha256=sha256, size=size, move=move)
+    finally:
+        if move:
+            Path(path).unlink(missing_ok=True)
+
+
+def _blob_store(path: Path, *, sha256: str, size: int, move: bool) -> Blob:
     existing = Blob.objects.filter(sha256=sha256).first()
     if existing is not None:
         return existing
     name = blob_storage_name(sha256)
     storage = artifact_storage()
-    if not storage.exists(name):
+    if not storage.exists(name) and not (move and _rename_into(storage, name, Path(path))):
         with open(path, "rb") as handle:
             saved = storage.save(name, File(handle))
         if saved != name:  # another process stored the same bytes first; keep theirs
@@ -56,6 +67,31 @@ def blob_store_file(path: Path, *, sha256: str, size: int) -> Blob:
             return Blob.objects.create(sha256=sha256, size=size, storage_name=name)
     except IntegrityError:
         return Blob.objects.get(sha256=sha256)
+
+
+def _rename_into(storage, name: str, path: Path) -> bool:
+    """Rename a file into a filesystem store, durably. False when the store is not a local filesystem
+    on the same device."""
+    try:
+        target = Path(storage.path(name))
+    except NotImplementedError:
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.chmod(path, 0o444)
+    try:
+        os.replace(path, target)
+    except OSError as error:
+        if error.errno == errno.EXDEV:
+            return False
+        raise
+    directory = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return True
 
 
 @contextmanager

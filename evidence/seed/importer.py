@@ -12,6 +12,7 @@ from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
 from acceptance.audit import audit_record_many
+from calculet.db import lock_rows
 from evidence.grades import status_rank
 from evidence.models import (
     Archive,
@@ -393,11 +394,7 @@ class _Import:
         annotations = _local_work_annotations(
             EvidenceItem, (EvidenceGrade, EvidenceStatus, SourceReference, Capability)
         )
-        flagged = (
-            EvidenceItem.objects.select_for_update(of=("self",))
-            .filter(pk__in=[o.pk for o in gone])
-            .annotate(**annotations)
-        )
+        flagged = lock_rows(EvidenceItem.objects).filter(pk__in=[o.pk for o in gone]).annotate(**annotations)
         for obj in flagged:
             reasons = [name.removeprefix("has_") for name in annotations if getattr(obj, name)]
             if reasons:
@@ -482,9 +479,7 @@ class _Import:
         annotations = _local_work_annotations(Question, (Capability,))
         default_priority = Question._meta.get_field("priority").default
         # Locked, so an assignment made while this runs either shows here or waits for the removal.
-        flagged = (
-            Question.objects.select_for_update(of=("self",)).filter(pk__in=[o.pk for o in gone]).annotate(**annotations)
-        )
+        flagged = lock_rows(Question.objects).filter(pk__in=[o.pk for o in gone]).annotate(**annotations)
         for obj in flagged:
             reasons = [name.removeprefix("has_") for name in annotations if getattr(obj, name)]
             if obj.assignee_id is not None:

@@ -1,0 +1,196 @@
+from django import forms
+from django.contrib import admin, messages
+from django.template.response import TemplateResponse
+
+from acceptance.models import AuditEntry, Chain, PromotionAttempt, Run, Target
+from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
+from calculet.api import DomainError
+from evidence.grades import STATUS_CHOICES
+from evidence.models import Capability
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """The audit log, to read: entries are append-only, so nothing here adds, changes or deletes one."""
+
+    list_display = ["id", "created_at", "actor_label", "action", "object_type", "object_id", "object_repr"]
+    list_filter = ["action", "object_type", "actor_label"]
+    search_fields = ["object_id", "object_repr", "actor_label"]
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class GateOnlyAdmin(admin.ModelAdmin):
+    """Rows written by services only: to read here, and to act on through admin actions that call them."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class PromotionForm(forms.Form):
+    to = forms.ChoiceField(choices=STATUS_CHOICES, label="New status")
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+
+@admin.register(Capability)
+class CapabilityAdmin(admin.ModelAdmin):
+    """Capabilities. The status is read-only: it moves only through the promotion gate, by the action below."""
+
+    list_display = ["slug", "title", "status", "pinned", "pinned_status", "status_changed_at"]
+    list_filter = ["status", "pinned"]
+    search_fields = ["slug", "title"]
+    readonly_fields = ["status", "pinned", "pinned_status", "status_changed_at", "created_at"]
+    filter_horizontal = ["evidence", "questions"]
+    actions = ["change_status"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Change status through the promotion gate…")
+    def change_status(self, request, queryset):
+        form = PromotionForm(request.POST if "apply" in request.POST else None)
+        if "apply" in request.POST and form.is_valid():
+            for capability in queryset:
+                try:
+                    attempt = capability_promote(
+                        actor=request.user,
+                        capability=capability,
+                        to_status=form.cleaned_data["to"],
+                        reason=form.cleaned_data["reason"],
+                    )
+                except DomainError as error:
+                    self.message_user(request, f"{capability.slug}: {error.message}", messages.ERROR)
+                    continue
+                if attempt.allowed:
+                    self.message_user(request, f"{capability.slug}: {attempt.from_status} → {attempt.to_status}.")
+                else:
+                    why = "; ".join(item["message"] for item in attempt.reasons)
+                    self.message_user(request, f"{capability.slug}: blocked — {why}", messages.WARNING)
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Change status through the promotion gate",
+            "form": form,
+            "queryset": queryset,
+            "opts": self.model._meta,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/acceptance/change-status.html", context)
+
+
+@admin.register(Target)
+class TargetAdmin(admin.ModelAdmin):
+    """Targets. Versions are saved through `target_register` (which makes dependent stages stale); health
+    comes from heartbeats and health checks; maintenance is switched by the actions."""
+
+    list_display = ["slug", "kind", "queue", "health", "maintenance", "calrt_version", "last_heartbeat_at"]
+    list_filter = ["kind", "health", "maintenance"]
+    fields = [
+        "slug",
+        "name",
+        "kind",
+        "queue",
+        "calrt_version",
+        "driver_version",
+        "firmware_version",
+        "chip",
+        "health",
+        "health_reason",
+        "maintenance",
+        "last_heartbeat_at",
+        "last_heartbeat_worker",
+        "last_health_check_at",
+        "last_health_check_passed",
+        "last_health_run",
+    ]
+    readonly_fields = [
+        "health",
+        "health_reason",
+        "maintenance",
+        "last_heartbeat_at",
+        "last_heartbeat_worker",
+        "last_health_check_at",
+        "last_health_check_passed",
+        "last_health_run",
+    ]
+    actions = ["enter_maintenance", "leave_maintenance"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return [*self.readonly_fields, "slug", "kind", "queue"] if obj else self.readonly_fields
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        saved = target_register(
+            actor=request.user,
+            slug=obj.slug,
+            kind=obj.kind,
+            name=obj.name,
+            queue=obj.queue,
+            calrt_version=obj.calrt_version,
+            driver_version=obj.driver_version,
+            firmware_version=obj.firmware_version,
+            chip=obj.chip,
+        )
+        obj.pk = saved.pk
+
+    @admin.action(description="Put in maintenance (no new runs)")
+    def enter_maintenance(self, request, queryset):
+        for target in queryset:
+            target_set_maintenance(actor=request.user, target=target, maintenance=True, reason="admin")
+
+    @admin.action(description="Bring back from maintenance (health check first)")
+    def leave_maintenance(self, request, queryset):
+        for target in queryset:
+            target_set_maintenance(actor=request.user, target=target, maintenance=False, reason="admin")
+
+
+@admin.register(Chain)
+class ChainAdmin(GateOnlyAdmin):
+    list_display = ["id", "question", "capability", "target", "answer", "updated_at"]
+    list_filter = ["target"]
+    list_select_related = ["question", "capability", "target", "answer__question"]
+
+
+@admin.register(Run)
+class RunAdmin(GateOnlyAdmin):
+    list_display = ["id", "stage", "target", "state", "verdict", "attempt", "progress", "created_at", "finished_at"]
+    list_filter = ["state", "stage", "target", "verdict"]
+    list_select_related = ["target"]
+    exclude = ["artifacts"]
+    actions = ["rerun"]
+
+    @admin.action(description="Re-run the selected runs' stages")
+    def rerun(self, request, queryset):
+        for run in queryset:
+            try:
+                new = run_rerun(actor=request.user, run=run)
+            except DomainError as error:
+                self.message_user(request, f"run {run.pk}: {error.message}", messages.ERROR)
+                continue
+            self.message_user(request, f"run {run.pk}: re-run as run {new.pk}.")
+
+
+@admin.register(PromotionAttempt)
+class PromotionAttemptAdmin(GateOnlyAdmin):
+    list_display = ["id", "capability", "from_status", "to_status", "allowed", "actor_label", "created_at"]
+    list_filter = ["allowed", "to_status"]
+    list_select_related = ["capability"]

@@ -1,0 +1,173 @@
+"""The runner protocol from the caller's side (docs/runner-protocol.md): the job a stage sends, and how a
+runner's exit and result file become a verdict. No ORM here.
+
+A runner is `<command> --job job.json --result result.json`. It exits 0 whenever it reached a verdict
+(pass or fail) and writes the result; exit 2 means it refused a broken job.
+"""
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from acceptance import stages
+from acceptance.sandbox import Outcome
+
+SCHEMA_VERSION = 1
+RESULT_MAX_BYTES = 16 * 1024**2
+
+# Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
+# written out so a run's parameters show what it was held to; they apply to each compared tensor. The soak
+# figures are in the simulator's modelled device time; 10 token/s per request is the lowest decode rate the
+# seed measured as usable (about 12 token/s near 33K context, P05), rounded down.
+GOLDEN_TENSORS = ("prefill_logits", "decode_logits")
+DEFAULT_GOLDEN_TOLERANCES = {"max_rel": 0.01, "cosine_min": 0.9999, "top1_min": 0.99, "topk_min": 0.99, "k": 5}
+DEFAULT_SOAK = {
+    "requests": 16,
+    "concurrency": 4,
+    "prompt_tokens": 128,
+    "output_tokens": 32,
+    "min_decode_tokens_per_s": 10.0,
+}
+# The answer's `thresholds` keys and the soak parameters they set.
+SOAK_THRESHOLD_KEYS = {
+    "soak_requests": "requests",
+    "soak_concurrency": "concurrency",
+    "soak_prompt_tokens": "prompt_tokens",
+    "soak_output_tokens": "output_tokens",
+    "min_decode_tokens_per_s": "min_decode_tokens_per_s",
+}
+INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "k"}
+
+
+@dataclass
+class StageOutcome:
+    verdict: str
+    reason: str = ""
+    findings: list[dict] = field(default_factory=list)
+    metrics: dict = field(default_factory=dict)
+    result: dict = field(default_factory=dict)
+
+
+def _number(name: str, value):
+    """Whole numbers where the runner wants integers (JSON answers may carry 8.0 for 8)."""
+    if name in INTEGER_PARAMS and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def golden_tolerances(answer_tolerances: dict) -> dict:
+    """Per-tensor tolerances: the defaults, then the answer's plain keys (every tensor), then its
+    "<tensor>.<key>" keys (that tensor only)."""
+    tolerances = {}
+    for tensor in GOLDEN_TENSORS:
+        values = dict(DEFAULT_GOLDEN_TOLERANCES)
+        values.update({k: v for k, v in answer_tolerances.items() if "." not in k})
+        prefix = f"{tensor}."
+        values.update({k.removeprefix(prefix): v for k, v in answer_tolerances.items() if k.startswith(prefix)})
+        tolerances[tensor] = {k: _number(k, v) for k, v in values.items()}
+    return tolerances
+
+
+def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list[dict], thresholds: dict) -> dict:
+    """The job parameters of a runner stage, from the answer's structured fields and the defaults above."""
+    if stage == stages.GOLDEN:
+        return {"tolerances": golden_tolerances(golden_tolerances_given)}
+    if stage == stages.FAILURE:
+        return {
+            "scenarios": [{"fault": path["scenario"], "expect_code": path["expect_code"]} for path in error_paths],
+            "tolerances": golden_tolerances(golden_tolerances_given),
+        }
+    if stage == stages.SOAK:
+        params = dict(DEFAULT_SOAK)
+        for key, name in SOAK_THRESHOLD_KEYS.items():
+            if key in thresholds:
+                params[name] = _number(name, thresholds[key])
+        return params
+    return {}
+
+
+def build_job(*, stage: str, calbin: str, params: dict, target: dict) -> dict:
+    return {"schema_version": SCHEMA_VERSION, "stage": stage, "calbin": calbin, "params": params, "target": target}
+
+
+def read_result(path: Path, stage: str) -> tuple[dict | None, str]:
+    """The runner's result, or None and what is wrong with it."""
+    if not path.is_file():
+        return None, "the runner wrote no result file"
+    if path.stat().st_size > RESULT_MAX_BYTES:
+        return None, f"the result file is larger than {RESULT_MAX_BYTES} bytes"
+    try:
+        result = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        return None, f"the result file is not JSON: {error}"
+    if not isinstance(result, dict):
+        return None, "the result is not a JSON object"
+    if result.get("schema_version") != SCHEMA_VERSION:
+        return None, f"result schema_version is {result.get('schema_version')!r}, expected {SCHEMA_VERSION}"
+    if result.get("stage") != stage:
+        return None, f"the result is for stage {result.get('stage')!r}, not {stage!r}"
+    if result.get("verdict") not in (stages.PASS, stages.FAIL):
+        return None, f"result verdict is {result.get('verdict')!r}, expected pass or fail"
+    checks = result.get("checks", [])
+    if not isinstance(checks, list) or not all(isinstance(c, dict) and "passed" in c for c in checks):
+        return None, "result checks must be a list of objects with name, passed and detail"
+    if not isinstance(result.get("metrics", {}), dict):
+        return None, "result metrics must be an object"
+    if result["verdict"] == stages.PASS and not all(check["passed"] is True for check in checks):
+        return None, "the result says pass while one of its checks failed"
+    if result["verdict"] == stages.FAIL and checks and all(check["passed"] is True for check in checks):
+        return None, "the result says fail while every check passed"
+    return result, ""
+
+
+def _failed_checks(result: dict) -> str:
+    failed = [c for c in result.get("checks", []) if c.get("passed") is not True]
+    if not failed:
+        return "the runner reported a failure without naming a check"
+    parts = [f"{c.get('name', '?')}: {c.get('detail', '')}".strip().rstrip(":") for c in failed[:5]]
+    more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
+    return f"{len(failed)} check(s) failed — " + "; ".join(parts) + more
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("PROGRESS ")]
+    return lines[-1][:300] if lines else ""
+
+
+def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail: str) -> StageOutcome:
+    """The verdict of a runner stage from how the runner ended and what it wrote.
+
+    A limit, a crash, a refused job or a malformed result is an `error` (the run proves nothing either way);
+    only a well-formed result reached by a runner that exited 0 is a pass or a fail.
+    """
+    sandbox = {
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal_number,
+        "limit": outcome.limit_hit,
+        "elapsed_seconds": round(outcome.elapsed_seconds, 3),
+        "max_rss_bytes": outcome.max_rss_bytes,
+        "output_bytes": outcome.output_bytes,
+        "network_isolation": outcome.network_isolation,
+    }
+    if outcome.limit_hit is not None:
+        return StageOutcome(stages.ERROR, outcome.reason, result={"sandbox": sandbox})
+    if outcome.exit_code == 2:
+        detail = _last_line(stderr_tail)
+        return StageOutcome(
+            stages.ERROR, f"the runner refused the job (exit 2): {detail}".rstrip(": "), result={"sandbox": sandbox}
+        )
+    if outcome.exit_code != 0:
+        detail = _last_line(stderr_tail)
+        reason = f"{outcome.reason}: {detail}" if detail else outcome.reason
+        return StageOutcome(stages.ERROR, reason, result={"sandbox": sandbox})
+    result, problem = read_result(result_path, stage)
+    if result is None:
+        return StageOutcome(stages.ERROR, f"runner protocol violated: {problem}", result={"sandbox": sandbox})
+    verdict = result["verdict"]
+    reason = "all checks passed" if verdict == stages.PASS else _failed_checks(result)
+    return StageOutcome(
+        verdict,
+        reason,
+        metrics=result.get("metrics", {}),
+        result={**result, "sandbox": sandbox},
+    )

@@ -1,0 +1,218 @@
+"""Starting and moving acceptance chains, creating runs, and re-running a stage."""
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from acceptance import stages
+from acceptance.audit import audit_record
+from acceptance.models import Chain, Run, Target
+from acceptance.selectors import chain_stages, run_counts_as_current
+from acceptance.services.dispatch import run_send
+from acceptance.services.inputs import (
+    AnswerInputs,
+    answer_inputs,
+    run_inputs_snapshot,
+    runner_stage_params,
+    stage_digests,
+)
+from acceptance.services.targets import target_accepts_runs, target_ensure_simulator
+from calculet.api import ConflictError, ForbiddenError
+from calculet.db import lock_rows
+from vendor import states as question_states
+from vendor.access import user_is_pm
+from vendor.models import Answer
+from vendor.services.questions import question_state_move
+
+
+def answer_capability(answer: Answer):
+    """The capability the answer's chain may move: the one it names, else the question's only one, else None
+    (the claim stage then fails and says why)."""
+    if answer.capability_id is not None:
+        return answer.capability
+    linked = list(answer.question.capabilities.all()[:2])
+    return linked[0] if len(linked) == 1 else None
+
+
+def chain_start_for_answer(answer_id: int) -> None:
+    """Start the acceptance chain of a stored answer on every target, or move an existing chain of the same
+    question and capability onto this answer's artifact versions.
+
+    Called after the answer's transaction commits. An answer older than the one a chain already checks
+    changes nothing on that chain. Idempotent: calling it again for the same answer starts nothing new.
+    """
+    answer = Answer.objects.select_related("question", "capability").get(pk=answer_id)
+    capability = answer_capability(answer)
+    target_ensure_simulator()
+    for target in Target.objects.order_by("pk"):
+        chain_start(answer=answer, capability=capability, target=target)
+
+
+def _newer(answer: Answer, than: Answer) -> bool:
+    return (answer.created_at, answer.pk) > (than.created_at, than.pk)
+
+
+def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Chain:
+    """The chain of (answer's question, capability, target), now checking `answer`.
+
+    Stages whose inputs changed become stale; runs still waiting or running on the old inputs are marked
+    stale and their workers stop them; the chain then runs its first stage that has not passed.
+    """
+    inputs = answer_inputs(answer)
+    digests = stage_digests(inputs, capability.pk if capability else None, target)
+    with transaction.atomic():
+        chain = (
+            lock_rows(Chain.objects)
+            .filter(question=answer.question, capability=capability, target=target)
+            .select_related("target")
+            .first()
+        )
+        if chain is None:
+            try:
+                with transaction.atomic():
+                    chain = Chain.objects.create(
+                        question=answer.question,
+                        capability=capability,
+                        answer=answer,
+                        target=target,
+                        stage_digests=digests,
+                    )
+            except IntegrityError:
+                chain = lock_rows(Chain.objects).get(question=answer.question, capability=capability, target=target)
+            else:
+                audit_record(
+                    actor=actor or "system",
+                    action="chain.start",
+                    obj=chain,
+                    after={"answer": answer.pk, "target": target.slug, "capability": capability and capability.slug},
+                )
+        if chain.answer_id != answer.pk:
+            if not _newer(answer, chain.answer):
+                return chain
+            before = {"answer": chain.answer_id}
+            chain.answer = answer
+            chain.stage_digests = digests
+            chain.save(update_fields=["answer", "stage_digests", "updated_at"])
+            audit_record(
+                actor=actor or "system", action="chain.answer", obj=chain, before=before, after={"answer": answer.pk}
+            )
+        elif chain.stage_digests != digests:
+            chain.stage_digests = digests
+            chain.save(update_fields=["stage_digests", "updated_at"])
+        _stale_outdated_runs(chain)
+        _question_move(chain, question_states.VERIFYING, f"acceptance chain on {target.slug}")
+        chain_advance(chain, actor=actor)
+    return chain
+
+
+def chains_refresh_for_target(target: Target, *, actor=None) -> None:
+    """Recompute the current inputs of the target's chains after its versions changed, and move them on."""
+    for chain in Chain.objects.filter(target=target).select_related("answer", "capability"):
+        with transaction.atomic():
+            locked = lock_rows(Chain.objects).select_related("target").get(pk=chain.pk)
+            locked.stage_digests = stage_digests(answer_inputs(locked.answer), locked.capability_id, locked.target)
+            locked.save(update_fields=["stage_digests", "updated_at"])
+            _stale_outdated_runs(locked)
+            chain_advance(locked, actor=actor)
+
+
+def _stale_outdated_runs(chain: Chain) -> None:
+    for run in lock_rows(Run.objects).filter(chain=chain, state__in=stages.ACTIVE_STATES):
+        if run.inputs_digest != chain.stage_digests.get(run.stage):
+            run.state = stages.STALE
+            run.lease_expires_at = None
+            run.finished_at = timezone.now()
+            run.reason = "the chain's inputs changed before this run finished"
+            run.save(update_fields=["state", "lease_expires_at", "finished_at", "reason"])
+
+
+def _question_move(chain: Chain, state: str, reason: str) -> None:
+    question = chain.question
+    if question.state != state and question_states.can_transition(question.state, state):
+        question_state_move(actor="system", question=question, state=state, reason=reason)
+
+
+def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = None) -> Run | None:
+    """Queue the chain's next stage when the one before it has passed on the current inputs.
+
+    Precondition: runs inside a transaction holding the chain's row lock; `inputs`, when given, are those of
+    the chain's current answer. Returns the run it created, if any.
+    """
+    rows = chain_stages(chain)
+    action, stage = stages.chain_next(
+        [(stage, state, run_counts_as_current(chain, stage, run)) for stage, state, run in rows]
+    )
+    if action == stages.RUN:
+        return run_create(chain=chain, stage=stage, actor=actor, inputs=inputs)
+    if action == stages.DONE:
+        _question_move(chain, question_states.CLOSED, f"every stage passed on {chain.target.slug}")
+    return None
+
+
+def run_create(
+    *, chain: Chain, stage: str, actor=None, rerun_of: Run | None = None, inputs: AnswerInputs | None = None
+) -> Run:
+    """A run of `stage` on the chain's current inputs: `queued` and sent after commit when the target accepts
+    runs, otherwise `pending` until it does. Precondition: the chain's row is locked by this transaction."""
+    answer = chain.answer
+    inputs = inputs or answer_inputs(answer)
+    accepts = target_accepts_runs(chain.target)
+    run = Run.objects.create(
+        chain=chain,
+        stage=stage,
+        target=chain.target,
+        answer=answer,
+        state=stages.QUEUED if accepts else stages.PENDING,
+        inputs_digest=chain.stage_digests[stage],
+        params=runner_stage_params(stage, answer) if stage in stages.RUNNER_STAGES else {},
+        inputs=run_inputs_snapshot(inputs, chain.target),
+        requested_by=actor if getattr(actor, "is_authenticated", False) else None,
+        rerun_of=rerun_of,
+        sent_at=timezone.now() if accepts else None,
+        send_count=1 if accepts else 0,
+    )
+    Run.artifacts.through.objects.bulk_create(
+        [Run.artifacts.through(run=run, artifact=artifact) for artifact in inputs.artifacts]
+    )
+    audit_record(
+        actor=actor or "system",
+        action="run.create",
+        obj=run,
+        after={"chain": chain.pk, "stage": stage, "state": run.state, "rerun_of": rerun_of and rerun_of.pk},
+    )
+    if accepts:
+        run_send(run)
+    return run
+
+
+def run_rerun(*, actor, run: Run) -> Run:
+    """Run the same stage again on the chain's current inputs (or the target's health job again).
+
+    Preconditions: the actor is a PM (ForbiddenError otherwise); the run has finished (ConflictError while it
+    is waiting or running); for a chain stage, the stage before it has passed on the current inputs and no run
+    of the stage is waiting or running (ConflictError otherwise).
+    """
+    from acceptance.services.targets import target_health_check_start
+
+    if not (getattr(actor, "is_superuser", False) or user_is_pm(actor)):
+        raise ForbiddenError("Only a PM may re-run a stage.")
+    if run.state in stages.ACTIVE_STATES:
+        raise ConflictError(f"Run {run.pk} is still {run.state}.", field="run")
+    if run.chain_id is None:
+        new = target_health_check_start(run.target, actor=actor)
+        if new is None:
+            raise ConflictError(f"A health check of {run.target.slug} is already waiting or running.", field="run")
+        return new
+    with transaction.atomic():
+        chain = lock_rows(Chain.objects).select_related("target").get(pk=run.chain_id)
+        rows = {stage: (state, latest) for stage, state, latest in chain_stages(chain)}
+        previous = stages.stage_before(run.stage)
+        if previous is not None and rows[previous][0] != stages.PASSED:
+            raise ConflictError(
+                f"The {previous} stage has not passed on the current inputs ({rows[previous][0]}): "
+                f"{run.stage} runs only after it.",
+                field="run",
+            )
+        latest = rows[run.stage][1]
+        if latest is not None and latest.state in stages.ACTIVE_STATES:
+            raise ConflictError(f"Run {latest.pk} of this stage is already {latest.state}.", field="run")
+        return run_create(chain=chain, stage=run.stage, actor=actor, rerun_of=run)

@@ -1,0 +1,47 @@
+"""Sending a run to its target's queue, once the transaction that wrote it `queued` has committed.
+
+PostgreSQL holds the truth; a message is only a wake-up call. A lost message costs a sweep interval, never
+the run: the sweeper re-sends runs left queued when their queue is empty.
+"""
+
+import logging
+
+from django.db import transaction
+from kombu.exceptions import ChannelError
+
+from acceptance.models import Run
+
+logger = logging.getLogger(__name__)
+
+
+def _send(run_id: int, queue_name: str, *, declare: bool) -> None:
+    from acceptance.tasks import run_execute_task
+    from calculet.celery import app
+
+    try:
+        if declare:
+            # A connection declares a queue once and caches it; after a broker restart or flush the queue's
+            # binding is gone and a cached declaration would route the message nowhere. A re-send declares.
+            with app.producer_or_acquire() as producer:
+                app.amqp.queues[queue_name].bind(producer.channel).declare()
+        run_execute_task.apply_async(args=[run_id], queue=queue_name)
+    except Exception:  # the broker is down: the run stays queued in PostgreSQL and the sweeper re-sends it
+        logger.exception("could not send run %s to queue %s; the sweeper will re-send it", run_id, queue_name)
+
+
+def run_send(run: Run, *, resend: bool = False) -> None:
+    """Send the run's task after commit. Precondition: the run was just written `queued` in this transaction.
+    `resend` for the sweeper: the broker may have lost its queues since this process last declared them."""
+    run_id, queue_name = run.pk, run.target.queue
+    transaction.on_commit(lambda: _send(run_id, queue_name, declare=resend))
+
+
+def queue_length(queue_name: str) -> int:
+    """Messages waiting in a queue (0 when the broker does not know the queue, e.g. after a flush)."""
+    from calculet.celery import app
+
+    with app.connection_for_read() as connection:
+        try:
+            return connection.default_channel.queue_declare(queue=queue_name, passive=True).message_count
+        except ChannelError:
+            return 0

@@ -1,0 +1,113 @@
+"""The promotion gate: the only code that changes a capability's status."""
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance import policy as gate_policy
+from acceptance.audit import audit_record
+from acceptance.models import PromotionAttempt, Run
+from acceptance.selectors import capability_gate_facts
+from calculet.api import DomainError, ForbiddenError
+from calculet.db import lock_rows
+from evidence.grades import STATUSES, status_rank
+from evidence.models import Capability
+from evidence.status_guard import gate_writes
+from vendor.access import user_is_pm
+
+
+def policy_current() -> dict:
+    return settings.ACCEPTANCE_PROMOTION_POLICY or gate_policy.DEFAULT_POLICY
+
+
+def _actor_may_promote(actor) -> bool:
+    """A PM, a superuser in the admin, or a person at the server's shell (actor given as a label)."""
+    if isinstance(actor, str) or actor is None:
+        return True
+    return bool(getattr(actor, "is_superuser", False) or user_is_pm(actor))
+
+
+def _actor_label(actor) -> str:
+    if getattr(actor, "is_authenticated", False):
+        return actor.get_username()
+    return str(actor or "system")
+
+
+def capability_promote(*, actor, capability: Capability, to_status: str, reason: str) -> PromotionAttempt:
+    """Ask the gate to move `capability` to `to_status`, and store the attempt whatever the answer.
+
+    Preconditions: `to_status` is one of C0–C4 (DomainError on field "to" otherwise); a demotion (away from
+    C0) gives a reason (DomainError on field "reason"); the actor is a PM, a superuser, or a shell label
+    (ForbiddenError otherwise). Never raises for a blocked promotion: the returned attempt has
+    `allowed=False` and machine-readable `reasons`. The capability's row is locked while the policy is
+    evaluated, so of two concurrent attempts exactly one takes effect and the other sees the new status.
+    The status is written inside `gate_writes()`, with an audit row, in the same transaction.
+    """
+    if to_status not in STATUSES:
+        raise DomainError(f"Unknown status {to_status!r}; one of {', '.join(STATUSES)}.", field="to")
+    if not _actor_may_promote(actor):
+        raise ForbiddenError("Only a PM may change a capability's status.")
+    reason = (reason or "").strip()
+    policy = policy_current()
+    with transaction.atomic():
+        locked = lock_rows(Capability.objects).get(pk=capability.pk)
+        current = locked.status
+        demotion = status_rank(to_status) > status_rank(current)
+        if demotion and not reason:
+            raise DomainError("A demotion needs a reason.", field="reason")
+        decision = gate_policy.evaluate(
+            policy,
+            current=current,
+            to=to_status,
+            pinned_status=locked.pinned_status if locked.pinned else "",
+            answers=capability_gate_facts(locked),
+        )
+        attempt = PromotionAttempt.objects.create(
+            capability=locked,
+            actor=actor if getattr(actor, "is_authenticated", False) else None,
+            actor_label=_actor_label(actor),
+            from_status=current,
+            to_status=to_status,
+            allowed=decision.allowed,
+            reason=reason,
+            reasons=decision.reasons,
+            policy_version=policy["version"],
+            answer_id=decision.answer_id,
+        )
+        if decision.run_ids:
+            attempt.runs.set(decision.run_ids)
+            attempt.artifacts.set(
+                Run.artifacts.through.objects.filter(run_id__in=decision.run_ids)
+                .values_list("artifact_id", flat=True)
+                .distinct()
+            )
+        summary = {
+            "attempt": attempt.pk,
+            "to": to_status,
+            "reason": reason,
+            "policy_version": policy["version"],
+            "reasons": [item["code"] for item in decision.reasons],
+            "runs": decision.run_ids,
+        }
+        if decision.allowed:
+            with gate_writes():
+                locked.status = to_status
+                locked.status_changed_at = timezone.now()
+                locked.save(update_fields=["status", "status_changed_at"])
+            audit_record(
+                actor=actor,
+                action="capability.demote" if demotion else "capability.promote",
+                obj=locked,
+                before={"status": current},
+                after={"status": to_status, **summary},
+            )
+        else:
+            audit_record(
+                actor=actor,
+                action="capability.promotion_blocked",
+                obj=locked,
+                before={"status": current},
+                after=summary,
+            )
+    attempt.capability = locked
+    return attempt

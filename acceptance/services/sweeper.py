@@ -1,0 +1,80 @@
+"""The sweeper: PostgreSQL is the source of truth for runs, so whatever the broker or a worker lost is found
+here and sent again. Celery beat runs it every ACCEPTANCE_SWEEP_INTERVAL seconds; `manage.py sweep_runs`
+runs it by hand."""
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance import stages
+from acceptance.models import Run, Target
+from acceptance.services.dispatch import queue_length, run_send
+from acceptance.services.execution import attempts_exhausted, run_finish_locked
+from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
+from calculet.db import lock_rows
+
+SWEEPER = "sweeper"
+
+
+@dataclass
+class SweepReport:
+    requeued: int = 0
+    gave_up: int = 0
+    resent: int = 0
+    dispatched: int = 0
+
+
+def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
+    """One sweep.
+
+    - A `running` run whose lease expired lost its worker: it goes back to `queued` and is sent again, or,
+      after ACCEPTANCE_RUN_MAX_ATTEMPTS attempts, ends as an infrastructure error (a poison run is not looped).
+    - `queued` runs sent more than `queued_resend_after` seconds ago (ACCEPTANCE_QUEUED_RESEND_AFTER) are sent
+      again when their target accepts runs and its queue is empty: their message was lost (a broker restart or
+      flush). A duplicate message is harmless: the claim lets one attempt through.
+    - `pending` runs go to targets that accept runs again.
+    """
+    report = SweepReport()
+    targets_refresh_health()
+    now = timezone.now()
+    with transaction.atomic():
+        expired = (
+            lock_rows(Run.objects, skip_locked=True)
+            .select_related("target")
+            .filter(state=stages.RUNNING, lease_expires_at__lt=now)
+        )
+        for run in expired:
+            if run.attempt >= settings.ACCEPTANCE_RUN_MAX_ATTEMPTS:
+                run_finish_locked(run, run.attempt, attempts_exhausted(run), SWEEPER)
+                report.gave_up += 1
+                continue
+            run.state = stages.QUEUED
+            run.lease_expires_at = None
+            run.sent_at = now
+            run.send_count += 1
+            run.log += f"\n[calculet] the lease of attempt {run.attempt} on {run.worker} expired; sent again\n"
+            run.save(update_fields=["state", "lease_expires_at", "sent_at", "send_count", "log"])
+            run_send(run, resend=True)
+            report.requeued += 1
+    resend_after = settings.ACCEPTANCE_QUEUED_RESEND_AFTER if queued_resend_after is None else queued_resend_after
+    cutoff = now - timedelta(seconds=resend_after)
+    waiting = Target.objects.filter(runs__state=stages.QUEUED, runs__sent_at__lte=cutoff).distinct()
+    for target in waiting:
+        if not target_accepts_runs(target, now) or queue_length(target.queue) > 0:
+            continue
+        with transaction.atomic():
+            runs = lock_rows(Run.objects, skip_locked=True).filter(
+                target=target, state=stages.QUEUED, sent_at__lte=cutoff
+            )
+            for run in runs.select_related("target"):
+                run.sent_at = now
+                run.send_count += 1
+                run.save(update_fields=["sent_at", "send_count"])
+                run_send(run, resend=True)
+                report.resent += 1
+    for target in Target.objects.filter(runs__state=stages.PENDING).distinct():
+        report.dispatched += runs_dispatch_pending(target)
+    return report

@@ -1,0 +1,290 @@
+"""Execution targets: registration, worker heartbeats, health, maintenance and the periodic health job.
+
+A target receives runs only while it is out of maintenance, its last health check did not fail, and (with a
+broker) a worker consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
+target that cannot take them wait as `pending` and are sent when it can again.
+"""
+
+import datetime
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from acceptance import stages
+from acceptance.audit import audit_record
+from acceptance.models import Run, Target
+from calculet.api import DomainError
+from calculet.db import lock_rows
+from npu_sim import device as npu_device
+
+SIMULATOR_SLUG = "simulator"
+VERSION_FIELDS = ["calrt_version", "driver_version", "firmware_version", "chip"]
+
+
+def _snapshot(target: Target) -> dict:
+    return {
+        "slug": target.slug,
+        "kind": target.kind,
+        "queue": target.queue,
+        "calrt_version": target.calrt_version,
+        "driver_version": target.driver_version,
+        "firmware_version": target.firmware_version,
+        "chip": target.chip,
+        "maintenance": target.maintenance,
+        "health": target.health,
+    }
+
+
+def target_ensure_simulator() -> Target:
+    """The bundled simulator's target, created on first use with the simulator's own versions."""
+    target = Target.objects.filter(slug=SIMULATOR_SLUG).first()
+    if target is not None:
+        return target
+    try:
+        with transaction.atomic():
+            target = Target.objects.create(
+                slug=SIMULATOR_SLUG,
+                name="Bundled NPU simulator",
+                kind=Target.SIMULATOR,
+                queue=SIMULATOR_SLUG,
+                calrt_version=npu_device.CALRT_VERSION,
+                driver_version=npu_device.DRIVER_VERSION,
+                firmware_version=npu_device.FIRMWARE_VERSION,
+                chip="calculet-2c",
+            )
+            audit_record(actor="system", action="target.register", obj=target, after=_snapshot(target))
+            return target
+    except IntegrityError:
+        return Target.objects.get(slug=SIMULATOR_SLUG)
+
+
+def target_register(
+    *,
+    actor,
+    slug: str,
+    kind: str,
+    calrt_version: str,
+    driver_version: str,
+    firmware_version: str,
+    chip: str,
+    name: str = "",
+    queue: str = "",
+) -> Target:
+    """Create a target, or update the versions of an existing one (its kind and queue never change).
+
+    Preconditions: `slug` is a slug other than "default"; `kind` is simulator or hardware; every version
+    is given. Changed versions make the artifact stage and everything after it stale on this target's
+    chains (compatibility is checked against them), and those chains move on.
+    """
+    from acceptance.services.chains import chains_refresh_for_target
+
+    if not slug or slugify(slug) != slug or slug == "default":
+        raise DomainError("A target slug is lower-case letters, digits and dashes, and not 'default'.", field="slug")
+    if kind not in (Target.SIMULATOR, Target.HARDWARE):
+        raise DomainError("A target's kind is simulator or hardware.", field="kind")
+    versions = {
+        "calrt_version": calrt_version,
+        "driver_version": driver_version,
+        "firmware_version": firmware_version,
+        "chip": chip,
+    }
+    for field, value in versions.items():
+        if not str(value or "").strip():
+            raise DomainError(f"Give the target's {field.replace('_', ' ')}.", field=field)
+    with transaction.atomic():
+        target = lock_rows(Target.objects).filter(slug=slug).first()
+        if target is None:
+            target = Target.objects.create(
+                slug=slug,
+                name=name or slug,
+                kind=kind,
+                queue=queue or slug,
+                **{k: v.strip() for k, v in versions.items()},
+            )
+            audit_record(actor=actor, action="target.register", obj=target, after=_snapshot(target))
+            return target
+        if target.kind != kind:
+            raise DomainError(f"Target {slug} is a {target.kind} target; its kind does not change.", field="kind")
+        before = _snapshot(target)
+        changed = [field for field, value in versions.items() if getattr(target, field) != value.strip()]
+        for field in changed:
+            setattr(target, field, versions[field].strip())
+        if name and name != target.name:
+            target.name = name
+            changed.append("name")
+        if not changed:
+            return target
+        target.save(update_fields=changed)
+        audit_record(actor=actor, action="target.update", obj=target, before=before, after=_snapshot(target))
+        if set(changed) & set(VERSION_FIELDS):
+            chains_refresh_for_target(target, actor=actor)
+    return target
+
+
+def target_health_state(target: Target, now: datetime.datetime) -> tuple[str, str]:
+    if target.last_heartbeat_at is None:
+        return Target.OFFLINE, "no worker has reported for this target yet"
+    silent = (now - target.last_heartbeat_at).total_seconds()
+    if silent > settings.ACCEPTANCE_TARGET_OFFLINE_AFTER:
+        return Target.OFFLINE, f"no worker heartbeat for {int(silent)} s"
+    if target.last_health_check_passed is False:
+        run_note = f" (run {target.last_health_run_id})" if target.last_health_run_id else ""
+        return Target.DEGRADED, f"the last health check failed{run_note}"
+    return Target.OK, ""
+
+
+def target_accepts_runs(target: Target, now: datetime.datetime | None = None, *, claiming: bool = False) -> bool:
+    """Whether a chain run may be sent to (or, `claiming`, started on) the target now."""
+    if target.maintenance or target.last_health_check_passed is False:
+        return False
+    if claiming or settings.CELERY_TASK_ALWAYS_EAGER:
+        return True
+    return target_health_state(target, now or timezone.now())[0] == Target.OK
+
+
+def _set_health(target: Target, now: datetime.datetime) -> bool:
+    """Store the target's derived health; True when it changed."""
+    health, reason = target_health_state(target, now)
+    if (health, reason[:500]) == (target.health, target.health_reason):
+        return False
+    before = {"health": target.health, "health_reason": target.health_reason}
+    target.health, target.health_reason = health, reason[:500]
+    target.save(update_fields=["health", "health_reason"])
+    if health != before["health"]:
+        audit_record(
+            actor="system",
+            action="target.health",
+            obj=target,
+            before=before,
+            after={"health": health, "reason": reason},
+        )
+    return True
+
+
+def target_heartbeat(*, queues: list[str], worker: str) -> list[Target]:
+    """A worker consuming `queues` is alive: refresh the targets served by them, and send their pending runs."""
+    now = timezone.now()
+    touched = []
+    with transaction.atomic():
+        for target in lock_rows(Target.objects).filter(queue__in=queues).order_by("pk"):
+            target.last_heartbeat_at = now
+            target.last_heartbeat_worker = worker[:200]
+            target.save(update_fields=["last_heartbeat_at", "last_heartbeat_worker"])
+            _set_health(target, now)
+            touched.append(target)
+        for target in touched:
+            runs_dispatch_pending(target)
+    return touched
+
+
+def targets_refresh_health() -> None:
+    """Mark targets whose workers fell silent offline (the sweeper calls this)."""
+    now = timezone.now()
+    with transaction.atomic():
+        for target in lock_rows(Target.objects, skip_locked=True).order_by("pk"):
+            _set_health(target, now)
+
+
+def runs_dispatch_pending(target: Target) -> int:
+    """Send the target's pending runs if it accepts runs now; returns how many were sent."""
+    from acceptance.services.dispatch import run_send
+
+    if not target_accepts_runs(target):
+        return 0
+    now = timezone.now()
+    sent = 0
+    with transaction.atomic():
+        for run in lock_rows(Run.objects, skip_locked=True).filter(target=target, state=stages.PENDING):
+            run.state = stages.QUEUED
+            run.sent_at = now
+            run.send_count += 1
+            run.save(update_fields=["state", "sent_at", "send_count"])
+            run_send(run, resend=True)
+            sent += 1
+    return sent
+
+
+def target_set_maintenance(*, actor, target: Target, maintenance: bool, reason: str = "") -> Target:
+    """Take a target out of service, or bring it back: then a health check is queued and its pending runs are
+    sent (a target whose last health check failed keeps them until one passes)."""
+    with transaction.atomic():
+        locked = lock_rows(Target.objects).get(pk=target.pk)
+        if locked.maintenance == maintenance:
+            return locked
+        locked.maintenance = maintenance
+        locked.save(update_fields=["maintenance"])
+        audit_record(
+            actor=actor,
+            action="target.maintenance",
+            obj=locked,
+            before={"maintenance": not maintenance},
+            after={"maintenance": maintenance, "reason": reason},
+        )
+        if not maintenance:
+            target_health_check_start(locked, actor=actor)
+            transaction.on_commit(lambda: runs_dispatch_pending(locked))
+    return locked
+
+
+def target_health_check_start(target: Target, *, actor=None) -> Run | None:
+    """Queue the target's health job (a known-good package through the runner protocol) unless one is
+    already waiting or running. Health runs go even to a degraded target: passing one is how it recovers."""
+    from acceptance.services.dispatch import run_send
+
+    with transaction.atomic():
+        locked = lock_rows(Target.objects).get(pk=target.pk)
+        if locked.maintenance:
+            return None
+        if Run.objects.filter(target=locked, stage=stages.HEALTH, state__in=stages.ACTIVE_STATES).exists():
+            return None
+        run = Run.objects.create(
+            stage=stages.HEALTH,
+            target=locked,
+            state=stages.QUEUED,
+            inputs_digest="",
+            params={},
+            inputs={"target": locked.as_job_target()},
+            requested_by=actor if getattr(actor, "is_authenticated", False) else None,
+            sent_at=timezone.now(),
+            send_count=1,
+        )
+        audit_record(actor=actor or "system", action="run.create", obj=run, after={"stage": stages.HEALTH})
+        run_send(run)
+    return run
+
+
+def targets_health_check() -> list[Run]:
+    """The periodic job: a health run on every target a worker serves and not in maintenance."""
+    started = []
+    now = timezone.now()
+    for target in Target.objects.filter(maintenance=False).order_by("pk"):
+        if target_health_state(target, now)[0] == Target.OFFLINE and not settings.CELERY_TASK_ALWAYS_EAGER:
+            continue
+        run = target_health_check_start(target)
+        if run is not None:
+            started.append(run)
+    return started
+
+
+def target_health_record(target: Target, run: Run) -> None:
+    """Store a finished health run's verdict on its target. Runs inside the run's finishing transaction."""
+    now = timezone.now()
+    locked = lock_rows(Target.objects).get(pk=target.pk)
+    before = {"last_health_check_passed": locked.last_health_check_passed}
+    locked.last_health_check_at = now
+    locked.last_health_check_passed = run.verdict == stages.PASS
+    locked.last_health_run = run
+    locked.save(update_fields=["last_health_check_at", "last_health_check_passed", "last_health_run"])
+    if before["last_health_check_passed"] != locked.last_health_check_passed:
+        audit_record(
+            actor="system",
+            action="target.health_check",
+            obj=locked,
+            before=before,
+            after={"last_health_check_passed": locked.last_health_check_passed, "run": run.pk, "reason": run.reason},
+        )
+    _set_health(locked, now)
+    if locked.last_health_check_passed:
+        transaction.on_commit(lambda: runs_dispatch_pending(locked))

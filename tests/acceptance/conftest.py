@@ -1,0 +1,120 @@
+"""Fixtures for the acceptance tests: a vendor, a PM, a question with its capability, and a complete answer
+whose calbin the simulator built."""
+
+import io
+import json
+import tarfile
+
+import pytest
+
+from acceptance import stages
+from acceptance.models import Run, RunResult
+from acceptance.services.targets import target_heartbeat
+from tests.factories import (
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_question,
+    make_user,
+    tar_bytes,
+    tiny_calbin_bytes,
+)
+from vendor.services.answers import answer_submit
+
+
+@pytest.fixture
+def vendor_user(db):
+    return make_user("val", "acme", "vendor")
+
+
+@pytest.fixture
+def pm_user(db):
+    return make_user("pam", "team", "pm")
+
+
+@pytest.fixture
+def organisation(vendor_user):
+    return vendor_user.membership.organisation
+
+
+@pytest.fixture
+def question(organisation):
+    return make_question("V18", organisation=organisation)
+
+
+@pytest.fixture
+def capability(question):
+    return make_capability("decode-batch-8", status="C3", questions=[question])
+
+
+@pytest.fixture
+def calbin_bytes(tmp_path_factory):
+    return tiny_calbin_bytes(tmp_path_factory.mktemp("calbin"))
+
+
+@pytest.fixture
+def calbin(organisation, vendor_user, calbin_bytes, tmp_path):
+    return make_artifact(
+        organisation, calbin_bytes, kind="calbin", version="1.0.0", file_name="tiny-b8.tar", tmp_dir=tmp_path
+    )
+
+
+@pytest.fixture
+def golden(organisation, tmp_path):
+    return make_artifact(
+        organisation, b"golden logits", kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=tmp_path
+    )
+
+
+@pytest.fixture
+def answer(vendor_user, question, capability, calbin, golden):
+    return answer_submit(
+        actor=vendor_user,
+        question=question,
+        data=complete_answer_data(capability=capability, calbin=calbin, golden=golden),
+    )
+
+
+@pytest.fixture
+def simulator_online(db):
+    """The simulator target with a fresh worker heartbeat, so runs are sent to it."""
+    from acceptance.services import target_ensure_simulator
+
+    target = target_ensure_simulator()
+    target_heartbeat(queues=[target.queue], worker="test-worker")
+    target.refresh_from_db()
+    return target
+
+
+def edit_calbin(data: bytes, change) -> bytes:
+    """The same package with its manifest changed by `change(manifest)`."""
+    members = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        for member in archive:
+            if member.isfile():
+                members[member.name] = archive.extractfile(member).read()
+    manifest = json.loads(members["manifest.json"])
+    change(manifest)
+    members["manifest.json"] = json.dumps(manifest).encode()
+    return tar_bytes(members)
+
+
+def pass_stage(chain, stage: str) -> Run:
+    """Record a passed run of `stage` on the chain's current inputs, as a worker would have."""
+    run = Run.objects.create(
+        chain=chain,
+        stage=stage,
+        target=chain.target,
+        answer=chain.answer,
+        state=stages.PASSED,
+        verdict=stages.PASS,
+        attempt=1,
+        inputs_digest=chain.stage_digests[stage],
+        progress=100,
+    )
+    RunResult.objects.create(run=run, attempt=1, verdict=stages.PASS)
+    return run
+
+
+def pass_stages(chain, upto: str) -> list[Run]:
+    return [pass_stage(chain, stage) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]]

@@ -1,0 +1,168 @@
+"""The claim and artifact stages, checked by services on real stored artifacts and simulator-built calbins."""
+
+import pytest
+
+from acceptance import stages
+from acceptance.models import Chain, Target
+from acceptance.services import chain_start_for_answer, target_register
+from acceptance.services.checks import stage_artifact, stage_claim
+from acceptance.services.inputs import answer_inputs
+from tests.acceptance.conftest import edit_calbin
+from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
+from vendor.services.answers import answer_submit
+from vendor.storage import artifact_storage
+
+
+def chain_for(answer, target_slug="simulator") -> Chain:
+    chain_start_for_answer(answer.pk)
+    return Chain.objects.get(answer=answer, target__slug=target_slug)
+
+
+def claim(chain):
+    return stage_claim(chain, answer_inputs(chain.answer))
+
+
+def artifact(chain):
+    return stage_artifact(chain, answer_inputs(chain.answer), chain.target, lambda message: None)
+
+
+def test_a_complete_answer_passes_the_claim(answer):
+    outcome = claim(chain_for(answer))
+    assert outcome.verdict == stages.PASS
+    assert outcome.findings == []
+
+
+def test_the_claim_names_exactly_the_missing_elements_and_long_text_does_not_help(
+    vendor_user, question, capability, calbin
+):
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=calbin)
+    data["golden"] = {"artifacts": [], "tolerances": {}}
+    data["error_paths"] = []
+    data["summary"] = "Golden outputs match and every error path is handled. " * 200
+    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    outcome = claim(chain_for(answer))
+    assert outcome.verdict == stages.FAIL
+    assert [(f["code"], f["field"]) for f in outcome.findings] == [
+        ("element_missing", "error_path"),
+        ("element_missing", "golden"),
+    ]
+
+
+def test_no_capability_to_move_fails_the_claim_with_a_clear_finding(vendor_user, question, capability, calbin, golden):
+    make_capability("decode-batch-16", questions=[question])
+    data = complete_answer_data(capability=None, calbin=calbin, golden=golden)
+    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer)
+    assert chain.capability is None
+    outcome = claim(chain)
+    assert outcome.verdict == stages.FAIL
+    assert outcome.findings[0]["code"] == "capability_unresolved"
+    assert "decode-batch-16, decode-batch-8" in outcome.findings[0]["message"]
+
+
+def test_the_only_linked_capability_is_used_when_the_answer_names_none(
+    vendor_user, question, capability, calbin, golden
+):
+    answer = answer_submit(
+        actor=vendor_user, question=question, data=complete_answer_data(capability=None, calbin=calbin, golden=golden)
+    )
+    assert chain_for(answer).capability == capability
+
+
+def test_verified_artifacts_pass_with_their_digests_rechecked(answer):
+    outcome = artifact(chain_for(answer))
+    assert outcome.verdict == stages.PASS, outcome.findings
+    assert outcome.metrics["artifacts"] == 2
+
+
+def test_bytes_changed_in_storage_fail_the_digest_check(answer, calbin):
+    path = artifact_storage().path(calbin.blob.storage_name)
+    with open(path, "r+b") as handle:
+        handle.seek(600)
+        handle.write(b"\xff\xff\xff\xff")
+    outcome = artifact(chain_for(answer))
+    assert outcome.verdict == stages.FAIL
+    assert [f["code"] for f in outcome.findings] == ["digest_mismatch"]
+
+
+def test_the_simulators_validator_findings_become_the_stages(
+    vendor_user, organisation, question, capability, golden, calbin_bytes, tmp_path
+):
+    def mislabel_prefill(manifest):
+        manifest["submodels"][0]["smodel_type"] = "llm_decode"
+
+    bad = make_artifact(
+        organisation,
+        edit_calbin(calbin_bytes, mislabel_prefill),
+        kind="calbin",
+        version="1.0.1",
+        file_name="tiny-b8.tar",
+        tmp_dir=tmp_path,
+    )
+    answer = answer_submit(
+        actor=vendor_user,
+        question=question,
+        data=complete_answer_data(capability=capability, calbin=bad, golden=golden),
+    )
+    outcome = artifact(chain_for(answer))
+    assert outcome.verdict == stages.FAIL
+    mismatch = [f for f in outcome.findings if f["code"] == "smodel_type_mismatch"]
+    assert mismatch and mismatch[0]["severity"] == "error"
+    assert mismatch[0]["field"] == f"artifacts[{bad.pk}].submodels[0].smodel_type"
+
+
+def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
+    target_register(
+        actor="test",
+        slug="board-next",
+        kind=Target.HARDWARE,
+        calrt_version="0.8.1",
+        driver_version="2.3.0",
+        firmware_version="1.8.0",
+        chip="calculet-2c",
+    )
+    outcome = artifact(chain_for(answer, "board-next"))
+    assert outcome.verdict == stages.FAIL
+    assert {f["code"] for f in outcome.findings} == {"target_incompatible", "target_outside_declared_range"}
+    assert any("calrt 0.8.1 is outside the calbin's range" in f["message"] for f in outcome.findings)
+
+
+def test_a_target_outside_the_answers_declared_range_fails(vendor_user, question, capability, calbin, golden):
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+    data["compatibility"] = {**data["compatibility"], "firmware": "1.9.0"}
+    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    outcome = artifact(chain_for(answer))
+    assert outcome.verdict == stages.FAIL
+    assert [f["field"] for f in outcome.findings] == ["compatibility.firmware"]
+
+
+def test_no_calbin_among_the_executable_assets_fails(vendor_user, organisation, question, capability, golden, tmp_path):
+    sdk = make_artifact(organisation, b"sdk", kind="sdk", version="0.7.6", file_name="sdk.tar", tmp_dir=tmp_path)
+    answer = answer_submit(
+        actor=vendor_user,
+        question=question,
+        data=complete_answer_data(capability=capability, calbin=sdk, golden=golden),
+    )
+    outcome = artifact(chain_for(answer))
+    assert [f["code"] for f in outcome.findings] == ["calbin_missing"]
+
+
+@pytest.mark.parametrize(
+    ("bundle", "code"),
+    [
+        (tar_bytes({"run.py": b"print(1)"}), "runner_manifest_missing"),
+        (tar_bytes({"runner.json": b'{"schema_version": 1, "command": "run.py"}'}), "runner_manifest_invalid"),
+        (runner_bundle_bytes("print(1)"), None),
+    ],
+)
+def test_runner_bundles_are_checked(
+    vendor_user, organisation, question, capability, calbin, golden, tmp_path, bundle, code
+):
+    artifact_row = make_artifact(
+        organisation, bundle, kind="runner_bundle", version="1.0.0", file_name="runner.tar", tmp_dir=tmp_path
+    )
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, extra_assets=[artifact_row])
+    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    outcome = artifact(chain_for(answer))
+    assert [f["code"] for f in outcome.findings] == ([code] if code else [])

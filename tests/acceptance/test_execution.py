@@ -1,0 +1,110 @@
+"""A whole chain executed in this process through the same service a worker task calls (no broker
+involved), with real runner subprocesses in the sandbox."""
+
+import pytest
+
+from acceptance import selectors, stages
+from acceptance.models import Chain, Run
+from acceptance.services import capability_promote, chain_start_for_answer
+from acceptance.services.execution import run_execute
+from tests.acceptance.conftest import edit_calbin
+from tests.factories import complete_answer_data, make_artifact
+from vendor.services.answers import answer_submit
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def drive(chain: Chain, limit: int = 20) -> None:
+    """Execute queued runs of the chain, in order, until none is left."""
+    for _ in range(limit):
+        run = chain.runs.filter(state=stages.QUEUED).order_by("id").first()
+        if run is None:
+            return
+        run_execute(run.pk, worker="in-process")
+    raise AssertionError("the chain did not settle")
+
+
+def test_a_complete_answer_passes_all_seven_stages_and_reaches_c1(answer, simulator_online, pm_user):
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer)
+    drive(chain)
+    rows = selectors.chain_stages(chain)
+    assert [(stage, state) for stage, state, _ in rows] == [(stage, stages.PASSED) for stage in stages.CHAIN_STAGES]
+    golden = chain.runs.get(stage=stages.GOLDEN)
+    assert golden.metrics["tensors"]["decode_logits"]["cosine"] >= 0.9999
+    assert "histogram" in golden.metrics["tensors"]["decode_logits"]
+    soak = chain.runs.get(stage=stages.SOAK)
+    assert soak.params["requests"] == 8 and soak.metrics["completed"] == 8
+    assert soak.metrics["decode_tokens_per_s"]["p50"] >= soak.params["min_decode_tokens_per_s"]
+    assert "PROGRESS" not in soak.log_tail or soak.progress == 100
+    assert soak.log and soak.result["sandbox"]["network_isolation"]
+    answer.question.refresh_from_db()
+    assert answer.question.state == "closed"
+    attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
+    assert attempt.allowed, attempt.reasons
+    blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C0", reason="")
+    assert not blocked.allowed
+    assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
+
+
+def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
+    vendor_user, organisation, question, capability, golden, calbin_bytes, simulator_online, tmp_path
+):
+    strict = make_artifact(
+        organisation, calbin_bytes, kind="calbin", version="2.0.0", file_name="t.tar", tmp_dir=tmp_path
+    )
+    data = complete_answer_data(capability=capability, calbin=strict, golden=golden)
+    data["golden"]["tolerances"] = {"cosine_min": 1.5}
+    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer)
+    drive(chain)
+    states = {stage: state for stage, state, _ in selectors.chain_stages(chain)}
+    assert states[stages.GOLDEN] == stages.FAILED
+    assert states[stages.FAILURE] == stages.PENDING
+    run = chain.runs.get(stage=stages.GOLDEN)
+    assert "golden:" in run.reason and "cosine" in run.reason
+    assert not Run.objects.filter(stage=stages.FAILURE).exists()
+
+
+def test_an_unknown_fault_scenario_is_refused_by_the_runner_as_an_error(
+    vendor_user, question, capability, calbin, golden, simulator_online
+):
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+    data["error_paths"] = [{"scenario": "cosmic ray in the KV cache", "expect_code": 15}]
+    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer)
+    drive(chain)
+    run = chain.runs.get(stage=stages.FAILURE)
+    assert run.verdict == stages.ERROR
+    assert run.reason.startswith("the runner refused the job (exit 2)")
+    assert "cosmic ray" in run.reason
+
+
+def test_a_package_for_another_chip_fails_at_the_artifact_stage_before_any_runner(
+    vendor_user, organisation, question, capability, golden, calbin_bytes, simulator_online, tmp_path
+):
+    def other_chip(manifest):
+        manifest["compatibility"]["chip"] = ["calculet-4c"]
+
+    package = make_artifact(
+        organisation,
+        edit_calbin(calbin_bytes, other_chip),
+        kind="calbin",
+        version="3.0.0",
+        file_name="t.tar",
+        tmp_dir=tmp_path,
+    )
+    answer = answer_submit(
+        actor=vendor_user,
+        question=question,
+        data=complete_answer_data(capability=capability, calbin=package, golden=golden),
+    )
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer)
+    drive(chain)
+    artifact_run = chain.runs.get(stage=stages.ARTIFACT)
+    assert artifact_run.verdict == stages.FAIL
+    assert "calculet-2c" in artifact_run.reason
+    assert not chain.runs.filter(stage=stages.RUNNER).exists()

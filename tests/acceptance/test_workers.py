@@ -1,0 +1,312 @@
+"""The chain on real Celery worker processes, real Redis and the real test database: promotion to C1 on
+the simulator and to C0 with a hardware target, workers killed mid-run, Redis flushed while runs wait, and
+misbehaving runners on a board host. This process plays Celery beat by calling the sweeper."""
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from acceptance import selectors, stages
+from acceptance.models import Chain, Run, RunResult, Target
+from acceptance.services import capability_promote, chain_start_for_answer, runs_sweep
+from acceptance.services.targets import target_heartbeat
+from tests.acceptance.workers import BOARD_DOUBLE, Worker
+from tests.factories import complete_answer_data, make_artifact, make_capability, make_question, runner_bundle_bytes
+from vendor.services.answers import answer_submit
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+HARDWARE_VERSIONS = ["--calrt", "0.7.6", "--driver", "2.3.0", "--firmware", "1.8.0", "--chip", "calculet-2c"]
+
+
+@pytest.fixture
+def workers(transactional_db, tmp_path):
+    """Start worker processes; every one is killed, with its process group, at the end of the test."""
+    from calculet.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.flushdb()
+    log_dir = tmp_path / "worker-logs"
+    log_dir.mkdir()
+    started: list[Worker] = []
+
+    class Starter:
+        def celery(self, queue: str, name: str, **env) -> Worker:
+            started.append(Worker.celery(queue, name, log_dir, **env))
+            return started[-1]
+
+        def serve_target(self, slug: str, options: list[str], **env) -> Worker:
+            started.append(Worker.serve_target(slug, options, log_dir, **env))
+            return started[-1]
+
+    yield Starter()
+    for worker in started:
+        worker.stop()
+
+
+def wait_until(predicate, *, timeout: float, what: str, workers=(), sweep: bool = True):
+    """Poll until `predicate()` is truthy, sweeping every second as Celery beat would."""
+    deadline = time.monotonic() + timeout
+    last_sweep = 0.0
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if sweep and time.monotonic() - last_sweep > 1:
+            runs_sweep()
+            last_sweep = time.monotonic()
+        time.sleep(0.2)
+    logs = "\n".join(worker.log_text()[-3000:] for worker in workers)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
+
+
+def chain_on(answer, slug: str) -> Chain | None:
+    return Chain.objects.filter(answer=answer, target__slug=slug).first()
+
+
+def all_passed(chain: Chain | None) -> bool:
+    if chain is None:
+        return False
+    chain.refresh_from_db()
+    return all(state == stages.PASSED for _, state, _ in selectors.chain_stages(chain))
+
+
+def submit(vendor_user, question, capability, calbin, golden, **overrides):
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+    data.update(overrides)
+    return answer_submit(actor=vendor_user, question=question, data=data)
+
+
+def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware_target(
+    workers, vendor_user, pm_user, question, capability, calbin, golden
+):
+    simulator = workers.celery("simulator", "sim")
+    answer = submit(vendor_user, question, capability, calbin, golden)
+    wait_until(
+        lambda: all_passed(chain_on(answer, "simulator")), timeout=180, what="the simulator chain", workers=[simulator]
+    )
+
+    promoted = capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="")
+    assert promoted.allowed, promoted.reasons
+    assert promoted.runs.count() == 4 and promoted.artifacts.filter(pk=calbin.pk).exists()
+    blocked = capability_promote(actor=pm_user, capability=capability, to_status="C0", reason="")
+    assert not blocked.allowed
+    assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
+    assert "No hardware runs" in blocked.reasons[0]["message"]
+
+    board = workers.serve_target(
+        "board-double", HARDWARE_VERSIONS, ACCEPTANCE_RUNNER_COMMAND=f"{sys.executable} {BOARD_DOUBLE}"
+    )
+    wait_until(
+        lambda: Target.objects.filter(slug="board-double", health=Target.OK).exists(),
+        timeout=60,
+        what="the board double's heartbeat",
+        workers=[board],
+    )
+    chain_start_for_answer(answer.pk)
+    hardware = chain_on(answer, "board-double")
+    wait_until(lambda: all_passed(hardware), timeout=180, what="the hardware chain", workers=[board])
+    assert "board double" in hardware.runs.get(stage=stages.SOAK).log
+    assert (
+        not Run.objects.filter(target__slug="simulator", stage=stages.RUNNER)
+        .exclude(chain=chain_on(answer, "simulator"))
+        .exists()
+    )
+
+    c0 = capability_promote(actor=pm_user, capability=capability, to_status="C0", reason="")
+    assert c0.allowed, c0.reasons
+    capability.refresh_from_db()
+    assert capability.status == "C0"
+    grades = set(capability.evidence.filter(origin="run").values_list("grades__grade", flat=True))
+    assert grades == {"E4", "E0"}
+    assert RunResult.objects.count() == Run.objects.exclude(state__in=stages.ACTIVE_STATES).count()
+
+
+def soak_running(answer) -> Run | None:
+    return Run.objects.filter(answer=answer, stage=stages.SOAK, state=stages.RUNNING, progress__gt=5).first()
+
+
+def runner_processes(run: Run) -> list[int]:
+    """Live processes whose command line points into this run's working directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if f"calculet-run-{run.pk}-" in cmdline and state != "Z":
+            found.append(int(proc.name))
+    return found
+
+
+LONG_SOAK = {"thresholds": {"soak_requests": 64, "soak_concurrency": 2}}
+
+
+def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
+    workers, vendor_user, question, capability, calbin, golden
+):
+    simulator = workers.celery("simulator", "sim")
+    answer = submit(vendor_user, question, capability, calbin, golden, **LONG_SOAK)
+    run = wait_until(lambda: soak_running(answer), timeout=180, what="the soak to start", workers=[simulator])
+    assert "stage soak started" in run.log_tail  # output and progress stream in while the runner works
+    os.kill(simulator.wait_for_pool_child(), signal.SIGKILL)
+    time.sleep(1)
+    assert runner_processes(run) == []  # the runner died with its parent
+    wait_until(
+        lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[simulator]
+    )
+    run.refresh_from_db()
+    assert run.attempt == 2
+    assert list(RunResult.objects.filter(run=run).values_list("attempt", "verdict")) == [(2, stages.PASS)]
+    assert "attempt 2" in run.log
+    assert simulator.alive()
+
+
+def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_verdict(
+    workers, vendor_user, question, capability, calbin, golden
+):
+    first = workers.celery("simulator", "sim-1")
+    answer = submit(vendor_user, question, capability, calbin, golden, **LONG_SOAK)
+    run = wait_until(lambda: soak_running(answer), timeout=180, what="the soak to start", workers=[first])
+    first_worker = run.worker
+    first.kill()
+    time.sleep(1)
+    assert runner_processes(run) == []
+    second = workers.celery("simulator", "sim-2")
+    wait_until(
+        lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[second]
+    )
+    run.refresh_from_db()
+    assert run.attempt == 2
+    assert run.worker != first_worker
+    assert RunResult.objects.filter(run=run).count() == 1
+
+
+def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
+    workers, settings, vendor_user, organisation, capability, calbin, golden
+):
+    from acceptance.services import target_ensure_simulator
+    from calculet.celery import app
+
+    settings.ACCEPTANCE_QUEUED_RESEND_AFTER = 2  # the sweeper here stands in for beat; 30 s in production
+    simulator_target = target_ensure_simulator()
+    target_heartbeat(queues=[simulator_target.queue], worker="about-to-start")
+    answers = []
+    for number in (31, 32, 33):
+        question = make_question(f"V{number}", organisation=organisation)
+        capability.questions.add(question)
+        answers.append(
+            submit(
+                vendor_user,
+                question,
+                capability,
+                calbin,
+                golden,
+                thresholds={"soak_requests": 2, "soak_concurrency": 2},
+            )
+        )
+    queued = list(Run.objects.filter(state=stages.QUEUED))
+    assert len(queued) == 3
+    with app.connection_for_write() as conn:
+        assert conn.default_channel.client.llen("simulator") == 3
+        conn.default_channel.client.flushdb()
+    worker = workers.celery("simulator", "sim")
+
+    def flushed_runs_done_and_chains_moved_on():
+        return all(
+            Run.objects.filter(pk=run.pk, state=stages.PASSED).exists()
+            and Run.objects.filter(chain=run.chain, stage=stages.ARTIFACT, state=stages.PASSED).exists()
+            for run in queued
+        )
+
+    wait_until(flushed_runs_done_and_chains_moved_on, timeout=120, what="the flushed runs", workers=[worker])
+    for run in queued:
+        run.refresh_from_db()
+        assert run.send_count >= 2
+    assert RunResult.objects.filter(run__in=queued).count() == 3
+
+
+HOSTILE = {
+    "sleeps": ("import time\ntime.sleep(600)\n", "wall-time limit of 4 s exceeded"),
+    "allocates": ("b = bytearray(3 * 1024**3)\n", "memory limit of 512 MiB exceeded"),
+    "floods": (
+        "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+        "output limit of 1048576 bytes exceeded",
+    ),
+    "phones home": (
+        "import socket\nsocket.create_connection(('192.0.2.10', 443), timeout=5)\n",
+        "network access denied in the sandbox",
+    ),
+}
+
+
+WELL_BEHAVED = "import os, sys\nos.execv(sys.executable, [sys.executable, '-m', 'npu_sim', 'run', *sys.argv[1:]])\n"
+
+
+def test_misbehaving_runners_on_a_board_host_end_in_error_and_the_worker_takes_the_next_run(
+    workers, vendor_user, organisation, capability, calbin, golden, tmp_path
+):
+    board = workers.serve_target(
+        "hostile-board",
+        HARDWARE_VERSIONS,
+        ACCEPTANCE_RUNNER_COMMAND=f"{sys.executable} {BOARD_DOUBLE}",
+        ACCEPTANCE_RUNNER_WALL_SECONDS=4,
+        ACCEPTANCE_RUNNER_MEMORY_MB=512,
+        ACCEPTANCE_RUNNER_OUTPUT_BYTES=1024**2,
+    )
+    wait_until(
+        lambda: Target.objects.filter(slug="hostile-board", health=Target.OK).exists(),
+        timeout=60,
+        what="board",
+        workers=[board],
+    )
+    bundles = {
+        **{name: script for name, (script, _) in HOSTILE.items()},
+        "behaves": WELL_BEHAVED,
+    }
+    answers = {}
+    for number, (name, script) in enumerate(bundles.items(), start=40):
+        question = make_question(f"V{number}", organisation=organisation)
+        chain_capability = make_capability(f"capability-{number}", questions=[question])
+        bundle = make_artifact(
+            organisation,
+            runner_bundle_bytes(script),
+            kind="runner_bundle",
+            version=f"{number}.0",
+            file_name="runner.tar",
+            tmp_dir=tmp_path,
+        )
+        answers[name] = submit(
+            vendor_user,
+            question,
+            chain_capability,
+            calbin,
+            golden,
+            executable_assets=[calbin.pk, bundle.pk],
+        )
+
+    def runner_run(name):
+        return (
+            Run.objects.filter(answer=answers[name], target__slug="hostile-board", stage=stages.RUNNER)
+            .exclude(state__in=stages.ACTIVE_STATES)
+            .first()
+        )
+
+    for name, (_, reason) in HOSTILE.items():
+        run = wait_until(
+            lambda name=name: runner_run(name), timeout=120, what=f"the runner that {name}", workers=[board]
+        )
+        assert (run.state, run.verdict) == (stages.ERROR, stages.ERROR), (name, run.reason)
+        assert reason in run.reason, (name, run.reason)
+        assert run.attempt == 1
+    good = wait_until(lambda: runner_run("behaves"), timeout=120, what="the well-behaved runner", workers=[board])
+    assert good.verdict == stages.PASS, good.reason
+    assert board.alive()
+    assert Run.objects.filter(target__slug="simulator").exclude(state=stages.PENDING).count() == 0

@@ -1,0 +1,105 @@
+"""Real Celery worker processes for the tests and benchmarks, in their own process groups."""
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+BOARD_DOUBLE = Path(__file__).resolve().parent / "board_double.py"
+
+
+def database_url() -> str:
+    """The URL of the database this process uses now (the test database under pytest)."""
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def worker_env(**overrides) -> dict:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ACCEPTANCE_", "CELERY_", "PYTEST_", "DJANGO_"))
+    }
+    env.update(
+        {
+            "DATABASE_URL": database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "SECRET_KEY": "worker-test",
+            "STORAGE_ROOT": str(settings.STORAGE_ROOT),
+            "CALCULET_DATA_DIR": str(Path(settings.STORAGE_ROOT).parent / "worker-data"),
+            "ACCEPTANCE_RUN_LEASE_SECONDS": "6",
+            "ACCEPTANCE_RUN_HEARTBEAT_SECONDS": "1",
+            "ACCEPTANCE_TARGET_HEARTBEAT_SECONDS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update({key: str(value) for key, value in overrides.items()})
+    return env
+
+
+class Worker:
+    """One `celery worker --pool prefork --concurrency 1` (or `manage.py serve_target`) process group."""
+
+    def __init__(self, argv: list[str], env: dict, log_path: Path):
+        self.log_path = log_path
+        self.log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @classmethod
+    def celery(cls, queue: str, name: str, log_dir: Path, **env) -> "Worker":
+        argv = [
+            sys.executable, "-m", "celery", "-A", "calculet", "worker", "--pool", "prefork", "--concurrency", "1",
+            "--prefetch-multiplier", "1", "--queues", queue, "--hostname", f"{name}@%h", "--without-gossip",
+            "--without-mingle", "--without-heartbeat", "--loglevel", "info",
+        ]  # fmt: skip
+        return cls(argv, worker_env(**env), log_dir / f"{name}.log")
+
+    @classmethod
+    def serve_target(cls, slug: str, options: list[str], log_dir: Path, **env) -> "Worker":
+        argv = [sys.executable, "manage.py", "serve_target", slug, *options]
+        return cls(argv, worker_env(**env), log_dir / f"{slug}.log")
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def pool_children(self) -> list[int]:
+        try:
+            return [int(pid) for pid in Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    def wait_for_pool_child(self, timeout: float = 60) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            children = self.pool_children()
+            if children:
+                return children[0]
+            time.sleep(0.1)
+        raise AssertionError(f"no pool child after {timeout} s; see {self.log_path}")
+
+    def kill(self) -> None:
+        """kill -9 the whole worker: main process, pool child, everything in its process group."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.alive():
+            self.kill()
+        self.log.close()
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace")

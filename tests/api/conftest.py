@@ -1,0 +1,1 @@
+from tests.vendor.fixtures import *  # noqa: F403

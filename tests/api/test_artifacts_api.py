@@ -1,0 +1,120 @@
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.vendor.fixtures import db_snapshot, make_artifact, sha256
+from vendor.models import Artifact, Blob
+
+DATA = b"golden tensor bytes " * 1000
+
+
+def plain_upload(client, data=DATA, **fields):
+    body = {
+        "kind": "golden",
+        "version": "1.0",
+        "sha256": sha256(data),
+        "file": SimpleUploadedFile("golden.npz", data),
+        **fields,
+    }
+    return client.post("/api/v1/artifacts/", body, format="multipart")
+
+
+def test_a_small_file_uploads_in_one_request(vendor_a):
+    response = plain_upload(vendor_a.client())
+    assert response.status_code == 201, response.json()
+    body = response.json()
+    assert (body["kind"], body["file_name"], body["size"], body["sha256"], body["state"]) == (
+        "golden",
+        "golden.npz",
+        len(DATA),
+        sha256(DATA),
+        "verified",
+    )
+    assert body["download_url"] == f"/api/v1/artifacts/{body['id']}/download/"
+
+
+def test_a_plain_upload_with_the_wrong_digest_is_rejected(vendor_a):
+    response = plain_upload(vendor_a.client(), sha256=sha256(b"other"))
+    assert response.status_code == 400
+    assert response.json()["errors"][0] == {
+        "field": "sha256",
+        "code": "digest_mismatch",
+        "message": f"The received bytes have SHA-256 {sha256(DATA)}; {sha256(b'other')} was declared.",
+    }
+    assert list(Artifact.objects.values_list("state", flat=True)) == ["rejected"]
+    assert not Blob.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"kind": "firmware"}, "kind"),
+        ({"sha256": "xyz"}, "sha256"),
+        ({"file_name": "../../etc/passwd"}, "file_name"),
+        ({"version": ""}, "version"),
+        ({"file": ""}, "file"),
+    ],
+)
+def test_bad_plain_uploads_name_the_field(vendor_a, fields, field):
+    before = db_snapshot()
+    response = plain_upload(vendor_a.client(), **fields)
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert db_snapshot() == before
+
+
+def test_plain_uploads_are_limited_in_size(vendor_a, settings):
+    settings.UPLOAD_PLAIN_MAX_BYTES = 1000
+    before = db_snapshot()
+    response = plain_upload(vendor_a.client())
+    assert response.status_code == 413
+    assert db_snapshot() == before
+
+
+def test_downloads_honour_ranges(vendor_a):
+    artifact = make_artifact(vendor_a, kind="golden", data=DATA)
+    client = vendor_a.client()
+    url = f"/api/v1/artifacts/{artifact.pk}/download/"
+    whole = client.get(url)
+    assert whole.status_code == 200
+    assert b"".join(whole.streaming_content) == DATA
+    assert whole["Accept-Ranges"] == "bytes"
+    assert whole["ETag"] == f'"{sha256(DATA)}"'
+
+    part = client.get(url, HTTP_RANGE="bytes=100-199")
+    assert part.status_code == 206
+    assert part["Content-Range"] == f"bytes 100-199/{len(DATA)}"
+    assert b"".join(part.streaming_content) == DATA[100:200]
+
+    tail = client.get(url, HTTP_RANGE="bytes=-10")
+    assert b"".join(tail.streaming_content) == DATA[-10:]
+    assert tail["Content-Length"] == "10"
+
+    resume = client.get(url, HTTP_RANGE=f"bytes={len(DATA) - 5}-")
+    assert b"".join(resume.streaming_content) == DATA[-5:]
+
+    outside = client.get(url, HTTP_RANGE=f"bytes={len(DATA)}-")
+    assert outside.status_code == 416
+    assert outside["Content-Range"] == f"bytes */{len(DATA)}"
+
+    ignored = client.get(url, HTTP_RANGE="lines=1-2")
+    assert ignored.status_code == 200
+
+
+def test_a_rejected_artifact_has_nothing_to_download(vendor_a):
+    plain_upload(vendor_a.client(), sha256=sha256(b"other"))
+    rejected = Artifact.objects.get()
+    assert vendor_a.client().get(f"/api/v1/artifacts/{rejected.pk}/download/").status_code == 404
+
+
+def test_artifact_lists_are_scoped_and_filterable(pm, vendor_a, vendor_b, artifacts_a, artifacts_b):
+    mine = vendor_a.client().get("/api/v1/artifacts/").json()
+    assert {a["organisation"] for a in mine["results"]} == {"acme"}
+    assert mine["count"] == 3
+    everyone = pm.client().get("/api/v1/artifacts/?kind=golden&ordering=file_name").json()
+    assert [a["file_name"] for a in everyone["results"]] == ["bolt-golden.npz", "golden-b8.npz"]
+
+
+def test_pm_may_download_any_vendors_artifact(pm, artifacts_b):
+    response = pm.client().get(f"/api/v1/artifacts/{artifacts_b['golden'].pk}/download/")
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == b"golden-2.0-bolt-golden.npz"

@@ -1,0 +1,222 @@
+"""Every endpoint, as vendor A on vendor B's objects, and with no, an expired or a revoked token."""
+
+import datetime
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from acceptance.models import Run
+from acceptance.services import chain_start_for_answer
+from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
+from vendor.models import ApiToken
+from vendor.services.answers import answer_submit
+from vendor.services.organisations import token_create, token_revoke
+from vendor.services.uploads import upload_create
+
+CHUNK = {"HTTP_TUS_RESUMABLE": "1.0.0", "HTTP_UPLOAD_OFFSET": "0", "content_type": "application/offset+octet-stream"}
+
+
+@pytest.fixture
+def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts_b, capability):
+    """Vendor B's answer, artifacts, upload and token, next to vendor A's own question."""
+    answer_b = answer_submit(actor=vendor_b.user, question=question_b, data=complete_answer(artifacts_b))
+    chain_start_for_answer(answer_b.pk)
+    upload_b = upload_create(
+        actor=vendor_b.user,
+        length=10,
+        metadata={"kind": "golden", "version": "3.0", "filename": "g.npz", "sha256": "a" * 64},
+    )
+    token_b = ApiToken.objects.get(user=vendor_b.user)
+    return {
+        "question": question_b.code,
+        "own_question": question_a.code,
+        "answer": answer_b.pk,
+        "artifact": artifacts_b["golden"].pk,
+        "upload": str(upload_b.pk),
+        "token": token_b.pk,
+        "run": Run.objects.get(answer=answer_b).pk,
+        "capability": capability.slug,
+    }
+
+
+def endpoints(w: dict) -> list[tuple[str, str, dict]]:
+    """(method, path, extra) for every operation that takes an object: all must answer 404 to vendor A."""
+    question = f"/api/v1/questions/{w['question']}/"
+    upload = f"/api/v1/uploads/{w['upload']}/"
+    return [
+        ("get", question, {}),
+        ("patch", question, {"data": {"priority": "p0"}, "format": "json"}),
+        ("get", f"{question}answers/", {}),
+        ("post", f"{question}answers/", {"data": {"version": "1.0"}, "format": "json"}),
+        ("get", f"{question}answers/{w['answer']}/", {}),
+        ("get", f"/api/v1/questions/{w['own_question']}/answers/{w['answer']}/", {}),
+        ("get", f"/api/v1/artifacts/{w['artifact']}/", {}),
+        ("get", f"/api/v1/artifacts/{w['artifact']}/download/", {}),
+        ("get", f"/api/v1/artifacts/{w['artifact']}/download/", {"HTTP_RANGE": "bytes=0-3"}),
+        ("head", upload, {"HTTP_TUS_RESUMABLE": "1.0.0"}),
+        ("get", upload, {}),
+        ("patch", upload, {"data": b"0123456789", **CHUNK}),
+        ("delete", upload, {"HTTP_TUS_RESUMABLE": "1.0.0"}),
+        ("delete", f"/api/v1/tokens/{w['token']}/", {}),
+        ("get", f"/api/v1/runs/{w['run']}/", {}),
+        ("post", f"/api/v1/runs/{w['run']}/rerun/", {}),
+    ]
+
+
+def collections() -> list[tuple[str, str, dict]]:
+    return [
+        ("get", "/api/v1/me/", {}),
+        ("get", "/api/v1/questions/", {}),
+        ("get", "/api/v1/artifacts/", {}),
+        ("post", "/api/v1/artifacts/", {"data": {"kind": "golden"}, "format": "multipart"}),
+        ("get", "/api/v1/uploads/", {}),
+        (
+            "post",
+            "/api/v1/uploads/",
+            {"HTTP_TUS_RESUMABLE": "1.0.0", "HTTP_UPLOAD_LENGTH": "10", "HTTP_UPLOAD_METADATA": "kind Z29sZGVu"},
+        ),
+        ("get", "/api/v1/tokens/", {}),
+        ("post", "/api/v1/tokens/", {"data": {"name": "sneaky"}, "format": "json"}),
+        ("get", "/api/v1/organisations/", {}),
+        ("get", "/api/v1/evidence/", {}),
+        ("get", "/api/v1/capabilities/", {}),
+        ("get", "/api/v1/runs/", {}),
+        ("get", "/api/v1/targets/", {}),
+        ("get", "/api/v1/audit/", {}),
+    ]
+
+
+def call(client, method, path, extra):
+    return getattr(client, method)(path, **extra)
+
+
+def test_vendor_a_gets_404_on_every_object_of_vendor_b(world, vendor_a):
+    client = vendor_a.client()
+    before = db_snapshot()
+    for method, path, extra in endpoints(world):
+        response = call(client, method, path, extra)
+        assert response.status_code == 404, (method, path, response.status_code)
+        if method != "head":
+            assert response.json()["errors"][0]["code"] == "not_found", (method, path)
+    assert db_snapshot() == before
+
+
+def test_vendor_a_sees_none_of_vendor_bs_objects_in_lists(world, vendor_a):
+    client = vendor_a.client()
+    assert [q["code"] for q in client.get("/api/v1/questions/").json()["results"]] == [world["own_question"]]
+    assert {a["organisation"] for a in client.get("/api/v1/artifacts/").json()["results"]} == {"acme"}
+    assert client.get("/api/v1/uploads/").json()["count"] == 0
+    assert [o["slug"] for o in client.get("/api/v1/organisations/").json()["results"]] == ["acme"]
+    assert [t["name"] for t in client.get("/api/v1/tokens/").json()["results"]] == ["created with the user"]
+    capability = client.get(f"/api/v1/capabilities/{world['capability']}/").json()
+    assert capability["questions"] == [world["own_question"]]
+    assert client.get("/api/v1/questions/?organisation=bolt").json()["count"] == 0
+    assert client.get("/api/v1/artifacts/?organisation=bolt").json()["count"] == 0
+    assert client.get("/api/v1/runs/").json()["count"] == 0
+    assert client.get("/api/v1/runs/?question=V19").json()["count"] == 0
+
+
+def test_vendor_a_cannot_use_vendor_bs_artifact_ids(world, vendor_a, artifacts_a):
+    data = complete_answer(artifacts_a)
+    data["executable_assets"] = [world["artifact"]]
+    before = db_snapshot()
+    response = vendor_a.client().post(f"/api/v1/questions/{world['own_question']}/answers/", data, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0] == {
+        "field": "executable_assets[0]",
+        "code": "not_found",
+        "message": f"Artifact {world['artifact']} not found.",
+    }
+    assert db_snapshot() == before
+
+
+def test_the_audit_log_is_for_pms_only(world, vendor_a, viewer, pm):
+    assert vendor_a.client().get("/api/v1/audit/").status_code == 403
+    assert viewer.client().get("/api/v1/audit/").status_code == 403
+    assert pm.client().get("/api/v1/audit/").status_code == 200
+
+
+def bad_clients(vendor_a) -> dict[str, APIClient]:
+    expired, expired_key = token_create(actor=None, user=vendor_a.user, name="expired")
+    ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
+    revoked, revoked_key = token_create(actor=None, user=vendor_a.user, name="revoked")
+    token_revoke(actor=None, token=revoked)
+    clients = {"no token": APIClient(), "unknown token": APIClient()}
+    clients["unknown token"].credentials(HTTP_AUTHORIZATION="Token clt_not-a-real-key")
+    for name, key in [("expired", expired_key), ("revoked", revoked_key)]:
+        clients[name] = APIClient()
+        clients[name].credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return clients
+
+
+def test_no_expired_or_revoked_token_gets_401_everywhere(world, vendor_a):
+    own = {
+        "question": world["own_question"],
+        "own_question": world["own_question"],
+        "answer": world["answer"],
+        "artifact": world["artifact"],
+        "upload": world["upload"],
+        "token": world["token"],
+        "run": world["run"],
+        "capability": world["capability"],
+    }
+    every = [
+        *endpoints(world),
+        *endpoints(own),
+        *collections(),
+        ("get", f"/api/v1/capabilities/{world['capability']}/", {}),
+        ("get", "/api/v1/evidence/B01/", {}),
+        ("get", f"/api/v1/capabilities/{world['capability']}/promotions/", {}),
+        ("post", f"/api/v1/capabilities/{world['capability']}/promotions/", {"data": {"to": "C4"}, "format": "json"}),
+        ("get", "/api/v1/targets/simulator/", {}),
+    ]
+    clients = bad_clients(vendor_a)
+    before = db_snapshot()
+    for name, client in clients.items():
+        for method, path, extra in every:
+            response = call(client, method, path, extra)
+            assert response.status_code == 401, (name, method, path, response.status_code)
+            assert response["WWW-Authenticate"] == "Token"
+    assert db_snapshot() == before
+
+
+def test_the_schema_and_docs_are_public(client):
+    assert client.get(reverse("api:schema")).status_code == 200
+    docs = client.get(reverse("api:docs"))
+    assert docs.status_code == 200
+    assert b"cdn" not in docs.content.lower()  # the docs page's assets are served from the project
+
+
+def test_tokens_are_throttled_per_token(vendor_a, vendor_b, monkeypatch):
+    from django.core.cache import cache
+
+    from vendor.authentication import TokenRateThrottle
+
+    cache.clear()
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/min"})
+    client_a = vendor_a.client()
+    assert [client_a.get("/api/v1/me/").status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert client_a.get("/api/v1/me/").json()["errors"][0]["code"] == "throttled"
+    assert vendor_b.client().get("/api/v1/me/").status_code == 200
+
+
+def test_a_pm_can_create_and_revoke_their_own_tokens(pm):
+    client = pm.client()
+    created = client.post("/api/v1/tokens/", {"name": "laptop"}, format="json")
+    assert created.status_code == 201
+    key = created.json()["key"]
+    other = APIClient()
+    other.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    assert other.get("/api/v1/me/").status_code == 200
+    listed = client.get("/api/v1/tokens/").json()["results"]
+    assert all("key" not in token for token in listed)
+    assert client.delete(f"/api/v1/tokens/{created.json()['id']}/").status_code == 204
+    assert other.get("/api/v1/me/").status_code == 401
+
+
+def test_questions_never_answered_by_another_vendor_leak_nothing(vendor_a, vendor_b):
+    make_question("V30")  # put to no one
+    assert vendor_a.client().get("/api/v1/questions/V30/").status_code == 404
+    assert vendor_a.client().get("/api/v1/questions/V30/answers/").status_code == 404

@@ -1,0 +1,171 @@
+import pytest
+from rest_framework.test import APIClient
+
+from acceptance.models import AuditEntry
+from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
+
+
+def test_pm_sees_every_question_and_a_vendor_only_theirs(pm, vendor_a, question_a, question_b, capability):
+    make_question("V01")
+    codes = [q["code"] for q in pm.client().get("/api/v1/questions/").json()["results"]]
+    assert codes == ["V01", "V18", "V19"]
+    body = vendor_a.client().get("/api/v1/questions/").json()
+    assert body["count"] == 1
+    question = body["results"][0]
+    assert question["code"] == "V18"
+    assert question["organisation"] == "acme"
+    assert question["state"] == "asked"
+    assert question["capabilities"] == [{"slug": "decode-batch-8", "title": "Decode batch 8", "status": "C3"}]
+
+
+def test_lists_filter_order_and_paginate(pm, vendor_a):
+    acme = vendor_a.user.membership.organisation
+    for number in range(1, 8):
+        make_question(
+            f"V{number:02d}", organisation=acme if number % 2 else None, state="asked" if number % 2 else "new"
+        )
+    client = pm.client()
+    assert [q["code"] for q in client.get("/api/v1/questions/?state=asked").json()["results"]] == [
+        "V01",
+        "V03",
+        "V05",
+        "V07",
+    ]
+    assert [
+        q["code"] for q in client.get("/api/v1/questions/?organisation=acme&ordering=-number").json()["results"]
+    ] == [
+        "V07",
+        "V05",
+        "V03",
+        "V01",
+    ]
+    page = client.get("/api/v1/questions/?page_size=3&page=2").json()
+    assert (page["count"], [q["code"] for q in page["results"]]) == (7, ["V04", "V05", "V06"])
+    bad = client.get("/api/v1/questions/?state=open")
+    assert bad.status_code == 400
+    assert bad.json()["errors"][0]["field"] == "state"
+
+
+def test_a_question_is_looked_up_by_code(pm, question_a):
+    response = pm.client().get("/api/v1/questions/V18/")
+    assert response.status_code == 200
+    assert response.json()["code"] == "V18"
+    assert pm.client().get("/api/v1/questions/V99/").json() == {
+        "errors": [{"field": None, "code": "not_found", "message": "Question V99 not found."}]
+    }
+
+
+def test_pm_patches_a_question(pm, vendor_a):
+    make_question("V18")
+    response = pm.client().patch(
+        "/api/v1/questions/V18/",
+        {"organisation": "acme", "assignee": "alice", "priority": "p0", "due_date": "2026-12-24", "state": "asked"},
+        format="json",
+    )
+    assert response.status_code == 200, response.json()
+    body = response.json()
+    assert (body["organisation"], body["assignee"], body["priority"], body["due_date"], body["state"]) == (
+        "acme",
+        "alice",
+        "p0",
+        "2026-12-24",
+        "asked",
+    )
+    assert AuditEntry.objects.filter(action="question.update", actor__username="pat").count() == 1
+    assert vendor_a.client().get("/api/v1/questions/V18/").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "code"),
+    [
+        ({"organisation": "nobody"}, "organisation", "not_found"),
+        ({"organisation": "team"}, "organisation", "invalid"),
+        ({"assignee": "ghost"}, "assignee", "not_found"),
+        ({"priority": "urgent"}, "priority", "invalid_choice"),
+        ({"due_date": "soon"}, "due_date", "invalid"),
+        ({"state": "closed"}, "state", "invalid"),
+        ({"colour": "red"}, "colour", "invalid"),
+        ({"priority": ["p1"]}, "priority", "invalid_choice"),
+    ],
+)
+def test_bad_patches_name_the_field_and_change_nothing(pm, vendor_a, body, field, code):
+    make_question("V18")
+    before = db_snapshot()
+    response = pm.client().patch("/api/v1/questions/V18/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert response.json()["errors"][0]["code"] == code
+    assert db_snapshot() == before
+
+
+def test_only_a_pm_patches(viewer, vendor_a, question_a):
+    before = db_snapshot()
+    assert viewer.client().patch("/api/v1/questions/V18/", {"priority": "p0"}, format="json").status_code == 403
+    assert vendor_a.client().patch("/api/v1/questions/V18/", {"priority": "p0"}, format="json").status_code == 403
+    assert db_snapshot() == before
+
+
+def test_sessions_work_with_csrf(pm, question_a):
+    client = APIClient(enforce_csrf_checks=True)
+    client.force_login(pm.user)
+    assert client.get("/api/v1/questions/V18/").status_code == 200
+    refused = client.patch("/api/v1/questions/V18/", {"priority": "p0"}, format="json")
+    assert refused.status_code == 403
+    assert "CSRF" in refused.json()["errors"][0]["message"]
+    secret = "s3cr3t" * 5 + "ab"  # a CSRF secret is 32 letters and digits; cookie and header must agree
+    client.cookies["csrftoken"] = secret
+    accepted = client.patch("/api/v1/questions/V18/", {"priority": "p0"}, format="json", HTTP_X_CSRFTOKEN=secret)
+    assert accepted.status_code == 200
+
+
+def test_answers_are_nested_under_their_question(vendor_a, pm, question_a, artifacts_a):
+    client = vendor_a.client()
+    created = client.post("/api/v1/questions/V18/answers/", complete_answer(artifacts_a), format="json")
+    assert created.status_code == 201, created.json()
+    body = created.json()
+    assert (body["question"], body["organisation"], body["revision"], body["complete"], body["missing"]) == (
+        "V18",
+        "acme",
+        1,
+        True,
+        [],
+    )
+    assert body["golden"] == {"artifacts": [artifacts_a["golden"].pk], "tolerances": {"atol": 0.02}}
+    second = client.post("/api/v1/questions/V18/answers/", {"version": "0.7.7"}, format="json").json()
+    assert (second["revision"], second["complete"]) == (2, False)
+    listing = pm.client().get("/api/v1/questions/V18/answers/").json()
+    assert [a["revision"] for a in listing["results"]] == [2, 1]
+    detail = pm.client().get(f"/api/v1/questions/V18/answers/{body['id']}/")
+    assert detail.json() == body
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"version": 12}, "version"),
+        ({"executable_assets": "1"}, "executable_assets"),
+        ({"executable_assets": ["x"]}, "executable_assets[0]"),
+        ({"error_paths": [{"scenario": "timeout", "expect_code": "E17"}]}, "error_paths[0].expect_code"),
+        ({"golden": {"tolerances": {"atol": "tight"}}}, "golden.tolerances.atol"),
+        ({"compatibility": {"kernel": "6.1"}}, "compatibility.kernel"),
+        ({"minimal_example": {"artifact": 999999}}, "minimal_example.artifact"),
+        ({"version": "newest"}, "version"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+def test_bad_answers_get_a_400_naming_the_field(vendor_a, question_a, body, field):
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert db_snapshot() == before
+
+
+def test_an_oversized_body_is_refused_before_it_is_read(vendor_a, question_a):
+    before = db_snapshot()
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", {"summary": "x" * (2 * 1024 * 1024)}, format="json"
+    )
+    assert response.status_code == 413
+    assert response.json()["errors"][0]["field"] == "body"
+    assert db_snapshot() == before

@@ -1,0 +1,149 @@
+"""Admin for the vendor app. Writes go through the service layer; statuses and states are read-only here."""
+
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
+
+from calculet.api import DomainError
+from vendor.models import Answer, ApiToken, Artifact, Blob, Membership, Organisation, Question, Section, Upload
+from vendor.services.organisations import token_revoke
+from vendor.services.questions import question_update
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """A page to look at rows that only services, the seed import or runs write."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class ReadOnlyInline(admin.TabularInline):
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Organisation)
+class OrganisationAdmin(ReadOnlyAdmin):
+    list_display = ["slug", "name", "kind", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["slug", "name"]
+
+
+@admin.register(Membership)
+class MembershipAdmin(ReadOnlyAdmin):
+    list_display = ["user", "organisation", "role"]
+    list_filter = ["role", "organisation"]
+    list_select_related = ["user", "organisation"]
+    search_fields = ["user__username", "organisation__slug"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    list_display = ["name", "prefix", "user", "created_at", "expires_at", "revoked_at", "last_used_at"]
+    list_filter = ["revoked_at"]
+    list_select_related = ["user"]
+    search_fields = ["name", "prefix", "user__username"]
+    exclude = ["key_hash"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            try:
+                token_revoke(actor=request.user, token=token)
+            except DomainError as error:
+                self.message_user(request, f"{token}: {error.message}", messages.ERROR)
+
+
+@admin.register(Section)
+class SectionAdmin(ReadOnlyAdmin):
+    list_display = ["code", "title", "blocks", "question_header", "acceptance_header"]
+
+
+@admin.register(Question)
+class QuestionAdmin(admin.ModelAdmin):
+    """Assignee, organisation, priority and due date change through `question_update`; the text comes from
+    the seed document and the state moves only by the service's transitions."""
+
+    list_display = ["code", "section", "short_question", "state", "priority", "organisation", "assignee", "due_date"]
+    list_filter = ["section", "state", "priority", "organisation"]
+    list_select_related = ["section", "organisation", "assignee"]
+    search_fields = ["code", "question", "acceptance"]
+    fields = [
+        "code",
+        "section",
+        "question",
+        "acceptance",
+        "state",
+        "priority",
+        "organisation",
+        "assignee",
+        "due_date",
+        "created_at",
+        "updated_at",
+    ]
+    readonly_fields = ["code", "section", "question", "acceptance", "state", "created_at", "updated_at"]
+    autocomplete_fields = ["assignee"]
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="question")
+    def short_question(self, question):
+        return question.question[:80]
+
+    def save_model(self, request, obj, form, change):
+        changes = {name: form.cleaned_data[name] for name in form.changed_data}
+        try:
+            question_update(actor=request.user, question=obj, **changes)
+        except DomainError as error:
+            request.service_refused = True
+            field = f"{error.field}: " if error.field else ""
+            self.message_user(request, f"Not saved — {field}{error.message}", messages.ERROR)
+
+    def response_change(self, request, obj):
+        if getattr(request, "service_refused", False):
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
+
+
+@admin.register(Blob)
+class BlobAdmin(ReadOnlyAdmin):
+    list_display = ["sha256", "size", "created_at"]
+    search_fields = ["sha256"]
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(ReadOnlyAdmin):
+    list_display = ["file_name", "version", "kind", "organisation", "state", "declared_size", "created_at"]
+    list_filter = ["kind", "state", "organisation"]
+    list_select_related = ["organisation"]
+    search_fields = ["file_name", "version", "declared_sha256"]
+
+
+@admin.register(Answer)
+class AnswerAdmin(ReadOnlyAdmin):
+    list_display = ["question", "organisation", "revision", "complete", "author", "created_at"]
+    list_filter = ["complete", "organisation"]
+    list_select_related = ["question", "organisation", "author"]
+    search_fields = ["question__code", "summary"]
+
+
+@admin.register(Upload)
+class UploadAdmin(ReadOnlyAdmin):
+    list_display = ["id", "organisation", "user", "length", "offset", "created_at", "expires_at", "artifact"]
+    list_select_related = ["organisation", "user", "artifact"]

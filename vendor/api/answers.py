@@ -1,0 +1,130 @@
+import django_filters
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.response import Response
+
+from acceptance.claim import ELEMENTS
+from vendor.access import answer_for_user, question_for_user
+from vendor.api.base import Api, StrictSerializer, plain
+from vendor.models import Answer
+from vendor.selectors import answer_list
+from vendor.services.answers import answer_submit
+
+
+class MinimalExampleSerializer(StrictSerializer):
+    artifact = serializers.IntegerField(allow_null=True, required=False, help_text="An artifact id.")
+    command = serializers.CharField(allow_blank=True, required=False, max_length=4000)
+    description = serializers.CharField(allow_blank=True, required=False, max_length=20000)
+
+
+class ErrorPathSerializer(StrictSerializer):
+    scenario = serializers.CharField(max_length=2000)
+    expect_code = serializers.IntegerField(min_value=-(2**31), max_value=2**31 - 1)
+    recovery = serializers.CharField(allow_blank=True, required=False, max_length=2000)
+
+
+class GoldenSerializer(StrictSerializer):
+    artifacts = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=100)
+    tolerances = serializers.DictField(child=serializers.FloatField(min_value=0), required=False)
+
+
+class CompatibilitySerializer(StrictSerializer):
+    calrt = serializers.CharField(allow_blank=True, required=False, max_length=200)
+    driver = serializers.CharField(allow_blank=True, required=False, max_length=200)
+    firmware = serializers.CharField(allow_blank=True, required=False, max_length=200)
+    chip = serializers.CharField(allow_blank=True, required=False, max_length=200)
+
+
+class AnswerInputSerializer(StrictSerializer):
+    """Section 13's six elements. Missing elements are allowed: the answer is stored incomplete."""
+
+    summary = serializers.CharField(allow_blank=True, required=False, max_length=20000)
+    capability = serializers.CharField(
+        allow_null=True, required=False, help_text="Slug of one of the question's capabilities."
+    )
+    version = serializers.CharField(allow_blank=True, required=False, max_length=100)
+    executable_assets = serializers.ListField(
+        child=serializers.IntegerField(), required=False, max_length=100, help_text="Ids of your verified artifacts."
+    )
+    minimal_example = MinimalExampleSerializer(required=False)
+    error_paths = ErrorPathSerializer(many=True, required=False, max_length=100)
+    golden = GoldenSerializer(required=False)
+    compatibility = CompatibilitySerializer(required=False)
+    thresholds = serializers.DictField(child=serializers.FloatField(), required=False)
+
+
+class AnswerOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    question = serializers.CharField(source="question.code")
+    organisation = serializers.CharField(source="organisation.slug")
+    revision = serializers.IntegerField()
+    author = serializers.CharField(source="author.username", allow_null=True, default=None)
+    capability = serializers.CharField(source="capability.slug", allow_null=True, default=None)
+    summary = serializers.CharField()
+    version = serializers.CharField()
+    executable_assets = serializers.SerializerMethodField()
+    minimal_example = serializers.SerializerMethodField()
+    error_paths = serializers.ListField(child=serializers.DictField())
+    golden = serializers.SerializerMethodField()
+    compatibility = serializers.DictField(child=serializers.CharField())
+    thresholds = serializers.DictField(child=serializers.FloatField())
+    complete = serializers.BooleanField()
+    missing = serializers.ListField(child=serializers.ChoiceField(choices=ELEMENTS))
+    created_at = serializers.DateTimeField()
+
+    def get_executable_assets(self, answer) -> list[int]:
+        return sorted(artifact.pk for artifact in answer.executable_assets.all())
+
+    @extend_schema_field(MinimalExampleSerializer)
+    def get_minimal_example(self, answer) -> dict:
+        return {
+            "artifact": answer.minimal_example_artifact_id,
+            "command": answer.minimal_example_command,
+            "description": answer.minimal_example_description,
+        }
+
+    @extend_schema_field(GoldenSerializer)
+    def get_golden(self, answer) -> dict:
+        return {
+            "artifacts": sorted(artifact.pk for artifact in answer.golden_artifacts.all()),
+            "tolerances": answer.golden_tolerances,
+        }
+
+
+class AnswerFilter(django_filters.FilterSet):
+    organisation = django_filters.CharFilter(field_name="organisation__slug")
+
+    class Meta:
+        model = Answer
+        fields = ["complete", "organisation"]
+
+
+class AnswerListApi(Api, ListAPIView):
+    """A question's answers, newest revision first. Each revision is immutable; a correction is a new one."""
+
+    queryset = Answer.objects.none()  # names the model for the schema; get_queryset scopes it
+    serializer_class = AnswerOutputSerializer
+    filterset_class = AnswerFilter
+    ordering_fields = ["revision", "created_at"]
+
+    def get_queryset(self):
+        question = question_for_user(self.request.user, self.kwargs["code"])
+        return answer_list(user=self.request.user, question=question)
+
+    @extend_schema(request=AnswerInputSerializer, responses={201: AnswerOutputSerializer})
+    def post(self, request, code):
+        """Submit a new revision of your organisation's answer (vendor engineers only)."""
+        question = question_for_user(request.user, code)
+        serializer = AnswerInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        answer = answer_submit(actor=request.user, question=question, data=plain(serializer.validated_data))
+        answer = answer_list(user=request.user, question=question).get(pk=answer.pk)
+        return Response(AnswerOutputSerializer(answer).data, status=status.HTTP_201_CREATED)
+
+
+class AnswerDetailApi(Api):
+    @extend_schema(responses=AnswerOutputSerializer)
+    def get(self, request, code, answer_id):
+        answer = answer_for_user(request.user, answer_id, question=question_for_user(request.user, code))
+        return Response(AnswerOutputSerializer(answer_list(user=request.user).get(pk=answer.pk)).data)

@@ -1,0 +1,197 @@
+import re
+
+import django_filters
+from django.conf import settings
+from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.parsers import MultiPartParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+
+from calculet.api import NotFoundError
+from vendor.access import artifact_for_user
+from vendor.api.base import Api, BinaryRenderer, StrictSerializer
+from vendor.models import Artifact
+from vendor.selectors import artifact_list
+from vendor.services.artifacts import artifact_upload
+from vendor.storage import CHUNK_BYTES, artifact_storage
+
+MULTIPART_OVERHEAD_BYTES = 64 * 1024
+RANGE_PATTERN = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+class ArtifactOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    organisation = serializers.CharField(source="organisation.slug")
+    kind = serializers.ChoiceField(choices=Artifact.KINDS)
+    version = serializers.CharField()
+    file_name = serializers.CharField()
+    size = serializers.IntegerField(source="declared_size")
+    sha256 = serializers.CharField(source="declared_sha256")
+    state = serializers.ChoiceField(choices=Artifact.STATES)
+    rejection_reason = serializers.CharField()
+    uploaded_by = serializers.CharField(source="uploaded_by.username", allow_null=True, default=None)
+    created_at = serializers.DateTimeField()
+    verified_at = serializers.DateTimeField(allow_null=True)
+    download_url = serializers.SerializerMethodField()
+
+    def get_download_url(self, artifact) -> str | None:
+        if artifact.state != Artifact.VERIFIED:
+            return None
+        return reverse("api:artifact-download", kwargs={"artifact_id": artifact.pk})
+
+
+class ArtifactUploadInputSerializer(StrictSerializer):
+    kind = serializers.ChoiceField(choices=Artifact.KINDS)
+    version = serializers.CharField(max_length=100)
+    file_name = serializers.CharField(max_length=255, required=False, help_text="Defaults to the uploaded file's name.")
+    sha256 = serializers.CharField(max_length=64, help_text="The SHA-256 of the file, 64 lowercase hex digits.")
+    file = serializers.FileField(allow_empty_file=True, use_url=False)
+
+
+class ArtifactFilter(django_filters.FilterSet):
+    kind = django_filters.ChoiceFilter(choices=Artifact.KINDS)
+    state = django_filters.ChoiceFilter(choices=Artifact.STATES)
+    organisation = django_filters.CharFilter(field_name="organisation__slug")
+    sha256 = django_filters.CharFilter(field_name="declared_sha256")
+
+    class Meta:
+        model = Artifact
+        fields = ["kind", "state", "version", "file_name", "organisation", "sha256"]
+
+
+class ArtifactListApi(Api, ListAPIView):
+    """Your organisation's artifacts (every organisation's for the integration team)."""
+
+    serializer_class = ArtifactOutputSerializer
+    filterset_class = ArtifactFilter
+    ordering_fields = ["created_at", "version", "file_name", "kind"]
+    ordering = ["-created_at", "-id"]
+    parser_classes = [MultiPartParser]
+
+    @property
+    def max_body_bytes(self):
+        return settings.UPLOAD_PLAIN_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
+
+    def get_queryset(self):
+        return artifact_list(user=self.request.user)
+
+    @extend_schema(request=ArtifactUploadInputSerializer, responses={201: ArtifactOutputSerializer})
+    def post(self, request):
+        """Upload a small file in one request (multipart/form-data). Larger files go through /api/v1/uploads/ (tus)."""
+        serializer = ArtifactUploadInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        upload = data["file"]
+        artifact = artifact_upload(
+            actor=request.user,
+            stream=upload,
+            kind=data["kind"],
+            version=data["version"],
+            file_name=data.get("file_name", upload.name),
+            sha256=data["sha256"],
+        )
+        return Response(ArtifactOutputSerializer(artifact).data, status=status.HTTP_201_CREATED)
+
+
+class ArtifactDetailApi(Api):
+    @extend_schema(responses=ArtifactOutputSerializer)
+    def get(self, request, artifact_id):
+        artifact = artifact_for_user(request.user, artifact_id)
+        return Response(ArtifactOutputSerializer(artifact_list(user=request.user).get(pk=artifact.pk)).data)
+
+
+def _byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """The (first, last) bytes a single-range `Range` header asks for; None to send the whole file.
+    Raises ValueError when the range cannot be satisfied."""
+    match = RANGE_PATTERN.match(header.strip())
+    if match is None or match.group(1) == match.group(2) == "":
+        return None  # unsupported or malformed: RFC 9110 lets the server ignore it
+    first, last = match.group(1), match.group(2)
+    if first == "":
+        length = int(last)
+        if length == 0:
+            raise ValueError("empty suffix range")
+        return max(size - length, 0), size - 1
+    first_byte = int(first)
+    last_byte = min(int(last), size - 1) if last else size - 1
+    if first_byte >= size or first_byte > last_byte:
+        raise ValueError("range outside the file")
+    return first_byte, last_byte
+
+
+def _stream(handle, first: int, length: int):
+    try:
+        handle.seek(first)
+        remaining = length
+        while remaining:
+            chunk = handle.read(min(CHUNK_BYTES, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            yield chunk
+    finally:
+        handle.close()
+
+
+def _is_local(storage, name: str) -> bool:
+    try:
+        storage.path(name)
+    except NotImplementedError:
+        return False
+    return True
+
+
+class ArtifactDownloadApi(Api):
+    renderer_classes = [JSONRenderer, BinaryRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "Range", OpenApiTypes.STR, OpenApiParameter.HEADER, description="One byte range, e.g. bytes=0-1023."
+            )
+        ],
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The whole file."),
+            (206, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The range asked for."),
+            302: OpenApiResponse(description="With S3 storage: a short-lived signed URL to the bytes."),
+            416: OpenApiResponse(description="The range lies outside the file."),
+        },
+    )
+    def get(self, request, artifact_id):
+        """The verified bytes. Honours a single HTTP Range."""
+        artifact = artifact_for_user(request.user, artifact_id)
+        if artifact.state != Artifact.VERIFIED:
+            raise NotFoundError(f"Artifact {artifact_id} has no verified bytes.")
+        storage = artifact_storage()
+        if not _is_local(storage, artifact.blob.storage_name):
+            # A remote store (S3) serves the bytes, ranges included, from a short-lived signed URL made only
+            # after the access check above.
+            return HttpResponseRedirect(storage.url(artifact.blob.storage_name))
+        size = artifact.blob.size
+        try:
+            byte_range = _byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
+        except ValueError:
+            response = HttpResponse(status=status.HTTP_416_REQUESTED_RANGE_NOT_SATISFIABLE)
+            response["Content-Range"] = f"bytes */{size}"
+            return response
+        first, last = byte_range if byte_range is not None else (0, size - 1)
+        length = last - first + 1 if size else 0
+        handle = storage.open(artifact.blob.storage_name, "rb")
+        response = StreamingHttpResponse(
+            _stream(handle, first, length),
+            status=status.HTTP_206_PARTIAL_CONTENT if byte_range is not None else status.HTTP_200_OK,
+            content_type="application/octet-stream",
+        )
+        response["Content-Length"] = str(length)
+        response["Accept-Ranges"] = "bytes"
+        response["ETag"] = f'"{artifact.blob.sha256}"'
+        response["Content-Disposition"] = content_disposition_header(True, artifact.file_name)
+        if byte_range is not None:
+            response["Content-Range"] = f"bytes {first}-{last}/{size}"
+        return response

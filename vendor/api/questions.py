@@ -1,0 +1,135 @@
+import django_filters
+from django.contrib.auth import get_user_model
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import serializers
+from rest_framework.generics import ListAPIView
+from rest_framework.response import Response
+
+from acceptance.models import Run
+from calculet.api import DomainError, ForbiddenError
+from vendor import states
+from vendor.access import question_for_user, user_is_pm
+from vendor.api.base import Api, StrictSerializer
+from vendor.models import Organisation, Question
+from vendor.selectors import question_chains, question_list
+from vendor.services.questions import question_update
+
+
+class CapabilityRefSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    title = serializers.CharField()
+    status = serializers.CharField()
+
+
+class ChainStageSerializer(serializers.Serializer):
+    stage = serializers.ChoiceField(choices=Run.STAGES)
+    state = serializers.ChoiceField(choices=Run.STATES)
+    run = serializers.IntegerField(allow_null=True, help_text="The stage's latest run.")
+
+
+class ChainSerializer(serializers.Serializer):
+    capability = serializers.CharField(allow_null=True)
+    target = serializers.CharField()
+    answer = serializers.IntegerField(help_text="The answer whose artifact versions the chain checks.")
+    stages = ChainStageSerializer(many=True)
+
+
+class QuestionOutputSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    number = serializers.IntegerField()
+    section = serializers.CharField(source="section.code")
+    section_title = serializers.CharField(source="section.title")
+    question = serializers.CharField()
+    acceptance = serializers.CharField()
+    state = serializers.ChoiceField(choices=states.QUESTION_STATES)
+    priority = serializers.ChoiceField(choices=states.PRIORITIES)
+    assignee = serializers.CharField(source="assignee.username", allow_null=True, default=None)
+    organisation = serializers.CharField(source="organisation.slug", allow_null=True, default=None)
+    due_date = serializers.DateField(allow_null=True)
+    capabilities = CapabilityRefSerializer(many=True)
+    chains = serializers.SerializerMethodField()
+    updated_at = serializers.DateTimeField()
+
+    @extend_schema_field(ChainSerializer(many=True))
+    def get_chains(self, question) -> list:
+        return self.context["chains"].get(question.pk, [])
+
+
+class QuestionFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(choices=states.QUESTION_STATES)
+    priority = django_filters.ChoiceFilter(choices=states.PRIORITIES)
+    section = django_filters.CharFilter(field_name="section__code")
+    organisation = django_filters.CharFilter(field_name="organisation__slug")
+    assignee = django_filters.CharFilter(field_name="assignee__username")
+    capability = django_filters.CharFilter(field_name="capabilities__slug", distinct=True)
+
+    class Meta:
+        model = Question
+        fields = ["state", "priority", "section", "organisation", "assignee", "capability"]
+
+
+class QuestionListApi(Api, ListAPIView):
+    """The questions you may see: all of them for the integration team, those put to your organisation for a vendor."""
+
+    serializer_class = QuestionOutputSerializer
+    filterset_class = QuestionFilter
+    ordering_fields = ["number", "priority", "due_date", "state", "updated_at"]
+    ordering = ["number"]
+
+    def get_queryset(self):
+        return question_list(user=self.request.user)
+
+    def list(self, request, *args, **kwargs):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        chains = question_chains(user=request.user, questions=page)
+        return self.get_paginated_response(QuestionOutputSerializer(page, many=True, context={"chains": chains}).data)
+
+
+def _question_output(user, question) -> dict:
+    question = question_list(user=user).get(pk=question.pk)
+    chains = question_chains(user=user, questions=[question])
+    return QuestionOutputSerializer(question, context={"chains": chains}).data
+
+
+class QuestionUpdateInputSerializer(StrictSerializer):
+    assignee = serializers.CharField(allow_null=True, required=False, help_text="A username, or null to unassign.")
+    priority = serializers.ChoiceField(choices=states.PRIORITIES, required=False)
+    due_date = serializers.DateField(allow_null=True, required=False)
+    state = serializers.ChoiceField(choices=states.QUESTION_STATES, required=False)
+    organisation = serializers.CharField(
+        allow_null=True, required=False, help_text="The slug of the vendor organisation the question is put to."
+    )
+
+
+def _resolve_changes(data: dict) -> dict:
+    changes = dict(data)
+    if changes.get("organisation") is not None:
+        organisation = Organisation.objects.filter(slug=changes["organisation"]).first()
+        if organisation is None:
+            raise DomainError(
+                f"Organisation {changes['organisation']} not found.", field="organisation", code="not_found"
+            )
+        changes["organisation"] = organisation
+    if changes.get("assignee") is not None:
+        user = get_user_model().objects.filter(username=changes["assignee"], is_active=True).first()
+        if user is None:
+            raise DomainError(f"User {changes['assignee']} not found.", field="assignee", code="not_found")
+        changes["assignee"] = user
+    return changes
+
+
+class QuestionDetailApi(Api):
+    @extend_schema(responses=QuestionOutputSerializer)
+    def get(self, request, code):
+        return Response(_question_output(request.user, question_for_user(request.user, code)))
+
+    @extend_schema(request=QuestionUpdateInputSerializer, responses=QuestionOutputSerializer)
+    def patch(self, request, code):
+        """A PM puts the question to an organisation, assigns it, sets its priority, due date or state."""
+        question = question_for_user(request.user, code)
+        if not user_is_pm(request.user):  # before resolving names, which would tell a vendor which exist
+            raise ForbiddenError("Only a PM may change a question.")
+        serializer = QuestionUpdateInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        question_update(actor=request.user, question=question, **_resolve_changes(serializer.validated_data))
+        return Response(_question_output(request.user, question))

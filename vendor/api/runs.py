@@ -1,0 +1,128 @@
+"""Acceptance runs (read; a PM re-runs) and the targets they run on (read)."""
+
+import django_filters
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.response import Response
+
+from acceptance.models import Run, Target
+from acceptance.services import run_rerun
+from calculet.api import NotFoundError
+from vendor.access import run_for_user
+from vendor.api.base import Api
+from vendor.selectors import run_list
+
+
+class RunOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    stage = serializers.ChoiceField(choices=Run.STAGES)
+    state = serializers.ChoiceField(choices=Run.STATES)
+    verdict = serializers.CharField(help_text="pass, fail or error once finished; empty before.")
+    reason = serializers.CharField()
+    target = serializers.CharField(source="target.slug")
+    question = serializers.CharField(source="chain.question.code", allow_null=True, default=None)
+    capability = serializers.CharField(source="chain.capability.slug", allow_null=True, default=None)
+    answer = serializers.IntegerField(source="answer_id", allow_null=True)
+    artifacts = serializers.SerializerMethodField()
+    attempt = serializers.IntegerField()
+    progress = serializers.FloatField()
+    progress_text = serializers.CharField()
+    metrics = serializers.JSONField()
+    log_tail = serializers.CharField()
+    rerun_of = serializers.IntegerField(source="rerun_of_id", allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+    def get_artifacts(self, run) -> list[int]:
+        return sorted(artifact.pk for artifact in run.artifacts.all())
+
+
+class RunDetailOutputSerializer(RunOutputSerializer):
+    log = serializers.CharField()
+    findings = serializers.JSONField()
+    result = serializers.JSONField()
+    inputs = serializers.JSONField(help_text="The artifact and target versions the run was made for.")
+    params = serializers.JSONField()
+
+
+class RunFilter(django_filters.FilterSet):
+    stage = django_filters.ChoiceFilter(choices=Run.STAGES)
+    state = django_filters.ChoiceFilter(choices=Run.STATES)
+    verdict = django_filters.ChoiceFilter(choices=Run.VERDICTS)
+    target = django_filters.CharFilter(field_name="target__slug")
+    question = django_filters.CharFilter(field_name="chain__question__code")
+    capability = django_filters.CharFilter(field_name="chain__capability__slug")
+    answer = django_filters.NumberFilter(field_name="answer_id")
+    artifact = django_filters.NumberFilter(field_name="artifacts", distinct=True)
+
+    class Meta:
+        model = Run
+        fields = ["stage", "state", "verdict", "target", "question", "capability", "answer", "artifact"]
+
+
+class RunListApi(Api, ListAPIView):
+    """Runs of your organisation's answers (every run for the integration team), newest first."""
+
+    queryset = Run.objects.none()  # names the model for the schema; get_queryset scopes it
+    serializer_class = RunOutputSerializer
+    filterset_class = RunFilter
+    ordering_fields = ["id", "created_at", "finished_at"]
+    ordering = ["-id"]
+
+    def get_queryset(self):
+        return run_list(user=self.request.user)
+
+
+def _run_detail(run: Run) -> dict:
+    run = Run.objects.select_related("target", "chain__question", "chain__capability").get(pk=run.pk)
+    return RunDetailOutputSerializer(run).data
+
+
+class RunDetailApi(Api):
+    @extend_schema(responses=RunDetailOutputSerializer)
+    def get(self, request, run_id):
+        return Response(_run_detail(run_for_user(request.user, run_id)))
+
+
+class RunRerunApi(Api):
+    @extend_schema(request=None, responses={201: RunDetailOutputSerializer})
+    def post(self, request, run_id):
+        """Run the stage again on the chain's current inputs (PMs only)."""
+        new = run_rerun(actor=request.user, run=run_for_user(request.user, run_id))
+        return Response(_run_detail(new), status=status.HTTP_201_CREATED)
+
+
+class TargetOutputSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=Target.KINDS)
+    calrt_version = serializers.CharField()
+    driver_version = serializers.CharField()
+    firmware_version = serializers.CharField()
+    chip = serializers.CharField()
+    health = serializers.ChoiceField(choices=Target.HEALTH_STATES)
+    health_reason = serializers.CharField()
+    maintenance = serializers.BooleanField()
+    last_heartbeat_at = serializers.DateTimeField(allow_null=True)
+    last_health_check_at = serializers.DateTimeField(allow_null=True)
+    last_health_check_passed = serializers.BooleanField(allow_null=True)
+
+
+class TargetListApi(Api, ListAPIView):
+    """Where runs execute: the simulator and hardware hosts."""
+
+    queryset = Target.objects.all()
+    serializer_class = TargetOutputSerializer
+    filterset_fields = ["kind", "health", "maintenance"]
+    ordering_fields = ["slug", "kind"]
+
+
+class TargetDetailApi(Api):
+    @extend_schema(responses=TargetOutputSerializer)
+    def get(self, request, slug):
+        target = Target.objects.filter(slug=slug).first()
+        if target is None:
+            raise NotFoundError(f"Target {slug} not found.")
+        return Response(TargetOutputSerializer(target).data)

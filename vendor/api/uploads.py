@@ -1,0 +1,262 @@
+"""The tus 1.0 resumable upload protocol: core, creation, checksum (sha256), termination and expiration.
+
+The body of a PATCH is read straight from the request stream, a chunk at a time, and never through
+`request.data`/`request.body`, so Django never holds it in memory.
+"""
+
+import base64
+import binascii
+import io
+
+from django.conf import settings
+from django.urls import reverse
+from django.utils.http import http_date
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.parsers import BaseParser
+from rest_framework.response import Response
+
+from calculet.api import DomainError
+from vendor.access import upload_for_user
+from vendor.api.base import Api
+from vendor.selectors import upload_list
+from vendor.services.uploads import upload_append, upload_check_open, upload_create, upload_terminate
+
+TUS_VERSION = "1.0.0"
+TUS_EXTENSIONS = "creation,checksum,termination,expiration"
+CHUNK_CONTENT_TYPE = "application/offset+octet-stream"
+METADATA_MAX_BYTES = 4096
+# sha1 because the checksum extension requires every server to support it; sha256 because we want it.
+CHECKSUM_ALGORITHMS = {"sha1": 20, "sha256": 32}
+# The protocol's own requests carry Tus-Resumable; GET (progress as JSON) is plain REST.
+TUS_METHODS = {"POST", "HEAD", "PATCH", "DELETE"}
+
+
+class TusVersionError(DomainError):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    code = "tus_version"
+
+
+class LengthRequiredError(DomainError):
+    status_code = status.HTTP_411_LENGTH_REQUIRED
+    code = "length_required"
+
+
+class UnsupportedMediaTypeError(DomainError):
+    status_code = status.HTTP_415_UNSUPPORTED_MEDIA_TYPE
+    code = "unsupported_media_type"
+
+
+class ChunkParser(BaseParser):
+    """Names the chunk media type for content negotiation and the schema. Chunks are never parsed: the
+    view reads them from the stream."""
+
+    media_type = CHUNK_CONTENT_TYPE
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        raise DomainError("A chunk is not parsed.", field="body")
+
+
+def _unsigned(request, header: str) -> int:
+    value = request.headers.get(header)
+    if value is None:
+        raise DomainError(f"The {header} header is required.", field=header)
+    if not (value.isascii() and value.isdigit()) or len(value) > 20:
+        raise DomainError(f"{header} must be a non-negative integer.", field=header)
+    return int(value)
+
+
+def metadata_parse(header: str) -> dict[str, str]:
+    """Upload-Metadata: comma-separated `key base64(value)` pairs, keys unique."""
+    if len(header.encode()) > METADATA_MAX_BYTES:
+        raise DomainError(f"Upload-Metadata holds at most {METADATA_MAX_BYTES} bytes.", field="Upload-Metadata")
+    metadata = {}
+    for pair in header.split(","):
+        parts = pair.strip().split(" ")
+        key = parts[0]
+        if not key or len(parts) > 2 or not key.isascii() or not key.isprintable():
+            raise DomainError(f"Malformed Upload-Metadata pair {pair.strip()!r}.", field="Upload-Metadata")
+        if key in metadata:
+            raise DomainError(f"Upload-Metadata repeats {key}.", field=f"Upload-Metadata.{key}")
+        try:
+            value = base64.b64decode(parts[1], validate=True).decode() if len(parts) == 2 else ""
+        except (binascii.Error, UnicodeDecodeError) as error:
+            raise DomainError(f"{key} is not base64-encoded UTF-8.", field=f"Upload-Metadata.{key}") from error
+        metadata[key] = value
+    return metadata
+
+
+def metadata_header(metadata: dict[str, str]) -> str:
+    return ",".join(f"{key} {base64.b64encode(value.encode()).decode()}" for key, value in metadata.items())
+
+
+def _chunk_checksum(request) -> tuple[str, bytes] | None:
+    value = request.headers.get("Upload-Checksum")
+    if value is None:
+        return None
+    algorithm, _, encoded = value.strip().partition(" ")
+    if algorithm not in CHECKSUM_ALGORITHMS:
+        raise DomainError(
+            f"Upload-Checksum supports {', '.join(CHECKSUM_ALGORITHMS)}.", field="Upload-Checksum", code="unsupported"
+        )
+    try:
+        digest = base64.b64decode(encoded.strip(), validate=True)
+    except binascii.Error:
+        digest = b""
+    if len(digest) != CHECKSUM_ALGORITHMS[algorithm]:
+        raise DomainError(f"Upload-Checksum is `{algorithm} <base64 digest>`.", field="Upload-Checksum")
+    return algorithm, digest
+
+
+class UploadOutputSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = serializers.CharField(source="metadata.kind")
+    version = serializers.CharField(source="metadata.version")
+    filename = serializers.CharField(source="metadata.filename")
+    sha256 = serializers.CharField(source="metadata.sha256")
+    length = serializers.IntegerField()
+    offset = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField()
+    artifact = serializers.IntegerField(source="artifact.pk", allow_null=True, default=None)
+    artifact_state = serializers.CharField(source="artifact.state", allow_null=True, default=None)
+    rejection_reason = serializers.CharField(source="artifact.rejection_reason", allow_null=True, default=None)
+
+
+TUS_RESUMABLE = OpenApiParameter(
+    "Tus-Resumable", OpenApiTypes.STR, OpenApiParameter.HEADER, required=True, enum=[TUS_VERSION]
+)
+TUS_HEADERS_204 = OpenApiResponse(description="Done; see the Upload-Offset and Upload-Expires headers.")
+
+
+class TusApi(Api):
+    max_body_bytes = None
+    parser_classes = [ChunkParser]
+    error_statuses = ["410", "412"]
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        if request.method in TUS_METHODS and request.headers.get("Tus-Resumable") != TUS_VERSION:
+            raise TusVersionError(f"This server speaks tus {TUS_VERSION}.", field="Tus-Resumable")
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        response["Tus-Resumable"] = TUS_VERSION
+        response["Cache-Control"] = "no-store"
+        if request.method == "OPTIONS" or response.status_code == status.HTTP_412_PRECONDITION_FAILED:
+            response["Tus-Version"] = TUS_VERSION
+        return response
+
+    @extend_schema(exclude=True)
+    def options(self, request, *args, **kwargs):
+        response = Response(status=status.HTTP_204_NO_CONTENT)
+        response["Tus-Extension"] = TUS_EXTENSIONS
+        response["Tus-Max-Size"] = str(settings.UPLOAD_MAX_BYTES)
+        response["Tus-Checksum-Algorithm"] = ",".join(CHECKSUM_ALGORITHMS)
+        return response
+
+
+def _upload_headers(response, upload) -> Response:
+    response["Upload-Offset"] = str(upload.offset)
+    if upload.artifact_id is None:
+        response["Upload-Expires"] = http_date(upload.expires_at.timestamp())
+    else:
+        response["Upload-Artifact"] = reverse("api:artifact-detail", kwargs={"artifact_id": upload.artifact_id})
+    return response
+
+
+class UploadListApi(TusApi, ListAPIView):
+    """Resumable uploads (tus 1.0). POST creates one; its bytes then go by PATCH to the returned Location."""
+
+    serializer_class = UploadOutputSerializer
+    ordering_fields = ["created_at"]
+    ordering = ["-created_at"]
+
+    def get_queryset(self):
+        return upload_list(user=self.request.user)
+
+    @extend_schema(
+        request=None,
+        parameters=[
+            TUS_RESUMABLE,
+            OpenApiParameter("Upload-Length", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(
+                "Upload-Metadata",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=True,
+                description="kind, version, filename and sha256 (hex), each value base64-encoded.",
+            ),
+        ],
+        responses={201: OpenApiResponse(description="Created; the upload's URL is in the Location header.")},
+    )
+    def post(self, request):
+        if "Upload-Defer-Length" in request.headers:
+            raise DomainError("Give the length with Upload-Length.", field="Upload-Defer-Length", code="unsupported")
+        length = _unsigned(request, "Upload-Length")
+        if length == 0:
+            raise DomainError("An artifact has at least one byte.", field="Upload-Length")
+        metadata = metadata_parse(request.headers.get("Upload-Metadata", ""))
+        upload = upload_create(actor=request.user, length=length, metadata=metadata)
+        response = _upload_headers(Response(status=status.HTTP_201_CREATED), upload)
+        response["Location"] = request.build_absolute_uri(reverse("api:upload-detail", kwargs={"upload_id": upload.pk}))
+        return response
+
+
+class UploadDetailApi(TusApi):
+    error_statuses = ["410", "412", "415", "423", "460"]
+
+    def head(self, request, upload_id):
+        upload = upload_for_user(request.user, upload_id)
+        upload_check_open(upload)
+        response = _upload_headers(Response(status=status.HTTP_200_OK), upload)
+        response["Upload-Length"] = str(upload.length)
+        response["Upload-Metadata"] = metadata_header(upload.metadata)
+        return response
+
+    @extend_schema(responses=UploadOutputSerializer)
+    def get(self, request, upload_id):
+        """The upload's progress, and once complete the artifact it became (verified or rejected)."""
+        upload = upload_list(user=request.user).get(pk=upload_for_user(request.user, upload_id).pk)
+        return _upload_headers(Response(UploadOutputSerializer(upload).data), upload)
+
+    @extend_schema(
+        request={CHUNK_CONTENT_TYPE: OpenApiTypes.BINARY},
+        parameters=[
+            TUS_RESUMABLE,
+            OpenApiParameter("Upload-Offset", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(
+                "Upload-Checksum",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description="sha256 <base64 digest> (sha1 too)",
+            ),
+        ],
+        responses={204: TUS_HEADERS_204},
+    )
+    def patch(self, request, upload_id):
+        """Append bytes at Upload-Offset. The last chunk verifies the whole file against the declared SHA-256."""
+        upload = upload_for_user(request.user, upload_id)
+        if request.content_type.split(";")[0].strip() != CHUNK_CONTENT_TYPE:
+            raise UnsupportedMediaTypeError(f"A chunk is sent as {CHUNK_CONTENT_TYPE}.", field="Content-Type")
+        if not request.META.get("CONTENT_LENGTH"):
+            raise LengthRequiredError("Give the chunk's Content-Length.", field="Content-Length")
+        content_length = _unsigned(request, "Content-Length")
+        offset = _unsigned(request, "Upload-Offset")
+        checksum = _chunk_checksum(request)
+        upload = upload_append(
+            actor=request.user,
+            upload=upload,
+            offset=offset,
+            stream=request.stream or io.BytesIO(),
+            content_length=content_length,
+            chunk_checksum=checksum,
+        )
+        return _upload_headers(Response(status=status.HTTP_204_NO_CONTENT), upload)
+
+    @extend_schema(parameters=[TUS_RESUMABLE], responses={204: OpenApiResponse(description="Terminated.")})
+    def delete(self, request, upload_id):
+        upload_terminate(actor=request.user, upload=upload_for_user(request.user, upload_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,139 @@
+"""Organisations, their members and API tokens."""
+
+import datetime
+import re
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance.audit import audit_record
+from calculet.api import ConflictError, DomainError, ForbiddenError, NotFoundError
+from calculet.db import lock_rows
+from vendor.access import user_is_pm
+from vendor.models import ApiToken, Membership, Organisation
+from vendor.tokens import token_generate_key, token_hash
+
+SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$")
+USERNAME_PATTERN = re.compile(r"^[\w.@+-]{1,150}$")
+ROLE_CODES = [code for code, _ in Membership.ROLES]
+TOKEN_DEFAULT_LIFETIME = datetime.timedelta(days=90)
+TOKEN_MAX_LIFETIME = datetime.timedelta(days=366)
+
+
+def _role_organisation_kind(role: str) -> str:
+    return Organisation.VENDOR if role == Membership.VENDOR else Organisation.INTEGRATOR
+
+
+def organisation_create(*, actor, slug: str, name: str, kind: str) -> Organisation:
+    """Create an organisation. `actor` is a PM, or None for the command line."""
+    if actor is not None and not user_is_pm(actor):
+        raise ForbiddenError("Only a PM creates organisations.")
+    if not isinstance(slug, str) or not SLUG_PATTERN.match(slug):
+        raise DomainError("A slug is 1–50 lowercase letters, digits and inner hyphens.", field="slug")
+    if kind not in {Organisation.INTEGRATOR, Organisation.VENDOR}:
+        raise DomainError("The kind is integrator or vendor.", field="kind")
+    name = (name or "").strip()
+    if not name or len(name) > 200:
+        raise DomainError("Give a name of at most 200 characters.", field="name")
+    with transaction.atomic():
+        if lock_rows(Organisation.objects).filter(slug=slug).exists():
+            raise ConflictError(f"Organisation {slug} already exists.", field="slug")
+        organisation = Organisation.objects.create(slug=slug, name=name, kind=kind)
+        audit_record(actor=actor, action="organisation.create", obj=organisation, after={"slug": slug, "kind": kind})
+    return organisation
+
+
+def token_create(*, actor, user, name: str, expires_at: datetime.datetime | None = None) -> tuple[ApiToken, str]:
+    """Create an API token for `user` and return it with its key, which is not stored and never shown again.
+
+    Preconditions: `actor` is the user, or None for the command line. Tokens expire: by default after
+    TOKEN_DEFAULT_LIFETIME, at most after TOKEN_MAX_LIFETIME.
+    """
+    if actor is not None and actor.pk != user.pk:
+        raise ForbiddenError("Tokens are created by their own user.")
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise DomainError("Give the token a name of at most 100 characters.", field="name")
+    now = timezone.now()
+    if expires_at is None:
+        expires_at = now + TOKEN_DEFAULT_LIFETIME
+    if expires_at <= now:
+        raise DomainError("The expiry must be in the future.", field="expires_at")
+    if expires_at > now + TOKEN_MAX_LIFETIME:
+        raise DomainError(f"A token lives at most {TOKEN_MAX_LIFETIME.days} days.", field="expires_at")
+    key = token_generate_key()
+    with transaction.atomic():
+        token = ApiToken.objects.create(
+            user=user, name=name, prefix=key[:12], key_hash=token_hash(key), expires_at=expires_at
+        )
+        audit_record(
+            actor=actor,
+            action="token.create",
+            obj=token,
+            after={"user": user.get_username(), "name": name, "expires_at": expires_at.isoformat()},
+        )
+    return token, key
+
+
+def token_revoke(*, actor, token: ApiToken) -> ApiToken:
+    """Revoke a token for good. Its own user or a PM may; None stands for the command line."""
+    if actor is not None and actor.pk != token.user_id and not user_is_pm(actor):
+        raise NotFoundError(f"Token {token.pk} not found.")
+    with transaction.atomic():
+        locked = lock_rows(ApiToken.objects).get(pk=token.pk)
+        if locked.revoked_at is not None:
+            return locked
+        locked.revoked_at = timezone.now()
+        locked.save(update_fields=["revoked_at"])
+        audit_record(actor=actor, action="token.revoke", obj=locked, after={"revoked_at": locked.revoked_at})
+    return locked
+
+
+def api_user_create(
+    username: str,
+    org_slug: str,
+    role: str,
+    create_org: bool = False,
+    *,
+    org_name: str = "",
+    token_name: str = "created with the user",
+    expires_at: datetime.datetime | None = None,
+) -> tuple:
+    """Create a user with a membership and a first API token; returns (user, key).
+
+    Preconditions: the username is free; the organisation exists, or `create_org` asks for it (its kind
+    follows the role: vendor engineers belong to vendor organisations, pm/operator/viewer to the
+    integration team's).
+    """
+    if not isinstance(username, str) or not USERNAME_PATTERN.match(username):
+        raise DomainError("A username is 1–150 letters, digits and @.+-_ characters.", field="username")
+    if role not in ROLE_CODES:
+        raise DomainError(f"The role is one of: {', '.join(ROLE_CODES)}.", field="role")
+    user_model = get_user_model()
+    with transaction.atomic():
+        organisation = Organisation.objects.filter(slug=org_slug).first()
+        if organisation is None:
+            if not create_org:
+                raise NotFoundError(f"Organisation {org_slug} not found.", field="org")
+            organisation = organisation_create(
+                actor=None, slug=org_slug, name=org_name or org_slug, kind=_role_organisation_kind(role)
+            )
+        if organisation.kind != _role_organisation_kind(role):
+            raise DomainError(
+                f"A {role} belongs to an organisation of kind {_role_organisation_kind(role)}; "
+                f"{organisation.slug} is {organisation.kind}.",
+                field="role",
+            )
+        if user_model.objects.filter(username=username).exists():
+            raise ConflictError(f"User {username} already exists.", field="username")
+        user = user_model.objects.create_user(username=username)
+        membership = Membership.objects.create(user=user, organisation=organisation, role=role)
+        audit_record(
+            actor="system",
+            action="membership.create",
+            obj=membership,
+            after={"user": username, "organisation": organisation.slug, "role": role},
+        )
+        _, key = token_create(actor=None, user=user, name=token_name, expires_at=expires_at)
+    return user, key
