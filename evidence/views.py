@@ -22,6 +22,7 @@ from vendor.models import Question
 
 EVIDENCE_PAGE_SIZE = 100
 HISTORY_LIMIT = 200
+CAPABILITY_EVIDENCE_LIMIT = 200
 
 
 class EvidenceFilterForm(forms.Form):
@@ -83,16 +84,23 @@ def evidence_register(request):
     )
 
 
-def capabilities_with_grades():
-    """Capabilities in matrix order, each with the distinct E grades of its evidence (never merged with C)."""
-    capabilities = list(
-        Capability.objects.prefetch_related(
-            Prefetch("evidence", queryset=EvidenceItem.objects.only("id", "code")),
-            Prefetch("evidence__grades", queryset=EvidenceGrade.objects.only("id", "item_id", "grade")),
-        )
+def capabilities_with_grades(capabilities=None):
+    """Capabilities in matrix order, each with the distinct E grades of its evidence (never merged with C).
+
+    Two queries: the grades come as distinct (capability, grade) pairs, however many evidence items (run
+    evidence included) a capability has.
+    """
+    capabilities = list(capabilities if capabilities is not None else Capability.objects.all())
+    grades: dict[int, set[str]] = {}
+    pairs = (
+        EvidenceGrade.objects.filter(item__capabilities__in=capabilities)
+        .values_list("item__capabilities", "grade")
+        .distinct()
     )
+    for capability_id, grade in pairs:
+        grades.setdefault(capability_id, set()).add(grade)
     for capability in capabilities:
-        capability.evidence_grades = sorted({g.grade for item in capability.evidence.all() for g in item.grades.all()})
+        capability.evidence_grades = sorted(grades.get(capability.pk, ()))
     return capabilities
 
 
@@ -105,7 +113,11 @@ def capability_matrix(request):
 def _capability_page_context(request, capability, **promotion) -> dict:
     return {
         "capability": capability,
-        "evidence": capability.evidence.select_related("table").prefetch_related("grades", "statuses"),
+        # Seed evidence first, then the newest run evidence: a much-tested capability has many run items.
+        "evidence": capability.evidence.select_related("table")
+        .prefetch_related("grades", "statuses")
+        .order_by("-origin", "table__section", "position", "-id")[:CAPABILITY_EVIDENCE_LIMIT],
+        "evidence_total": capability.evidence.count(),
         "questions": capability.questions.select_related("section"),
         "history": capability.promotion_attempts.order_by("-id")[:HISTORY_LIMIT],
         "statuses": STATUSES,
@@ -191,7 +203,10 @@ def report_capability_matrix(request):
     response["Content-Disposition"] = 'attachment; filename="calculet-capability-matrix.csv"'
     writer = csv.writer(response)
     writer.writerow(["slug", "title", "status", "pinned_status", "scope", "evidence_grades", "evidence"])
-    for capability in capabilities_with_grades():
+    capabilities = Capability.objects.prefetch_related(
+        Prefetch("evidence", queryset=EvidenceItem.objects.only("id", "code").order_by("code"))
+    )
+    for capability in capabilities_with_grades(capabilities):
         writer.writerow(
             [
                 capability.slug,

@@ -1,0 +1,133 @@
+import io
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from acceptance.models import PromotionAttempt
+from acceptance.services import capability_promote
+from evidence.models import Capability, EvidenceItem, EvidenceTable, PathAlias
+from vendor.models import Question
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.mark.django_db
+def test_matrix_shows_status_and_evidence_grades_apart(pm_client, checklist):
+    body = pm_client.get(reverse("capability-matrix")).content.decode()
+    multi_board = Capability.objects.get(slug="multi-board")
+    assert multi_board.pinned and multi_board.status == "C3"
+    row = body[body.index(reverse("capability-detail", args=["multi-board"])) :].split("</tr>")[0]
+    assert 'class="badge status status-C3"' in row
+    assert "pinned" in row
+    assert 'class="badge grade"' in row and "E2" in row
+
+
+@pytest.mark.django_db
+def test_a_blocked_promotion_shows_its_reasons_in_place_and_changes_nothing(pm_client, checklist):
+    capability = Capability.objects.get(slug="kv-manager-api")
+    before = capability.status
+    response = pm_client.post(
+        reverse("capability-promote", args=[capability.slug]), {"to": "C0", "reason": "vendor says so"}, **HTMX
+    )
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section class="panel" id="capability-promotion"')
+    attempt = PromotionAttempt.objects.get(capability=capability)
+    assert not attempt.allowed and attempt.reasons
+    for reason in attempt.reasons:
+        assert reason["code"] in body
+    assert "Nothing changed." in body
+    capability.refresh_from_db()
+    assert capability.status == before
+
+
+@pytest.mark.django_db
+def test_a_demotion_needs_a_reason_and_then_goes_through(pm_client, checklist):
+    capability = Capability.objects.get(slug="kv-manager-api")
+    assert capability.status == "C1"
+    url = reverse("capability-promote", args=[capability.slug])
+    body = pm_client.post(url, {"to": "C2", "reason": ""}, **HTMX).content.decode()
+    assert "A demotion needs a reason." in body
+    capability.refresh_from_db()
+    assert capability.status == "C1"
+
+    body = pm_client.post(url, {"to": "C2", "reason": "the adapter is not wired"}, **HTMX).content.decode()
+    assert "The gate allowed C1 → C2." in body
+    capability.refresh_from_db()
+    assert capability.status == "C2"
+    page = pm_client.get(reverse("capability-detail", args=[capability.slug])).content.decode()
+    assert "the adapter is not wired" in page
+
+
+@pytest.mark.django_db
+def test_without_javascript_the_decision_comes_back_on_the_whole_page(pm_client, checklist):
+    response = pm_client.post(reverse("capability-promote", args=["kv-manager-api"]), {"to": "C0", "reason": ""})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "<html" in body and 'id="promotion-blocked"' in body
+
+
+@pytest.mark.django_db
+def test_only_a_pm_asks_the_gate(client, viewer, checklist):
+    client.force_login(viewer)
+    assert "Ask the gate" not in client.get(reverse("capability-detail", args=["kv-manager-api"])).content.decode()
+    response = client.post(reverse("capability-promote", args=["kv-manager-api"]), {"to": "C2", "reason": "x"})
+    assert response.status_code == 404
+    assert not PromotionAttempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_evidence_register_filters_by_table_grade_status_and_defect(pm_client, checklist):
+    body = pm_client.get(reverse("evidence-register"), {"table": "R", "mark": "defect"}).content.decode()
+    expected = EvidenceItem.objects.filter(table__prefix="R", defect=True).values_list("code", flat=True)
+    assert sorted(expected) == ["R05", "R06", "R07", "R13", "R14", "R19"]
+    for code in expected:
+        assert f'id="evidence-{code}"' in body
+    assert body.count('<tr id="evidence-') == len(expected)
+
+    body = pm_client.get(reverse("evidence-register"), {"grade": "E3", "status": "C4"}).content.decode()
+    assert body.count('<tr id="evidence-') == 1 and 'id="evidence-I05"' in body
+
+
+@pytest.mark.django_db
+def test_evidence_register_expands_aliases_and_lists_archives(pm_client, checklist):
+    body = pm_client.get(reverse("evidence-register"), {"table": "R"}).content.decode()
+    expanded = "outputs/Calculet-NPU-analysis-bundle-20260801/remote-export/extracted/llama.cpp-full/llama.cpp"
+    assert f"{expanded}/src/llama-calrt.cpp:41-44" in body
+    assert "ebb143415bc44456599265d07e0b0057497d8708ebafb23f53435d0c189622d8" in body
+
+
+def _one_of_each():
+    table = EvidenceTable.objects.create(prefix="Z", section=99, title="few")
+    alias = PathAlias.objects.create(name="$FEW", path="few", expanded_path="few", position=99)
+    item = EvidenceItem.objects.create(code="Z01", table=table, conclusion="few")
+    item.grades.create(grade="E1")
+    item.statuses.create(status="C2")
+    item.sources.create(position=1, raw="`$FEW/a:1`", alias=alias, path="a", lines=":1")
+    capability = Capability.objects.create(slug="few", title="few", status="C2")
+    capability.evidence.set([item])
+    return capability
+
+
+@pytest.mark.django_db
+def test_evidence_and_capability_pages_query_counts_do_not_grow_with_rows(pm_client, pm, django_assert_num_queries):
+    capability = _one_of_each()
+    capability_promote(actor=pm, capability=capability, to_status="C1", reason="")
+    urls = [reverse("evidence-register"), reverse("capability-matrix"), reverse("capability-detail", args=["few"])]
+    counts = []
+    for url in urls:
+        with CaptureQueriesContext(connection) as few:
+            assert pm_client.get(url).status_code == 200
+        counts.append(len(few.captured_queries))
+
+    call_command("import_checklist", stdout=io.StringIO())
+    capability.evidence.set(EvidenceItem.objects.all()[:40])
+    capability.questions.set(Question.objects.all()[:20])
+    for to_status in ["C0", "C1", "C0", "C1"]:
+        capability_promote(actor=pm, capability=capability, to_status=to_status, reason="")
+    for url, count in zip(urls, counts, strict=True):
+        with django_assert_num_queries(count):
+            pm_client.get(url)

@@ -1,0 +1,74 @@
+"""The two catalogues are complete, compiled, and used by the pages."""
+
+import gettext
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.urls import reverse
+
+LOCALE = Path(settings.BASE_DIR) / "locale"
+
+
+def catalogue_entries(language: str) -> list[dict]:
+    """The entries of a .po file: msgctxt, msgid, msgid_plural, msgstr values and flags."""
+    text = (LOCALE / language / "LC_MESSAGES" / "django.po").read_text(encoding="utf-8")
+    entries = []
+    for block in text.split("\n\n")[1:]:
+        fields: dict = {"flags": re.findall(r"^#, (.*)$", block, re.M), "msgstr": []}
+        key = None
+        for line in block.splitlines():
+            if match := re.match(r'^(msgctxt|msgid|msgid_plural|msgstr(?:\[\d\])?) "(.*)"$', line):
+                key = match.group(1)
+                value = match.group(2).encode().decode("unicode_escape").encode("latin-1").decode()
+                if key.startswith("msgstr"):
+                    fields["msgstr"].append(value)
+                else:
+                    fields[key] = value
+            elif line.startswith('"') and key:
+                value = line[1:-1].encode().decode("unicode_escape").encode("latin-1").decode()
+                if key.startswith("msgstr"):
+                    fields["msgstr"][-1] += value
+                else:
+                    fields[key] += value
+        if "msgid" in fields and not block.lstrip().startswith("#~"):
+            entries.append(fields)
+    return entries
+
+
+@pytest.mark.parametrize("language", ["zh_Hans", "en"])
+def test_catalogue_is_complete_and_compiled(language):
+    entries = catalogue_entries(language)
+    assert len(entries) > 200
+    with open(LOCALE / language / "LC_MESSAGES" / "django.mo", "rb") as mo:
+        compiled = gettext.GNUTranslations(mo)
+    for entry in entries:
+        assert "fuzzy" not in entry["flags"], entry["msgid"]
+        assert entry["msgstr"] and all(entry["msgstr"]), f"untranslated: {entry['msgid']}"
+        if "msgid_plural" in entry:
+            assert compiled.ngettext(entry["msgid"], entry["msgid_plural"], 5) == entry["msgstr"][-1]
+        elif "msgctxt" in entry:
+            assert compiled.pgettext(entry["msgctxt"], entry["msgid"]) == entry["msgstr"][0]
+        else:
+            assert compiled.gettext(entry["msgid"]) == entry["msgstr"][0], f"stale .mo for {entry['msgid']}"
+
+
+def test_every_chinese_entry_keeps_its_placeholders():
+    for entry in catalogue_entries("zh_Hans"):
+        wanted = sorted(re.findall(r"%\(\w+\)[sd]", entry["msgid"]))
+        for translation in entry["msgstr"]:
+            assert sorted(re.findall(r"%\(\w+\)[sd]", translation)) == wanted, entry["msgid"]
+
+
+@pytest.mark.django_db
+def test_pages_speak_chinese_after_the_switch_and_keep_the_seed_text(pm_client, checklist):
+    response = pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/questions/?section=12.7"})
+    assert response["Location"] == "/questions/?section=12.7"
+    body = pm_client.get("/questions/?section=12.7").content.decode()
+    assert '<html lang="zh-hans">' in body
+    assert "厂商问题" in body and "仪表盘" in body and "已提问" in body
+    assert "Vendor questions" not in body
+    assert "CCU exception 后 KV/DRAM 是否可信" in body
+    pm_client.post(reverse("set_language"), {"language": "en", "next": "/"})
+    assert "Vendor questions" in pm_client.get("/questions/").content.decode()

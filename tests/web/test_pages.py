@@ -1,0 +1,222 @@
+import csv
+import io
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import escape
+
+from acceptance import stages
+from acceptance.models import AuditEntry, PromotionAttempt, Run
+from acceptance.services import capability_promote, run_rerun
+from evidence.models import Capability
+from tests.web.conftest import make_chain, make_run, put_to
+from vendor.models import Question
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def count_queries(client, url, **headers) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url, **headers).status_code == 200
+    return len(captured.captured_queries)
+
+
+@pytest.mark.django_db
+def test_dashboard_counts_questions_by_state_and_chain_stage(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18", "V19", ask=True)
+    for code, passed in (("V18", 3), ("V19", 1)):
+        chain = make_chain(Question.objects.get(code=code), acme_engineer)
+        for stage in stages.CHAIN_STAGES[:passed]:
+            make_run(chain, stage, stages.PASSED)
+    response = pm_client.get(reverse("dashboard"))
+    section = next(s for s in response.context["sections"] if s.code == "12.3")
+    positions = dict(zip(response.context["positions"], section.position_counts, strict=True))
+    assert positions[stages.GOLDEN] == 1 and positions[stages.ARTIFACT] == 1 and sum(positions.values()) == 2
+    states = dict(zip([s for s, _ in response.context["state_choices"]], section.state_counts, strict=True))
+    assert states == {"new": 8, "asked": 0, "answered": 2, "verifying": 0, "closed": 0, "deferred": 0}
+
+
+@pytest.mark.django_db
+def test_dashboard_polls_runs_in_progress_and_stops_when_none_are(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18")
+    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    run = make_run(chain, stages.CLAIM, stages.RUNNING, progress=42, progress_text="reading the answer")
+    body = pm_client.get(reverse("dashboard")).content.decode()
+    assert 'hx-trigger="every 2s"' in body and "42% — reading the answer" in body
+
+    run.state, run.verdict, run.progress = stages.PASSED, stages.PASS, 100
+    run.save(update_fields=["state", "verdict", "progress"])
+    partial = pm_client.get(reverse("dashboard"), **HTMX).content.decode()
+    assert partial.lstrip().startswith('<section class="panel" id="live-runs"')
+    assert "hx-trigger" not in partial
+
+
+@pytest.mark.django_db
+def test_dashboard_lists_recent_blocked_promotions_with_reasons(pm_client, pm, checklist):
+    capability = Capability.objects.get(slug="expert-parallel")
+    attempt = capability_promote(actor=pm, capability=capability, to_status="C1", reason="")
+    assert not attempt.allowed
+    old = capability_promote(actor=pm, capability=capability, to_status="C2", reason="")
+    PromotionAttempt.objects.filter(pk=old.pk).update(created_at=timezone.now() - timezone.timedelta(days=8))
+    blocked = list(pm_client.get(reverse("dashboard")).context["blocked"])
+    assert blocked == [attempt]
+    body = pm_client.get(reverse("dashboard")).content.decode()
+    assert escape(attempt.reasons[0]["message"]) in body
+
+
+@pytest.mark.django_db
+def test_dashboard_query_count_does_not_grow_with_rows(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18", "V19", "V20")
+    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    make_run(chain, stages.CLAIM, stages.RUNNING)
+    capability_promote(actor=pm, capability=Capability.objects.get(slug="expert-parallel"), to_status="C1", reason="")
+    few = count_queries(pm_client, reverse("dashboard"))
+    for code in ("V19", "V20"):
+        other = make_chain(Question.objects.get(code=code), acme_engineer)
+        for stage in stages.CHAIN_STAGES[:4]:
+            make_run(other, stage, stages.PASSED)
+        make_run(other, stages.FAILURE, stages.QUEUED)
+    for capability in Capability.objects.all()[:10]:
+        capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+    assert count_queries(pm_client, reverse("dashboard")) == few
+
+
+@pytest.mark.django_db
+def test_question_page_shows_seed_text_answers_and_the_chain(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V42")
+    question = Question.objects.get(code="V42")
+    chain = make_chain(question, acme_engineer)
+    make_run(chain, stages.CLAIM, stages.FAILED, reason="the answer lacks: version, golden")
+    body = pm_client.get(reverse("question-detail", args=["V42"])).content.decode()
+    assert "golden input/output 在当前产物中是否完整有效" in body and "实际 runner 通过结果" in body
+    assert 'class="missing"' in body and "see the attached bundle" in body
+    assert "the answer lacks: version, golden" in body
+    assert body.count('<li class="stage-') == 7
+    assert "Re-run" in body
+
+
+@pytest.mark.django_db
+def test_rerun_from_the_question_page(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V42")
+    chain = make_chain(Question.objects.get(code="V42"), acme_engineer)
+    failed = make_run(chain, stages.CLAIM, stages.FAILED, reason="incomplete")
+    response = pm_client.post(reverse("run-rerun", args=[failed.pk]), **HTMX)
+    assert response.status_code == 200
+    new = Run.objects.get(rerun_of=failed)
+    assert new.stage == stages.CLAIM and new.requested_by == pm
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section class="panel" id="question-chain"')
+    assert 'hx-trigger="every 2s"' in body
+
+    again = pm_client.post(reverse("run-rerun", args=[failed.pk]), **HTMX).content.decode()
+    assert f"Run {new.pk} of this stage is already" in again
+    assert Run.objects.filter(rerun_of=failed).count() == 1
+
+
+@pytest.mark.django_db
+def test_rerun_without_javascript_reports_the_refusal_on_the_page(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V42")
+    chain = make_chain(Question.objects.get(code="V42"), acme_engineer)
+    running = make_run(chain, stages.CLAIM, stages.RUNNING)
+    response = pm_client.post(reverse("run-rerun", args=[running.pk]), follow=True)
+    assert f"Run {running.pk} is still running." in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_question_page_query_count_does_not_grow_with_runs(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V42")
+    question = Question.objects.get(code="V42")
+    chain = make_chain(question, acme_engineer)
+    make_run(chain, stages.CLAIM, stages.PASSED)
+    url = reverse("question-detail", args=["V42"])
+    few, few_live = count_queries(pm_client, url), count_queries(pm_client, url, **HTMX)
+    for _ in range(3):
+        run_rerun(actor=pm, run=Run.objects.filter(chain=chain, stage=stages.CLAIM).first())
+        Run.objects.filter(chain=chain, state__in=stages.ACTIVE_STATES).update(state=stages.PASSED, verdict=stages.PASS)
+    for stage in stages.CHAIN_STAGES[1:5]:
+        make_run(chain, stage, stages.PASSED)
+    make_run(chain, stages.INTEGRATION, stages.RUNNING)
+    assert count_queries(pm_client, url) == few
+    assert count_queries(pm_client, url, **HTMX) == few_live
+
+
+@pytest.mark.django_db
+def test_audit_log_filters_by_actor_object_and_action(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V01")
+    url = reverse("audit-log")
+    body = pm_client.get(url, {"action": "question.update", "actor": "ada"}).content.decode()
+    assert (
+        body.count("<code>question.update</code>")
+        == AuditEntry.objects.filter(action="question.update", actor_label="ada").count()
+    )
+    question = Question.objects.get(code="V01")
+    body = pm_client.get(url, {"object_type": "vendor.question", "object_id": str(question.pk)}).content.decode()
+    assert "question.update" in body
+    assert "No audit entry matches these filters." in pm_client.get(url, {"actor": "nobody-at-all"}).content.decode()
+
+
+@pytest.mark.django_db
+def test_audit_log_query_count_does_not_grow_with_rows(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V01")
+    few = count_queries(pm_client, reverse("audit-log"))
+    for code in [f"V{n:02d}" for n in range(2, 61)]:
+        put_to(pm, acme, code, ask=True)
+    assert AuditEntry.objects.count() > 100
+    assert count_queries(pm_client, reverse("audit-log")) == few
+
+
+@pytest.mark.django_db
+def test_reports_download_the_checklist_and_the_matrix(pm_client, checklist):
+    markdown = pm_client.get(reverse("report-checklist", args=["md"]))
+    assert markdown["Content-Disposition"] == 'attachment; filename="calculet-checklist.md"'
+    assert "V60" in markdown.content.decode()
+    rows = list(csv.DictReader(io.StringIO(pm_client.get(reverse("report-checklist", args=["csv"])).content.decode())))
+    assert len(rows) == 60
+    matrix = list(csv.DictReader(io.StringIO(pm_client.get(reverse("report-capability-matrix")).content.decode())))
+    assert len(matrix) == Capability.objects.count()
+    multi_board = next(row for row in matrix if row["slug"] == "multi-board")
+    assert multi_board["status"] == "C3" and re.fullmatch(r"(E[0-4] ?)+", multi_board["evidence_grades"])
+    assert pm_client.get("/reports/checklist.exe").status_code == 404
+
+
+@pytest.mark.django_db
+def test_vendor_sees_only_their_own_questions_read_only(client, pm, acme, acme_engineer, other_engineer, checklist):
+    put_to(pm, acme, "V01", "V03")
+    put_to(pm, other_engineer.membership.organisation, "V02")
+    client.force_login(acme_engineer)
+    assert client.get(reverse("dashboard"))["Location"] == reverse("vendor-home")
+    body = client.get(reverse("vendor-home")).content.decode()
+    assert re.findall(r'href="/questions/(V[0-9]{2})/"', body) == ["V01", "V03"]
+    page = client.get(reverse("question-detail", args=["V01"])).content.decode()
+    assert "Ask the gate" not in page and "<form" not in page.split("<main")[1].split("Log out")[0]
+    assert "Capabilities this question can move" not in page
+    assert client.get(reverse("question-detail", args=["V02"])).status_code == 404
+    assert client.get(reverse("question-detail", args=["V04"])).status_code == 404
+    for name in ("question-list", "evidence-register", "capability-matrix", "audit-log", "reports"):
+        assert client.get(reverse(name)).status_code == 404
+    assert client.post(reverse("question-edit", args=["V01"]), {"priority": "p0"}).status_code == 404
+
+
+@pytest.mark.django_db
+def test_vendor_sees_only_their_own_runs(client, pm, acme, acme_engineer, other_engineer, checklist):
+    bolt = other_engineer.membership.organisation
+    put_to(pm, acme, "V18", "V19")
+    put_to(pm, bolt, "V20")
+    own = make_run(make_chain(Question.objects.get(code="V18"), acme_engineer), stages.CLAIM, stages.PASSED)
+    theirs = make_run(make_chain(Question.objects.get(code="V20"), other_engineer), stages.CLAIM, stages.PASSED)
+    earlier = make_run(make_chain(Question.objects.get(code="V19"), acme_engineer), stages.CLAIM, stages.FAILED)
+    put_to(pm, bolt, "V19")
+    client.force_login(other_engineer)
+    home = client.get(reverse("vendor-home")).content.decode()
+    runs = re.findall(r'<td class="num">([0-9]+)</td>', home)
+    assert runs == [str(theirs.pk)]
+    page = client.get(reverse("question-detail", args=["V19"])).content.decode()
+    assert f"#{earlier.pk}" not in page and "No chain yet." in page
+    client.force_login(acme_engineer)
+    assert re.findall(r'<td class="num">([0-9]+)</td>', client.get(reverse("vendor-home")).content.decode()) == [
+        str(own.pk)
+    ]

@@ -1,0 +1,67 @@
+import numpy as np
+import pytest
+from django.urls import reverse
+
+from acceptance import stages
+from calculet import plots
+from npu_sim.golden import compare
+from npu_sim.timing import TimingModel, context_rows
+from tests.web.conftest import make_chain, make_run, put_to
+from vendor.models import Question
+
+
+def test_bar_heights_follow_values_from_a_zero_baseline():
+    plot = plots.bar_plot("t", "x", "y", [("a", 10), ("b", 5), ("c", 0)], top_value=10)
+    full = plot.bottom - plot.top
+    assert [bar.height for bar in plot.bars] == [full, full / 2, 0]
+    assert all(bar.y + bar.height == plot.bottom for bar in plot.bars)
+    assert [tick.label for tick in plot.y_ticks] == ["0", "2.5", "5", "7.5", "10"]
+
+
+def test_log_bars_show_small_and_huge_counts():
+    plot = plots.bar_plot("t", "x", "y", [("tiny", 9), ("huge", 999_999)], log=True)
+    tiny, huge = (bar.height for bar in plot.bars)
+    assert 0 < tiny < huge
+    assert huge == pytest.approx(6 * tiny, abs=0.1)
+    assert plot.y_ticks[-1].label == "1000000"
+
+
+def test_line_maps_points_left_to_right_and_clips_to_the_frame():
+    plot = plots.line_plot("t", "x", "y", [(40960, 10.0), (512, 60.0), (4096, 40.0)], threshold=100)
+    xs = [x for x, _y, _label in plot.points]
+    ys = [y for _x, y, _label in plot.points]
+    assert xs == sorted(xs) and xs[0] > plot.left and xs[-1] == plot.right
+    assert ys == sorted(ys)  # token/s falls as the context grows: lower on the chart
+    assert plot.top <= plot.threshold_y <= plot.bottom
+
+
+@pytest.mark.django_db
+def test_question_page_draws_golden_and_soak_results(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18")
+    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    for stage in stages.CHAIN_STAGES[:3]:
+        make_run(chain, stage, stages.PASSED)
+    rng = np.random.default_rng(7)
+    expected = rng.normal(size=(4, 512)).astype(np.float32)
+    actual = expected + rng.normal(scale=1e-3, size=expected.shape).astype(np.float32)
+    make_run(chain, stages.GOLDEN, stages.PASSED, metrics={"tensors": {"decode_logits": compare(expected, actual)}})
+    make_run(chain, stages.FAILURE, stages.PASSED)
+    make_run(chain, stages.INTEGRATION, stages.PASSED)
+    soak = {
+        "prompt_tokens": 128,
+        "ttft_ms": {"count": 32, "mean": 90.0, "p50": 80.0, "p95": 150.0, "p99": 180.0},
+        "decode_tokens_per_s": {"count": 32, "mean": 55.0, "p50": 57.0, "p95": 62.0, "p99": 63.0},
+        "context_rows": context_rows(TimingModel(), [512, 4096, 32768]),
+    }
+    make_run(chain, stages.SOAK, stages.FAILED, metrics=soak, params={"min_decode_tokens_per_s": 60})
+    body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    for title in (
+        "Absolute error of decode_logits against the golden",
+        "Top-k agreement of decode_logits with the golden",
+        "Time to first token",
+        "Decode rate per request",
+        "Decode token/s against context length (timing model)",
+    ):
+        assert f"<title>{title}</title>" in body
+    assert "required 60 token/s" in body
+    assert body.count('<polyline class="line"') == 1
