@@ -1,12 +1,13 @@
 """Reads of chains, runs, targets and promotion attempts. The query count of each is independent of how many
 runs are stored: the latest run of each stage is found with one query."""
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import Max, QuerySet, Subquery
+from django.conf import settings
+from django.db.models import Max, Q, QuerySet, Subquery
 
 from acceptance import stages
-from acceptance.models import Chain, PromotionAttempt, Run
+from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
 
 # What a list or a progress bar needs; the full log and result stay in the database until asked for.
@@ -69,6 +70,25 @@ def runs_in_progress() -> QuerySet[Run]:
         .defer(*RUN_SUMMARY_DEFER)
         .order_by("id")
     )
+
+
+def runs_stuck(now: datetime) -> QuerySet[Run]:
+    """Runs that should be moving and are not: queued but not taken up after twice the sweeper's re-send
+    delay, or running with an expired lease (their worker is gone and the sweeper has not re-sent them)."""
+    waited = now - timedelta(seconds=2 * settings.ACCEPTANCE_QUEUED_RESEND_AFTER)
+    return (
+        Run.objects.filter(
+            Q(state=stages.QUEUED, created_at__lt=waited) | Q(state=stages.RUNNING, lease_expires_at__lt=now)
+        )
+        .select_related("target", "chain__question")
+        .defer(*RUN_SUMMARY_DEFER)
+        .order_by("id")
+    )
+
+
+def targets_unhealthy() -> QuerySet[Target]:
+    """Targets that will not take runs now: degraded, offline or in maintenance."""
+    return Target.objects.filter(~Q(health=Target.OK) | Q(maintenance=True)).order_by("slug")
 
 
 def promotions_blocked_since(dt: datetime) -> QuerySet[PromotionAttempt]:

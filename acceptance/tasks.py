@@ -6,6 +6,7 @@ from django.conf import settings
 from acceptance import worker  # noqa: F401 - connects the worker heartbeat to Celery's signals
 from acceptance.services import runs_sweep, targets_health_check
 from acceptance.services.execution import run_execute, worker_label
+from calculet.logs import run_id_var
 
 # The sandbox ends a runner at ACCEPTANCE_RUNNER_WALL_SECONDS; these limits only catch a task stuck elsewhere
 # (copying artifacts, the database). A hard kill is handled like a lost worker: the lease expires and the
@@ -22,7 +23,11 @@ RUN_TIME_LIMIT = RUN_SOFT_TIME_LIMIT + 60
     time_limit=RUN_TIME_LIMIT,
 )
 def run_execute_task(run_id: int) -> None:
-    run_execute(run_id, worker=worker_label())
+    token = run_id_var.set(str(run_id))
+    try:
+        run_execute(run_id, worker=worker_label())
+    finally:
+        run_id_var.reset(token)
 
 
 @shared_task(name="acceptance.runs_sweep", acks_late=True)
