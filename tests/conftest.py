@@ -28,3 +28,15 @@ def _artifact_storage(request, tmp_path):
             "OPTIONS": {"location": str(tmp_path / "storage" / "artifacts")},
         },
     }
+
+
+@pytest.fixture
+def chain_in_process(settings):
+    """Tasks run in-process as they are sent (the laptop default): a chain runs to its end."""
+    from calculet.celery import app as celery_app
+
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield "in process"
+    celery_app.conf.task_always_eager = previous

@@ -95,16 +95,6 @@ def chain_not_run(settings):
     celery_app.conf.task_always_eager = previous
 
 
-@pytest.fixture
-def chain_in_process(settings):
-    """Tasks run in-process as they are sent (the laptop default): the chain runs to its end."""
-    settings.CELERY_TASK_ALWAYS_EAGER = True
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield "in process"
-    celery_app.conf.task_always_eager = previous
-
-
 @pytest.fixture(params=["chain_not_run", "chain_in_process"])
 def chain_mode(request):
     return request.getfixturevalue(request.param)
