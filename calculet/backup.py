@@ -26,6 +26,8 @@ COUNTED_MODELS = [
     "vendor.Blob",
     "evidence.EvidenceItem",
     "evidence.Capability",
+    "acceptance.Run",
+    "acceptance.PromotionAttempt",
     "acceptance.AuditEntry",
 ]
 
@@ -55,16 +57,7 @@ def _artifact_root() -> Path:
 
 
 def row_counts() -> dict[str, int]:
-    counted = COUNTED_MODELS + [m for m in ("acceptance.Run",) if _model_exists(m)]
-    return {label: apps.get_model(label).objects.count() for label in counted}
-
-
-def _model_exists(label: str) -> bool:
-    try:
-        apps.get_model(label)
-    except LookupError:
-        return False
-    return True
+    return {label: apps.get_model(label).objects.count() for label in COUNTED_MODELS}
 
 
 def backup_create(out_dir: Path) -> dict:

@@ -35,8 +35,9 @@ def chain_in_process(settings):
     """Tasks run in-process as they are sent (the laptop default): a chain runs to its end."""
     from calculet.celery import app as celery_app
 
-    settings.CELERY_TASK_ALWAYS_EAGER = True
+    # Read before changing the Django setting: Celery's configuration reads through to it.
     previous = celery_app.conf.task_always_eager
+    settings.CELERY_TASK_ALWAYS_EAGER = True
     celery_app.conf.task_always_eager = True
     yield "in process"
     celery_app.conf.task_always_eager = previous

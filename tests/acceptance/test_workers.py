@@ -82,7 +82,7 @@ def submit(vendor_user, question, capability, calbin, golden, **overrides):
 
 
 def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware_target(
-    workers, vendor_user, pm_user, question, capability, calbin, golden
+    workers, vendor_user, pm_user, question, capability, calbin, golden, tmp_path
 ):
     simulator = workers.celery("simulator", "sim")
     answer = submit(vendor_user, question, capability, calbin, golden)
@@ -98,8 +98,15 @@ def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
     assert "No hardware runs" in blocked.reasons[0]["message"]
 
+    # The board double stands for a second host: its own data folder and runner working directories.
+    board_host = tmp_path / "board-host"
+    (board_host / "runs").mkdir(parents=True)
     board = workers.serve_target(
-        "board-double", HARDWARE_VERSIONS, ACCEPTANCE_RUNNER_COMMAND=f"{sys.executable} {BOARD_DOUBLE}"
+        "board-double",
+        HARDWARE_VERSIONS,
+        ACCEPTANCE_RUNNER_COMMAND=f"{sys.executable} {BOARD_DOUBLE}",
+        CALCULET_DATA_DIR=board_host,
+        ACCEPTANCE_RUN_DIR=board_host / "runs",
     )
     wait_until(
         lambda: Target.objects.filter(slug="board-double", health=Target.OK).exists(),
@@ -111,6 +118,8 @@ def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware
     hardware = chain_on(answer, "board-double")
     wait_until(lambda: all_passed(hardware), timeout=180, what="the hardware chain", workers=[board])
     assert "board double" in hardware.runs.get(stage=stages.SOAK).log
+    assert all(str(board_host / "runs") in run.log for run in hardware.runs.filter(stage__in=stages.RUNNER_STAGES))
+    assert not any(str(board_host) in run.log for run in chain_on(answer, "simulator").runs.all())
     assert (
         not Run.objects.filter(target__slug="simulator", stage=stages.RUNNER)
         .exclude(chain=chain_on(answer, "simulator"))

@@ -88,8 +88,8 @@ def session_env(base_url: str, token: str, home: Path) -> dict[str, str]:
 @pytest.fixture
 def chain_not_run(settings):
     """No worker serves the simulator's queue: the chain's first run waits, pending."""
-    settings.CELERY_TASK_ALWAYS_EAGER = False
     previous = celery_app.conf.task_always_eager
+    settings.CELERY_TASK_ALWAYS_EAGER = False
     celery_app.conf.task_always_eager = False
     yield "not run"
     celery_app.conf.task_always_eager = previous

@@ -2,14 +2,12 @@ import hashlib
 import shutil
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import transaction
 
-from acceptance.audit import audit_record, audit_verify
-from acceptance.models import AuditEntry
+from acceptance.audit import audit_verify
+from acceptance.models import AuditEntry, Run
 from calculet.backup import artifacts_verify, backup_create, backup_restore, row_counts
-from vendor.models import Artifact, Organisation
+from vendor.models import Answer, Artifact, Organisation
 from vendor.storage import artifact_storage, blob_store_file
 
 
@@ -32,14 +30,15 @@ def _store_artifact(tmp_path, organisation, payload: bytes) -> Artifact:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path):
-    organisation = Organisation.objects.create(slug="acme", name="Acme NPU", kind=Organisation.VENDOR)
-    user = get_user_model().objects.create_user("pm1")
-    artifact = _store_artifact(tmp_path, organisation, b"golden tensors" * 1000)
-    with transaction.atomic():
-        audit_record(actor=user, action="artifact.verify", obj=artifact, after={"state": "verified"})
+def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path, settings, chain_in_process):
+    settings.DATA_DIR = tmp_path / "data"
+    call_command("import_checklist")
+    call_command("seed_demo")  # questions, answers, verified artifacts, a whole chain of runs, audit rows
     before = row_counts()
-    assert before["vendor.Artifact"] == 1 and before["acceptance.AuditEntry"] == 1
+    assert all(before[label] > 0 for label in ["vendor.Answer", "vendor.Artifact", "acceptance.Run"])
+    answers = list(Answer.objects.order_by("pk").values_list("pk", "complete", "missing"))
+    runs = list(Run.objects.order_by("pk").values_list("pk", "stage", "state", "verdict"))
+    last_audit_hash = AuditEntry.objects.order_by("-id").values_list("hash", flat=True).first()
 
     backup_create(tmp_path / "backup")
     call_command("flush", "--no-input")
@@ -48,10 +47,11 @@ def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path):
 
     problems = backup_restore(tmp_path / "backup")
 
-    assert problems == []
+    assert problems == []  # every artifact's bytes re-hashed against its digest
     assert row_counts() == before
-    restored = Artifact.objects.get(pk=artifact.pk)
-    assert restored.blob.sha256 == artifact.declared_sha256
+    assert list(Answer.objects.order_by("pk").values_list("pk", "complete", "missing")) == answers
+    assert list(Run.objects.order_by("pk").values_list("pk", "stage", "state", "verdict")) == runs
+    assert AuditEntry.objects.order_by("-id").values_list("hash", flat=True).first() == last_audit_hash
     assert audit_verify() == []
 
 
