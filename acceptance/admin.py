@@ -7,38 +7,17 @@ from acceptance.services import capability_promote, run_rerun, target_register, 
 from calculet.api import DomainError
 from evidence.grades import STATUS_CHOICES
 from evidence.models import Capability
+from vendor.admin import ReadOnlyAdmin
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdmin):
     """The audit log, to read: entries are append-only, so nothing here adds, changes or deletes one."""
 
     list_display = ["id", "created_at", "actor_label", "action", "object_type", "object_id", "object_repr"]
     list_filter = ["action", "object_type", "actor_label"]
     search_fields = ["object_id", "object_repr", "actor_label"]
     readonly_fields = [f.name for f in AuditEntry._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class GateOnlyAdmin(admin.ModelAdmin):
-    """Rows written by services only: to read here, and to act on through admin actions that call them."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class PromotionForm(forms.Form):
@@ -164,14 +143,14 @@ class TargetAdmin(admin.ModelAdmin):
 
 
 @admin.register(Chain)
-class ChainAdmin(GateOnlyAdmin):
+class ChainAdmin(ReadOnlyAdmin):
     list_display = ["id", "question", "capability", "target", "answer", "updated_at"]
     list_filter = ["target"]
     list_select_related = ["question", "capability", "target", "answer__question"]
 
 
 @admin.register(Run)
-class RunAdmin(GateOnlyAdmin):
+class RunAdmin(ReadOnlyAdmin):
     list_display = ["id", "stage", "target", "state", "verdict", "attempt", "progress", "created_at", "finished_at"]
     list_filter = ["state", "stage", "target", "verdict"]
     list_select_related = ["target"]
@@ -190,7 +169,7 @@ class RunAdmin(GateOnlyAdmin):
 
 
 @admin.register(PromotionAttempt)
-class PromotionAttemptAdmin(GateOnlyAdmin):
+class PromotionAttemptAdmin(ReadOnlyAdmin):
     list_display = ["id", "capability", "from_status", "to_status", "allowed", "actor_label", "created_at"]
     list_filter = ["allowed", "to_status"]
     list_select_related = ["capability"]
