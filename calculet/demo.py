@@ -59,26 +59,26 @@ def _credentials_path() -> Path:
     return settings.DATA_DIR / CREDENTIALS_FILE
 
 
+def _create_login(username: str, org_slug: str, role: str, org_name: str):
+    """A user who can log in to the browser with the demo password; returns (user, API key)."""
+    user, key = api_user_create(username, org_slug, role, create_org=True, org_name=org_name, token_name="demo")
+    user.set_password(DEMO_PASSWORD)
+    user.save(update_fields=["password"])
+    return user, key
+
+
 def _ensure_users(report: DemoReport) -> tuple:
     """The PM login and the vendor engineer with an API token. The token is kept in the local data folder
     (it is stored hashed in the database) so that a second run can print it again."""
     users = get_user_model().objects
     pm = users.filter(username=PM_USERNAME).first()
     if pm is None:
-        pm, _ = api_user_create(
-            PM_USERNAME, INTEGRATOR_SLUG, "pm", create_org=True, org_name="NPU integration team", token_name="demo"
-        )
-        pm.set_password(DEMO_PASSWORD)
-        pm.save(update_fields=["password"])
+        pm, _ = _create_login(PM_USERNAME, INTEGRATOR_SLUG, "pm", "NPU integration team")
         report.steps.append("created the PM login")
     credentials = _credentials_path()
     vendor = users.filter(username=VENDOR_USERNAME).first()
     if vendor is None:
-        vendor, key = api_user_create(
-            VENDOR_USERNAME, VENDOR_SLUG, "vendor", create_org=True, org_name="Acme NPU", token_name="demo"
-        )
-        vendor.set_password(DEMO_PASSWORD)
-        vendor.save(update_fields=["password"])
+        vendor, key = _create_login(VENDOR_USERNAME, VENDOR_SLUG, "vendor", "Acme NPU")
         credentials.parent.mkdir(parents=True, exist_ok=True)
         credentials.write_text(json.dumps({"vendor_token": key}))
         report.steps.append("created the vendor organisation, its engineer and an API token")
