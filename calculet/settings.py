@@ -82,6 +82,10 @@ DATABASES = {
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# The cache holds the API's per-token request counts. Each gunicorn worker counts alone in the default
+# in-process cache; a shared Redis cache (a database index of its own, not the broker's) counts them together.
+CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},

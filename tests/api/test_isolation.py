@@ -202,6 +202,24 @@ def test_tokens_are_throttled_per_token(vendor_a, vendor_b, monkeypatch):
     assert vendor_b.client().get("/api/v1/me/").status_code == 200
 
 
+def test_with_a_redis_cache_the_counts_are_shared_by_every_web_worker(vendor_a, monkeypatch, settings):
+    """Counts kept in Redis, not in the process, so all gunicorn workers see the same ones."""
+    import redis
+    from django.core.cache import cache
+
+    from vendor.authentication import TokenRateThrottle
+
+    cache_url = settings.REDIS_URL.rsplit("/", 1)[0] + "/15"
+    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": cache_url}}
+    cache.clear()
+    monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/min"})
+    client_a = vendor_a.client()
+    assert [client_a.get("/api/v1/me/").status_code for _ in range(4)] == [200, 200, 200, 429]
+    stored = redis.Redis.from_url(cache_url).keys("*throttle_token*")
+    assert len(stored) == 1
+    cache.clear()
+
+
 def test_a_pm_can_create_and_revoke_their_own_tokens(pm):
     client = pm.client()
     created = client.post("/api/v1/tokens/", {"name": "laptop"}, format="json")
