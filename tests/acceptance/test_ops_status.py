@@ -23,37 +23,24 @@ def test_all_quiet_when_runs_move_and_targets_are_healthy(chain, capsys):
     assert "no stuck runs; every target healthy" in capsys.readouterr().out
 
 
+def make_run(chain, stage: str, state: str, **fields) -> Run:
+    return Run.objects.create(
+        chain=chain,
+        stage=stage,
+        target=chain.target,
+        answer=chain.answer,
+        state=state,
+        inputs_digest=chain.stage_digests[stage],
+        **fields,
+    )
+
+
 def test_lists_stuck_runs_and_unhealthy_targets_and_exits_non_zero(chain, capsys):
     now = timezone.now()
-    stuck_queued = Run.objects.create(
-        chain=chain,
-        stage=stages.RUNNER,
-        target=chain.target,
-        answer=chain.answer,
-        state=stages.QUEUED,
-        inputs_digest=chain.stage_digests[stages.RUNNER],
-    )
+    stuck_queued = make_run(chain, stages.RUNNER, stages.QUEUED)
     Run.objects.filter(pk=stuck_queued.pk).update(created_at=now - timedelta(minutes=10))
-    lost_lease = Run.objects.create(
-        chain=chain,
-        stage=stages.GOLDEN,
-        target=chain.target,
-        answer=chain.answer,
-        state=stages.RUNNING,
-        attempt=1,
-        inputs_digest=chain.stage_digests[stages.GOLDEN],
-        lease_expires_at=now - timedelta(minutes=1),
-    )
-    moving = Run.objects.create(
-        chain=chain,
-        stage=stages.FAILURE,
-        target=chain.target,
-        answer=chain.answer,
-        state=stages.RUNNING,
-        attempt=1,
-        inputs_digest=chain.stage_digests[stages.FAILURE],
-        lease_expires_at=now + timedelta(minutes=1),
-    )
+    lost_lease = make_run(chain, stages.GOLDEN, stages.RUNNING, attempt=1, lease_expires_at=now - timedelta(minutes=1))
+    moving = make_run(chain, stages.FAILURE, stages.RUNNING, attempt=1, lease_expires_at=now + timedelta(minutes=1))
     Target.objects.filter(pk=chain.target_id).update(maintenance=True)
 
     with pytest.raises(CommandError, match="2 stuck run"):
