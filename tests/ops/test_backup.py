@@ -1,4 +1,3 @@
-import hashlib
 import shutil
 
 import pytest
@@ -7,26 +6,9 @@ from django.core.management import call_command
 from acceptance.audit import audit_verify
 from acceptance.models import AuditEntry, Run
 from calculet.backup import artifacts_verify, backup_create, backup_restore, row_counts
+from tests.factories import make_artifact
 from vendor.models import Answer, Artifact, Organisation
-from vendor.storage import artifact_storage, blob_store_file
-
-
-def _store_artifact(tmp_path, organisation, payload: bytes) -> Artifact:
-    path = tmp_path / "payload.bin"
-    path.write_bytes(payload)
-    digest = hashlib.sha256(payload).hexdigest()
-    blob = blob_store_file(path, sha256=digest, size=len(payload))
-    return Artifact.objects.create(
-        organisation=organisation,
-        kind=Artifact.DOCUMENT,
-        version="1.0",
-        file_name="notes.txt",
-        declared_size=len(payload),
-        declared_sha256=digest,
-        blob=blob,
-        state=Artifact.VERIFIED,
-        verified_at=blob.created_at,
-    )
+from vendor.storage import artifact_storage
 
 
 @pytest.mark.django_db(transaction=True)
@@ -58,7 +40,9 @@ def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path, sett
 @pytest.mark.django_db(transaction=True)
 def test_restore_reports_an_artifact_whose_bytes_changed(tmp_path):
     organisation = Organisation.objects.create(slug="acme", name="Acme NPU", kind=Organisation.VENDOR)
-    artifact = _store_artifact(tmp_path, organisation, b"calbin bytes")
+    artifact = make_artifact(
+        organisation, b"calbin bytes", kind=Artifact.DOCUMENT, version="1.0", file_name="notes.txt", tmp_dir=tmp_path
+    )
     backup_create(tmp_path / "backup")
     stored = tmp_path / "backup" / "artifacts" / artifact.blob.storage_name
     stored.write_bytes(b"tampered")
