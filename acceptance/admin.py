@@ -2,22 +2,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from acceptance.models import AuditEntry, Chain, PromotionAttempt, Run, Target
+from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
-from calculet.api import DomainError
+from calculet.admin import ReadOnlyAdmin
+from calculet.errors import DomainError
 from evidence.grades import STATUS_CHOICES
 from evidence.models import Capability
-from vendor.admin import ReadOnlyAdmin
-
-
-@admin.register(AuditEntry)
-class AuditEntryAdmin(ReadOnlyAdmin):
-    """The audit log, to read: entries are append-only, so nothing here adds, changes or deletes one."""
-
-    list_display = ["id", "created_at", "actor_label", "action", "object_type", "object_id", "object_repr"]
-    list_filter = ["action", "object_type", "actor_label"]
-    search_fields = ["object_id", "object_repr", "actor_label"]
-    readonly_fields = [f.name for f in AuditEntry._meta.fields]
 
 
 class PromotionForm(forms.Form):

@@ -14,7 +14,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from acceptance import stages
-from acceptance.models import AuditEntry, Chain, Run, Target
+from acceptance.models import Chain, Run, Target
 from acceptance.selectors import (
     RUN_SUMMARY_DEFER,
     chains_for_question,
@@ -24,7 +24,8 @@ from acceptance.selectors import (
 )
 from acceptance.services import run_rerun
 from calculet import plots, web
-from calculet.api import DomainError
+from calculet.errors import DomainError
+from calculet.models import AuditEntry
 from evidence.grades import STATUSES
 from evidence.views import capabilities_with_grades
 from npu_sim.stages import SOAK_CONTEXTS

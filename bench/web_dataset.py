@@ -19,8 +19,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.models import AuditEntry, AuditHead, Chain, Run, Target
+from acceptance.models import Chain, Run, Target
 from acceptance.services import capability_promote, target_ensure_simulator
+from calculet.models import AuditEntry, AuditHead
 from evidence.models import Capability
 from npu_sim.golden import compare
 from npu_sim.stages import SOAK_CONTEXTS

@@ -28,7 +28,7 @@ COUNTED_MODELS = [
     "evidence.Capability",
     "acceptance.Run",
     "acceptance.PromotionAttempt",
-    "acceptance.AuditEntry",
+    "calculet.AuditEntry",
 ]
 
 

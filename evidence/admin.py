@@ -3,6 +3,7 @@
 
 from django.contrib import admin
 
+from calculet.admin import ReadOnlyAdmin, ReadOnlyInline
 from evidence.models import (
     Archive,
     ChecklistDocument,
@@ -13,7 +14,6 @@ from evidence.models import (
     PathAlias,
     SourceReference,
 )
-from vendor.admin import ReadOnlyAdmin, ReadOnlyInline
 
 
 @admin.register(ChecklistDocument)

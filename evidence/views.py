@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from acceptance.services import capability_promote
 from calculet import web
-from calculet.api import DomainError
+from calculet.errors import DomainError
 from evidence.exporter import EXPORT_FORMATS, checklist_export
 from evidence.grades import GRADES, STATUSES
 from evidence.models import Archive, Capability, EvidenceGrade, EvidenceItem, EvidenceTable, PathAlias, SourceReference

@@ -4,8 +4,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
-from acceptance.audit import audit_record, audit_verify
-from acceptance.models import AuditEntry, AuditImmutableError
+from calculet.audit import audit_record, audit_verify
+from calculet.models import AuditEntry, AuditImmutableError
 
 pytestmark = pytest.mark.django_db
 
@@ -37,7 +37,7 @@ def test_the_chain_verifies(entries):
 
 
 def test_an_edited_row_is_detected(entries):
-    raw("UPDATE acceptance_auditentry SET object_repr = %s WHERE id = %s", ["forged", entries[2].pk])
+    raw("UPDATE calculet_auditentry SET object_repr = %s WHERE id = %s", ["forged", entries[2].pk])
     with pytest.raises(CommandError) as error:
         verify()
     assert error.value.returncode != 0
@@ -45,14 +45,14 @@ def test_an_edited_row_is_detected(entries):
 
 
 def test_an_edited_row_with_a_recomputed_hash_still_breaks_the_chain(entries):
-    raw("UPDATE acceptance_auditentry SET hash = %s WHERE id = %s", ["f" * 64, entries[1].pk])
+    raw("UPDATE calculet_auditentry SET hash = %s WHERE id = %s", ["f" * 64, entries[1].pk])
     problems = audit_verify()
     assert f"entry {entries[1].pk}: content does not match its hash (row edited)" in problems
     assert any(p.startswith(f"entry {entries[2].pk}: previous hash") for p in problems)
 
 
 def test_a_deleted_row_is_detected(entries):
-    raw("DELETE FROM acceptance_auditentry WHERE id = %s", [entries[2].pk])
+    raw("DELETE FROM calculet_auditentry WHERE id = %s", [entries[2].pk])
     with pytest.raises(CommandError) as error:
         verify()
     assert error.value.returncode != 0
@@ -62,7 +62,7 @@ def test_a_deleted_row_is_detected(entries):
 
 
 def test_a_deleted_newest_row_is_detected(entries):
-    raw("DELETE FROM acceptance_auditentry WHERE id = %s", [entries[-1].pk])
+    raw("DELETE FROM calculet_auditentry WHERE id = %s", [entries[-1].pk])
     with pytest.raises(CommandError):
         verify()
     assert audit_verify() == ["the newest entries are missing: the chain ends before the recorded head"]

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 
 from acceptance.models import Run
-from calculet.api import NotFoundError
+from calculet.errors import NotFoundError
 from vendor.models import Answer, Artifact, Membership, Organisation, Question, Upload
 
 

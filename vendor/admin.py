@@ -3,34 +3,11 @@
 from django.contrib import admin, messages
 from django.http import HttpResponseRedirect
 
-from calculet.api import DomainError
+from calculet.admin import ReadOnlyAdmin
+from calculet.errors import DomainError
 from vendor.models import Answer, ApiToken, Artifact, Blob, Membership, Organisation, Question, Section, Upload
 from vendor.services.organisations import token_revoke
 from vendor.services.questions import question_update
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """A page to look at rows that only services, the seed import or runs write."""
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class ReadOnlyInline(admin.TabularInline):
-    extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Organisation)

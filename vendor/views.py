@@ -14,11 +14,10 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from acceptance.claim import ELEMENTS
 from acceptance.selectors import RUN_SUMMARY_DEFER
 from acceptance.views import POSITIONS, question_chain_context, question_positions
 from calculet import web
-from calculet.api import DomainError
+from calculet.errors import DomainError
 from evidence.models import EvidenceItem
 from vendor.access import (
     answers_for_user,
@@ -30,6 +29,7 @@ from vendor.access import (
     user_organisation,
     user_sees_all,
 )
+from vendor.claim import ELEMENTS
 from vendor.models import Organisation, Question, Section
 from vendor.services.questions import question_bulk_assign, question_update
 

@@ -4,7 +4,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.audit import audit_record
 from acceptance.models import Chain, Run, Target
 from acceptance.selectors import chain_stages, run_counts_as_current
 from acceptance.services.dispatch import run_send
@@ -16,8 +15,9 @@ from acceptance.services.inputs import (
     stage_digests,
 )
 from acceptance.services.targets import target_accepts_runs, target_ensure_simulator
-from calculet.api import ConflictError, ForbiddenError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import ConflictError, ForbiddenError
 from vendor import states as question_states
 from vendor.access import user_is_pm
 from vendor.models import Answer

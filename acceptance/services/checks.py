@@ -5,13 +5,13 @@ import json
 import tarfile
 from pathlib import Path
 
-from acceptance.claim import claim_missing
 from acceptance.models import Chain, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services.inputs import AnswerInputs
 from acceptance.stages import FAIL, PASS
 from npu_sim import calbin as npu_calbin
 from npu_sim import compat as npu_compat
+from vendor.claim import claim_missing
 from vendor.models import Artifact
 from vendor.services.artifacts import UnsafeArchiveError, archive_check
 from vendor.storage import blob_local_path, file_sha256
@@ -43,7 +43,7 @@ def _outcome(findings: list[dict], passed_reason: str, metrics: dict | None = No
 def stage_claim(chain: Chain, inputs: AnswerInputs) -> StageOutcome:
     """Section 13: exactly which of the six elements the answer lacks, and the capability it may move.
 
-    Judged by `acceptance.claim.claim_missing`, the same function that sets an answer's `complete`: text
+    Judged by `vendor.claim.claim_missing`, the same function that sets an answer's `complete`: text
     never stands in for a structured element.
     """
     findings = []

@@ -28,13 +28,13 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.audit import audit_record
 from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.protocol import StageOutcome, build_job, outcome_verdict
 from acceptance.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command, stage_artifact, stage_claim
 from acceptance.services.inputs import AnswerInputs, answer_inputs
 from acceptance.services.targets import target_accepts_runs, target_health_record
+from calculet.audit import audit_record
 from calculet.db import lock_rows
 from evidence.models import EvidenceGrade, EvidenceItem
 from npu_sim.calbin import build_calbin

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 
 from acceptance import protocol, stages
-from acceptance.claim import ClaimData
 from acceptance.models import Target
+from vendor.claim import ClaimData
 from vendor.models import Answer, Artifact
 
 

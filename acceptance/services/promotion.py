@@ -5,11 +5,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from acceptance import policy as gate_policy
-from acceptance.audit import audit_record
 from acceptance.models import PromotionAttempt, Run
 from acceptance.selectors import capability_gate_facts
-from calculet.api import DomainError, ForbiddenError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import DomainError, ForbiddenError
 from evidence.grades import STATUSES, status_rank
 from evidence.models import Capability
 from evidence.status_guard import gate_writes

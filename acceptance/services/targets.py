@@ -13,10 +13,10 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from acceptance import stages
-from acceptance.audit import audit_record
 from acceptance.models import Run, Target
-from calculet.api import DomainError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import DomainError
 from npu_sim import device as npu_device
 
 SIMULATOR_SLUG = "simulator"

@@ -8,9 +8,9 @@ from django.db.models import Count
 
 from _soak.traffic import Recorder
 from acceptance import stages
-from acceptance.audit import audit_verify
 from acceptance.models import Chain, PromotionAttempt, Run
 from acceptance.selectors import chains_stages, run_counts_as_current
+from calculet.audit import audit_verify
 from vendor.models import Answer, Artifact
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 
-from acceptance.audit import audit_record_many
+from calculet.audit import audit_record_many
 from calculet.db import lock_rows
 from evidence.grades import status_rank
 from evidence.models import (

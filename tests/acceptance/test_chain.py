@@ -21,8 +21,8 @@ from acceptance.services import (
 )
 from acceptance.services.execution import CLAIMED, GONE, HELD, RunReporter, run_claim, run_finish
 from acceptance.services.targets import target_health_check_start, target_heartbeat
-from calculet.api import ConflictError, ForbiddenError
 from calculet.db import lock_rows
+from calculet.errors import ConflictError, ForbiddenError
 from tests.acceptance.conftest import pass_stage, pass_stages
 from tests.factories import complete_answer_data, make_artifact
 from vendor.services.answers import answer_submit

@@ -10,10 +10,11 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
-from acceptance.audit import audit_verify
-from acceptance.models import AuditEntry, Chain, PromotionAttempt, Target
+from acceptance.models import Chain, PromotionAttempt, Target
 from acceptance.services import capability_promote, chain_start_for_answer, target_register
-from calculet.api import DomainError, ForbiddenError
+from calculet.audit import audit_verify
+from calculet.errors import DomainError, ForbiddenError
+from calculet.models import AuditEntry
 from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
 from tests.acceptance.conftest import pass_stages

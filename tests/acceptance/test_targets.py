@@ -7,10 +7,11 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.models import AuditEntry, Chain, Run, Target
+from acceptance.models import Chain, Run, Target
 from acceptance.services import chain_start_for_answer, runs_sweep, target_register
 from acceptance.services.targets import target_heartbeat, targets_health_check
-from calculet.api import DomainError
+from calculet.errors import DomainError
+from calculet.models import AuditEntry
 
 
 def test_a_silent_worker_takes_its_target_offline_and_a_heartbeat_brings_it_back(simulator_online):

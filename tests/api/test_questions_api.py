@@ -1,7 +1,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from acceptance.models import AuditEntry
+from calculet.models import AuditEntry
 from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
 
 

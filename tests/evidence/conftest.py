@@ -17,8 +17,8 @@ SNAPSHOT_MODELS = [
     "evidence.Capability_questions",
     "vendor.Section",
     "vendor.Question",
-    "acceptance.AuditEntry",
-    "acceptance.AuditHead",
+    "calculet.AuditEntry",
+    "calculet.AuditHead",
 ]
 
 

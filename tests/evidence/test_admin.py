@@ -3,7 +3,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
-from acceptance.models import AuditEntry
+from calculet.models import AuditEntry
 from evidence.models import (
     Archive,
     ChecklistDocument,

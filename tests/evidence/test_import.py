@@ -5,7 +5,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 
-from acceptance.models import AuditEntry
+from calculet.models import AuditEntry
 from evidence.models import (
     Archive,
     Capability,

@@ -3,9 +3,10 @@ import shutil
 import pytest
 from django.core.management import call_command
 
-from acceptance.audit import audit_verify
-from acceptance.models import AuditEntry, Run
+from acceptance.models import Run
+from calculet.audit import audit_verify
 from calculet.backup import artifacts_verify, backup_create, backup_restore, row_counts
+from calculet.models import AuditEntry
 from tests.factories import make_artifact
 from vendor.models import Answer, Artifact, Organisation
 from vendor.storage import artifact_storage

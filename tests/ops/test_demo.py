@@ -4,7 +4,8 @@ import pytest
 from django.core.management import call_command
 
 from acceptance import stages
-from acceptance.models import AuditEntry, PromotionAttempt, Run
+from acceptance.models import PromotionAttempt, Run
+from calculet.models import AuditEntry
 from evidence.models import Capability
 from vendor.models import Answer, ApiToken, Artifact
 

@@ -26,7 +26,7 @@ SNAPSHOT_MODELS = [
     "vendor.Answer_golden_artifacts",
     "vendor.Upload",
     "evidence.Capability",
-    "acceptance.AuditEntry",
+    "calculet.AuditEntry",
 ]
 
 

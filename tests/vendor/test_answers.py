@@ -1,7 +1,7 @@
 import pytest
 
-from acceptance.models import AuditEntry
-from calculet.api import DomainError, ForbiddenError, NotFoundError
+from calculet.errors import DomainError, ForbiddenError, NotFoundError
+from calculet.models import AuditEntry
 from tests.vendor.fixtures import complete_answer, db_snapshot, make_artifact
 from vendor.models import Answer, Artifact
 from vendor.services.answers import answer_submit

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import storages
 
-from calculet.api import ConflictError, DomainError, ForbiddenError
+from calculet.errors import ConflictError, DomainError, ForbiddenError
 from tests.vendor.fixtures import make_artifact, sha256, tar_bytes
 from vendor.models import Artifact, Blob
 from vendor.services.artifacts import (

@@ -5,7 +5,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from calculet.api import DomainError, ForbiddenError, NotFoundError
+from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from vendor.models import ApiToken, Membership, Organisation
 from vendor.services.organisations import organisation_create, token_create, token_revoke
 from vendor.tokens import token_hash

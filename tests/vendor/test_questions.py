@@ -2,8 +2,8 @@ import datetime
 
 import pytest
 
-from acceptance.models import AuditEntry
-from calculet.api import DomainError, ForbiddenError
+from calculet.errors import DomainError, ForbiddenError
+from calculet.models import AuditEntry
 from tests.vendor.fixtures import db_snapshot, make_question
 from vendor.models import Organisation
 from vendor.services.questions import question_bulk_assign, question_state_move, question_update

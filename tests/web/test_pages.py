@@ -10,8 +10,9 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from acceptance import stages
-from acceptance.models import AuditEntry, PromotionAttempt, Run
+from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote, run_rerun
+from calculet.models import AuditEntry
 from evidence.models import Capability
 from tests.web.conftest import make_chain, make_run, put_to
 from vendor.models import Question

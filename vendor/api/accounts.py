@@ -3,9 +3,9 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
-from calculet.api import NotFoundError
+from calculet.api import Api, StrictSerializer
+from calculet.errors import NotFoundError
 from vendor.access import user_membership, user_sees_all
-from vendor.api.base import Api, StrictSerializer
 from vendor.models import ApiToken, Organisation
 from vendor.services.organisations import token_create, token_revoke
 

@@ -4,9 +4,9 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
-from acceptance.claim import ELEMENTS
+from calculet.api import Api, StrictSerializer, plain
 from vendor.access import answer_for_user, question_for_user
-from vendor.api.base import Api, StrictSerializer, plain
+from vendor.claim import ELEMENTS
 from vendor.models import Answer
 from vendor.selectors import answer_list
 from vendor.services.answers import answer_submit

@@ -13,9 +13,9 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from calculet.api import NotFoundError
+from calculet.api import Api, BinaryRenderer, StrictSerializer
+from calculet.errors import NotFoundError
 from vendor.access import artifact_for_user
-from vendor.api.base import Api, BinaryRenderer, StrictSerializer
 from vendor.models import Artifact
 from vendor.selectors import artifact_list
 from vendor.services.artifacts import artifact_upload

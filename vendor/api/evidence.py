@@ -11,13 +11,14 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
-from acceptance.models import AuditEntry, PromotionAttempt, Run
+from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote
-from calculet.api import ConflictError, ForbiddenError, NotFoundError
+from calculet.api import Api, ReasonSerializer, StrictSerializer
+from calculet.errors import ConflictError, ForbiddenError, NotFoundError
+from calculet.models import AuditEntry
 from evidence.grades import GRADE_CHOICES, STATUS_CHOICES
 from evidence.models import Capability, EvidenceItem, SourceReference
 from vendor.access import questions_for_user, user_is_pm, user_sees_all
-from vendor.api.base import Api, ReasonSerializer, StrictSerializer
 
 
 class EvidenceStatusSerializer(serializers.Serializer):

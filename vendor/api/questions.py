@@ -6,10 +6,10 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
 from acceptance.models import Run
-from calculet.api import DomainError, ForbiddenError
+from calculet.api import Api, StrictSerializer
+from calculet.errors import DomainError, ForbiddenError
 from vendor import states
 from vendor.access import question_for_user, user_is_pm
-from vendor.api.base import Api, StrictSerializer
 from vendor.models import Organisation, Question
 from vendor.selectors import question_chains, question_list
 from vendor.services.questions import question_update

@@ -8,9 +8,9 @@ from rest_framework.response import Response
 
 from acceptance.models import Run, Target
 from acceptance.services import run_rerun
-from calculet.api import NotFoundError
+from calculet.api import Api
+from calculet.errors import NotFoundError
 from vendor.access import run_for_user
-from vendor.api.base import Api
 from vendor.selectors import run_list
 
 

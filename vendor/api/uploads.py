@@ -18,9 +18,9 @@ from rest_framework.generics import ListAPIView
 from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
-from calculet.api import DomainError
+from calculet.api import Api
+from calculet.errors import DomainError
 from vendor.access import upload_for_user
-from vendor.api.base import Api
 from vendor.selectors import upload_list
 from vendor.services.uploads import upload_append, upload_check_open, upload_create, upload_terminate
 

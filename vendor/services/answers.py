@@ -6,12 +6,12 @@ import re
 from django.db import transaction
 from django.db.models import Max
 
-from acceptance.audit import audit_record
-from acceptance.claim import COMPATIBILITY_KEYS, VERSION_PATTERN, ClaimData, claim_missing
-from calculet.api import DomainError, ForbiddenError, NotFoundError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from vendor import states
 from vendor.access import user_membership
+from vendor.claim import COMPATIBILITY_KEYS, VERSION_PATTERN, ClaimData, claim_missing
 from vendor.models import Answer, Artifact, Membership, Organisation, Question
 from vendor.services.questions import question_state_move
 
@@ -167,7 +167,7 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     Preconditions: the actor is a vendor engineer of the organisation the question is put to (otherwise
     the question is "not found"); every artifact id is one of that organisation's verified artifacts
     (another organisation's id is "not found", naming the field); the version, if given, is a version
-    number. `complete` and `missing` come from section 13's rule (`acceptance.claim.claim_missing`).
+    number. `complete` and `missing` come from section 13's rule (`vendor.claim.claim_missing`).
     A question that was asked moves to answered. A complete answer starts the acceptance chain once the
     transaction commits. Bad input raises DomainError naming the field and stores nothing.
     """

@@ -16,8 +16,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from acceptance.audit import audit_record
-from calculet.api import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError
+from calculet.audit import audit_record
+from calculet.errors import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError
 from vendor.access import user_membership
 from vendor.models import Artifact, Membership, Organisation
 from vendor.storage import CHUNK_BYTES, blob_store_file, file_sha256

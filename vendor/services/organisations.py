@@ -7,9 +7,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from acceptance.audit import audit_record
-from calculet.api import ConflictError, DomainError, ForbiddenError, NotFoundError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
 from vendor.access import user_is_pm
 from vendor.models import ApiToken, Membership, Organisation
 from vendor.tokens import token_generate_key, token_hash

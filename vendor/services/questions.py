@@ -5,9 +5,9 @@ import datetime
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from acceptance.audit import audit_record
-from calculet.api import DomainError, ForbiddenError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import DomainError, ForbiddenError
 from vendor import states
 from vendor.access import user_is_pm, user_membership
 from vendor.models import Organisation, Question

@@ -20,9 +20,9 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework import status
 
-from acceptance.audit import audit_record
-from calculet.api import ConflictError, DomainError
+from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import ConflictError, DomainError
 from vendor.models import Upload
 from vendor.services.artifacts import (
     ArtifactRejectedError,

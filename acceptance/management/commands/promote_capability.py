@@ -2,7 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.services import capability_promote
-from calculet.api import DomainError
+from calculet.errors import DomainError
 from evidence.models import Capability
 
 

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Target
 from acceptance.services import target_ensure_simulator, target_register
-from calculet.api import DomainError
+from calculet.errors import DomainError
 
 
 class Command(BaseCommand):

@@ -3,7 +3,7 @@ import datetime
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from calculet.api import DomainError
+from calculet.errors import DomainError
 from vendor.models import Membership
 from vendor.services.organisations import api_user_create
 

@@ -7,8 +7,8 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from acceptance.models import AuditEntry, AuditHead
 from calculet.db import lock_rows
+from calculet.models import AuditEntry, AuditHead
 
 GENESIS_HASH = "0" * 64
 

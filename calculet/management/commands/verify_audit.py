@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from acceptance.audit import audit_verify
-from acceptance.models import AuditEntry
+from calculet.audit import audit_verify
+from calculet.models import AuditEntry
 
 
 class Command(BaseCommand):
