@@ -1,6 +1,7 @@
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
 
@@ -10,12 +11,12 @@ class Target(models.Model):
 
     SIMULATOR = "simulator"
     HARDWARE = "hardware"
-    KINDS = [(SIMULATOR, "Simulator"), (HARDWARE, "Hardware")]
+    KINDS = [(SIMULATOR, _("Simulator")), (HARDWARE, _("Hardware"))]
 
     OK = "ok"
     DEGRADED = "degraded"
     OFFLINE = "offline"
-    HEALTH_STATES = [(OK, "OK"), (DEGRADED, "Degraded"), (OFFLINE, "Offline")]
+    HEALTH_STATES = [(OK, _("OK")), (DEGRADED, _("Degraded")), (OFFLINE, _("Offline"))]
 
     slug = models.SlugField(max_length=60, unique=True)
     name = models.CharField(max_length=200)
@@ -56,6 +57,16 @@ class Target(models.Model):
             "firmware": self.firmware_version,
             "chip": self.chip,
         }
+
+
+class AnswerClaim(models.Model):
+    """The capability an answer claims to prove, when it names one: what its chains may move."""
+
+    answer = models.OneToOneField("vendor.Answer", primary_key=True, on_delete=models.PROTECT, related_name="claim")
+    capability = models.ForeignKey("evidence.Capability", on_delete=models.PROTECT, related_name="claims")
+
+    def __str__(self):
+        return f"{self.answer} claims {self.capability.slug}"
 
 
 class Chain(models.Model):
@@ -107,7 +118,7 @@ class Run(models.Model):
     """
 
     STAGES = list(stages.STAGE_LABELS.items())
-    STATES = [(state, state.capitalize()) for state in stages.STATES]
+    STATES = list(stages.STATE_LABELS.items())
     VERDICTS = [(verdict, verdict.capitalize()) for verdict in stages.VERDICTS]
 
     chain = models.ForeignKey(Chain, null=True, blank=True, on_delete=models.PROTECT, related_name="runs")

@@ -176,7 +176,7 @@ def evaluate(policy: dict, *, current: str, to: str, pinned_status: str, answers
             )
             return Decision(True, [], answer_id=answer.answer_id, run_ids=run_ids)
     newest = answers[0]
-    found = []
+    found: list[dict] = []
     for requirement in requirements:
         if _requirement_met(requirement, newest.chains) is None:
             # Requirements overlap (C0 asks for the runner stages twice); say each missing thing once.

@@ -1,34 +1,70 @@
-"""Reads of chains, runs, targets and promotion attempts. The query count of each is independent of how many
-runs are stored: the latest run of each stage is found with one query."""
+"""Reads of chains, runs, targets and promotion attempts, for the pages, the API and the services alike. The
+query count of each is independent of how many runs are stored: the newest run of each (chain, stage) is
+found by one index probe."""
 
+from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Max, Q, QuerySet, Subquery
+from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
+from evidence.models import Capability
+from vendor import states as question_states
+from vendor.access import objects_for_user
+from vendor.models import Answer, Artifact, Question, Section
+from vendor.selectors import answer_list, artifact_list, question_list
 
 # What a list or a progress bar needs; the full log and result stay in the database until asked for.
 RUN_SUMMARY_DEFER = ["log", "result", "inputs", "params", "findings"]
+RUN_HISTORY_LIMIT = 200
+RUNS_PER_STAGE = 5
+VENDOR_ARTIFACT_LIMIT = 100
+VENDOR_RUN_LIMIT = 50
+
+StageRow = tuple[str, str, Run | None]
 
 
-def latest_runs(chain_ids: list[int]) -> dict[tuple[int, str], Run]:
-    """The newest run of each (chain, stage), in one query."""
+@dataclass
+class ChainView:
+    """A chain as its page shows it: per stage its state, latest run, whether that run is still moving, and
+    the runs before it."""
+
+    chain: Chain
+    rows: list[dict]
+
+
+@dataclass
+class SectionProgress:
+    """A section's questions counted by state (in the order of the question states) and by chain position
+    (in `stages.POSITIONS` order)."""
+
+    section: Section
+    state_counts: list[int]
+    position_counts: list[int]
+    total: int
+
+
+def latest_runs(chain_ids: list[int]) -> dict[tuple[int | None, str], Run]:
+    """The newest run of each (chain, stage): one index probe each, two queries in all."""
     if not chain_ids:
         return {}
-    newest = (
-        Run.objects.filter(chain_id__in=chain_ids)
-        .values("chain_id", "stage")
-        .annotate(newest=Max("id"))
-        .values("newest")
-    )
-    runs = Run.objects.filter(pk__in=Subquery(newest)).defer(*RUN_SUMMARY_DEFER)
+    newest = {
+        f"newest_{stage}": Subquery(
+            Run.objects.filter(chain=OuterRef("pk"), stage=stage).order_by("-id").values("id")[:1]
+        )
+        for stage in stages.CHAIN_STAGES
+    }
+    rows = Chain.objects.filter(pk__in=chain_ids).annotate(**newest).values_list(*newest)
+    run_ids = [run_id for row in rows for run_id in row if run_id is not None]
+    runs = Run.objects.filter(pk__in=run_ids).defer(*RUN_SUMMARY_DEFER)
     return {(run.chain_id, run.stage): run for run in runs}
 
 
-def _stage_rows(chain: Chain, latest: dict[tuple[int, str], Run]) -> list[tuple[str, str, Run | None]]:
+def _stage_rows(chain: Chain, latest: dict[tuple[int | None, str], Run]) -> list[StageRow]:
     rows = []
     for stage in stages.CHAIN_STAGES:
         run = latest.get((chain.pk, stage))
@@ -39,27 +75,145 @@ def _stage_rows(chain: Chain, latest: dict[tuple[int, str], Run]) -> list[tuple[
     return rows
 
 
-def chain_stages(chain: Chain) -> list[tuple[str, str, Run | None]]:
+def chain_stages(chain: Chain) -> list[StageRow]:
     """The seven stages in order, each with its state on the chain's current inputs and its latest run."""
     return _stage_rows(chain, latest_runs([chain.pk]))
 
 
-def chains_stages(chains: list[Chain]) -> dict[int, list[tuple[str, str, Run | None]]]:
-    """`chain_stages` for many chains at once, in one query."""
+def chains_stages(chains: list[Chain]) -> dict[int, list[StageRow]]:
+    """`chain_stages` for many chains at once, in two queries."""
     latest = latest_runs([chain.pk for chain in chains])
     return {chain.pk: _stage_rows(chain, latest) for chain in chains}
 
 
-def run_counts_as_current(chain: Chain, stage: str, run: Run | None) -> bool:
-    return run is not None and run.inputs_digest == chain.stage_digests.get(stage) and run.state != stages.STALE
+def question_positions() -> dict[int, str]:
+    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached."""
+    chains = list(Chain.objects.only("id", "question_id", "stage_digests"))
+    positions: dict[int, str] = {}
+    by_id = {chain.pk: chain for chain in chains}
+    for chain_id, rows in chains_stages(chains).items():
+        question_id = by_id[chain_id].question_id
+        position = stages.chain_position(rows)
+        known = positions.get(question_id)
+        if known is None or stages.POSITIONS.index(position) > stages.POSITIONS.index(known):
+            positions[question_id] = position
+    return positions
 
 
-def chains_for_question(question) -> list[Chain]:
-    return list(
-        Chain.objects.filter(question=question)
+def question_chains(*, user, questions) -> dict[int, list[dict]]:
+    """Per question id, its acceptance chains the user may see, with each stage's state and latest run.
+    Three queries whatever the number of questions, chains or runs."""
+    chains = list(
+        objects_for_user(user, Chain.objects.filter(question__in=[question.pk for question in questions]))
+        .select_related("target", "capability")
+        .order_by("capability__position", "capability__slug", "target__kind", "target__slug")
+    )
+    stages_by_chain = chains_stages(chains)
+    result: dict[int, list[dict]] = defaultdict(list)
+    for chain in chains:
+        result[chain.question_id].append(
+            {
+                "capability": chain.capability.slug if chain.capability_id else None,
+                "target": chain.target.slug,
+                "answer": chain.answer_id,
+                "stages": [
+                    {"stage": stage, "state": state, "run": run.pk if run else None}
+                    for stage, state, run in stages_by_chain[chain.pk]
+                ],
+            }
+        )
+    return result
+
+
+def question_chain_rows(*, user, question: Question) -> list[ChainView]:
+    """The question's chains the user may see, each with its stages as the page shows them."""
+    chains = list(
+        objects_for_user(user, Chain.objects.filter(question=question))
         .select_related("target", "capability", "answer")
         .order_by("capability_id", "target__kind", "target__slug")
     )
+    stage_rows = chains_stages(chains)
+    history: dict[tuple[int | None, str], list[Run]] = {}
+    recent = (
+        Run.objects.filter(chain__in=chains)
+        .only("id", "chain_id", "stage", "state", "verdict", "created_at", "finished_at", "attempt")
+        .order_by("-id")[:RUN_HISTORY_LIMIT]
+    )
+    for earlier_run in recent:
+        history.setdefault((earlier_run.chain_id, earlier_run.stage), []).append(earlier_run)
+    views = []
+    for chain in chains:
+        rows = []
+        for stage, state, run in stage_rows[chain.pk]:
+            earlier = [r for r in history.get((chain.pk, stage), []) if run is None or r.pk != run.pk]
+            rows.append(
+                {
+                    "stage": stage,
+                    "state": state,
+                    "run": run,
+                    "active": run is not None and run.state in stages.ACTIVE_STATES,
+                    "earlier": earlier[:RUNS_PER_STAGE],
+                }
+            )
+        views.append(ChainView(chain=chain, rows=rows))
+    return views
+
+
+def questions_with_proof(*, user) -> QuerySet[Question]:
+    """The questions the user may see, with the capabilities each can move."""
+    return question_list(user=user).prefetch_related(
+        Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug"))
+    )
+
+
+def run_list(*, user) -> QuerySet[Run]:
+    return (
+        objects_for_user(user, Run.objects)
+        .select_related("target", "chain__question", "chain__capability")
+        .prefetch_related(Prefetch("artifacts", queryset=Artifact.objects.only("id")))
+        .defer(*RUN_SUMMARY_DEFER)
+    )
+
+
+def section_progress() -> list[SectionProgress]:
+    """Each section with its questions counted by state and by chain position."""
+    positions = question_positions()
+    by_state: dict[int, dict[str, int]] = {}
+    by_position: dict[int, dict[str, int]] = {}
+    for question_id, section_id, state in Question.objects.values_list("id", "section_id", "state"):
+        states_here = by_state.setdefault(section_id, {})
+        states_here[state] = states_here.get(state, 0) + 1
+        if question_id in positions:
+            positions_here = by_position.setdefault(section_id, {})
+            positions_here[positions[question_id]] = positions_here.get(positions[question_id], 0) + 1
+    return [
+        SectionProgress(
+            section=section,
+            state_counts=[
+                by_state.get(section.pk, {}).get(state, 0) for state, _label in question_states.QUESTION_STATES
+            ],
+            position_counts=[by_position.get(section.pk, {}).get(position, 0) for position in stages.POSITIONS],
+            total=sum(by_state.get(section.pk, {}).values()),
+        )
+        for section in Section.objects.all()
+    ]
+
+
+def vendor_overview(*, user) -> dict:
+    """A vendor's own questions, each with its latest answer; their newest artifacts and newest runs."""
+    questions = list(question_list(user=user).order_by("number"))
+    latest: dict[int, Answer] = {}
+    for answer in answer_list(user=user).filter(question__in=questions).order_by("question_id", "-revision"):
+        latest.setdefault(answer.question_id, answer)
+    return {
+        "questions": [(question, latest.get(question.pk)) for question in questions],
+        "artifacts": artifact_list(user=user).order_by("-created_at")[:VENDOR_ARTIFACT_LIMIT],
+        "runs": run_list(user=user).order_by("-id")[:VENDOR_RUN_LIMIT],
+    }
+
+
+def target_list() -> QuerySet[Target]:
+    return Target.objects.all()
 
 
 def runs_in_progress() -> QuerySet[Run]:
@@ -89,6 +243,10 @@ def runs_stuck(now: datetime) -> QuerySet[Run]:
 def targets_unhealthy() -> QuerySet[Target]:
     """Targets that will not take runs now: degraded, offline or in maintenance."""
     return Target.objects.filter(~Q(health=Target.OK) | Q(maintenance=True)).order_by("slug")
+
+
+def promotion_history(capability) -> QuerySet[PromotionAttempt]:
+    return PromotionAttempt.objects.filter(capability=capability).order_by("-id")
 
 
 def promotions_blocked_since(dt: datetime) -> QuerySet[PromotionAttempt]:

@@ -1,6 +1,11 @@
 """The acceptance chain of section 13 as data: its stages, run states, and how a stage's state follows
 from its latest run. No ORM here."""
 
+from collections.abc import Sequence
+
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
 CLAIM = "claim"
 ARTIFACT = "artifact"
 RUNNER = "runner"
@@ -18,15 +23,16 @@ RUNNER_STAGES = [RUNNER, GOLDEN, FAILURE, INTEGRATION, SOAK]
 RUN_STAGES = [*CHAIN_STAGES, HEALTH]
 
 STAGE_LABELS = {
-    CLAIM: "Claim",
-    ARTIFACT: "Versioned artifact",
-    RUNNER: "Isolated runner",
-    GOLDEN: "Numerical golden",
-    FAILURE: "Failure and recovery",
-    INTEGRATION: "Service integration",
-    SOAK: "Load, soak and performance",
-    HEALTH: "Target health check",
+    CLAIM: _("Claim"),
+    ARTIFACT: _("Versioned artifact"),
+    RUNNER: _("Isolated runner"),
+    GOLDEN: _("Numerical golden"),
+    FAILURE: _("Failure and recovery"),
+    INTEGRATION: _("Service integration"),
+    SOAK: _("Load, soak and performance"),
+    HEALTH: _("Target health check"),
 }
+
 
 PENDING = "pending"
 QUEUED = "queued"
@@ -35,7 +41,16 @@ PASSED = "passed"
 FAILED = "failed"
 ERROR = "error"
 STALE = "stale"
-STATES = [PENDING, QUEUED, RUNNING, PASSED, FAILED, ERROR, STALE]
+STATE_LABELS = {
+    PENDING: pgettext_lazy("run state", "Pending"),
+    QUEUED: pgettext_lazy("run state", "Queued"),
+    RUNNING: pgettext_lazy("run state", "Running"),
+    PASSED: pgettext_lazy("run state", "Passed"),
+    FAILED: pgettext_lazy("run state", "Failed"),
+    ERROR: pgettext_lazy("run state", "Error"),
+    STALE: pgettext_lazy("run state", "Stale"),
+}
+STATES = list(STATE_LABELS)
 ACTIVE_STATES = [PENDING, QUEUED, RUNNING]
 FINISHED_STATES = [PASSED, FAILED, ERROR, STALE]
 
@@ -65,19 +80,33 @@ STOPPED = "stopped"
 DONE = "done"
 
 
-def chain_next(stages: list[tuple[str, str, bool]]) -> tuple[str, str | None]:
-    """What a chain does next, from (stage, state, has a run on the current inputs) in chain order.
+# Where a chain stands: its first stage that has not passed, or DONE once all seven have.
+POSITIONS = [*CHAIN_STAGES, DONE]
+DONE_LABEL = _("Every stage passed")
 
-    (RUN, stage) when the first stage that has not passed has no run on the current inputs; (WAIT, stage)
-    while that run is pending, queued or running; (STOPPED, stage) when it failed or errored — a person
-    re-runs it or a new answer replaces the inputs; (DONE, None) when every stage passed.
+
+def chain_next(rows: Sequence[tuple[str, str, object | None]]) -> tuple[str, str | None]:
+    """What a chain does next, from its (stage, state, latest run) rows in chain order.
+
+    (RUN, stage) when the first stage that has not passed has no run on the current inputs (none, or a
+    stale one); (WAIT, stage) while that run is pending, queued or running; (STOPPED, stage) when it failed
+    or errored — a person re-runs it or a new answer replaces the inputs; (DONE, None) when every stage
+    passed.
     """
-    for stage, state, has_current_run in stages:
+    for stage, state, run in rows:
         if state == PASSED:
             continue
-        if not has_current_run:
+        if run is None or state == STALE:
             return RUN, stage
         if state in ACTIVE_STATES:
             return WAIT, stage
         return STOPPED, stage
     return DONE, None
+
+
+def chain_position(rows: Sequence[tuple[str, str, object | None]]) -> str:
+    """Where a chain stands: its first stage that has not passed, or DONE when all seven have."""
+    for stage, state, _run in rows:
+        if state != PASSED:
+            return stage
+    return DONE

@@ -67,8 +67,8 @@ class Vendor:
 
     def answer(self, **overrides):
         """A complete answer to a new question linked to the capability; its chain starts on commit."""
+        from acceptance.services import answer_submit
         from tests.factories import complete_answer_data, make_question
-        from vendor.services.answers import answer_submit
 
         question = make_question(f"V{self.next_question:02d}", organisation=self.user.membership.organisation)
         self.next_question += 1

@@ -9,7 +9,7 @@ app = Celery("calculet")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
-_task_tokens = {}
+_task_tokens: dict[str, object] = {}
 
 
 @task_prerun.connect

@@ -1,9 +1,9 @@
 """Row locks for services that move state."""
 
-from django.db.models import QuerySet
+from django.db.models import Manager, QuerySet
 
 
-def lock_rows(queryset: QuerySet, *, skip_locked: bool = False) -> QuerySet:
+def lock_rows(rows: Manager | QuerySet, *, skip_locked: bool = False) -> QuerySet:
     """Lock the rows a query returns until the transaction ends.
 
     FOR NO KEY UPDATE, not FOR UPDATE: PostgreSQL checks Django's deferred foreign keys at commit with
@@ -12,4 +12,4 @@ def lock_rows(queryset: QuerySet, *, skip_locked: bool = False) -> QuerySet:
     Only the model's own rows are locked (`of=self`); a locking query must not join a foreign key that a
     concurrent transaction may change, as PostgreSQL's re-check of the join then drops the row.
     """
-    return queryset.select_for_update(no_key=True, of=("self",), skip_locked=skip_locked)
+    return rows.all().select_for_update(no_key=True, of=("self",), skip_locked=skip_locked)

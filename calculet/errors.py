@@ -1,13 +1,14 @@
 """The errors a business rule raises. Services raise them; the API and the pages turn them into responses."""
 
+from http import HTTPStatus
+
 from django.http import Http404
-from rest_framework import status
 
 
 class DomainError(Exception):
     """A business rule refused the request. Subclasses pick the HTTP status."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
+    status_code: int = HTTPStatus.BAD_REQUEST
     code = "invalid"
 
     def __init__(self, message: str, *, field: str | None = None, code: str | None = None, reasons: list | None = None):
@@ -22,20 +23,20 @@ class DomainError(Exception):
 class NotFoundError(DomainError, Http404):
     """Missing and not-yours alike. Also an Http404, so plain Django views answer 404 too."""
 
-    status_code = status.HTTP_404_NOT_FOUND
+    status_code = HTTPStatus.NOT_FOUND
     code = "not_found"
 
 
 class ConflictError(DomainError):
-    status_code = status.HTTP_409_CONFLICT
+    status_code = HTTPStatus.CONFLICT
     code = "conflict"
 
 
 class ForbiddenError(DomainError):
-    status_code = status.HTTP_403_FORBIDDEN
+    status_code = HTTPStatus.FORBIDDEN
     code = "permission_denied"
 
 
 class PayloadTooLargeError(DomainError):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    status_code = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
     code = "too_large"

@@ -70,6 +70,7 @@ TEMPLATES = [
                 "django.template.context_processors.i18n",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "vendor.context_processors.membership",
             ],
             "libraries": {"web": "calculet.web_tags"},
         },

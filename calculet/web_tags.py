@@ -2,7 +2,7 @@
 
 from django import template
 
-from calculet import web
+from calculet import labels
 
 register = template.Library()
 
@@ -10,7 +10,7 @@ register = template.Library()
 @register.filter(name="label")
 def label_filter(value, kind):
     """`{{ question.state|label:"state" }}`: the translated label of a stored value."""
-    return web.label(kind, value)
+    return labels.label(kind, value)
 
 
 @register.filter

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from acceptance import views as acceptance_views
+from acceptance.views import capabilities, dashboard, questions
 from evidence import views as evidence_views
 from vendor import views as vendor_views
 
@@ -15,19 +15,19 @@ urlpatterns = [
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
-    path("", acceptance_views.dashboard, name="dashboard"),
-    path("vendor/", vendor_views.vendor_home, name="vendor-home"),
-    path("questions/", vendor_views.question_list, name="question-list"),
-    path("questions/bulk-assign", vendor_views.question_bulk_assign_view, name="question-bulk-assign"),
-    path("questions/<str:code>/", vendor_views.question_detail, name="question-detail"),
-    path("questions/<str:code>/edit", vendor_views.question_edit, name="question-edit"),
-    path("questions/<str:code>/ticket", vendor_views.question_ticket, name="question-ticket"),
+    path("", dashboard.dashboard, name="dashboard"),
+    path("vendor/", dashboard.vendor_home, name="vendor-home"),
+    path("questions/", questions.question_list, name="question-list"),
+    path("questions/bulk-assign", questions.question_bulk_assign_view, name="question-bulk-assign"),
+    path("questions/<str:code>/", questions.question_detail, name="question-detail"),
+    path("questions/<str:code>/edit", questions.question_edit, name="question-edit"),
+    path("questions/<str:code>/ticket", questions.question_ticket, name="question-ticket"),
     path("evidence/", evidence_views.evidence_register, name="evidence-register"),
     path("capabilities/", evidence_views.capability_matrix, name="capability-matrix"),
-    path("capabilities/<slug:slug>/", evidence_views.capability_detail, name="capability-detail"),
-    path("capabilities/<slug:slug>/promote", evidence_views.capability_promote_view, name="capability-promote"),
-    path("runs/<int:run_id>/rerun", acceptance_views.run_rerun_view, name="run-rerun"),
-    path("audit/", acceptance_views.audit_log, name="audit-log"),
+    path("capabilities/<slug:slug>/", capabilities.capability_detail, name="capability-detail"),
+    path("capabilities/<slug:slug>/promote", capabilities.capability_promote_view, name="capability-promote"),
+    path("runs/<int:run_id>/rerun", questions.run_rerun_view, name="run-rerun"),
+    path("audit/", vendor_views.audit_log, name="audit-log"),
     path("reports/", evidence_views.reports, name="reports"),
     path("reports/checklist.<str:fmt>", evidence_views.report_checklist, name="report-checklist"),
     path("reports/capability-matrix.csv", evidence_views.report_capability_matrix, name="report-capability-matrix"),

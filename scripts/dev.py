@@ -54,6 +54,7 @@ def test() -> None:
     }
     sh(PYTHON, "-m", "ruff", "check", ".", env=env)
     sh(PYTHON, "-m", "mypy", env=env)
+    sh(VENV / "bin" / "lint-imports", env=env)
     sh(PYTHON, "manage.py", "check", env=env)
     sh(PYTHON, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
     sh(PYTHON, "-m", "pytest", *sys.argv[2:], env=env)

@@ -1,17 +1,23 @@
-"""Every object a user reaches is fetched here.
+"""Who may see and do what: the one place that decides it, for pages, the API, services and tasks alike.
 
-Members of the integration team's organisation see everything; a vendor organisation's members see only
-the questions put to their organisation and their organisation's own answers, artifacts, uploads and
-runs. The `*_for_user(user, key)` functions raise `NotFoundError` (an `Http404` too) for a missing object
-and for another organisation's object alike, so a response never tells the two apart.
+Members of the integration team's organisation (roles pm, operator, viewer) see every question, answer,
+artifact and run; a vendor organisation's members see only what belongs to their organisation. What
+"belongs" means is written once per model in `VISIBILITY`, as the organisation fields that must all be
+the user's organisation. Other apps' models are named by label so that this module, at the bottom of
+the apps, imports none of them (docs/architecture.md).
+
+`objects_for_user` narrows a queryset to what the user may see; `object_for_user` fetches one object and
+raises `NotFoundError` (an `Http404` too) for a missing object and another organisation's alike, so a
+response never tells the two apart. The `may_*` predicates answer everything else.
 """
 
-from django.core.exceptions import ValidationError
-from django.db.models import QuerySet
+from dataclasses import dataclass
 
-from acceptance.models import Run
+from django.core.exceptions import ValidationError
+from django.db.models import Manager, Q, QuerySet
+
 from calculet.errors import NotFoundError
-from vendor.models import Answer, Artifact, Membership, Organisation, Question, Upload
+from vendor.models import Membership, Organisation
 
 
 def user_membership(user) -> Membership | None:
@@ -33,8 +39,13 @@ def user_organisation(user) -> Organisation | None:
     return membership.organisation if membership is not None else None
 
 
-def user_sees_all(user) -> bool:
-    """True for members of the integration team's organisation (roles pm, operator, viewer)."""
+def may_open_pages(user) -> bool:
+    """Anyone with a membership: the team, and vendor engineers read-only."""
+    return user_membership(user) is not None
+
+
+def may_see_all(user) -> bool:
+    """Members of the integration team's organisation (roles pm, operator, viewer)."""
     membership = user_membership(user)
     return (
         membership is not None
@@ -43,100 +54,66 @@ def user_sees_all(user) -> bool:
     )
 
 
-def user_is_pm(user) -> bool:
-    return user_sees_all(user) and user_role(user) == Membership.PM
+def is_vendor_member(user) -> bool:
+    return may_open_pages(user) and not may_see_all(user)
 
 
-def _vendor_organisation_id(user) -> int | None:
+def may_act_as_pm(user) -> bool:
+    """A PM of the integration team, or a superuser (who works in the admin): triage, re-runs, promotions."""
+    if user is not None and user.is_active and user.is_superuser:
+        return True
+    return may_see_all(user) and user_role(user) == Membership.PM
+
+
+def may_read_audit(user) -> bool:
+    """The audit log names every organisation's objects: PMs only, in the browser and the API alike."""
+    return may_act_as_pm(user)
+
+
+def may_answer(user) -> bool:
+    return user_role(user) == Membership.VENDOR
+
+
+@dataclass(frozen=True)
+class Visibility:
+    """Who outside the integration team sees a model's rows: those whose `owners` fields all name the
+    user's organisation. `team_sees_all` False keeps rows private to their organisation, team included."""
+
+    owners: tuple[str, ...]
+    team_sees_all: bool = True
+
+
+VISIBILITY: dict[str, Visibility] = {
+    "vendor.organisation": Visibility(owners=("pk",)),
+    "vendor.question": Visibility(owners=("organisation",)),
+    # A question once put to another vendor keeps that vendor's answers, chains and runs: theirs alone.
+    "vendor.answer": Visibility(owners=("organisation", "question__organisation")),
+    "vendor.artifact": Visibility(owners=("organisation",)),
+    "vendor.upload": Visibility(owners=("organisation",), team_sees_all=False),
+    "acceptance.chain": Visibility(owners=("answer__organisation", "question__organisation")),
+    "acceptance.run": Visibility(owners=("answer__organisation", "chain__question__organisation")),
+}
+
+
+def objects_for_user(user, rows: QuerySet | Manager) -> QuerySet:
+    """The rows of `rows` the user may see."""
+    queryset = rows.all()
+    visibility = VISIBILITY[queryset.model._meta.label_lower]
+    if visibility.team_sees_all and may_see_all(user):
+        return queryset
     membership = user_membership(user)
-    return membership.organisation_id if membership is not None else None
+    if membership is None:
+        return queryset.none()
+    return queryset.filter(Q(**dict.fromkeys(visibility.owners, membership.organisation_id)))
 
 
-def questions_for_user(user) -> QuerySet[Question]:
-    if user_sees_all(user):
-        return Question.objects.all()
-    organisation_id = _vendor_organisation_id(user)
-    if organisation_id is None:
-        return Question.objects.none()
-    return Question.objects.filter(organisation_id=organisation_id)
-
-
-def question_for_user(user, code: str) -> Question:
-    question = questions_for_user(user).filter(code=str(code).upper()).first()
-    if question is None:
-        raise NotFoundError(f"Question {code} not found.")
-    return question
-
-
-def answers_for_user(user) -> QuerySet[Answer]:
-    if user_sees_all(user):
-        return Answer.objects.all()
-    organisation_id = _vendor_organisation_id(user)
-    if organisation_id is None:
-        return Answer.objects.none()
-    return Answer.objects.filter(organisation_id=organisation_id, question__organisation_id=organisation_id)
-
-
-def answer_for_user(user, answer_id, *, question: Question | None = None) -> Answer:
-    answers = answers_for_user(user)
-    if question is not None:
-        answers = answers.filter(question=question)
-    answer = _by_id(answers, answer_id)
-    if answer is None:
-        raise NotFoundError(f"Answer {answer_id} not found.")
-    return answer
-
-
-def artifacts_for_user(user) -> QuerySet[Artifact]:
-    if user_sees_all(user):
-        return Artifact.objects.all()
-    organisation_id = _vendor_organisation_id(user)
-    if organisation_id is None:
-        return Artifact.objects.none()
-    return Artifact.objects.filter(organisation_id=organisation_id)
-
-
-def artifact_for_user(user, artifact_id) -> Artifact:
-    artifact = _by_id(artifacts_for_user(user), artifact_id)
-    if artifact is None:
-        raise NotFoundError(f"Artifact {artifact_id} not found.")
-    return artifact
-
-
-def uploads_for_user(user) -> QuerySet[Upload]:
-    """Uploads are private to their organisation, integration team included."""
-    organisation_id = _vendor_organisation_id(user)
-    if organisation_id is None:
-        return Upload.objects.none()
-    return Upload.objects.filter(organisation_id=organisation_id)
-
-
-def upload_for_user(user, upload_id) -> Upload:
-    upload = _by_id(uploads_for_user(user), upload_id)
-    if upload is None:
-        raise NotFoundError(f"Upload {upload_id} not found.")
-    return upload
-
-
-def runs_for_user(user) -> QuerySet[Run]:
-    """Runs of the chains of a vendor's own answers; every run (health checks too) for the integration team."""
-    if user_sees_all(user):
-        return Run.objects.all()
-    organisation_id = _vendor_organisation_id(user)
-    if organisation_id is None:
-        return Run.objects.none()
-    return Run.objects.filter(answer__organisation_id=organisation_id, chain__question__organisation_id=organisation_id)
-
-
-def run_for_user(user, run_id) -> Run:
-    run = _by_id(runs_for_user(user), run_id)
-    if run is None:
-        raise NotFoundError(f"Run {run_id} not found.")
-    return run
-
-
-def _by_id(queryset: QuerySet, object_id):
+def object_for_user(user, rows: QuerySet | Manager, **lookup):
+    """The one row matching `lookup` that the user may see; NotFoundError for missing and not-yours alike."""
     try:
-        return queryset.filter(pk=object_id).first()
-    except (TypeError, ValueError, ValidationError):
-        return None
+        found = objects_for_user(user, rows).filter(**lookup).first()
+    except (TypeError, ValueError, ValidationError):  # an id of the wrong shape matches nothing
+        found = None
+    if found is None:
+        model = rows.model._meta.verbose_name.capitalize()
+        raise NotFoundError(f"{model} {' '.join(str(value) for value in lookup.values())} not found.")
+    return found

@@ -7,7 +7,17 @@ never satisfies an element.
 import re
 from dataclasses import dataclass, field
 
-ELEMENTS = ["version", "executable_asset", "minimal_example", "error_path", "golden", "compatibility_range"]
+from django.utils.translation import gettext_lazy as _
+
+ELEMENT_LABELS = {
+    "version": _("version"),
+    "executable_asset": _("executable asset"),
+    "minimal_example": _("minimal example"),
+    "error_path": _("error path"),
+    "golden": _("golden"),
+    "compatibility_range": _("compatibility range"),
+}
+ELEMENTS = list(ELEMENT_LABELS)
 COMPATIBILITY_KEYS = ["calrt", "driver", "firmware", "chip"]
 VERSION_PATTERN = re.compile(r"^v?[0-9]+(\.[0-9]+){1,3}([-+.][0-9A-Za-z.]+)?$")
 

@@ -3,6 +3,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from vendor import states
 
@@ -10,7 +12,7 @@ from vendor import states
 class Organisation(models.Model):
     INTEGRATOR = "integrator"
     VENDOR = "vendor"
-    KINDS = [(INTEGRATOR, "Integration team"), (VENDOR, "Vendor")]
+    KINDS = [(INTEGRATOR, _("Integration team")), (VENDOR, _("Vendor"))]
 
     slug = models.SlugField(unique=True)
     name = models.CharField(max_length=200)
@@ -34,7 +36,7 @@ class Membership(models.Model):
     VENDOR = "vendor"
     OPERATOR = "operator"
     VIEWER = "viewer"
-    ROLES = [(PM, "PM"), (VENDOR, "Vendor engineer"), (OPERATOR, "Operator"), (VIEWER, "Viewer")]
+    ROLES = [(PM, _("PM")), (VENDOR, _("Vendor engineer")), (OPERATOR, _("Operator")), (VIEWER, _("Viewer"))]
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="membership")
     organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="memberships")
@@ -147,18 +149,22 @@ class Artifact(models.Model):
     RUNNER_BUNDLE = "runner_bundle"
     DOCUMENT = "document"
     KINDS = [
-        (CALBIN, "calbin package"),
-        (SDK, "SDK"),
-        (CONTAINER_IMAGE, "container image"),
-        (GOLDEN, "golden tensors"),
-        (RUNNER_BUNDLE, "runner bundle"),
-        (DOCUMENT, "document"),
+        (CALBIN, _("calbin package")),
+        (SDK, _("SDK")),
+        (CONTAINER_IMAGE, _("container image")),
+        (GOLDEN, _("golden tensors")),
+        (RUNNER_BUNDLE, _("runner bundle")),
+        (DOCUMENT, _("document")),
     ]
 
     PENDING = "pending"
     VERIFIED = "verified"
     REJECTED = "rejected"
-    STATES = [(PENDING, "Pending"), (VERIFIED, "Verified"), (REJECTED, "Rejected")]
+    STATES = [
+        (PENDING, pgettext_lazy("artifact state", "Pending")),
+        (VERIFIED, pgettext_lazy("artifact state", "Verified")),
+        (REJECTED, pgettext_lazy("artifact state", "Rejected")),
+    ]
 
     organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="artifacts")
     kind = models.CharField(max_length=20, choices=KINDS)
@@ -214,9 +220,6 @@ class Answer(models.Model):
     organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="answers")
     revision = models.PositiveIntegerField()
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="answers")
-    capability = models.ForeignKey(
-        "evidence.Capability", null=True, blank=True, on_delete=models.PROTECT, related_name="answers"
-    )
     summary = models.TextField(blank=True)
     # The six elements of section 13.
     version = models.CharField(max_length=100, blank=True)

@@ -1,76 +1,87 @@
-"""Reads for the API and pages: what a user may see (through `vendor.access`), fetched in a fixed number of
-queries whatever the number of rows."""
+"""Reads of the vendor app's rows for the pages and the API alike, scoped by `vendor.access`, each in a fixed
+number of queries whatever the number of rows."""
 
-from collections import defaultdict
-
+from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, QuerySet
 
-from acceptance.models import Chain, Run
-from acceptance.selectors import RUN_SUMMARY_DEFER, chains_stages
-from evidence.models import Capability
-from vendor.access import answers_for_user, artifacts_for_user, questions_for_user, runs_for_user, uploads_for_user
-from vendor.models import Answer, Artifact, Question, Upload
+from calculet.models import AuditEntry
+from vendor import states
+from vendor.access import objects_for_user
+from vendor.models import Answer, ApiToken, Artifact, Organisation, Question, Section, Upload
 
 
 def question_list(*, user) -> QuerySet[Question]:
-    return (
-        questions_for_user(user)
-        .select_related("section", "assignee", "organisation")
-        .prefetch_related(Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")))
-    )
+    return objects_for_user(user, Question.objects).select_related("section", "assignee", "organisation")
 
 
 def answer_list(*, user, question: Question | None = None) -> QuerySet[Answer]:
-    answers = answers_for_user(user)
+    answers = objects_for_user(user, Answer.objects)
     if question is not None:
         answers = answers.filter(question=question)
     return (
-        answers.select_related("question", "organisation", "author", "capability")
+        answers.select_related("question", "organisation", "author", "minimal_example_artifact")
         .prefetch_related(
-            Prefetch("executable_assets", queryset=Artifact.objects.only("id")),
-            Prefetch("golden_artifacts", queryset=Artifact.objects.only("id")),
+            Prefetch("executable_assets", queryset=Artifact.objects.order_by("pk")),
+            Prefetch("golden_artifacts", queryset=Artifact.objects.order_by("pk")),
         )
         .order_by("-revision", "-id")
     )
 
 
 def artifact_list(*, user) -> QuerySet[Artifact]:
-    return artifacts_for_user(user).select_related("organisation", "uploaded_by", "blob")
+    return objects_for_user(user, Artifact.objects).select_related("organisation", "uploaded_by", "blob")
 
 
 def upload_list(*, user) -> QuerySet[Upload]:
-    return uploads_for_user(user).select_related("organisation", "artifact")
+    return objects_for_user(user, Upload.objects).select_related("organisation", "artifact")
 
 
-def question_chains(*, user, questions) -> dict[int, list[dict]]:
-    """Per question id, its acceptance chains (on the answers the user may see) with each stage's state and
-    latest run. Two queries whatever the number of questions, chains or runs."""
-    chains = list(
-        Chain.objects.filter(question__in=[question.pk for question in questions], answer__in=answers_for_user(user))
-        .select_related("target", "capability")
-        .order_by("capability__position", "capability__slug", "target__kind", "target__slug")
-    )
-    stages_by_chain = chains_stages(chains)
-    result: dict[int, list[dict]] = defaultdict(list)
-    for chain in chains:
-        result[chain.question_id].append(
-            {
-                "capability": chain.capability.slug if chain.capability_id else None,
-                "target": chain.target.slug,
-                "answer": chain.answer_id,
-                "stages": [
-                    {"stage": stage, "state": state, "run": run.pk if run else None}
-                    for stage, state, run in stages_by_chain[chain.pk]
-                ],
-            }
-        )
-    return result
+def organisation_list(*, user) -> QuerySet[Organisation]:
+    return objects_for_user(user, Organisation.objects)
 
 
-def run_list(*, user) -> QuerySet[Run]:
+def organisations() -> QuerySet[Organisation]:
+    """Every organisation, for resolving a slug a PM gives; `question_update` decides which may be used."""
+    return Organisation.objects.all()
+
+
+def vendor_organisations() -> QuerySet[Organisation]:
+    """The organisations a question can be put to."""
+    return Organisation.objects.filter(kind=Organisation.VENDOR)
+
+
+def team_members():
+    """People a question can be assigned to: the integration team's members."""
     return (
-        runs_for_user(user)
-        .select_related("target", "chain__question", "chain__capability")
-        .prefetch_related(Prefetch("artifacts", queryset=Artifact.objects.only("id")))
-        .defer(*RUN_SUMMARY_DEFER)
+        get_user_model()
+        .objects.filter(is_active=True, membership__organisation__kind=Organisation.INTEGRATOR)
+        .order_by("username")
     )
+
+
+def section_list() -> QuerySet[Section]:
+    return Section.objects.all()
+
+
+def token_list(*, user) -> QuerySet[ApiToken]:
+    """A user's own API tokens: nobody, the team included, lists another's."""
+    return ApiToken.objects.filter(user=user)
+
+
+def audit_entries() -> QuerySet[AuditEntry]:
+    """The audit log, newest first; only for those `vendor.access.may_read_audit` lets in."""
+    return AuditEntry.objects.order_by("-id")
+
+
+def open_questions() -> QuerySet[Question]:
+    """Questions neither closed nor deferred, grouped by the organisation they are put to."""
+    return (
+        Question.objects.exclude(state__in=[states.CLOSED, states.DEFERRED])
+        .select_related("organisation", "assignee", "section")
+        .order_by("organisation__slug", "number")
+    )
+
+
+def active_users():
+    """People who can be named as an assignee; `question_update` decides which of them may be."""
+    return get_user_model().objects.filter(is_active=True)

@@ -1,5 +1,8 @@
 """Question states and the transitions a person may make between them. No ORM here."""
 
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
 NEW = "new"
 ASKED = "asked"
 ANSWERED = "answered"
@@ -8,12 +11,12 @@ CLOSED = "closed"
 DEFERRED = "deferred"
 
 QUESTION_STATES = [
-    (NEW, "New"),
-    (ASKED, "Asked"),
-    (ANSWERED, "Answered"),
-    (VERIFYING, "Verifying"),
-    (CLOSED, "Closed"),
-    (DEFERRED, "Deferred"),
+    (NEW, pgettext_lazy("question state", "New")),
+    (ASKED, pgettext_lazy("question state", "Asked")),
+    (ANSWERED, pgettext_lazy("question state", "Answered")),
+    (VERIFYING, pgettext_lazy("question state", "Verifying")),
+    (CLOSED, pgettext_lazy("question state", "Closed")),
+    (DEFERRED, pgettext_lazy("question state", "Deferred")),
 ]
 
 # A PM moves questions along these edges by hand. Answers and chain verdicts move them too
@@ -28,10 +31,10 @@ QUESTION_TRANSITIONS: dict[str, frozenset[str]] = {
 }
 
 PRIORITIES = [
-    ("p0", "P0 — blocking"),
-    ("p1", "P1 — high"),
-    ("p2", "P2 — normal"),
-    ("p3", "P3 — low"),
+    ("p0", _("P0 — blocking")),
+    ("p1", _("P1 — high")),
+    ("p2", _("P2 — normal")),
+    ("p3", _("P3 — low")),
 ]
 
 

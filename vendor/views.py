@@ -1,399 +1,48 @@
-"""Browser pages for questions: the triage list with in-place edits, the question page, the vendor's own view."""
-
-import datetime
-from urllib.parse import urlsplit
+"""The audit log's browser page, for those `vendor.access.may_read_audit` lets in."""
 
 from django import forms
-from django.contrib.auth import get_user_model
 from django.core.paginator import Paginator
-from django.db.models import F, Prefetch, Q
-from django.http import Http404, HttpResponseRedirect, QueryDict
-from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
-from django.views.decorators.http import require_POST
 
-from acceptance.selectors import RUN_SUMMARY_DEFER
-from acceptance.views import POSITIONS, question_chain_context, question_positions
 from calculet import web
-from calculet.errors import DomainError
-from evidence.models import EvidenceItem
-from vendor.access import (
-    answers_for_user,
-    artifacts_for_user,
-    question_for_user,
-    questions_for_user,
-    runs_for_user,
-    user_is_pm,
-    user_organisation,
-    user_sees_all,
-)
-from vendor.claim import ELEMENTS
-from vendor.models import Organisation, Question, Section
-from vendor.services.questions import question_bulk_assign, question_update
+from vendor.access import may_read_audit
+from vendor.selectors import audit_entries
 
-PAGE_SIZE = 25
-VENDOR_ARTIFACT_LIMIT = 100
-VENDOR_RUN_LIMIT = 50
-SORTS = {
-    "code": (F("number").asc(),),
-    "priority": (F("priority").asc(), F("number").asc()),
-    "due": (F("due_date").asc(nulls_last=True), F("number").asc()),
-    "-due": (F("due_date").desc(nulls_last=True), F("number").asc()),
-    "state": (F("state").asc(), F("number").asc()),
-    "assignee": (F("assignee__username").asc(nulls_last=True), F("number").asc()),
-    "-updated": (F("updated_at").desc(), F("number").asc()),
-}
-ROW_FIELDS = frozenset({"assignee", "priority", "due_date", "state"})
-TICKET_FIELDS = ROW_FIELDS | {"organisation"}
-SORT_CHOICES = [
-    ("code", _("Code")),
-    ("priority", _("Priority")),
-    ("due", _("Due date, soonest first")),
-    ("-due", _("Due date, latest first")),
-    ("state", _("State")),
-    ("assignee", _("Assignee")),
-    ("-updated", _("Last changed first")),
-]
+AUDIT_PAGE_SIZE = 50
 
 
-def team_members():
-    """People a question can be assigned to: the integration team's members."""
-    return (
-        get_user_model()
-        .objects.filter(is_active=True, membership__organisation__kind=Organisation.INTEGRATOR)
-        .order_by("username")
-    )
+class AuditFilterForm(forms.Form):
+    actor = forms.CharField(required=False, label=_("Actor"))
+    object_type = forms.CharField(required=False, label=_("Object type"))
+    object_id = forms.CharField(required=False, label=_("Object id"))
+    action = forms.CharField(required=False, label=_("Action"))
 
-
-class QuestionFilterForm(forms.Form):
-    q = forms.CharField(required=False, label=_("Text"))
-    section = forms.ChoiceField(required=False, label=_("Section"))
-    state = forms.ChoiceField(required=False, label=_("State"))
-    priority = forms.ChoiceField(required=False, label=_("Priority"))
-    organisation = forms.ChoiceField(required=False, label=_("Organisation"))
-    assignee = forms.ChoiceField(required=False, label=_("Assignee"))
-    stage = forms.ChoiceField(required=False, label=_("Chain stage"))
-    theme = forms.ChoiceField(required=False, label=_("Blocks"))
-    sort = forms.ChoiceField(required=False, label=_("Sort"))
-
-    def __init__(self, data, *, sections, organisations, assignees):
-        super().__init__(data)
-        anything = [("", _("any"))]
-        self.fields["section"].choices = anything + [(s.code, f"{s.code} {s.title}") for s in sections]
-        self.fields["state"].choices = anything + web.choices("state")
-        self.fields["priority"].choices = anything + web.choices("priority")
-        self.fields["organisation"].choices = anything + [(o.slug, o.name) for o in organisations]
-        self.fields["assignee"].choices = (
-            anything + [("none", _("nobody"))] + [(str(u.pk), u.username) for u in assignees]
-        )
-        self.fields["stage"].choices = [
-            *anything,
-            ("none", _("no chain yet")),
-            *((position, web.label("stage", position)) for position in POSITIONS),
-        ]
-        themes = sorted({s.blocks for s in sections if s.blocks})
-        self.fields["theme"].choices = anything + [(theme, theme) for theme in themes]
-        self.fields["sort"].choices = SORT_CHOICES
-
-    def filter(self, questions, positions: dict[int, str]):
+    def filter(self, entries):
         data = self.cleaned_data if self.is_valid() else {}
-        if text := data.get("q", "").strip():
-            questions = questions.filter(
-                Q(code__icontains=text)
-                | Q(question__icontains=text)
-                | Q(acceptance__icontains=text)
-                | Q(section__title__icontains=text)
-                | Q(section__theme__icontains=text)
-                | Q(answers__summary__icontains=text)
-            ).distinct()
-        if data.get("section"):
-            questions = questions.filter(section__code=data["section"])
-        if data.get("state"):
-            questions = questions.filter(state=data["state"])
-        if data.get("priority"):
-            questions = questions.filter(priority=data["priority"])
-        if data.get("organisation"):
-            questions = questions.filter(organisation__slug=data["organisation"])
-        if data.get("assignee") == "none":
-            questions = questions.filter(assignee__isnull=True)
-        elif data.get("assignee"):
-            questions = questions.filter(assignee_id=int(data["assignee"]))
-        if data.get("stage") == "none":
-            questions = questions.exclude(pk__in=list(positions))
-        elif data.get("stage"):
-            questions = questions.filter(pk__in=[pk for pk, position in positions.items() if position == data["stage"]])
-        if data.get("theme"):
-            questions = questions.filter(section__blocks=data["theme"])
-        return questions.order_by(*SORTS[data.get("sort") or "code"])
+        if actor := data.get("actor", "").strip():
+            entries = entries.filter(actor_label=actor)
+        if object_type := data.get("object_type", "").strip():
+            entries = entries.filter(object_type=object_type)
+        if object_id := data.get("object_id", "").strip():
+            entries = entries.filter(object_id=object_id)
+        if action := data.get("action", "").strip():
+            entries = entries.filter(action__startswith=action)
+        return entries
 
 
-def _question_list_context(request, params: QueryDict):
-    sections = list(Section.objects.all())
-    organisations = list(Organisation.objects.filter(kind=Organisation.VENDOR))
-    assignees = list(team_members())
-    form = QuestionFilterForm(params, sections=sections, organisations=organisations, assignees=assignees)
-    positions = question_positions()
-    questions = form.filter(
-        questions_for_user(request.user).select_related("section", "assignee", "organisation"), positions
-    )
-    page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
-    for question in page:
-        question.position = positions.get(question.pk, "")
-    return {
-        "form": form,
-        "page": page,
-        "params": params,
-        "list_url": f"{request.path}?{params.urlencode()}" if params else request.path,
-        "assignees": assignees,
-        "state_choices": web.choices("state"),
-        "priority_choices": web.choices("priority"),
-        "can_edit": user_is_pm(request.user),
-        "sort": form.cleaned_data.get("sort") if form.is_valid() else "",
-    }
+def _changes(entry):
+    """The fields an entry changed, as (field, before, after), from its before/after snapshots."""
+    before = entry.before if isinstance(entry.before, dict) else {}
+    after = entry.after if isinstance(entry.after, dict) else {}
+    keys = list(dict.fromkeys([*before, *after]))
+    return [(key, before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)]
 
 
-@web.internal_page
-def question_list(request):
-    context = _question_list_context(request, request.GET)
-    return web.render_page(request, "vendor/question-list.html", context, partial="question-table", nav="questions")
-
-
-def _safe_next(request, fallback: str) -> str:
-    target = request.POST.get("next", "")
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
-        return target
-    return fallback
-
-
-def _parse_row_changes(post, question) -> tuple[dict, dict]:
-    """The posted row turned into changes against the stored question, and the input errors found."""
-    errors = {}
-    wanted = {}
-    if "assignee" in post:
-        assignee_id = post["assignee"]
-        if assignee_id == "":
-            wanted["assignee"] = None
-        elif assignee_id.isdigit() and (user := get_user_model().objects.filter(pk=assignee_id).first()):
-            wanted["assignee"] = user
-        else:
-            errors["assignee"] = _("Choose a person from the list.")
-    for field in ("priority", "state"):
-        if field in post:
-            wanted[field] = post[field]
-    if "due_date" in post:
-        due = post["due_date"].strip()
-        try:
-            wanted["due_date"] = datetime.date.fromisoformat(due) if due else None
-        except ValueError:
-            errors["due_date"] = _("Enter a date as YYYY-MM-DD.")
-    current = {
-        "assignee": question.assignee,
-        "priority": question.priority,
-        "state": question.state,
-        "due_date": question.due_date,
-    }
-    changes = {field: value for field, value in wanted.items() if value != current[field]}
-    return changes, errors
-
-
-def _visible_question(user, code) -> Question:
-    question = questions_for_user(user).select_related("section", "assignee", "organisation").filter(code=code).first()
-    if question is None:
-        raise Http404
-    question.position = question_positions().get(question.pk, "")
-    return question
-
-
-@require_POST
-@web.pm_page
-def question_edit(request, code):
-    """Apply one row of the list: assignee, priority, due date and state, through the question service."""
-    question = _visible_question(request.user, code)
-    changes, errors = _parse_row_changes(request.POST, question)
-    if changes and not errors:
-        try:
-            question_update(actor=request.user, question=question, **changes)
-        except DomainError as error:
-            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
-    next_url = _safe_next(request, reverse("question-list"))
-    if not web.wants_partial(request):
-        if not errors:
-            return HttpResponseRedirect(next_url)
-        # Without htmx the whole list comes back, with the errors beside the row that caused them.
-        context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
-        context.update(row_errors={question.code: errors}, list_url=next_url)
-        return web.render_page(request, "vendor/question-list.html", context, nav="questions", status=400)
-    context = {
-        "question": _visible_question(request.user, code) if not errors else question,
-        "errors": errors,
-        "saved": bool(changes) and not errors,
-        "assignees": list(team_members()),
-        "state_choices": web.choices("state"),
-        "priority_choices": web.choices("priority"),
-        "can_edit": True,
-        "list_url": next_url,
-    }
-    return web.render_page(request, "vendor/question-list.html", context, partial="question-row", nav="questions")
-
-
-@require_POST
-@web.pm_page
-def question_bulk_assign_view(request):
-    next_url = _safe_next(request, reverse("question-list"))
-    params = QueryDict(urlsplit(next_url).query)
-    codes = request.POST.getlist("code")
-    assignee_id = request.POST.get("assignee", "")
-    bulk_error = ""
-    bulk_done = ""
-    assignee = get_user_model().objects.filter(pk=assignee_id).first() if assignee_id.isdigit() else None
-    questions = list(questions_for_user(request.user).filter(code__in=codes))
-    if not codes:
-        bulk_error = _("Tick at least one question.")
-    elif len(questions) != len(set(codes)):
-        raise Http404
-    elif assignee_id and assignee is None:
-        bulk_error = _("Choose a person from the list.")
-    else:
-        try:
-            question_bulk_assign(actor=request.user, questions=questions, assignee=assignee)
-        except DomainError as error:
-            bulk_error = error.message
-        else:
-            bulk_done = ngettext(
-                "Assigned %(count)d question to %(name)s.", "Assigned %(count)d questions to %(name)s.", len(questions)
-            ) % {"count": len(questions), "name": assignee.username if assignee else _("nobody")}
-    if not web.wants_partial(request) and not bulk_error:
-        return HttpResponseRedirect(next_url)
-    context = _question_list_context(request, params)
-    context.update(bulk_error=bulk_error, bulk_done=bulk_done, list_url=next_url)
-    return web.render_page(
-        request,
-        "vendor/question-list.html",
-        context,
-        partial="question-table",
-        nav="questions",
-        status=200 if not bulk_error or web.wants_partial(request) else 400,
-    )
-
-
-def _question_page_context(request, question):
-    answers = list(
-        answers_for_user(request.user)
-        .filter(question=question)
-        .select_related("organisation", "author", "capability", "minimal_example_artifact")
-        .prefetch_related("executable_assets", "golden_artifacts")
-        .order_by("organisation__slug", "-revision")
-    )
-    artifacts = {}
-    for answer in answers:
-        answer.checklist = [(element, element not in answer.missing) for element in ELEMENTS]
-        linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
-        if answer.minimal_example_artifact:
-            linked.append(answer.minimal_example_artifact)
-        for artifact in linked:
-            artifacts.setdefault(artifact.pk, artifact)
-    sees_all = user_sees_all(request.user)
-    capabilities = []
-    if sees_all:
-        capabilities = list(
-            question.capabilities.prefetch_related(
-                Prefetch("evidence", queryset=EvidenceItem.objects.prefetch_related("grades", "statuses"))
-            )
-        )
-    return {
-        **question_chain_context(question, request.user),
-        "question": question,
-        "answers": answers,
-        "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
-        "capabilities": capabilities,
-        "sees_all": sees_all,
-        "can_edit": user_is_pm(request.user),
-    }
-
-
-def _ticket_context(question, errors=None, saved=False):
-    return {
-        "ticket_errors": errors or {},
-        "ticket_saved": saved,
-        "organisations": list(Organisation.objects.filter(kind=Organisation.VENDOR)),
-        "assignees": list(team_members()),
-        "state_choices": web.choices("state"),
-        "priority_choices": web.choices("priority"),
-    }
-
-
-def _question_page(request, code):
-    question = question_for_user(request.user, code)
-    return Question.objects.select_related("section", "assignee", "organisation").get(pk=question.pk)
-
-
-@web.member_page
-def question_detail(request, code):
-    """The question page; vendors reach only their own organisation's questions, read-only."""
-    question = _question_page(request, code)
-    if web.wants_partial(request):
-        # The live part of the page: the chain, polled while one of its runs is waiting or running.
-        context = {"question": question, **question_chain_context(question, request.user)}
-        return web.render_page(request, "vendor/question-detail.html", context, partial="question-chain")
-    context = _question_page_context(request, question)
-    if context["can_edit"]:
-        context.update(_ticket_context(question))
-    nav = "questions" if context["sees_all"] else "vendor"
-    return web.render_page(request, "vendor/question-detail.html", context, nav=nav)
-
-
-@require_POST
-@web.pm_page
-def question_ticket(request, code):
-    """The question page's ticket form: organisation, assignee, priority, due date and state."""
-    question = _question_page(request, code)
-    changes, errors = _parse_row_changes(request.POST, question)
-    if "organisation" in request.POST:
-        slug = request.POST["organisation"]
-        organisation = Organisation.objects.filter(slug=slug).first() if slug else None
-        if slug and organisation is None:
-            errors["organisation"] = _("Choose an organisation from the list.")
-        elif organisation != question.organisation:
-            changes["organisation"] = organisation
-    if changes and not errors:
-        try:
-            question_update(actor=request.user, question=question, **changes)
-        except DomainError as error:
-            errors[error.field if error.field in TICKET_FIELDS else "form"] = error.message
-    if not errors and not web.wants_partial(request):
-        return HttpResponseRedirect(reverse("question-detail", args=[question.code]))
-    if not errors:
-        question = _question_page(request, code)
-    context = _question_page_context(request, question)
-    context.update(_ticket_context(question, errors, saved=bool(changes) and not errors))
-    return web.render_page(
-        request,
-        "vendor/question-detail.html",
-        context,
-        partial="question-ticket",
-        nav="questions",
-        status=200 if not errors or web.wants_partial(request) else 400,
-    )
-
-
-@web.vendor_page
-def vendor_home(request):
-    """A vendor's read-only view: the questions put to their organisation, their answers and artifacts."""
-    questions = list(questions_for_user(request.user).select_related("section").order_by("number"))
-    latest = {}
-    for answer in answers_for_user(request.user).filter(question__in=questions).order_by("question_id", "-revision"):
-        latest.setdefault(answer.question_id, answer)
-    for question in questions:
-        question.latest_answer = latest.get(question.pk)
-    context = {
-        "organisation": user_organisation(request.user),
-        "questions": questions,
-        "artifacts": artifacts_for_user(request.user).order_by("-created_at")[:VENDOR_ARTIFACT_LIMIT],
-        "runs": runs_for_user(request.user)
-        .select_related("chain__question", "target")
-        .defer(*RUN_SUMMARY_DEFER)
-        .order_by("-id")[:VENDOR_RUN_LIMIT],
-    }
-    return web.render_page(request, "vendor/vendor-home.html", context, nav="vendor")
+@web.page_for(may_read_audit)
+def audit_log(request):
+    form = AuditFilterForm(request.GET)
+    page = Paginator(form.filter(audit_entries()), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
+    for entry in page:
+        entry.changes = _changes(entry)
+    context = {"form": form, "page": page, "params": request.GET}
+    return web.render_page(request, "vendor/audit-log.html", context, partial="audit-table", nav="audit")

@@ -1,6 +1,7 @@
 """The acceptance app's service layer: chains, runs, targets and the promotion gate. Every entry point (API,
 browser, admin, tasks, management commands) calls these."""
 
+from acceptance.services.answers import answer_submit
 from acceptance.services.chains import chain_advance, chain_start, chain_start_for_answer, run_create, run_rerun
 from acceptance.services.execution import run_execute
 from acceptance.services.promotion import capability_promote, policy_current
@@ -15,6 +16,7 @@ from acceptance.services.targets import (
 )
 
 __all__ = [
+    "answer_submit",
     "capability_promote",
     "chain_advance",
     "chain_start",

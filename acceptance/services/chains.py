@@ -4,8 +4,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.models import Chain, Run, Target
-from acceptance.selectors import chain_stages, run_counts_as_current
+from acceptance.models import AnswerClaim, Chain, Run, Target
+from acceptance.selectors import chain_stages
 from acceptance.services.dispatch import run_send
 from acceptance.services.inputs import (
     AnswerInputs,
@@ -18,17 +18,19 @@ from acceptance.services.targets import target_accepts_runs, target_ensure_simul
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
+from evidence.models import Capability
 from vendor import states as question_states
-from vendor.access import user_is_pm
+from vendor.access import may_act_as_pm
 from vendor.models import Answer
 from vendor.services.questions import question_state_move
 
 
-def answer_capability(answer: Answer):
-    """The capability the answer's chain may move: the one it names, else the question's only one, else None
-    (the claim stage then fails and says why)."""
-    if answer.capability_id is not None:
-        return answer.capability
+def answer_capability(answer: Answer) -> Capability | None:
+    """The capability the answer's chains may move: the one it claims, else the question's only one, else
+    None (the claim stage then fails and says why)."""
+    claim = AnswerClaim.objects.select_related("capability").filter(answer=answer).first()
+    if claim is not None:
+        return claim.capability
     linked = list(answer.question.capabilities.all()[:2])
     return linked[0] if len(linked) == 1 else None
 
@@ -40,7 +42,7 @@ def chain_start_for_answer(answer_id: int) -> None:
     Called after the answer's transaction commits. An answer older than the one a chain already checks
     changes nothing on that chain. Idempotent: calling it again for the same answer starts nothing new.
     """
-    answer = Answer.objects.select_related("question", "capability").get(pk=answer_id)
+    answer = Answer.objects.select_related("question").get(pk=answer_id)
     capability = answer_capability(answer)
     target_ensure_simulator()
     for target in Target.objects.order_by("pk"):
@@ -138,9 +140,7 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
     the chain's current answer. Returns the run it created, if any.
     """
     rows = chain_stages(chain)
-    action, stage = stages.chain_next(
-        [(stage, state, run_counts_as_current(chain, stage, run)) for stage, state, run in rows]
-    )
+    action, stage = stages.chain_next(rows)
     if action == stages.RUN:
         return run_create(chain=chain, stage=stage, actor=actor, inputs=inputs)
     if action == stages.DONE:
@@ -193,7 +193,7 @@ def run_rerun(*, actor, run: Run) -> Run:
     """
     from acceptance.services.targets import target_health_check_start
 
-    if not (getattr(actor, "is_superuser", False) or user_is_pm(actor)):
+    if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may re-run a stage.")
     if run.state in stages.ACTIVE_STATES:
         raise ConflictError(f"Run {run.pk} is still {run.state}.", field="run")

@@ -11,19 +11,11 @@ from acceptance.services.inputs import AnswerInputs
 from acceptance.stages import FAIL, PASS
 from npu_sim import calbin as npu_calbin
 from npu_sim import compat as npu_compat
-from vendor.claim import claim_missing
+from vendor.claim import ELEMENT_LABELS, claim_missing
 from vendor.models import Artifact
 from vendor.services.artifacts import UnsafeArchiveError, archive_check
 from vendor.storage import blob_local_path, file_sha256
 
-ELEMENT_LABELS = {
-    "version": "version",
-    "executable_asset": "executable asset",
-    "minimal_example": "minimal example",
-    "error_path": "error path",
-    "golden": "golden",
-    "compatibility_range": "compatibility range",
-}
 RUNNER_MANIFEST = "runner.json"
 
 

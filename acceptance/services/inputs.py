@@ -58,7 +58,7 @@ def artifact_version(artifact: Artifact) -> dict:
         "kind": artifact.kind,
         "version": artifact.version,
         "file_name": artifact.file_name,
-        "sha256": artifact.blob.sha256 if artifact.blob_id else artifact.declared_sha256,
+        "sha256": artifact.blob.sha256 if artifact.blob else artifact.declared_sha256,
     }
 
 

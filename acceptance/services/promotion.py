@@ -13,7 +13,7 @@ from calculet.errors import DomainError, ForbiddenError
 from evidence.grades import STATUSES, status_rank
 from evidence.models import Capability
 from evidence.status_guard import gate_writes
-from vendor.access import user_is_pm
+from vendor.access import may_act_as_pm
 
 
 def policy_current() -> dict:
@@ -24,7 +24,7 @@ def _actor_may_promote(actor) -> bool:
     """A PM, a superuser in the admin, or a person at the server's shell (actor given as a label)."""
     if isinstance(actor, str) or actor is None:
         return True
-    return bool(getattr(actor, "is_superuser", False) or user_is_pm(actor))
+    return may_act_as_pm(actor)
 
 
 def _actor_label(actor) -> str:

@@ -9,7 +9,7 @@ from django.db.models import Count
 from _soak.traffic import Recorder
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run
-from acceptance.selectors import chains_stages, run_counts_as_current
+from acceptance.selectors import chains_stages
 from calculet.audit import audit_verify
 from vendor.models import Answer, Artifact
 
@@ -71,9 +71,7 @@ def run_figures(*, worker_count: int, window_seconds: float) -> dict:
     never_queued = []
     for chain in chains:
         rows = stage_rows[chain.pk]
-        action, stage = stages.chain_next(
-            [(name, state, run_counts_as_current(chain, name, run)) for name, state, run in rows]
-        )
+        action, stage = stages.chain_next(rows)
         positions[action] += 1
         if action == stages.RUN:
             never_queued.append(f"chain {chain.pk}: {stage}")

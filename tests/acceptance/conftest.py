@@ -9,6 +9,7 @@ import pytest
 
 from acceptance import stages
 from acceptance.models import Run, RunResult
+from acceptance.services import answer_submit
 from acceptance.services.targets import target_heartbeat
 from tests.factories import (
     complete_answer_data,
@@ -19,7 +20,6 @@ from tests.factories import (
     tar_bytes,
     tiny_calbin_bytes,
 )
-from vendor.services.answers import answer_submit
 
 
 @pytest.fixture

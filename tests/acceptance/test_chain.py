@@ -12,6 +12,7 @@ from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services import (
+    answer_submit,
     chain_advance,
     chain_start_for_answer,
     run_rerun,
@@ -25,7 +26,6 @@ from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
 from tests.acceptance.conftest import pass_stage, pass_stages
 from tests.factories import complete_answer_data, make_artifact
-from vendor.services.answers import answer_submit
 
 
 def states(chain) -> dict:

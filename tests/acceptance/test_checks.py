@@ -4,12 +4,11 @@ import pytest
 
 from acceptance import stages
 from acceptance.models import Chain, Target
-from acceptance.services import chain_start_for_answer, target_register
+from acceptance.services import answer_submit, chain_start_for_answer, target_register
 from acceptance.services.checks import stage_artifact, stage_claim
 from acceptance.services.inputs import answer_inputs
 from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
-from vendor.services.answers import answer_submit
 from vendor.storage import artifact_storage
 
 

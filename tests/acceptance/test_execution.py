@@ -5,11 +5,10 @@ import pytest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run
-from acceptance.services import capability_promote, chain_start_for_answer
+from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from acceptance.services.execution import run_execute
 from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, make_artifact
-from vendor.services.answers import answer_submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Target
-from acceptance.services import capability_promote, chain_start_for_answer, target_register
+from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
 from calculet.audit import audit_verify
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
@@ -19,7 +19,6 @@ from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
 from tests.acceptance.conftest import pass_stages
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_user
-from vendor.services.answers import answer_submit
 
 
 @pytest.fixture

@@ -34,19 +34,29 @@ def test_stage_state_follows_latest_run_on_current_inputs():
 
 
 def test_chain_next_runs_the_first_stage_not_passed_only_after_the_one_before():
-    rows = [(s, stages.PASSED, True) for s in stages.CHAIN_STAGES[:2]] + [
-        (s, stages.PENDING, False) for s in stages.CHAIN_STAGES[2:]
+    run = object()  # the stage's latest run; chain_next only asks whether there is one
+    rows = [(s, stages.PASSED, run) for s in stages.CHAIN_STAGES[:2]] + [
+        (s, stages.PENDING, None) for s in stages.CHAIN_STAGES[2:]
     ]
     assert stages.chain_next(rows) == (stages.RUN, stages.RUNNER)
-    rows[2] = (stages.RUNNER, stages.RUNNING, True)
+    rows[2] = (stages.RUNNER, stages.RUNNING, run)
     assert stages.chain_next(rows) == (stages.WAIT, stages.RUNNER)
-    rows[2] = (stages.RUNNER, stages.PENDING, True)  # a run waiting for its target
+    rows[2] = (stages.RUNNER, stages.PENDING, run)  # a run waiting for its target
     assert stages.chain_next(rows) == (stages.WAIT, stages.RUNNER)
-    rows[2] = (stages.RUNNER, stages.FAILED, True)
+    rows[2] = (stages.RUNNER, stages.FAILED, run)
     assert stages.chain_next(rows) == (stages.STOPPED, stages.RUNNER)
-    rows[1] = (stages.ARTIFACT, stages.STALE, False)
+    rows[1] = (stages.ARTIFACT, stages.STALE, run)  # its latest run ran on older inputs
     assert stages.chain_next(rows) == (stages.RUN, stages.ARTIFACT)
-    assert stages.chain_next([(s, stages.PASSED, True) for s in stages.CHAIN_STAGES]) == (stages.DONE, None)
+    assert stages.chain_next([(s, stages.PASSED, run) for s in stages.CHAIN_STAGES]) == (stages.DONE, None)
+
+
+def test_chain_position_is_the_first_stage_not_passed():
+    run = object()
+    rows = [(s, stages.PASSED, run) for s in stages.CHAIN_STAGES]
+    assert stages.chain_position(rows) == stages.DONE
+    rows[3] = (stages.GOLDEN, stages.FAILED, run)
+    rows[5] = (stages.INTEGRATION, stages.PENDING, None)
+    assert stages.chain_position(rows) == stages.GOLDEN
 
 
 def test_c2_needs_claim_and_artifact():

@@ -12,11 +12,10 @@ import pytest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
-from acceptance.services import capability_promote, chain_start_for_answer, runs_sweep
+from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
 from acceptance.services.targets import target_heartbeat
 from tests.acceptance.workers import BOARD_DOUBLE, Worker
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_question, runner_bundle_bytes
-from vendor.services.answers import answer_submit
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

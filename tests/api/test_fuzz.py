@@ -19,11 +19,10 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from acceptance.models import Run
-from acceptance.services import chain_start_for_answer
+from acceptance.services import answer_submit, chain_start_for_answer
 from calculet.wsgi import application
 from tests.vendor.fixtures import complete_answer
 from vendor.authentication import TokenRateThrottle
-from vendor.services.answers import answer_submit
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
 

@@ -5,10 +5,9 @@ from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run
-from acceptance.services import chain_start_for_answer
+from acceptance.services import answer_submit, chain_start_for_answer
 from evidence.models import Capability
 from tests.vendor.fixtures import complete_answer, db_snapshot
-from vendor.services.answers import answer_submit
 
 
 def promote(client, slug, to, reason="tested"):

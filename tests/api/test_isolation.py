@@ -8,10 +8,9 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance.models import Run
-from acceptance.services import chain_start_for_answer
+from acceptance.services import answer_submit, chain_start_for_answer
 from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
 from vendor.models import ApiToken
-from vendor.services.answers import answer_submit
 from vendor.services.organisations import token_create, token_revoke
 from vendor.services.uploads import upload_create
 

@@ -4,10 +4,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from acceptance.services import capability_promote, chain_start_for_answer
+from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from evidence.models import Capability, EvidenceItem, EvidenceTable, SourceReference
 from tests.vendor.fixtures import complete_answer, make_artifact, make_question
-from vendor.services.answers import answer_submit
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
 

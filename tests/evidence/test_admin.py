@@ -123,17 +123,30 @@ def test_question_state_is_read_only_and_edits_go_through_the_service(pm_client,
     )
 
 
-def test_a_refused_question_edit_changes_nothing(client, imported):
-    staff = get_user_model().objects.create_superuser("admin-without-team", password=None)
-    client.force_login(staff)
+def test_a_refused_question_edit_changes_nothing(pm_client, pm):
     question = Question.objects.get(code="V18")
     audit_count = AuditEntry.objects.count()
     url = admin_url(Question, "change", question.pk)
-    response = client.post(url, {"priority": "p0", "organisation": "", "assignee": ""}, follow=True)
+    team = pm.membership.organisation  # a question is put to a vendor, never to the integration team
+    response = pm_client.post(url, {"priority": "p0", "organisation": team.pk, "assignee": ""}, follow=True)
     assert "Not saved" in response.content.decode()
     question.refresh_from_db()
-    assert question.priority == "p2"
+    assert (question.priority, question.organisation) == ("p2", None)
     assert AuditEntry.objects.count() == audit_count
+
+
+def test_a_superuser_edits_questions_as_a_pm_does(client, imported):
+    """One rule for "PM or superuser": the admin's superuser triages as a PM, through the same service."""
+    staff = get_user_model().objects.create_superuser("admin-without-team", password=None)
+    client.force_login(staff)
+    question = Question.objects.get(code="V18")
+    response = client.post(
+        admin_url(Question, "change", question.pk), {"priority": "p0", "organisation": "", "assignee": ""}
+    )
+    assert response.status_code == 302
+    question.refresh_from_db()
+    assert question.priority == "p0"
+    assert AuditEntry.objects.filter(action="question.update", actor=staff).count() == 1
 
 
 def test_token_revoke_action_calls_the_service(pm_client, pm):

@@ -154,7 +154,7 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
     first, second = Answer.objects.filter(question__code="V18").order_by("revision")
     assert (first.revision, first.complete, first.missing) == (1, False, FIRST_ANSWER_MISSING)
     assert (second.revision, second.complete, second.missing) == (2, True, [])
-    assert second.capability.slug == "decode-batch-8"
+    assert second.claim.capability.slug == "decode-batch-8"
     assert list(second.executable_assets.all()) == [artifacts["qwen3-tiny-b8.tar"]]
     assert list(second.golden_artifacts.all()) == [artifacts["goldens-b8.tar"]]
     assert [path["scenario"] for path in second.error_paths] == ["kv_apply_failure", "core_exception"]

@@ -1,10 +1,10 @@
 import pytest
 
+from acceptance.services import answer_submit
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from calculet.models import AuditEntry
 from tests.vendor.fixtures import complete_answer, db_snapshot, make_artifact
 from vendor.models import Answer, Artifact
-from vendor.services.answers import answer_submit
 
 
 def test_an_incomplete_answer_is_stored_with_what_it_lacks(vendor_a, question_a, django_capture_on_commit_callbacks):
@@ -27,7 +27,7 @@ def test_a_complete_answer_queues_the_chain_after_commit(
         answer = answer_submit(actor=vendor_a.user, question=question_a, data=data)
     assert answer.complete is True
     assert answer.missing == []
-    assert answer.capability == capability
+    assert answer.claim.capability == capability
     assert list(answer.executable_assets.all()) == [artifacts_a["calbin"]]
     assert list(answer.golden_artifacts.all()) == [artifacts_a["golden"]]
     assert answer.golden_tolerances == {"atol": 0.02}

@@ -6,9 +6,9 @@ from django.core.management import call_command
 
 from acceptance import stages
 from acceptance.models import Chain, Run
+from acceptance.services import answer_submit
 from acceptance.services.targets import target_ensure_simulator
 from vendor.models import Organisation, Question
-from vendor.services.answers import answer_submit
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
 

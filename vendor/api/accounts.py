@@ -5,8 +5,9 @@ from rest_framework.response import Response
 
 from calculet.api import Api, StrictSerializer
 from calculet.errors import NotFoundError
-from vendor.access import user_membership, user_sees_all
+from vendor.access import user_membership
 from vendor.models import ApiToken, Organisation
+from vendor.selectors import organisation_list, token_list
 from vendor.services.organisations import token_create, token_revoke
 
 
@@ -45,12 +46,7 @@ class OrganisationListApi(Api, ListAPIView):
     ordering_fields = ["slug", "name"]
 
     def get_queryset(self):
-        if user_sees_all(self.request.user):
-            return Organisation.objects.all()
-        membership = user_membership(self.request.user)
-        if membership is None:
-            return Organisation.objects.none()
-        return Organisation.objects.filter(pk=membership.organisation_id)
+        return organisation_list(user=self.request.user)
 
 
 class TokenOutputSerializer(serializers.Serializer):
@@ -81,7 +77,7 @@ class TokenListApi(Api, ListAPIView):
     ordering = ["-created_at"]
 
     def get_queryset(self):
-        return ApiToken.objects.filter(user=self.request.user)
+        return token_list(user=self.request.user)
 
     @extend_schema(request=TokenCreateInputSerializer, responses={201: TokenCreatedSerializer})
     def post(self, request):
@@ -96,7 +92,7 @@ class TokenDetailApi(Api):
     @extend_schema(responses={204: None})
     def delete(self, request, token_id):
         """Revoke one of your tokens, for good."""
-        token = ApiToken.objects.filter(user=request.user, pk=token_id).first()
+        token = token_list(user=request.user).filter(pk=token_id).first()
         if token is None:
             raise NotFoundError(f"Token {token_id} not found.")
         token_revoke(actor=request.user, token=token)

@@ -15,7 +15,7 @@ from rest_framework.response import Response
 
 from calculet.api import Api, BinaryRenderer, StrictSerializer
 from calculet.errors import NotFoundError
-from vendor.access import artifact_for_user
+from vendor.access import object_for_user
 from vendor.models import Artifact
 from vendor.selectors import artifact_list
 from vendor.services.artifacts import artifact_upload
@@ -102,7 +102,7 @@ class ArtifactListApi(Api, ListAPIView):
 class ArtifactDetailApi(Api):
     @extend_schema(responses=ArtifactOutputSerializer)
     def get(self, request, artifact_id):
-        artifact = artifact_for_user(request.user, artifact_id)
+        artifact = object_for_user(request.user, Artifact.objects, pk=artifact_id)
         return Response(ArtifactOutputSerializer(artifact_list(user=request.user).get(pk=artifact.pk)).data)
 
 
@@ -165,7 +165,7 @@ class ArtifactDownloadApi(Api):
     )
     def get(self, request, artifact_id):
         """The verified bytes. Honours a single HTTP Range."""
-        artifact = artifact_for_user(request.user, artifact_id)
+        artifact = object_for_user(request.user, Artifact.objects, pk=artifact_id)
         if artifact.state != Artifact.VERIFIED:
             raise NotFoundError(f"Artifact {artifact_id} has no verified bytes.")
         storage = artifact_storage()

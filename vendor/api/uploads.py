@@ -20,7 +20,8 @@ from rest_framework.response import Response
 
 from calculet.api import Api
 from calculet.errors import DomainError
-from vendor.access import upload_for_user
+from vendor.access import object_for_user
+from vendor.models import Upload
 from vendor.selectors import upload_list
 from vendor.services.uploads import upload_append, upload_check_open, upload_create, upload_terminate
 
@@ -209,7 +210,7 @@ class UploadDetailApi(TusApi):
     error_statuses = ["410", "412", "415", "423", "460"]
 
     def head(self, request, upload_id):
-        upload = upload_for_user(request.user, upload_id)
+        upload = object_for_user(request.user, Upload.objects, pk=upload_id)
         upload_check_open(upload)
         response = _upload_headers(Response(status=status.HTTP_200_OK), upload)
         response["Upload-Length"] = str(upload.length)
@@ -219,7 +220,7 @@ class UploadDetailApi(TusApi):
     @extend_schema(responses=UploadOutputSerializer)
     def get(self, request, upload_id):
         """The upload's progress, and once complete the artifact it became (verified or rejected)."""
-        upload = upload_list(user=request.user).get(pk=upload_for_user(request.user, upload_id).pk)
+        upload = upload_list(user=request.user).get(pk=object_for_user(request.user, Upload.objects, pk=upload_id).pk)
         return _upload_headers(Response(UploadOutputSerializer(upload).data), upload)
 
     @extend_schema(
@@ -238,7 +239,7 @@ class UploadDetailApi(TusApi):
     )
     def patch(self, request, upload_id):
         """Append bytes at Upload-Offset. The last chunk verifies the whole file against the declared SHA-256."""
-        upload = upload_for_user(request.user, upload_id)
+        upload = object_for_user(request.user, Upload.objects, pk=upload_id)
         if request.content_type.split(";")[0].strip() != CHUNK_CONTENT_TYPE:
             raise UnsupportedMediaTypeError(f"A chunk is sent as {CHUNK_CONTENT_TYPE}.", field="Content-Type")
         if not request.META.get("CONTENT_LENGTH"):
@@ -258,5 +259,5 @@ class UploadDetailApi(TusApi):
 
     @extend_schema(parameters=[TUS_RESUMABLE], responses={204: OpenApiResponse(description="Terminated.")})
     def delete(self, request, upload_id):
-        upload_terminate(actor=request.user, upload=upload_for_user(request.user, upload_id))
+        upload_terminate(actor=request.user, upload=object_for_user(request.user, Upload.objects, pk=upload_id))
         return Response(status=status.HTTP_204_NO_CONTENT)

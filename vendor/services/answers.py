@@ -17,7 +17,6 @@ from vendor.services.questions import question_state_move
 
 ANSWER_FIELDS = {
     "summary",
-    "capability",
     "version",
     "executable_assets",
     "minimal_example",
@@ -150,26 +149,15 @@ def _thresholds(value) -> dict:
     return thresholds
 
 
-def _capability(question: Question, slug):
-    if slug is None or slug == "":
-        return None
-    if not isinstance(slug, str):
-        raise DomainError("Must be a capability slug.", field="capability")
-    capability = question.capabilities.filter(slug=slug).first()
-    if capability is None:
-        raise DomainError(f"Capability {slug} is not linked to {question.code}.", field="capability", code="not_found")
-    return capability
-
-
-def answer_submit(*, actor, question: Question, data: dict) -> Answer:
+def answer_store(*, actor, question: Question, data: dict) -> Answer:
     """Store a new revision of the actor's organisation's answer to `question`.
 
     Preconditions: the actor is a vendor engineer of the organisation the question is put to (otherwise
     the question is "not found"); every artifact id is one of that organisation's verified artifacts
     (another organisation's id is "not found", naming the field); the version, if given, is a version
     number. `complete` and `missing` come from section 13's rule (`vendor.claim.claim_missing`).
-    A question that was asked moves to answered. A complete answer starts the acceptance chain once the
-    transaction commits. Bad input raises DomainError naming the field and stores nothing.
+    A question that was asked moves to answered. Bad input raises DomainError naming the field and stores
+    nothing. `acceptance.services.answer_submit` calls this and starts the answer's chains.
     """
     membership = user_membership(actor)
     if membership is None or membership.role != Membership.VENDOR:
@@ -187,7 +175,6 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     version = _text(data, "version", limit=100)
     if version and not VERSION_PATTERN.match(version):
         raise DomainError("A version looks like 1.2 or v0.7.6-rc1.", field="version")
-    capability = _capability(question, data.get("capability"))
     executable_assets = _artifacts(
         organisation,
         _id_list(data.get("executable_assets"), "executable_assets"),
@@ -242,7 +229,6 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
             organisation=organisation,
             revision=(latest["top"] or 0) + 1,
             author=actor,
-            capability=capability,
             summary=summary,
             version=version,
             minimal_example_artifact=example_artifact,
@@ -262,16 +248,7 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
             question_state_move(
                 actor=actor, question=locked, state=states.ANSWERED, reason=f"answer r{answer.revision}"
             )
-        if answer.complete:
-            answer_id = answer.pk
-            transaction.on_commit(lambda: _chain_start(answer_id))
     return answer
-
-
-def _chain_start(answer_id: int) -> None:
-    from acceptance.services import chain_start_for_answer
-
-    chain_start_for_answer(answer_id)
 
 
 def answer_snapshot(answer: Answer) -> dict:
@@ -280,7 +257,6 @@ def answer_snapshot(answer: Answer) -> dict:
         "question": answer.question.code,
         "organisation": answer.organisation.slug,
         "revision": answer.revision,
-        "capability": answer.capability.slug if answer.capability_id else None,
         "summary": answer.summary,
         "version": answer.version,
         "executable_assets": sorted(answer.executable_assets.values_list("pk", flat=True)),

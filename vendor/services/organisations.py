@@ -10,7 +10,7 @@ from django.utils import timezone
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
-from vendor.access import user_is_pm
+from vendor.access import may_act_as_pm
 from vendor.models import ApiToken, Membership, Organisation
 from vendor.tokens import token_generate_key, token_hash
 
@@ -27,7 +27,7 @@ def _role_organisation_kind(role: str) -> str:
 
 def organisation_create(*, actor, slug: str, name: str, kind: str) -> Organisation:
     """Create an organisation. `actor` is a PM, or None for the command line."""
-    if actor is not None and not user_is_pm(actor):
+    if actor is not None and not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM creates organisations.")
     if not isinstance(slug, str) or not SLUG_PATTERN.match(slug):
         raise DomainError("A slug is 1–50 lowercase letters, digits and inner hyphens.", field="slug")
@@ -78,7 +78,7 @@ def token_create(*, actor, user, name: str, expires_at: datetime.datetime | None
 
 def token_revoke(*, actor, token: ApiToken) -> ApiToken:
     """Revoke a token for good. Its own user or a PM may; None stands for the command line."""
-    if actor is not None and actor.pk != token.user_id and not user_is_pm(actor):
+    if actor is not None and actor.pk != token.user_id and not may_act_as_pm(actor):
         raise NotFoundError(f"Token {token.pk} not found.")
     with transaction.atomic():
         locked = lock_rows(ApiToken.objects).get(pk=token.pk)

@@ -9,7 +9,7 @@ from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
 from vendor import states
-from vendor.access import user_is_pm, user_membership
+from vendor.access import may_act_as_pm, user_membership
 from vendor.models import Organisation, Question
 
 EDITABLE_FIELDS = ("assignee", "priority", "due_date", "state", "organisation")
@@ -20,9 +20,9 @@ def _question_snapshot(question: Question, fields) -> dict:
     values = {}
     for name in fields:
         if name == "assignee":
-            values[name] = question.assignee.get_username() if question.assignee_id else None
+            values[name] = question.assignee.get_username() if question.assignee else None
         elif name == "organisation":
-            values[name] = question.organisation.slug if question.organisation_id else None
+            values[name] = question.organisation.slug if question.organisation else None
         elif name == "due_date":
             values[name] = question.due_date.isoformat() if question.due_date else None
         else:
@@ -99,7 +99,7 @@ def question_update(*, actor, question: Question, **changes) -> Question:
     assignee belongs to the integration team or to the question's organisation. Bad input raises
     DomainError naming the field and changes nothing. One audit row records before and after.
     """
-    if not user_is_pm(actor):
+    if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may change a question.")
     unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
     if unknown:
@@ -109,7 +109,7 @@ def question_update(*, actor, question: Question, **changes) -> Question:
         organisation = locked.organisation
         if "organisation" in changes:
             organisation = _clean_organisation(changes["organisation"])
-        cleaned = {}
+        cleaned: dict[str, object] = {}
         if "organisation" in changes and (organisation.pk if organisation else None) != locked.organisation_id:
             cleaned["organisation"] = organisation
         if "priority" in changes:
@@ -147,7 +147,7 @@ def question_bulk_assign(*, actor, questions, assignee) -> int:
     Preconditions as `question_update`: a PM acts, and the assignee may take every one of the questions
     (if one refuses, none changes). One audit row per changed question.
     """
-    if not user_is_pm(actor):
+    if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may assign questions.")
     ids = sorted({question.pk for question in questions})
     changed = 0

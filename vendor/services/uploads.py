@@ -13,12 +13,12 @@ import hmac
 import os
 import threading
 from contextlib import contextmanager
+from http import HTTPStatus
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from rest_framework import status
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
@@ -45,12 +45,12 @@ INGEST_FIELD_NAMES = {
 
 
 class UploadExpiredError(DomainError):
-    status_code = status.HTTP_410_GONE
+    status_code = HTTPStatus.GONE
     code = "expired"
 
 
 class UploadBusyError(DomainError):
-    status_code = status.HTTP_423_LOCKED
+    status_code = HTTPStatus.LOCKED
     code = "locked"
 
 

@@ -4,12 +4,12 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
+from acceptance.services import answer_submit
 from calculet.api import Api, StrictSerializer, plain
-from vendor.access import answer_for_user, question_for_user
+from vendor.access import object_for_user
 from vendor.claim import ELEMENTS
-from vendor.models import Answer
+from vendor.models import Answer, Question
 from vendor.selectors import answer_list
-from vendor.services.answers import answer_submit
 
 
 class MinimalExampleSerializer(StrictSerializer):
@@ -60,7 +60,7 @@ class AnswerOutputSerializer(serializers.Serializer):
     organisation = serializers.CharField(source="organisation.slug")
     revision = serializers.IntegerField()
     author = serializers.CharField(source="author.username", allow_null=True, default=None)
-    capability = serializers.CharField(source="capability.slug", allow_null=True, default=None)
+    capability = serializers.CharField(source="claim.capability.slug", allow_null=True, default=None)
     summary = serializers.CharField()
     version = serializers.CharField()
     executable_assets = serializers.SerializerMethodField()
@@ -92,6 +92,14 @@ class AnswerOutputSerializer(serializers.Serializer):
         }
 
 
+def _question(user, code: str) -> Question:
+    return object_for_user(user, Question.objects, code=code.upper())
+
+
+def _answers(user, question: Question):
+    return answer_list(user=user, question=question).select_related("claim__capability")
+
+
 class AnswerFilter(django_filters.FilterSet):
     organisation = django_filters.CharFilter(field_name="organisation__slug")
 
@@ -109,22 +117,22 @@ class AnswerListApi(Api, ListAPIView):
     ordering_fields = ["revision", "created_at"]
 
     def get_queryset(self):
-        question = question_for_user(self.request.user, self.kwargs["code"])
-        return answer_list(user=self.request.user, question=question)
+        question = _question(self.request.user, self.kwargs["code"])
+        return _answers(self.request.user, question)
 
     @extend_schema(request=AnswerInputSerializer, responses={201: AnswerOutputSerializer})
     def post(self, request, code):
         """Submit a new revision of your organisation's answer (vendor engineers only)."""
-        question = question_for_user(request.user, code)
+        question = _question(request.user, code)
         serializer = AnswerInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         answer = answer_submit(actor=request.user, question=question, data=plain(serializer.validated_data))
-        answer = answer_list(user=request.user, question=question).get(pk=answer.pk)
+        answer = _answers(request.user, question).get(pk=answer.pk)
         return Response(AnswerOutputSerializer(answer).data, status=status.HTTP_201_CREATED)
 
 
 class AnswerDetailApi(Api):
     @extend_schema(responses=AnswerOutputSerializer)
     def get(self, request, code, answer_id):
-        answer = answer_for_user(request.user, answer_id, question=question_for_user(request.user, code))
-        return Response(AnswerOutputSerializer(answer_list(user=request.user).get(pk=answer.pk)).data)
+        answer = object_for_user(request.user, _answers(request.user, _question(request.user, code)), pk=answer_id)
+        return Response(AnswerOutputSerializer(answer).data)

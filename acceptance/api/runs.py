@@ -7,11 +7,11 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
 from acceptance.models import Run, Target
+from acceptance.selectors import run_list, target_list
 from acceptance.services import run_rerun
 from calculet.api import Api
 from calculet.errors import NotFoundError
-from vendor.access import run_for_user
-from vendor.selectors import run_list
+from vendor.access import object_for_user
 
 
 class RunOutputSerializer(serializers.Serializer):
@@ -83,14 +83,14 @@ def _run_detail(run: Run) -> dict:
 class RunDetailApi(Api):
     @extend_schema(responses=RunDetailOutputSerializer)
     def get(self, request, run_id):
-        return Response(_run_detail(run_for_user(request.user, run_id)))
+        return Response(_run_detail(object_for_user(request.user, Run.objects, pk=run_id)))
 
 
 class RunRerunApi(Api):
     @extend_schema(request=None, responses={201: RunDetailOutputSerializer})
     def post(self, request, run_id):
         """Run the stage again on the chain's current inputs (PMs only)."""
-        new = run_rerun(actor=request.user, run=run_for_user(request.user, run_id))
+        new = run_rerun(actor=request.user, run=object_for_user(request.user, Run.objects, pk=run_id))
         return Response(_run_detail(new), status=status.HTTP_201_CREATED)
 
 
@@ -113,16 +113,19 @@ class TargetOutputSerializer(serializers.Serializer):
 class TargetListApi(Api, ListAPIView):
     """Where runs execute: the simulator and hardware hosts."""
 
-    queryset = Target.objects.all()
+    queryset = Target.objects.none()  # names the model for the schema; get_queryset lists them
     serializer_class = TargetOutputSerializer
     filterset_fields = ["kind", "health", "maintenance"]
     ordering_fields = ["slug", "kind"]
+
+    def get_queryset(self):
+        return target_list()
 
 
 class TargetDetailApi(Api):
     @extend_schema(responses=TargetOutputSerializer)
     def get(self, request, slug):
-        target = Target.objects.filter(slug=slug).first()
+        target = target_list().filter(slug=slug).first()
         if target is None:
             raise NotFoundError(f"Target {slug} not found.")
         return Response(TargetOutputSerializer(target).data)

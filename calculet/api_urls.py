@@ -5,7 +5,9 @@ from django.urls import path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from vendor.api import accounts, answers, artifacts, evidence, questions, runs, uploads
+from acceptance.api import answers, promotions, questions, runs
+from evidence import api as evidence
+from vendor.api import accounts, artifacts, audit, uploads
 
 app_name = "api"
 
@@ -55,12 +57,12 @@ urlpatterns = [
     path("evidence/<code:code>/", evidence.EvidenceDetailApi.as_view(), name="evidence-detail"),
     path("capabilities/", evidence.CapabilityListApi.as_view(), name="capability-list"),
     path("capabilities/<slug:slug>/", evidence.CapabilityDetailApi.as_view(), name="capability-detail"),
-    path("capabilities/<slug:slug>/promotions/", evidence.PromotionListApi.as_view(), name="promotion-list"),
+    path("capabilities/<slug:slug>/promotions/", promotions.PromotionListApi.as_view(), name="promotion-list"),
     path("runs/", runs.RunListApi.as_view(), name="run-list"),
     path("runs/<int:run_id>/", runs.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<int:run_id>/rerun/", runs.RunRerunApi.as_view(), name="run-rerun"),
     path("targets/", runs.TargetListApi.as_view(), name="target-list"),
     path("targets/<slug:slug>/", runs.TargetDetailApi.as_view(), name="target-detail"),
-    path("audit/", evidence.AuditListApi.as_view(), name="audit-list"),
+    path("audit/", audit.AuditListApi.as_view(), name="audit-list"),
     re_path(r"", not_found),
 ]

@@ -1,17 +1,17 @@
 import django_filters
-from django.contrib.auth import get_user_model
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
 from acceptance.models import Run
+from acceptance.selectors import question_chains, questions_with_proof
 from calculet.api import Api, StrictSerializer
 from calculet.errors import DomainError, ForbiddenError
 from vendor import states
-from vendor.access import question_for_user, user_is_pm
-from vendor.models import Organisation, Question
-from vendor.selectors import question_chains, question_list
+from vendor.access import may_act_as_pm, object_for_user
+from vendor.models import Question
+from vendor.selectors import active_users, organisations
 from vendor.services.questions import question_update
 
 
@@ -77,7 +77,7 @@ class QuestionListApi(Api, ListAPIView):
     ordering = ["number"]
 
     def get_queryset(self):
-        return question_list(user=self.request.user)
+        return questions_with_proof(user=self.request.user)
 
     def list(self, request, *args, **kwargs):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
@@ -86,7 +86,7 @@ class QuestionListApi(Api, ListAPIView):
 
 
 def _question_output(user, question) -> dict:
-    question = question_list(user=user).get(pk=question.pk)
+    question = questions_with_proof(user=user).get(pk=question.pk)
     chains = question_chains(user=user, questions=[question])
     return QuestionOutputSerializer(question, context={"chains": chains}).data
 
@@ -104,30 +104,34 @@ class QuestionUpdateInputSerializer(StrictSerializer):
 def _resolve_changes(data: dict) -> dict:
     changes = dict(data)
     if changes.get("organisation") is not None:
-        organisation = Organisation.objects.filter(slug=changes["organisation"]).first()
+        organisation = organisations().filter(slug=changes["organisation"]).first()
         if organisation is None:
             raise DomainError(
                 f"Organisation {changes['organisation']} not found.", field="organisation", code="not_found"
             )
         changes["organisation"] = organisation
     if changes.get("assignee") is not None:
-        user = get_user_model().objects.filter(username=changes["assignee"], is_active=True).first()
+        user = active_users().filter(username=changes["assignee"]).first()
         if user is None:
             raise DomainError(f"User {changes['assignee']} not found.", field="assignee", code="not_found")
         changes["assignee"] = user
     return changes
 
 
+def _question(user, code: str) -> Question:
+    return object_for_user(user, Question.objects, code=code.upper())
+
+
 class QuestionDetailApi(Api):
     @extend_schema(responses=QuestionOutputSerializer)
     def get(self, request, code):
-        return Response(_question_output(request.user, question_for_user(request.user, code)))
+        return Response(_question_output(request.user, _question(request.user, code)))
 
     @extend_schema(request=QuestionUpdateInputSerializer, responses=QuestionOutputSerializer)
     def patch(self, request, code):
         """A PM puts the question to an organisation, assigns it, sets its priority, due date or state."""
-        question = question_for_user(request.user, code)
-        if not user_is_pm(request.user):  # before resolving names, which would tell a vendor which exist
+        question = _question(request.user, code)
+        if not may_act_as_pm(request.user):  # before resolving names, which would tell a vendor which exist
             raise ForbiddenError("Only a PM may change a question.")
         serializer = QuestionUpdateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)

@@ -1,0 +1,79 @@
+"""The promotion gate over the API: POST asks it to move a capability's status; GET lists every attempt."""
+
+from django.db.models import Prefetch
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.generics import ListAPIView
+from rest_framework.response import Response
+
+from acceptance.models import PromotionAttempt, Run
+from acceptance.services import capability_promote
+from calculet.api import Api, ReasonSerializer, StrictSerializer
+from calculet.errors import ConflictError, ForbiddenError
+from evidence.grades import STATUS_CHOICES
+from evidence.selectors import capability_get
+from vendor.access import may_see_all
+
+
+class PromotionInputSerializer(StrictSerializer):
+    to = serializers.ChoiceField(choices=STATUS_CHOICES, help_text="The status asked for, C0–C4.")
+    reason = serializers.CharField(allow_blank=True, required=False, max_length=2000, help_text="Required to demote.")
+
+
+class PromotionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    capability = serializers.CharField(source="capability.slug")
+    actor = serializers.CharField(source="actor_label")
+    from_status = serializers.CharField()
+    to_status = serializers.CharField()
+    allowed = serializers.BooleanField()
+    reason = serializers.CharField()
+    reasons = ReasonSerializer(many=True, help_text="Why the gate blocked it.")
+    policy_version = serializers.CharField()
+    answer = serializers.IntegerField(source="answer_id", allow_null=True)
+    runs = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+
+    def get_runs(self, attempt) -> list[int]:
+        return sorted(run.pk for run in attempt.runs.all())
+
+
+class PromotionListApi(Api, ListAPIView):
+    """Every attempt to move the capability's status, allowed or blocked (integration team only)."""
+
+    queryset = PromotionAttempt.objects.none()  # names the model for the schema; get_queryset scopes it
+    serializer_class = PromotionOutputSerializer
+    filterset_fields = ["allowed"]
+    ordering_fields = ["id", "created_at"]
+    ordering = ["-id"]
+
+    def get_queryset(self):
+        capability = capability_get(user=self.request.user, slug=self.kwargs["slug"])
+        if not may_see_all(self.request.user):
+            raise ForbiddenError("Promotion attempts are for the integration team.")
+        return (
+            PromotionAttempt.objects.filter(capability=capability)
+            .select_related("capability")
+            .prefetch_related(Prefetch("runs", queryset=Run.objects.only("id")))
+        )
+
+    @extend_schema(request=PromotionInputSerializer, responses={201: PromotionOutputSerializer})
+    def post(self, request, slug):
+        """Ask the promotion gate to move the status: 201 when it moved, 409 with the reasons when blocked."""
+        capability = capability_get(user=request.user, slug=slug)
+        serializer = PromotionInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        attempt = capability_promote(
+            actor=request.user,
+            capability=capability,
+            to_status=serializer.validated_data["to"],
+            reason=serializer.validated_data.get("reason", ""),
+        )
+        if not attempt.allowed:
+            raise ConflictError(
+                f"The gate blocked {capability.slug} from moving to {attempt.to_status}; see reasons.",
+                field="to",
+                code="blocked",
+                reasons=attempt.reasons,
+            )
+        return Response(PromotionOutputSerializer(attempt).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,42 @@
+"""A vendor's answer entering acceptance: stored with the capability it claims, and its chains started."""
+
+from django.db import transaction
+
+from acceptance.models import AnswerClaim
+from acceptance.services.chains import chain_start_for_answer
+from calculet.audit import audit_record
+from calculet.errors import DomainError
+from evidence.models import Capability
+from vendor.models import Answer, Question
+from vendor.services.answers import answer_store
+
+
+def _claimed_capability(question: Question, slug) -> Capability | None:
+    if slug is None or slug == "":
+        return None
+    if not isinstance(slug, str):
+        raise DomainError("Must be a capability slug.", field="capability")
+    capability = question.capabilities.filter(slug=slug).first()
+    if capability is None:
+        raise DomainError(f"Capability {slug} is not linked to {question.code}.", field="capability", code="not_found")
+    return capability
+
+
+def answer_submit(*, actor, question: Question, data: dict) -> Answer:
+    """Store a new revision of the actor's organisation's answer (`vendor.services.answers.answer_store`,
+    which states the preconditions), with the capability it names, if any, among those linked to the
+    question. A complete answer starts its acceptance chains once the transaction commits. Bad input
+    raises DomainError naming the field and stores nothing."""
+    if not isinstance(data, dict):
+        raise DomainError("The answer must be an object.")
+    fields = dict(data)
+    capability = _claimed_capability(question, fields.pop("capability", None))
+    with transaction.atomic():
+        answer = answer_store(actor=actor, question=question, data=fields)
+        if capability is not None:
+            AnswerClaim.objects.create(answer=answer, capability=capability)
+            audit_record(actor=actor, action="answer.claim", obj=answer, after={"capability": capability.slug})
+        if answer.complete:
+            answer_id = answer.pk
+            transaction.on_commit(lambda: chain_start_for_answer(answer_id))
+    return answer

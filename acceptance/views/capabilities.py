@@ -1,0 +1,71 @@
+"""The capability page: its evidence, the questions that can move it, its promotion history, and the
+promotion gate asked in place."""
+
+from django.views.decorators.http import require_POST
+
+from acceptance.selectors import promotion_history
+from acceptance.services import capability_promote
+from calculet import labels, web
+from calculet.errors import DomainError
+from evidence.grades import STATUSES
+from evidence.selectors import capability_evidence, capability_get, capability_questions
+from vendor.access import may_act_as_pm, may_see_all
+
+HISTORY_LIMIT = 200
+CAPABILITY_EVIDENCE_LIMIT = 200
+
+
+def _capability_page_context(request, capability, **promotion) -> dict:
+    return {
+        "capability": capability,
+        "evidence": capability_evidence(capability)[:CAPABILITY_EVIDENCE_LIMIT],
+        "evidence_total": capability_evidence(capability).count(),
+        "questions": capability_questions(user=request.user, capability=capability),
+        "history": promotion_history(capability)[:HISTORY_LIMIT],
+        "statuses": STATUSES,
+        "status_choices": [(status, f"{status} — {labels.label('status', status)}") for status in STATUSES],
+        "can_promote": may_act_as_pm(request.user),
+        "attempt": None,
+        "promotion_errors": {},
+        "promotion_input": {},
+        **promotion,
+    }
+
+
+@web.page_for(may_see_all)
+def capability_detail(request, slug):
+    capability = capability_get(user=request.user, slug=slug)
+    context = _capability_page_context(request, capability)
+    return web.render_page(request, "acceptance/capability-detail.html", context, nav="capabilities")
+
+
+@require_POST
+@web.page_for(may_act_as_pm)
+def capability_promote_view(request, slug):
+    """Ask the promotion gate; its decision, and its reasons when it blocks, are shown in place."""
+    capability = capability_get(user=request.user, slug=slug)
+    to_status = request.POST.get("to", "")
+    reason = request.POST.get("reason", "")
+    attempt = None
+    errors = {}
+    try:
+        attempt = capability_promote(actor=request.user, capability=capability, to_status=to_status, reason=reason)
+    except DomainError as error:
+        errors[error.field if error.field in ("to", "reason") else "form"] = error.message
+    capability.refresh_from_db()
+    context = _capability_page_context(
+        request,
+        capability,
+        attempt=attempt,
+        promotion_errors=errors,
+        promotion_input={"to": to_status, "reason": "" if attempt and attempt.allowed else reason},
+    )
+    status = 400 if errors and not web.wants_partial(request) else 200
+    return web.render_page(
+        request,
+        "acceptance/capability-detail.html",
+        context,
+        partial="capability-promotion",
+        nav="capabilities",
+        status=status,
+    )

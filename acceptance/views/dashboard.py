@@ -1,0 +1,61 @@
+"""The landing pages: the team's dashboard, and a vendor's view of their own questions, artifacts and runs."""
+
+import datetime
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect
+from django.utils import timezone
+
+from acceptance import stages
+from acceptance.selectors import (
+    promotions_blocked_since,
+    runs_in_progress,
+    section_progress,
+    target_list,
+    vendor_overview,
+)
+from calculet import labels, web
+from evidence.grades import STATUSES
+from evidence.selectors import capabilities_with_grades
+from vendor.access import is_vendor_member, may_see_all, user_organisation
+
+LIVE_RUN_LIMIT = 50
+BLOCKED_LIMIT = 50
+BLOCKED_WINDOW = datetime.timedelta(days=7)
+
+
+@login_required
+def dashboard(request):
+    """The team's front page; a vendor lands on their organisation's questions instead."""
+    if is_vendor_member(request.user):
+        return redirect("vendor-home")
+    return _team_dashboard(request)
+
+
+def _runs_in_progress_context():
+    runs = list(runs_in_progress()[:LIVE_RUN_LIMIT])
+    return {"live_runs": runs, "runs_active": bool(runs)}
+
+
+@web.page_for(may_see_all)
+def _team_dashboard(request):
+    if web.wants_partial(request):
+        return web.render_page(request, "acceptance/dashboard.html", _runs_in_progress_context(), partial="live-runs")
+    context = {
+        "sections": section_progress(),
+        "state_choices": labels.choices("state"),
+        "positions": stages.POSITIONS,
+        "capabilities": capabilities_with_grades(),
+        "statuses": STATUSES,
+        "blocked": promotions_blocked_since(timezone.now() - BLOCKED_WINDOW)[:BLOCKED_LIMIT],
+        "targets": target_list(),
+        **_runs_in_progress_context(),
+    }
+    return web.render_page(request, "acceptance/dashboard.html", context, nav="dashboard")
+
+
+@web.page_for(is_vendor_member)
+def vendor_home(request):
+    """A vendor's read-only view: the questions put to their organisation, their answers, artifacts and runs."""
+    context = {"organisation": user_organisation(request.user), **vendor_overview(user=request.user)}
+    return web.render_page(request, "acceptance/vendor-home.html", context, nav="vendor")

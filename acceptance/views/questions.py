@@ -1,0 +1,382 @@
+"""The question list with in-place edits, and the question page with its answers, artifacts and live chain."""
+
+import datetime
+from urllib.parse import urlsplit
+
+from django import forms
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import F, Q
+from django.http import Http404, HttpResponseRedirect, QueryDict
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+from django.views.decorators.http import require_POST
+
+from acceptance import stages
+from acceptance.models import Run
+from acceptance.selectors import question_chain_rows, question_positions
+from acceptance.services import run_rerun
+from acceptance.views.plots import run_plots
+from calculet import labels, web
+from calculet.errors import DomainError
+from evidence.selectors import question_capabilities
+from vendor import selectors as vendor_selectors
+from vendor.access import may_act_as_pm, may_open_pages, may_see_all, object_for_user
+from vendor.claim import ELEMENTS
+from vendor.models import Question
+from vendor.services.questions import question_bulk_assign, question_update
+
+PAGE_SIZE = 25
+SORTS = {
+    "code": (F("number").asc(),),
+    "priority": (F("priority").asc(), F("number").asc()),
+    "due": (F("due_date").asc(nulls_last=True), F("number").asc()),
+    "-due": (F("due_date").desc(nulls_last=True), F("number").asc()),
+    "state": (F("state").asc(), F("number").asc()),
+    "assignee": (F("assignee__username").asc(nulls_last=True), F("number").asc()),
+    "-updated": (F("updated_at").desc(), F("number").asc()),
+}
+ROW_FIELDS = frozenset({"assignee", "priority", "due_date", "state"})
+TICKET_FIELDS = ROW_FIELDS | {"organisation"}
+SORT_CHOICES = [
+    ("code", _("Code")),
+    ("priority", _("Priority")),
+    ("due", _("Due date, soonest first")),
+    ("-due", _("Due date, latest first")),
+    ("state", _("State")),
+    ("assignee", _("Assignee")),
+    ("-updated", _("Last changed first")),
+]
+
+
+class QuestionFilterForm(forms.Form):
+    q = forms.CharField(required=False, label=_("Text"))
+    section = forms.ChoiceField(required=False, label=_("Section"))
+    state = forms.ChoiceField(required=False, label=_("State"))
+    priority = forms.ChoiceField(required=False, label=_("Priority"))
+    organisation = forms.ChoiceField(required=False, label=_("Organisation"))
+    assignee = forms.ChoiceField(required=False, label=_("Assignee"))
+    stage = forms.ChoiceField(required=False, label=_("Chain stage"))
+    theme = forms.ChoiceField(required=False, label=_("Blocks"))
+    sort = forms.ChoiceField(required=False, label=_("Sort"))
+
+    def __init__(self, data, *, sections, organisations, assignees):
+        super().__init__(data)
+        anything = [("", _("any"))]
+        self.fields["section"].choices = anything + [(s.code, f"{s.code} {s.title}") for s in sections]
+        self.fields["state"].choices = anything + labels.choices("state")
+        self.fields["priority"].choices = anything + labels.choices("priority")
+        self.fields["organisation"].choices = anything + [(o.slug, o.name) for o in organisations]
+        self.fields["assignee"].choices = (
+            anything + [("none", _("nobody"))] + [(str(u.pk), u.username) for u in assignees]
+        )
+        self.fields["stage"].choices = [
+            *anything,
+            ("none", _("no chain yet")),
+            *((position, labels.label("stage", position)) for position in stages.POSITIONS),
+        ]
+        themes = sorted({s.blocks for s in sections if s.blocks})
+        self.fields["theme"].choices = anything + [(theme, theme) for theme in themes]
+        self.fields["sort"].choices = SORT_CHOICES
+
+    def filter(self, questions, positions: dict[int, str]):
+        data = self.cleaned_data if self.is_valid() else {}
+        if text := data.get("q", "").strip():
+            questions = questions.filter(
+                Q(code__icontains=text)
+                | Q(question__icontains=text)
+                | Q(acceptance__icontains=text)
+                | Q(section__title__icontains=text)
+                | Q(section__theme__icontains=text)
+                | Q(answers__summary__icontains=text)
+            ).distinct()
+        if data.get("section"):
+            questions = questions.filter(section__code=data["section"])
+        if data.get("state"):
+            questions = questions.filter(state=data["state"])
+        if data.get("priority"):
+            questions = questions.filter(priority=data["priority"])
+        if data.get("organisation"):
+            questions = questions.filter(organisation__slug=data["organisation"])
+        if data.get("assignee") == "none":
+            questions = questions.filter(assignee__isnull=True)
+        elif data.get("assignee"):
+            questions = questions.filter(assignee_id=int(data["assignee"]))
+        if data.get("stage") == "none":
+            questions = questions.exclude(pk__in=list(positions))
+        elif data.get("stage"):
+            questions = questions.filter(pk__in=[pk for pk, position in positions.items() if position == data["stage"]])
+        if data.get("theme"):
+            questions = questions.filter(section__blocks=data["theme"])
+        return questions.order_by(*SORTS[data.get("sort") or "code"])
+
+
+def _question_list_context(request, params: QueryDict):
+    sections = list(vendor_selectors.section_list())
+    assignees = list(vendor_selectors.team_members())
+    organisations = list(vendor_selectors.vendor_organisations())
+    form = QuestionFilterForm(params, sections=sections, organisations=organisations, assignees=assignees)
+    positions = question_positions()
+    questions = form.filter(vendor_selectors.question_list(user=request.user), positions)
+    page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
+    for question in page:
+        question.position = positions.get(question.pk, "")
+    return {
+        "form": form,
+        "page": page,
+        "params": params,
+        "list_url": f"{request.path}?{params.urlencode()}" if params else request.path,
+        "assignees": assignees,
+        "state_choices": labels.choices("state"),
+        "priority_choices": labels.choices("priority"),
+        "can_edit": may_act_as_pm(request.user),
+        "sort": form.cleaned_data.get("sort") if form.is_valid() else "",
+    }
+
+
+@web.page_for(may_see_all)
+def question_list(request):
+    context = _question_list_context(request, request.GET)
+    return web.render_page(request, "acceptance/question-list.html", context, partial="question-table", nav="questions")
+
+
+def _safe_next(request, fallback: str) -> str:
+    target = request.POST.get("next", "")
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
+        return target
+    return fallback
+
+
+def _parse_row_changes(post, question) -> tuple[dict, dict]:
+    """The posted row turned into changes against the stored question, and the input errors found."""
+    errors = {}
+    wanted = {}
+    if "assignee" in post:
+        assignee_id = post["assignee"]
+        if assignee_id == "":
+            wanted["assignee"] = None
+        elif assignee_id.isdigit() and (user := vendor_selectors.active_users().filter(pk=assignee_id).first()):
+            wanted["assignee"] = user
+        else:
+            errors["assignee"] = _("Choose a person from the list.")
+    for field in ("priority", "state"):
+        if field in post:
+            wanted[field] = post[field]
+    if "due_date" in post:
+        due = post["due_date"].strip()
+        try:
+            wanted["due_date"] = datetime.date.fromisoformat(due) if due else None
+        except ValueError:
+            errors["due_date"] = _("Enter a date as YYYY-MM-DD.")
+    current = {
+        "assignee": question.assignee,
+        "priority": question.priority,
+        "state": question.state,
+        "due_date": question.due_date,
+    }
+    changes = {field: value for field, value in wanted.items() if value != current[field]}
+    return changes, errors
+
+
+def _visible_question(user, code) -> Question:
+    question = object_for_user(user, vendor_selectors.question_list(user=user), code=code)
+    question.position = question_positions().get(question.pk, "")
+    return question
+
+
+@require_POST
+@web.page_for(may_act_as_pm)
+def question_edit(request, code):
+    """Apply one row of the list: assignee, priority, due date and state, through the question service."""
+    question = _visible_question(request.user, code)
+    changes, errors = _parse_row_changes(request.POST, question)
+    if changes and not errors:
+        try:
+            question_update(actor=request.user, question=question, **changes)
+        except DomainError as error:
+            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
+    next_url = _safe_next(request, reverse("question-list"))
+    if not web.wants_partial(request):
+        if not errors:
+            return HttpResponseRedirect(next_url)
+        # Without htmx the whole list comes back, with the errors beside the row that caused them.
+        context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
+        context.update(row_errors={question.code: errors}, list_url=next_url)
+        return web.render_page(request, "acceptance/question-list.html", context, nav="questions", status=400)
+    context = {
+        "question": _visible_question(request.user, code) if not errors else question,
+        "errors": errors,
+        "saved": bool(changes) and not errors,
+        "assignees": list(vendor_selectors.team_members()),
+        "state_choices": labels.choices("state"),
+        "priority_choices": labels.choices("priority"),
+        "can_edit": True,
+        "list_url": next_url,
+    }
+    return web.render_page(request, "acceptance/question-list.html", context, partial="question-row", nav="questions")
+
+
+@require_POST
+@web.page_for(may_act_as_pm)
+def question_bulk_assign_view(request):
+    next_url = _safe_next(request, reverse("question-list"))
+    params = QueryDict(urlsplit(next_url).query)
+    codes = request.POST.getlist("code")
+    assignee_id = request.POST.get("assignee", "")
+    bulk_error = ""
+    bulk_done = ""
+    assignee = vendor_selectors.active_users().filter(pk=assignee_id).first() if assignee_id.isdigit() else None
+    questions = list(vendor_selectors.question_list(user=request.user).filter(code__in=codes))
+    if not codes:
+        bulk_error = _("Tick at least one question.")
+    elif len(questions) != len(set(codes)):
+        raise Http404
+    elif assignee_id and assignee is None:
+        bulk_error = _("Choose a person from the list.")
+    else:
+        try:
+            question_bulk_assign(actor=request.user, questions=questions, assignee=assignee)
+        except DomainError as error:
+            bulk_error = error.message
+        else:
+            bulk_done = ngettext(
+                "Assigned %(count)d question to %(name)s.", "Assigned %(count)d questions to %(name)s.", len(questions)
+            ) % {"count": len(questions), "name": assignee.username if assignee else _("nobody")}
+    if not web.wants_partial(request) and not bulk_error:
+        return HttpResponseRedirect(next_url)
+    context = _question_list_context(request, params)
+    context.update(bulk_error=bulk_error, bulk_done=bulk_done, list_url=next_url)
+    return web.render_page(
+        request,
+        "acceptance/question-list.html",
+        context,
+        partial="question-table",
+        nav="questions",
+        status=200 if not bulk_error or web.wants_partial(request) else 400,
+    )
+
+
+def _question_page_context(request, question):
+    answers = vendor_selectors.answer_list(user=request.user, question=question)
+    answers = list(answers.order_by("organisation__slug", "-revision"))
+    artifacts = {}
+    for answer in answers:
+        answer.checklist = [(element, element not in answer.missing) for element in ELEMENTS]
+        linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
+        if answer.minimal_example_artifact:
+            linked.append(answer.minimal_example_artifact)
+        for artifact in linked:
+            artifacts.setdefault(artifact.pk, artifact)
+    sees_all = may_see_all(request.user)
+    return {
+        **_chain_context(question, request.user),
+        "question": question,
+        "answers": answers,
+        "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
+        "capabilities": question_capabilities(question) if sees_all else [],
+        "sees_all": sees_all,
+        "can_edit": may_act_as_pm(request.user),
+    }
+
+
+def _ticket_context(question, errors=None, saved=False):
+    return {
+        "ticket_errors": errors or {},
+        "ticket_saved": saved,
+        "organisations": list(vendor_selectors.vendor_organisations()),
+        "assignees": list(vendor_selectors.team_members()),
+        "state_choices": labels.choices("state"),
+        "priority_choices": labels.choices("priority"),
+    }
+
+
+def _question_page(request, code):
+    return object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
+
+
+@web.page_for(may_open_pages)
+def question_detail(request, code):
+    """The question page; vendors reach only their own organisation's questions, read-only."""
+    question = _question_page(request, code)
+    if web.wants_partial(request):
+        # The live part of the page: the chain, polled while one of its runs is waiting or running.
+        context = {"question": question, **_chain_context(question, request.user)}
+        return web.render_page(request, "acceptance/question-detail.html", context, partial="question-chain")
+    context = _question_page_context(request, question)
+    if context["can_edit"]:
+        context.update(_ticket_context(question))
+    nav = "questions" if context["sees_all"] else "vendor"
+    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav)
+
+
+@require_POST
+@web.page_for(may_act_as_pm)
+def question_ticket(request, code):
+    """The question page's ticket form: organisation, assignee, priority, due date and state."""
+    question = _question_page(request, code)
+    changes, errors = _parse_row_changes(request.POST, question)
+    if "organisation" in request.POST:
+        slug = request.POST["organisation"]
+        organisation = vendor_selectors.vendor_organisations().filter(slug=slug).first() if slug else None
+        if slug and organisation is None:
+            errors["organisation"] = _("Choose an organisation from the list.")
+        elif organisation != question.organisation:
+            changes["organisation"] = organisation
+    if changes and not errors:
+        try:
+            question_update(actor=request.user, question=question, **changes)
+        except DomainError as error:
+            errors[error.field if error.field in TICKET_FIELDS else "form"] = error.message
+    if not errors and not web.wants_partial(request):
+        return HttpResponseRedirect(reverse("question-detail", args=[question.code]))
+    if not errors:
+        question = _question_page(request, code)
+    context = _question_page_context(request, question)
+    context.update(_ticket_context(question, errors, saved=bool(changes) and not errors))
+    return web.render_page(
+        request,
+        "acceptance/question-detail.html",
+        context,
+        partial="question-ticket",
+        nav="questions",
+        status=200 if not errors or web.wants_partial(request) else 400,
+    )
+
+
+def _chain_context(question, user, *, rerun_errors: dict | None = None) -> dict:
+    """The question's chains with a chart for each finished golden or soak run. `rerun_errors` maps
+    (chain id, stage) to why a re-run of that stage was refused."""
+    rerun_errors = rerun_errors or {}
+    chains = question_chain_rows(user=user, question=question)
+    for view in chains:
+        for row in view.rows:
+            row["plots"] = run_plots(row["run"]) if row["run"] is not None and not row["active"] else []
+            row["rerun_error"] = rerun_errors.get((view.chain.pk, row["stage"]), "")
+    return {
+        "chains": chains,
+        "chains_active": any(row["active"] for view in chains for row in view.rows),
+        "can_rerun": may_act_as_pm(user),
+    }
+
+
+@require_POST
+@web.page_for(may_act_as_pm)
+def run_rerun_view(request, run_id):
+    run = object_for_user(request.user, Run.objects.select_related("chain__question", "target"), pk=run_id)
+    if run.chain is None:
+        raise Http404
+    question = run.chain.question
+    errors = {}
+    try:
+        run_rerun(actor=request.user, run=run)
+    except DomainError as error:
+        errors[(run.chain_id, run.stage)] = error.message
+    if not web.wants_partial(request):
+        for message in errors.values():
+            messages.error(request, message)
+        return redirect("question-detail", question.code)
+    context = {"question": question, **_chain_context(question, request.user, rerun_errors=errors)}
+    return web.render_page(request, "acceptance/question-detail.html", context, partial="question-chain")
