@@ -1,7 +1,9 @@
 """Admin bases every app uses, and the audit log's read-only page."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.http import HttpResponseRedirect
 
+from calculet.errors import DomainError
 from calculet.models import AuditEntry
 
 
@@ -16,6 +18,38 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class ServiceAdmin(admin.ModelAdmin):
+    """An admin page whose saves go through a service (`service_save`), which writes the audit row; a save
+    the service refuses changes nothing and says why."""
+
+    def service_save(self, request, obj, form, change) -> None:
+        raise NotImplementedError
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def save_model(self, request, obj, form, change):
+        try:
+            self.service_save(request, obj, form, change)
+        except DomainError as error:
+            request.service_refused = True
+            field = f"{error.field}: " if error.field else ""
+            self.message_user(request, f"Not saved — {field}{error.message}", messages.ERROR)
+
+    def save_related(self, request, form, formsets, change):
+        """Related rows are the service's to write."""
+
+    def response_add(self, request, obj, post_url_continue=None):
+        if getattr(request, "service_refused", False):
+            return HttpResponseRedirect(request.path)
+        return super().response_add(request, obj, post_url_continue)
+
+    def response_change(self, request, obj):
+        if getattr(request, "service_refused", False):
+            return HttpResponseRedirect(request.path)
+        return super().response_change(request, obj)
 
 
 class ReadOnlyInline(admin.TabularInline):

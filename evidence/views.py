@@ -18,7 +18,7 @@ from evidence.selectors import (
     evidence_table_list,
     path_alias_list,
 )
-from vendor.access import may_see_all
+from vendor.access import may_open_pages, may_see_all
 from vendor.selectors import open_questions
 
 EVIDENCE_PAGE_SIZE = 100
@@ -59,7 +59,7 @@ class EvidenceFilterForm(forms.Form):
         return items.distinct()
 
 
-@web.page_for(may_see_all)
+@web.page_for(may_open_pages)
 def evidence_register(request):
     form = EvidenceFilterForm(request.GET, tables=list(evidence_table_list()))
     page = Paginator(form.filter(evidence_list()), EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
@@ -75,7 +75,7 @@ def evidence_register(request):
     )
 
 
-@web.page_for(may_see_all)
+@web.page_for(may_open_pages)
 def capability_matrix(request):
     context = {"capabilities": capabilities_with_grades(), "statuses": STATUSES}
     return web.render_page(request, "evidence/capability-matrix.html", context, nav="capabilities")

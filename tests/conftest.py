@@ -11,6 +11,8 @@ def pytest_configure(config):
 
     if os.environ.get("CI") and not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         pytest.exit("CI runs the tests on PostgreSQL: set DATABASE_URL", returncode=3)
+    # Test users' passwords need no resistance to guessing; the production hasher costs ~0.3 s a user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,20 +1,38 @@
 """Admin for the vendor app. Writes go through the service layer; statuses and states are read-only here."""
 
 from django.contrib import admin, messages
-from django.http import HttpResponseRedirect
 
-from calculet.admin import ReadOnlyAdmin
+from calculet.admin import ReadOnlyAdmin, ServiceAdmin
 from calculet.errors import DomainError
 from vendor.models import Answer, ApiToken, Artifact, Blob, Membership, Organisation, Question, Section, Upload
-from vendor.services.organisations import token_revoke
+from vendor.services.organisations import organisation_create, organisation_rename, token_revoke
 from vendor.services.questions import question_update
 
 
 @admin.register(Organisation)
-class OrganisationAdmin(ReadOnlyAdmin):
+class OrganisationAdmin(ServiceAdmin):
+    """New organisations through `organisation_create`, renames through `organisation_rename`; a slug and a
+    kind never change once made."""
+
     list_display = ["slug", "name", "kind", "created_at"]
     list_filter = ["kind"]
     search_fields = ["slug", "name"]
+    fields = ["slug", "name", "kind"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return ["slug", "kind"] if obj is not None else []
+
+    def service_save(self, request, obj, form, change):
+        if change:
+            organisation_rename(actor=request.user, organisation=obj, name=form.cleaned_data["name"])
+            return
+        created = organisation_create(
+            actor=request.user,
+            slug=form.cleaned_data["slug"],
+            name=form.cleaned_data["name"],
+            kind=form.cleaned_data["kind"],
+        )
+        obj.pk = created.pk
 
 
 @admin.register(Membership)
@@ -49,7 +67,7 @@ class SectionAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Question)
-class QuestionAdmin(admin.ModelAdmin):
+class QuestionAdmin(ServiceAdmin):
     """Assignee, organisation, priority and due date change through `question_update`; the text comes from
     the seed document and the state moves only by the service's transitions."""
 
@@ -76,26 +94,13 @@ class QuestionAdmin(admin.ModelAdmin):
     def has_add_permission(self, request, obj=None):
         return False
 
-    def has_delete_permission(self, request, obj=None):
-        return False
-
     @admin.display(description="question")
     def short_question(self, question):
         return question.question[:80]
 
-    def save_model(self, request, obj, form, change):
+    def service_save(self, request, obj, form, change):
         changes = {name: form.cleaned_data[name] for name in form.changed_data}
-        try:
-            question_update(actor=request.user, question=obj, **changes)
-        except DomainError as error:
-            request.service_refused = True
-            field = f"{error.field}: " if error.field else ""
-            self.message_user(request, f"Not saved — {field}{error.message}", messages.ERROR)
-
-    def response_change(self, request, obj):
-        if getattr(request, "service_refused", False):
-            return HttpResponseRedirect(request.path)
-        return super().response_change(request, obj)
+        question_update(actor=request.user, question=obj, **changes)
 
 
 @admin.register(Blob)

@@ -10,45 +10,57 @@ from vendor.access import object_for_user
 from vendor.claim import ELEMENTS
 from vendor.models import Answer, Question
 from vendor.selectors import answer_list
+from vendor.services.answers import (
+    ERROR_CODE_RANGE,
+    MAX_COMMAND,
+    MAX_COMPATIBILITY,
+    MAX_ERROR_PATH_TEXT,
+    MAX_LIST,
+    MAX_TEXT,
+    MAX_VERSION,
+)
 
 
 class MinimalExampleSerializer(StrictSerializer):
     artifact = serializers.IntegerField(allow_null=True, required=False, help_text="An artifact id.")
-    command = serializers.CharField(allow_blank=True, required=False, max_length=4000)
-    description = serializers.CharField(allow_blank=True, required=False, max_length=20000)
+    command = serializers.CharField(allow_blank=True, required=False, max_length=MAX_COMMAND)
+    description = serializers.CharField(allow_blank=True, required=False, max_length=MAX_TEXT)
 
 
 class ErrorPathSerializer(StrictSerializer):
-    scenario = serializers.CharField(max_length=2000)
-    expect_code = serializers.IntegerField(min_value=-(2**31), max_value=2**31 - 1)
-    recovery = serializers.CharField(allow_blank=True, required=False, max_length=2000)
+    scenario = serializers.CharField(max_length=MAX_ERROR_PATH_TEXT)
+    expect_code = serializers.IntegerField(min_value=ERROR_CODE_RANGE[0], max_value=ERROR_CODE_RANGE[1])
+    recovery = serializers.CharField(allow_blank=True, required=False, max_length=MAX_ERROR_PATH_TEXT)
 
 
 class GoldenSerializer(StrictSerializer):
-    artifacts = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=100)
+    artifacts = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=MAX_LIST)
     tolerances = serializers.DictField(child=serializers.FloatField(min_value=0), required=False)
 
 
 class CompatibilitySerializer(StrictSerializer):
-    calrt = serializers.CharField(allow_blank=True, required=False, max_length=200)
-    driver = serializers.CharField(allow_blank=True, required=False, max_length=200)
-    firmware = serializers.CharField(allow_blank=True, required=False, max_length=200)
-    chip = serializers.CharField(allow_blank=True, required=False, max_length=200)
+    calrt = serializers.CharField(allow_blank=True, required=False, max_length=MAX_COMPATIBILITY)
+    driver = serializers.CharField(allow_blank=True, required=False, max_length=MAX_COMPATIBILITY)
+    firmware = serializers.CharField(allow_blank=True, required=False, max_length=MAX_COMPATIBILITY)
+    chip = serializers.CharField(allow_blank=True, required=False, max_length=MAX_COMPATIBILITY)
 
 
 class AnswerInputSerializer(StrictSerializer):
     """Section 13's six elements. Missing elements are allowed: the answer is stored incomplete."""
 
-    summary = serializers.CharField(allow_blank=True, required=False, max_length=20000)
+    summary = serializers.CharField(allow_blank=True, required=False, max_length=MAX_TEXT)
     capability = serializers.CharField(
         allow_null=True, required=False, help_text="Slug of one of the question's capabilities."
     )
-    version = serializers.CharField(allow_blank=True, required=False, max_length=100)
+    version = serializers.CharField(allow_blank=True, required=False, max_length=MAX_VERSION)
     executable_assets = serializers.ListField(
-        child=serializers.IntegerField(), required=False, max_length=100, help_text="Ids of your verified artifacts."
+        child=serializers.IntegerField(),
+        required=False,
+        max_length=MAX_LIST,
+        help_text="Ids of your verified artifacts.",
     )
     minimal_example = MinimalExampleSerializer(required=False)
-    error_paths = ErrorPathSerializer(many=True, required=False, max_length=100)
+    error_paths = ErrorPathSerializer(many=True, required=False, max_length=MAX_LIST)
     golden = GoldenSerializer(required=False)
     compatibility = CompatibilitySerializer(required=False)
     thresholds = serializers.DictField(child=serializers.FloatField(), required=False)

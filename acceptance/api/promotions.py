@@ -12,7 +12,7 @@ from calculet.api import Api, ReasonSerializer, StrictSerializer
 from calculet.errors import ConflictError, ForbiddenError
 from evidence.grades import STATUS_CHOICES
 from evidence.selectors import capability_get
-from vendor.access import may_see_all
+from vendor.access import may_act_as_pm, may_see_all
 
 
 class PromotionInputSerializer(StrictSerializer):
@@ -61,6 +61,8 @@ class PromotionListApi(Api, ListAPIView):
     def post(self, request, slug):
         """Ask the promotion gate to move the status: 201 when it moved, 409 with the reasons when blocked."""
         capability = capability_get(user=request.user, slug=slug)
+        if not may_act_as_pm(request.user):  # before reading the body, as the page does
+            raise ForbiddenError("Only a PM asks the promotion gate.")
         serializer = PromotionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         attempt = capability_promote(

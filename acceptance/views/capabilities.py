@@ -9,7 +9,7 @@ from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.grades import STATUSES
 from evidence.selectors import capability_evidence, capability_get, capability_questions
-from vendor.access import may_act_as_pm, may_see_all
+from vendor.access import may_act_as_pm, may_open_pages, may_see_all
 
 HISTORY_LIMIT = 200
 CAPABILITY_EVIDENCE_LIMIT = 200
@@ -21,7 +21,9 @@ def _capability_page_context(request, capability, **promotion) -> dict:
         "evidence": capability_evidence(capability)[:CAPABILITY_EVIDENCE_LIMIT],
         "evidence_total": capability_evidence(capability).count(),
         "questions": capability_questions(user=request.user, capability=capability),
-        "history": promotion_history(capability)[:HISTORY_LIMIT],
+        # Promotion attempts are the integration team's, as in the API.
+        "sees_history": may_see_all(request.user),
+        "history": promotion_history(capability)[:HISTORY_LIMIT] if may_see_all(request.user) else [],
         "statuses": STATUSES,
         "status_choices": [(status, f"{status} — {labels.label('status', status)}") for status in STATUSES],
         "can_promote": may_act_as_pm(request.user),
@@ -32,7 +34,7 @@ def _capability_page_context(request, capability, **promotion) -> dict:
     }
 
 
-@web.page_for(may_see_all)
+@web.page_for(may_open_pages)
 def capability_detail(request, slug):
     capability = capability_get(user=request.user, slug=slug)
     context = _capability_page_context(request, capability)

@@ -24,7 +24,7 @@ from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.selectors import question_capabilities
 from vendor import selectors as vendor_selectors
-from vendor.access import may_act_as_pm, may_open_pages, may_see_all, object_for_user
+from vendor.access import is_vendor_member, may_act_as_pm, may_open_pages, may_see_all, object_for_user
 from vendor.claim import ELEMENTS
 from vendor.models import Question
 from vendor.services.questions import question_bulk_assign, question_update
@@ -137,8 +137,10 @@ def _question_list_context(request, params: QueryDict):
     }
 
 
-@web.page_for(may_see_all)
+@web.page_for(may_open_pages)
 def question_list(request):
+    if is_vendor_member(request.user):  # a vendor's own questions are on their landing page
+        return redirect("vendor-home")
     context = _question_list_context(request, request.GET)
     return web.render_page(request, "acceptance/question-list.html", context, partial="question-table", nav="questions")
 

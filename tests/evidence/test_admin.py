@@ -28,7 +28,6 @@ READ_ONLY_MODELS = [
     EvidenceGrade,
     EvidenceStatus,
     SourceReference,
-    Organisation,
     Membership,
     ApiToken,
     Section,
@@ -158,3 +157,35 @@ def test_token_revoke_action_calls_the_service(pm_client, pm):
     token.refresh_from_db()
     assert token.revoked_at is not None
     assert AuditEntry.objects.filter(action="token.revoke", object_id=str(token.pk)).exists()
+
+
+def test_an_organisation_is_added_through_the_service(pm_client, pm):
+    response = pm_client.post(admin_url(Organisation, "add"), {"slug": "newco", "name": "New Co", "kind": "vendor"})
+    assert response.status_code == 302
+    created = Organisation.objects.get(slug="newco")
+    assert (created.name, created.kind) == ("New Co", "vendor")
+    entry = AuditEntry.objects.get(action="organisation.create", object_id=str(created.pk))
+    assert entry.actor == pm
+
+
+def test_an_organisation_is_renamed_through_the_service_and_keeps_its_slug(pm_client, pm):
+    chipco = Organisation.objects.get(slug="chipco")
+    url = admin_url(Organisation, "change", chipco.pk)
+    page = pm_client.get(url).content.decode()
+    assert 'name="name"' in page and 'name="slug"' not in page and 'name="kind"' not in page
+    response = pm_client.post(url, {"name": "Chip Company", "slug": "other", "kind": "integrator"})
+    assert response.status_code == 302
+    chipco.refresh_from_db()
+    assert (chipco.slug, chipco.name, chipco.kind) == ("chipco", "Chip Company", "vendor")
+    entry = AuditEntry.objects.get(action="organisation.rename")
+    assert (entry.before, entry.after) == ({"name": "Chip Co"}, {"name": "Chip Company"})
+
+
+def test_a_refused_organisation_changes_nothing(pm_client):
+    audit_count = AuditEntry.objects.count()
+    response = pm_client.post(
+        admin_url(Organisation, "add"), {"slug": "chipco", "name": "Again", "kind": "vendor"}, follow=True
+    )
+    assert "Not saved" in response.content.decode() or "already exists" in response.content.decode()
+    assert Organisation.objects.filter(slug="chipco").count() == 1
+    assert AuditEntry.objects.count() == audit_count

@@ -34,7 +34,7 @@ def test_dashboard_counts_questions_by_state_and_chain_stage(pm_client, pm, acme
         for stage in stages.CHAIN_STAGES[:passed]:
             make_run(chain, stage, stages.PASSED)
     response = pm_client.get(reverse("dashboard"))
-    section = next(s for s in response.context["sections"] if s.code == "12.3")
+    section = next(s for s in response.context["sections"] if s.section.code == "12.3")
     positions = dict(zip(response.context["positions"], section.position_counts, strict=True))
     assert positions[stages.GOLDEN] == 1 and positions[stages.ARTIFACT] == 1 and sum(positions.values()) == 2
     states = dict(zip([s for s, _ in response.context["state_choices"]], section.state_counts, strict=True))

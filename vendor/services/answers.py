@@ -26,7 +26,13 @@ ANSWER_FIELDS = {
     "thresholds",
 }
 EXECUTABLE_KINDS = {Artifact.CALBIN, Artifact.SDK, Artifact.CONTAINER_IMAGE, Artifact.RUNNER_BUNDLE}
+# Input limits, for the service and the API's schema alike.
 MAX_TEXT = 20_000
+MAX_VERSION = 100
+MAX_COMMAND = 4000
+MAX_ERROR_PATH_TEXT = 2000
+MAX_COMPATIBILITY = 200
+ERROR_CODE_RANGE = (-(2**31), 2**31 - 1)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")
 NAME_RULE = "Names are 1–100 letters, digits, '_', '.' or '-'."
 MAX_LIST = 100
@@ -97,14 +103,15 @@ def _error_paths(value) -> list[dict]:
         unknown = sorted(set(item) - {"scenario", "expect_code", "recovery"})
         if unknown:
             raise DomainError(f"Unknown key {unknown[0]}.", field=f"{field}.{unknown[0]}")
-        scenario = _text(item, "scenario", field=f"{field}.scenario", limit=2000)
+        scenario = _text(item, "scenario", field=f"{field}.scenario", limit=MAX_ERROR_PATH_TEXT)
         if not scenario:
             raise DomainError("Describe the scenario.", field=f"{field}.scenario")
         code = item.get("expect_code")
-        if isinstance(code, bool) or not isinstance(code, int) or not -(2**31) <= code < 2**31:
+        lowest, highest = ERROR_CODE_RANGE
+        if isinstance(code, bool) or not isinstance(code, int) or not lowest <= code <= highest:
             raise DomainError("Must be the integer error code the scenario returns.", field=f"{field}.expect_code")
         path = {"scenario": scenario, "expect_code": code}
-        recovery = _text(item, "recovery", field=f"{field}.recovery", limit=2000)
+        recovery = _text(item, "recovery", field=f"{field}.recovery", limit=MAX_ERROR_PATH_TEXT)
         if recovery:
             path["recovery"] = recovery
         paths.append(path)
@@ -133,9 +140,9 @@ def _compatibility(value) -> dict:
             field=f"compatibility.{unknown[0]}",
         )
     return {
-        key: _text(compatibility, key, field=f"compatibility.{key}", limit=200)
+        key: _text(compatibility, key, field=f"compatibility.{key}", limit=MAX_COMPATIBILITY)
         for key in COMPATIBILITY_KEYS
-        if _text(compatibility, key, field=f"compatibility.{key}", limit=200)
+        if _text(compatibility, key, field=f"compatibility.{key}", limit=MAX_COMPATIBILITY)
     }
 
 
@@ -172,7 +179,7 @@ def answer_store(*, actor, question: Question, data: dict) -> Answer:
         raise DomainError(f"Unknown field {unknown[0]}.", field=unknown[0])
 
     summary = _text(data, "summary")
-    version = _text(data, "version", limit=100)
+    version = _text(data, "version", limit=MAX_VERSION)
     if version and not VERSION_PATTERN.match(version):
         raise DomainError("A version looks like 1.2 or v0.7.6-rc1.", field="version")
     executable_assets = _artifacts(
@@ -193,7 +200,7 @@ def answer_store(*, actor, question: Question, data: dict) -> Answer:
             "minimal_example.artifact",
             set(dict(Artifact.KINDS)) - {Artifact.DOCUMENT},
         )
-    example_command = _text(example, "command", field="minimal_example.command", limit=4000)
+    example_command = _text(example, "command", field="minimal_example.command", limit=MAX_COMMAND)
     example_description = _text(example, "description", field="minimal_example.description")
     error_paths = _error_paths(data.get("error_paths"))
     golden = _mapping(data.get("golden"), "golden")

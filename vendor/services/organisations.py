@@ -25,6 +25,13 @@ def _role_organisation_kind(role: str) -> str:
     return Organisation.VENDOR if role == Membership.VENDOR else Organisation.INTEGRATOR
 
 
+def _organisation_name(name) -> str:
+    name = (name or "").strip() if isinstance(name, str) else ""
+    if not name or len(name) > 200:
+        raise DomainError("Give a name of at most 200 characters.", field="name")
+    return name
+
+
 def organisation_create(*, actor, slug: str, name: str, kind: str) -> Organisation:
     """Create an organisation. `actor` is a PM, or None for the command line."""
     if actor is not None and not may_act_as_pm(actor):
@@ -33,15 +40,29 @@ def organisation_create(*, actor, slug: str, name: str, kind: str) -> Organisati
         raise DomainError("A slug is 1–50 lowercase letters, digits and inner hyphens.", field="slug")
     if kind not in {Organisation.INTEGRATOR, Organisation.VENDOR}:
         raise DomainError("The kind is integrator or vendor.", field="kind")
-    name = (name or "").strip()
-    if not name or len(name) > 200:
-        raise DomainError("Give a name of at most 200 characters.", field="name")
+    name = _organisation_name(name)
     with transaction.atomic():
         if lock_rows(Organisation.objects).filter(slug=slug).exists():
             raise ConflictError(f"Organisation {slug} already exists.", field="slug")
         organisation = Organisation.objects.create(slug=slug, name=name, kind=kind)
         audit_record(actor=actor, action="organisation.create", obj=organisation, after={"slug": slug, "kind": kind})
     return organisation
+
+
+def organisation_rename(*, actor, organisation: Organisation, name: str) -> Organisation:
+    """Give an organisation a new name; its slug and kind never change. `actor` is a PM."""
+    if not may_act_as_pm(actor):
+        raise ForbiddenError("Only a PM renames organisations.")
+    name = _organisation_name(name)
+    with transaction.atomic():
+        locked = lock_rows(Organisation.objects).get(pk=organisation.pk)
+        if locked.name == name:
+            return locked
+        before = {"name": locked.name}
+        locked.name = name
+        locked.save(update_fields=["name"])
+        audit_record(actor=actor, action="organisation.rename", obj=locked, before=before, after={"name": name})
+    return locked
 
 
 def token_create(*, actor, user, name: str, expires_at: datetime.datetime | None = None) -> tuple[ApiToken, str]:

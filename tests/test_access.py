@@ -1,0 +1,136 @@
+"""Every page and its API twin decide alike: for each role and each object, both let the user through or
+both refuse. Decisions come from `vendor.access` alone, so a page and an endpoint cannot drift apart."""
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from acceptance import stages
+from calculet.models import AuditEntry
+from evidence.models import Capability
+from tests.web.conftest import make_chain, make_run, make_user, put_to
+from vendor.models import Organisation, Question
+
+ROLES = ["pm", "operator", "viewer", "vendor_a", "vendor_b", "nobody"]
+
+
+@pytest.fixture
+def world(db):
+    users = {
+        "pm": make_user("ada", "team", "pm"),
+        "operator": make_user("otto", "team", "operator"),
+        "viewer": make_user("victor", "team", "viewer"),
+        "vendor_a": make_user("ann", "acme", "vendor"),
+        "vendor_b": make_user("bob", "bolt", "vendor"),
+    }
+    from tests.vendor.fixtures import make_question
+
+    make_question("V18")
+    make_question("V19")
+    put_to(users["pm"], Organisation.objects.get(slug="acme"), "V18", ask=True)
+    put_to(users["pm"], Organisation.objects.get(slug="bolt"), "V19", ask=True)
+    capability = Capability.objects.create(slug="decode-batch-8", title="Decode batch 8", status="C3")
+    capability.questions.add(Question.objects.get(code="V18"), Question.objects.get(code="V19"))
+    runs = {}
+    for vendor, code in (("vendor_a", "V18"), ("vendor_b", "V19")):
+        chain = make_chain(Question.objects.get(code=code), users[vendor], capability=capability)
+        runs[code] = make_run(chain, stages.CLAIM, stages.PASSED)
+    return {"users": users, "runs": runs}
+
+
+def _client(world, role) -> Client:
+    client = Client()
+    if role != "nobody":
+        client.force_login(world["users"][role])
+    return client
+
+
+def _let_through(response) -> bool:
+    """Reached the rule (done, redirected or refused for its input) rather than refused for who asked; a
+    redirect to the login page is a refusal."""
+    if response.status_code == 302:
+        return not response["Location"].startswith(reverse("login"))
+    return response.status_code in (200, 201, 204, 400, 409)
+
+
+def _twins(world):
+    """(name, page request, API request): the same object or action, once in the browser, once in the API."""
+    run_a, run_b = world["runs"]["V18"], world["runs"]["V19"]
+    return [
+        ("question of vendor A", ("get", "/questions/V18/", {}), ("get", "/api/v1/questions/V18/", {})),
+        ("question of vendor B", ("get", "/questions/V19/", {}), ("get", "/api/v1/questions/V19/", {})),
+        (
+            "edit a question",
+            ("post", "/questions/V18/ticket", {"priority": "urgent"}),
+            ("patch", "/api/v1/questions/V18/", {"priority": "urgent"}),
+        ),
+        (
+            "capability",
+            ("get", "/capabilities/decode-batch-8/", {}),
+            ("get", "/api/v1/capabilities/decode-batch-8/", {}),
+        ),
+        ("capability matrix", ("get", "/capabilities/", {}), ("get", "/api/v1/capabilities/", {})),
+        ("evidence register", ("get", "/evidence/", {}), ("get", "/api/v1/evidence/", {})),
+        (
+            "ask the gate",
+            ("post", "/capabilities/decode-batch-8/promote", {"to": "C9"}),
+            ("post", "/api/v1/capabilities/decode-batch-8/promotions/", {"to": "C9"}),
+        ),
+        (
+            "re-run vendor A's stage",
+            ("post", f"/runs/{run_a.pk}/rerun", {}),
+            ("post", f"/api/v1/runs/{run_a.pk}/rerun/", {}),
+        ),
+        (
+            "re-run vendor B's stage",
+            ("post", f"/runs/{run_b.pk}/rerun", {}),
+            ("post", f"/api/v1/runs/{run_b.pk}/rerun/", {}),
+        ),
+        ("audit log", ("get", "/audit/", {}), ("get", "/api/v1/audit/", {})),
+    ]
+
+
+# Who gets through, per twin, whatever the entry point.
+EXPECTED = {
+    "question of vendor A": {"pm", "operator", "viewer", "vendor_a"},
+    "question of vendor B": {"pm", "operator", "viewer", "vendor_b"},
+    "edit a question": {"pm"},
+    "capability": {"pm", "operator", "viewer", "vendor_a", "vendor_b"},
+    "capability matrix": {"pm", "operator", "viewer", "vendor_a", "vendor_b"},
+    "evidence register": {"pm", "operator", "viewer", "vendor_a", "vendor_b"},
+    "ask the gate": {"pm"},
+    "re-run vendor A's stage": {"pm"},
+    "re-run vendor B's stage": {"pm"},
+    "audit log": {"pm"},
+}
+
+
+def _send(client, method, path, data, *, api):
+    if method == "get":
+        return client.get(path, data)
+    if api:
+        return getattr(client, method)(path, data, content_type="application/json")
+    return client.post(path, data)
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_page_and_its_endpoint_decide_alike(world, role):
+    client = _client(world, role)
+    audit_rows = AuditEntry.objects.count()
+    for name, (page_method, page_path, page_data), (api_method, api_path, api_data) in _twins(world):
+        page = _send(client, page_method, page_path, page_data, api=False)
+        api = _send(client, api_method, api_path, api_data, api=True)
+        expected = role in EXPECTED[name]
+        assert (_let_through(page), _let_through(api), name) == (expected, expected, name), (
+            f"{role} on {name}: page {page.status_code}, API {api.status_code}"
+        )
+    if role != "pm":  # only the PM's re-runs may have written anything
+        assert AuditEntry.objects.count() == audit_rows
+
+
+def test_a_vendor_sees_the_same_questions_on_its_page_and_in_the_api(world):
+    client = _client(world, "vendor_a")
+    page = client.get("/vendor/").content.decode()
+    api = client.get("/api/v1/questions/").json()
+    assert [question["code"] for question in api["results"]] == ["V18"]
+    assert "V18" in page and "V19" not in page
