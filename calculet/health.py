@@ -1,10 +1,20 @@
 """Liveness and readiness for load balancers and operators."""
 
+import logging
+
+import kombu.exceptions
+from django import db
 from django.conf import settings
 from django.core.files.storage import storages
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
+
+logger = logging.getLogger(__name__)
+
+# A request that found the database or the broker away: the client may try again after this many seconds.
+RETRY_AFTER_SECONDS = 30
+OUTAGES = (db.OperationalError, db.InterfaceError, kombu.exceptions.OperationalError)
 
 
 def healthz(request):
@@ -51,3 +61,27 @@ def readyz(request):
             results[name] = f"error: {exc}"
     ready = all(value == "ok" for value in results.values())
     return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)
+
+
+class ServiceUnavailableMiddleware:
+    """The database or the broker away answers 503 with Retry-After, in the API's error format under
+    /api/, rather than a 500: nothing was changed, and the same request can be sent again."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        if not isinstance(exception, OUTAGES):
+            return None
+        logger.error("service unavailable: %s", exception)
+        message = "A service calculet depends on is unavailable; try again shortly."
+        if request.path.startswith("/api/"):
+            body = {"errors": [{"field": None, "code": "unavailable", "message": message}]}
+            response = JsonResponse(body, status=503)
+        else:
+            response = HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response

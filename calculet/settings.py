@@ -45,6 +45,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "calculet.logs.RequestIdMiddleware",
+    "calculet.health.ServiceUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -149,8 +150,13 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "calculet.api.exception_handler",
+    "DEFAULT_PARSER_CLASSES": ["calculet.parsers.JsonParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "DEFAULT_THROTTLE_CLASSES": ["vendor.authentication.TokenRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"token": env.str("API_THROTTLE_RATE", default="600/min")},
+    "DEFAULT_THROTTLE_RATES": {
+        "token": env.str("API_THROTTLE_RATE", default="600/min"),
+        "auth_failure": env.str("API_AUTH_FAILURE_RATE", default="20/min"),
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "calculet API",

@@ -32,6 +32,16 @@ def _artifact_storage(request, tmp_path):
     }
 
 
+@pytest.fixture(autouse=True)
+def _empty_cache(request):
+    """Rate counts (per token, failed authentications per address) start at zero in every test."""
+    if not request.config.pluginmanager.hasplugin("django"):
+        return
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def chain_in_process(settings):
     """Tasks run in-process as they are sent (the laptop default): a chain runs to its end."""
