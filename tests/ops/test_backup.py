@@ -1,3 +1,4 @@
+import json
 import shutil
 
 import pytest
@@ -52,3 +53,20 @@ def test_restore_reports_an_artifact_whose_bytes_changed(tmp_path):
 
     assert len(problems) == 1 and artifact.declared_sha256 in problems[0]
     assert artifacts_verify() == problems
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_manifest_counts_the_rows_of_the_dump_and_restore_checks_them(tmp_path):
+    organisation = Organisation.objects.create(slug="acme", name="Acme NPU", kind=Organisation.VENDOR)
+    make_artifact(organisation, b"one", kind=Artifact.DOCUMENT, version="1.0", file_name="a.txt", tmp_dir=tmp_path)
+    manifest = backup_create(tmp_path / "backup")
+    assert manifest["counts"]["vendor.Artifact"] == 1
+    # A backup whose manifest disagrees with its dump is caught on restore, not trusted.
+    manifest_path = tmp_path / "backup" / "manifest.json"
+    recorded = json.loads(manifest_path.read_text())
+    recorded["counts"]["vendor.Artifact"] = 2
+    manifest_path.write_text(json.dumps(recorded))
+
+    problems = backup_restore(tmp_path / "backup")
+
+    assert problems == ["vendor.Artifact: 1 rows restored, the backup recorded 2"]

@@ -22,6 +22,8 @@ class Command(BaseCommand):
         for problem in problems:
             self.stderr.write(problem)
         if problems:
-            raise CommandError(f"restored, but {len(problems)} artifact(s) failed digest verification")
+            raise CommandError(
+                f"restored, but {len(problems)} check(s) failed: rows against the backup's counts, artifact digests"
+            )
         counts = ", ".join(f"{label} {count}" for label, count in row_counts().items())
-        self.stdout.write(f"restored from {backup_dir}, every artifact digest verified: {counts}")
+        self.stdout.write(f"restored from {backup_dir}, row counts and every artifact digest verified: {counts}")
