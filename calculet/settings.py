@@ -198,6 +198,10 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBIL
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# A question is "due soon" from this many days before its due date (the question list, the dashboard, the daily
+# notifications).
+QUESTION_DUE_SOON_DAYS = env.int("QUESTION_DUE_SOON_DAYS", default=7)
+
 # Acceptance runs (docs/acceptance.md). A worker renews a run's lease every ACCEPTANCE_RUN_HEARTBEAT_SECONDS;
 # the sweeper (beat, every ACCEPTANCE_SWEEP_INTERVAL) re-sends runs whose lease expired, so a killed worker's
 # run restarts within lease + sweep interval. Runner limits apply to each runner subprocess.

@@ -1,13 +1,18 @@
 """Reads of the vendor app's rows for the pages and the API alike, scoped by `vendor.access`, each in a fixed
 number of queries whatever the number of rows."""
 
+import datetime
+from dataclasses import dataclass, field
+
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
+from django.utils import timezone
 
 from calculet.models import AuditEntry
-from vendor import states
+from vendor import due, states
 from vendor.access import objects_for_user
-from vendor.models import Answer, ApiToken, Artifact, Organisation, Question, Section, Upload
+from vendor.models import Answer, ApiToken, Artifact, Membership, Organisation, Question, Section, Upload
 
 
 def question_list(*, user) -> QuerySet[Question]:
@@ -50,13 +55,41 @@ def vendor_organisations() -> QuerySet[Organisation]:
     return Organisation.objects.filter(kind=Organisation.VENDOR)
 
 
-def team_members():
-    """People a question can be assigned to: the integration team's members."""
-    return (
+@dataclass
+class Assignees:
+    """Who a question can be assigned to: any member of the integration team, and the vendor engineers of the
+    organisation the question is put to (`vendor.services.questions` decides; this only offers)."""
+
+    team: list = field(default_factory=list)
+    contacts: dict[int, list] = field(default_factory=dict)
+
+    def for_organisation(self, organisation_id: int | None) -> list:
+        return self.contacts.get(organisation_id, []) if organisation_id else []
+
+    def everyone(self) -> list:
+        return [*self.team, *(user for users in self.contacts.values() for user in users)]
+
+
+def assignees() -> Assignees:
+    """The team and every vendor organisation's engineers, in one query."""
+    people = (
         get_user_model()
-        .objects.filter(is_active=True, membership__organisation__kind=Organisation.INTEGRATOR)
+        .objects.filter(is_active=True)
+        .filter(
+            Q(membership__organisation__kind=Organisation.INTEGRATOR)
+            | Q(membership__organisation__kind=Organisation.VENDOR, membership__role=Membership.VENDOR)
+        )
+        .select_related("membership__organisation")
         .order_by("username")
     )
+    found = Assignees()
+    for person in people:
+        organisation = person.membership.organisation
+        if organisation.kind == Organisation.INTEGRATOR:
+            found.team.append(person)
+        else:
+            found.contacts.setdefault(organisation.pk, []).append(person)
+    return found
 
 
 def section_list() -> QuerySet[Section]:
@@ -73,10 +106,40 @@ def audit_entries() -> QuerySet[AuditEntry]:
     return AuditEntry.objects.order_by("-id")
 
 
+def due_soon_days() -> int:
+    return settings.QUESTION_DUE_SOON_DAYS
+
+
+def questions_by_due(questions: QuerySet[Question], status: str, today: datetime.date) -> QuerySet[Question]:
+    """The questions whose `vendor.due.due_status` is `status`, or (`due.NOT_DUE`) open ones without a due date."""
+    waiting = questions.exclude(state__in=states.SETTLED_STATES)
+    if status == due.NOT_DUE:
+        return waiting.filter(due_date__isnull=True)
+    if status == due.OVERDUE:
+        return waiting.filter(due_date__lt=today)
+    if status == due.DUE_SOON:
+        return waiting.filter(due_date__gte=today, due_date__lte=today + datetime.timedelta(days=due_soon_days()))
+    raise ValueError(f"unknown due status {status!r}")
+
+
+def due_counts(*, user) -> dict[str, int]:
+    """How many of the questions the user may see are overdue, due soon, or open without a due date; one query."""
+    today = timezone.localdate()
+    waiting = ~Q(state__in=states.SETTLED_STATES)
+    soon_until = today + datetime.timedelta(days=due_soon_days())
+    return objects_for_user(user, Question.objects).aggregate(
+        **{
+            due.OVERDUE: Count("pk", filter=waiting & Q(due_date__lt=today)),
+            due.DUE_SOON: Count("pk", filter=waiting & Q(due_date__gte=today, due_date__lte=soon_until)),
+            due.NOT_DUE: Count("pk", filter=waiting & Q(due_date__isnull=True)),
+        }
+    )
+
+
 def open_questions() -> QuerySet[Question]:
     """Questions neither closed nor deferred, grouped by the organisation they are put to."""
     return (
-        Question.objects.exclude(state__in=[states.CLOSED, states.DEFERRED])
+        Question.objects.exclude(state__in=states.SETTLED_STATES)
         .select_related("organisation", "assignee", "section")
         .order_by("organisation__slug", "number")
     )

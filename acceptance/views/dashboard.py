@@ -18,6 +18,7 @@ from calculet import labels, web
 from evidence.grades import STATUSES
 from evidence.selectors import capabilities_with_grades
 from vendor.access import is_vendor_member, may_see_all, user_organisation
+from vendor.selectors import due_counts, due_soon_days
 
 LIVE_RUN_LIMIT = 50
 BLOCKED_LIMIT = 50
@@ -43,6 +44,8 @@ def _team_dashboard(request):
         return web.render_page(request, "acceptance/dashboard.html", _runs_in_progress_context(), partial="live-runs")
     context = {
         "sections": section_progress(),
+        "due_counts": [(status, count) for status, count in due_counts(user=request.user).items()],
+        "due_soon_days": due_soon_days(),
         "state_choices": labels.choices("state"),
         "positions": stages.POSITIONS,
         "capabilities": capabilities_with_grades(),

@@ -134,6 +134,18 @@ def test_a_refused_question_edit_changes_nothing(pm_client, pm):
     assert AuditEntry.objects.count() == audit_count
 
 
+def test_a_past_due_date_is_refused_in_the_admin(pm_client):
+    question = Question.objects.get(code="V18")
+    audit_count = AuditEntry.objects.count()
+    url = admin_url(Question, "change", question.pk)
+    form = {"priority": "p2", "organisation": "", "assignee": "", "due_date": "1900-01-01"}
+    response = pm_client.post(url, form, follow=True)
+    assert "Not saved — due_date: The due date 1900-01-01 is in the past" in response.content.decode()
+    question.refresh_from_db()
+    assert question.due_date is None
+    assert AuditEntry.objects.count() == audit_count
+
+
 def test_a_superuser_edits_questions_as_a_pm_does(client, imported):
     """One rule for "PM or superuser": the admin's superuser triages as a PM, through the same service."""
     staff = get_user_model().objects.create_superuser("admin-without-team", password=None)

@@ -2,6 +2,7 @@
 docs/pm-guide.md as a PM, each as one shell session; then the database is checked for what they should
 have left behind. Run twice: with no worker serving the simulator, and with tasks run in-process."""
 
+import datetime
 import os
 import shlex
 import shutil
@@ -176,7 +177,7 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
         "asked",
         "p1",
         "pat",
-        "2026-09-30",
+        (datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=30)).isoformat(),
     )
     attempts = [
         (attempt.to_status, attempt.allowed, {reason["code"] for reason in attempt.reasons})

@@ -161,6 +161,17 @@ def test_audit_log_filters_by_actor_object_and_action(pm_client, pm, acme, check
 
 
 @pytest.mark.django_db
+def test_audit_log_shows_an_over_long_filter_as_an_error(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V18")
+    response = pm_client.get(reverse("audit-log"), {"actor": "a" * 201})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "Actor: Ensure this value has at most 200 characters (it has 201)." in body
+    assert "question.update" not in body
+    assert ">201/200</span>" in body
+
+
+@pytest.mark.django_db
 def test_audit_log_query_count_does_not_grow_with_rows(pm_client, pm, acme, checklist):
     put_to(pm, acme, "V01")
     few = count_queries(pm_client, reverse("audit-log"))
