@@ -9,7 +9,7 @@ class VendorConfig(AppConfig):
         from calculet import labels
         from vendor import due, states
         from vendor.claim import ELEMENT_LABELS
-        from vendor.models import Artifact, Membership
+        from vendor.models import Artifact, Membership, Organisation, WebhookDelivery
 
         labels.register("role", Membership.ROLES)
         labels.register("state", states.QUESTION_STATES)
@@ -18,3 +18,5 @@ class VendorConfig(AppConfig):
         labels.register("artifact_kind", Artifact.KINDS)
         labels.register("artifact_state", Artifact.STATES)
         labels.register("element", ELEMENT_LABELS.items())
+        labels.register("organisation_kind", Organisation.KINDS)
+        labels.register("delivery_state", WebhookDelivery.STATES)

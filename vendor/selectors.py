@@ -10,9 +10,26 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from calculet.models import AuditEntry
-from vendor import due, states
-from vendor.access import objects_for_user
-from vendor.models import Answer, ApiToken, Artifact, Membership, Organisation, Question, Section, Upload
+from vendor import due, events, states
+from vendor.access import may_see_all, objects_for_user
+from vendor.models import (
+    Answer,
+    ApiToken,
+    Artifact,
+    Comment,
+    CommentRevision,
+    Membership,
+    Notification,
+    NotificationPreference,
+    Organisation,
+    Question,
+    Section,
+    Upload,
+    Webhook,
+    WebhookDelivery,
+)
+
+ATTACHABLE_LIMIT = 200
 
 
 def question_list(*, user) -> QuerySet[Question]:
@@ -148,3 +165,50 @@ def open_questions() -> QuerySet[Question]:
 def active_users():
     """People who can be named as an assignee; `question_update` decides which of them may be."""
     return get_user_model().objects.filter(is_active=True)
+
+
+def comment_list(*, user, question: Question) -> QuerySet[Comment]:
+    """The question's thread as the user may read it, oldest first, with attachments, mentions and revisions."""
+    return (
+        objects_for_user(user, Comment.objects.filter(question=question))
+        .select_related("author", "organisation", "question")
+        .prefetch_related(
+            Prefetch("artifacts", queryset=Artifact.objects.order_by("pk")),
+            Prefetch("mentions", queryset=get_user_model().objects.order_by("username")),
+            Prefetch("revisions", queryset=CommentRevision.objects.select_related("author").order_by("revision")),
+        )
+        .order_by("created_at", "id")
+    )
+
+
+def attachable_artifacts(*, user, question: Question) -> QuerySet[Artifact]:
+    """What a comment on the question may link: the artifacts of the vendor it is put to, newest first."""
+    if question.organisation_id is None:
+        return Artifact.objects.none()
+    artifacts = objects_for_user(user, Artifact.objects.filter(organisation_id=question.organisation_id))
+    return artifacts.order_by("-created_at", "-id")[:ATTACHABLE_LIMIT]
+
+
+def notification_preference(user) -> NotificationPreference:
+    """The user's choices, or the defaults (told of everything, in the site's language) when never changed."""
+    return NotificationPreference.objects.filter(user=user).first() or NotificationPreference(user=user)
+
+
+def notification_kinds(user) -> list[str]:
+    """The kinds a person can choose to be told of: a vendor's engineers are never told of the team's own
+    decisions (promotions), so they are not offered them."""
+    return [kind for kind in events.CHOOSABLE if events.EVENTS[kind].vendor_may_receive or may_see_all(user)]
+
+
+def notification_list(*, user) -> QuerySet[Notification]:
+    """What the user was told, newest first: nobody, the team included, lists another's."""
+    return Notification.objects.filter(user=user).select_related("event").order_by("-id")
+
+
+def webhook_list() -> QuerySet[Webhook]:
+    """Every hook, for those `vendor.access.may_manage_webhooks` lets in."""
+    return Webhook.objects.select_related("organisation").order_by("name", "id")
+
+
+def webhook_deliveries(hook: Webhook) -> QuerySet[WebhookDelivery]:
+    return WebhookDelivery.objects.filter(hook=hook).select_related("event").order_by("-id")

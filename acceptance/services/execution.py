@@ -38,8 +38,10 @@ from calculet.audit import audit_record
 from calculet.db import lock_rows
 from evidence.models import EvidenceGrade, EvidenceItem
 from npu_sim.calbin import build_calbin
+from vendor import events
 from vendor.models import Artifact
 from vendor.services.artifacts import archive_check
+from vendor.services.notifications import notify_on_commit
 from vendor.storage import blob_local_path
 
 logger = logging.getLogger(__name__)
@@ -419,6 +421,25 @@ def run_finish_locked(
         target_health_record(run.target, run)
     elif chain is not None and outcome.verdict == stages.PASS:
         chain_advance(chain, inputs=inputs if chain.answer_id == run.answer_id else None)
+    elif outcome.verdict != stages.PASS and run.chain is not None and run.answer is not None:
+        _tell_failure(run, run.chain, run.answer)
+
+
+def _tell_failure(run: Run, chain: Chain, answer) -> None:
+    """A chain's run failed or erred: its question's people and the vendor whose answer ran are told."""
+    notify_on_commit(
+        events.RUN_FAILED,
+        actor="system",
+        organisation_id=answer.organisation_id,
+        question_id=chain.question_id,
+        data={
+            "run": run.pk,
+            "stage": str(stages.STAGE_LABELS[run.stage]),
+            "verdict": run.verdict,
+            "target": run.target.name,
+            "detail": run.reason[:500],
+        },
+    )
 
 
 def _evidence_for_run(run: Run, chain: Chain) -> EvidenceItem | None:

@@ -13,7 +13,9 @@ from calculet.errors import DomainError, ForbiddenError
 from evidence.grades import STATUSES, status_rank
 from evidence.models import Capability
 from evidence.status_guard import gate_writes
+from vendor import events
 from vendor.access import may_act_as_pm
+from vendor.services.notifications import notify_on_commit
 
 REASON_MAX_CHARS = 2000
 
@@ -114,5 +116,17 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
                 before={"status": current},
                 after=summary,
             )
+        notify_on_commit(
+            events.PROMOTION_GRANTED if decision.allowed else events.PROMOTION_BLOCKED,
+            actor=actor,
+            organisation_id=None,  # the team's decision: no vendor is told
+            data={
+                "capability": locked.title,
+                "from_status": current,
+                "to_status": to_status,
+                "detail": "\n".join(item["message"] for item in decision.reasons) or reason,
+                "path": f"/capabilities/{locked.slug}/",
+            },
+        )
     attempt.capability = locked
     return attempt

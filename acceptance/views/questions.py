@@ -26,9 +26,17 @@ from calculet.errors import DomainError
 from evidence.selectors import question_capabilities
 from vendor import due
 from vendor import selectors as vendor_selectors
-from vendor.access import is_vendor_member, may_act_as_pm, may_open_pages, may_see_all, object_for_user
+from vendor.access import (
+    is_vendor_member,
+    may_act_as_pm,
+    may_discuss,
+    may_open_pages,
+    may_see_all,
+    object_for_user,
+)
 from vendor.claim import ELEMENTS
 from vendor.models import Question
+from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
 PAGE_SIZE = 25
@@ -219,7 +227,7 @@ def _parse_row_changes(post, question) -> tuple[dict, dict]:
 @web.page_for(may_act_as_pm)
 def question_edit(request, code):
     """Apply one row of the list: assignee, priority, due date and state, through the question service."""
-    question = _question_page(request, code)
+    question = question_page(request, code)
     changes, errors = _parse_row_changes(request.POST, question)
     if changes and not errors:
         try:
@@ -235,7 +243,7 @@ def question_edit(request, code):
         context.update(row_errors={question.code: errors}, list_url=next_url)
         return web.render_page(request, "acceptance/question-list.html", context, nav="questions", status=400)
     if not errors:
-        question = _question_page(request, code)
+        question = question_page(request, code)
     people = vendor_selectors.assignees()
     _annotate_row(question, positions=question_positions(), people=people, today=timezone.localdate())
     context = {
@@ -332,7 +340,7 @@ def question_bulk_edit(request):
     )
 
 
-def _question_page_context(request, question):
+def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
     artifacts = {}
@@ -346,12 +354,32 @@ def _question_page_context(request, question):
     sees_all = may_see_all(request.user)
     return {
         **_chain_context(question, request.user),
+        **thread_context(request, question),
         "question": question,
         "answers": answers,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
         "capabilities": question_capabilities(question) if sees_all else [],
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
+    }
+
+
+def thread_context(request, question, *, form=None, errors=None, editing=None, edit_form=None, edit_errors=None):
+    """The question's discussion as its page shows it: the thread, the form to add to it (with what was
+    typed and why it was refused), and the comment being edited, if any."""
+    can_comment = may_discuss(request.user)
+    return {
+        "comments": list(vendor_selectors.comment_list(user=request.user, question=question)),
+        "can_comment": can_comment,
+        "attachable": list(vendor_selectors.attachable_artifacts(user=request.user, question=question))
+        if can_comment
+        else [],
+        "comment_form": form or {"body": "", "artifacts": []},
+        "comment_errors": errors or {},
+        "editing": editing,
+        "edit_form": edit_form or {},
+        "edit_errors": edit_errors or {},
+        "body_max_chars": COMMENT_MAX_CHARS,
     }
 
 
@@ -368,7 +396,7 @@ def _ticket_context(question, errors=None, saved=False):
     }
 
 
-def _question_page(request, code) -> Question:
+def question_page(request, code) -> Question:
     question = object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
     question.due_status = due.due_status(
         question.due_date, question.state, timezone.localdate(), vendor_selectors.due_soon_days()
@@ -379,23 +407,29 @@ def _question_page(request, code) -> Question:
 @web.page_for(may_open_pages)
 def question_detail(request, code):
     """The question page; vendors reach only their own organisation's questions, read-only."""
-    question = _question_page(request, code)
+    question = question_page(request, code)
     if web.wants_partial(request):
         # The live part of the page: the chain, polled while one of its runs is waiting or running.
         context = {"question": question, **_chain_context(question, request.user)}
         return web.render_page(request, "acceptance/question-detail.html", context, partial="question-chain")
-    context = _question_page_context(request, question)
+    return render_question_page(request, question)
+
+
+def render_question_page(request, question, *, status=200, thread: dict | None = None):
+    """The whole question page; `thread` replaces the discussion's context (a refused comment, an edit)."""
+    context = question_page_context(request, question)
     if context["can_edit"]:
         context.update(_ticket_context(question))
+    context.update(thread or {})
     nav = "questions" if context["sees_all"] else "vendor"
-    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav)
+    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav, status=status)
 
 
 @require_POST
 @web.page_for(may_act_as_pm)
 def question_ticket(request, code):
     """The question page's ticket form: organisation, assignee, priority, due date and state."""
-    question = _question_page(request, code)
+    question = question_page(request, code)
     changes, errors = _parse_row_changes(request.POST, question)
     if "organisation" in request.POST:
         slug = request.POST["organisation"]
@@ -412,8 +446,8 @@ def question_ticket(request, code):
     if not errors and not web.wants_partial(request):
         return HttpResponseRedirect(reverse("question-detail", args=[question.code]))
     if not errors:
-        question = _question_page(request, code)
-    context = _question_page_context(request, question)
+        question = question_page(request, code)
+    context = question_page_context(request, question)
     context.update(_ticket_context(question, errors, saved=bool(changes) and not errors))
     return web.render_page(
         request,

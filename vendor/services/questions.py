@@ -10,9 +10,10 @@ from django.utils import timezone
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
-from vendor import states
+from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
 from vendor.models import Organisation, Question
+from vendor.services.notifications import notify_on_commit
 
 EDITABLE_FIELDS = ("assignee", "priority", "due_date", "state", "organisation")
 BULK_FIELDS = ("assignee", "priority", "due_date", "state")
@@ -140,6 +141,15 @@ def _apply(actor, question: Question, cleaned: dict) -> None:
     audit_record(
         actor=actor, action="question.update", obj=question, before=before, after=_question_snapshot(question, cleaned)
     )
+    if "assignee" in cleaned and (assignee := question.assignee) is not None:
+        notify_on_commit(
+            events.ASSIGNED,
+            actor=actor,
+            organisation_id=question.organisation_id,
+            question_id=question.pk,
+            named_ids=[assignee.pk],
+            data={"assignee": assignee.get_username()},
+        )
 
 
 def question_update(*, actor, question: Question, **changes) -> Question:
