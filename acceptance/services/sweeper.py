@@ -12,7 +12,7 @@ from django.utils import timezone
 from acceptance import stages
 from acceptance.models import Run, Target
 from acceptance.services.dispatch import queue_length, run_send
-from acceptance.services.execution import attempts_exhausted, run_finish_locked
+from acceptance.services.runs.finishing import run_give_up
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
 from calculet.db import lock_rows
 
@@ -48,7 +48,7 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
         )
         for run in expired:
             if run.attempt >= settings.ACCEPTANCE_RUN_MAX_ATTEMPTS:
-                run_finish_locked(run, run.attempt, attempts_exhausted(run), SWEEPER)
+                run_give_up(run, SWEEPER)
                 report.gave_up += 1
                 continue
             run.state = stages.QUEUED
