@@ -14,6 +14,7 @@ from django.utils.text import slugify
 
 from acceptance import stages
 from acceptance.models import Run, Target
+from acceptance.services.runs.state import run_state_move
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError
@@ -193,14 +194,10 @@ def runs_dispatch_pending(target: Target) -> int:
 
     if not target_accepts_runs(target):
         return 0
-    now = timezone.now()
     sent = 0
     with transaction.atomic():
         for run in lock_rows(Run.objects, skip_locked=True).filter(target=target, state=stages.PENDING):
-            run.state = stages.QUEUED
-            run.sent_at = now
-            run.send_count += 1
-            run.save(update_fields=["state", "sent_at", "send_count"])
+            run_state_move(run, stages.QUEUED)
             run_send(run, resend=True)
             sent += 1
     return sent
@@ -239,17 +236,15 @@ def target_health_check_start(target: Target, *, actor=None) -> Run | None:
             return None
         if Run.objects.filter(target=locked, stage=stages.HEALTH, state__in=stages.ACTIVE_STATES).exists():
             return None
-        run = Run.objects.create(
+        run = Run(
             stage=stages.HEALTH,
             target=locked,
-            state=stages.QUEUED,
             inputs_digest="",
             params={},
             inputs={"target": locked.as_job_target()},
             requested_by=actor if getattr(actor, "is_authenticated", False) else None,
-            sent_at=timezone.now(),
-            send_count=1,
         )
+        run_state_move(run, stages.QUEUED)
         audit_record(actor=actor or "system", action="run.create", obj=run, after={"stage": stages.HEALTH})
         run_send(run)
     return run

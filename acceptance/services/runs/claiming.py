@@ -6,7 +6,6 @@ claim raises `attempt` and sets a lease that the attempt renews while it works (
 
 import os
 import time
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -15,6 +14,7 @@ from django.utils import timezone
 from acceptance import stages
 from acceptance.models import Run
 from acceptance.services.runs.finishing import run_give_up
+from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_accepts_runs
 from calculet.db import lock_rows
 
@@ -40,25 +40,12 @@ def run_claim(run_id: int, worker: str) -> tuple[str, Run | None]:
         if run.state not in (stages.QUEUED, stages.RUNNING):
             return GONE, run
         if run.stage != stages.HEALTH and not target_accepts_runs(run.target, now, claiming=True):
-            run.state = stages.PENDING
-            run.lease_expires_at = None
-            run.save(update_fields=["state", "lease_expires_at"])
+            run_state_move(run, stages.PENDING)
             return GONE, run
         if run.attempt >= settings.ACCEPTANCE_RUN_MAX_ATTEMPTS:
             run_give_up(run, worker)
             return GONE, run
-        run.attempt += 1
-        run.state = stages.RUNNING
-        run.worker = worker[:200]
-        run.started_at = now
-        run.lease_expires_at = now + timedelta(seconds=settings.ACCEPTANCE_RUN_LEASE_SECONDS)
-        run.progress = 0
-        run.progress_text = ""
-        changed = ["attempt", "state", "worker", "started_at", "lease_expires_at", "progress", "progress_text"]
-        if run.attempt > 1:
-            run.log += f"\n[calculet] attempt {run.attempt} on {worker}: the previous attempt's worker was lost\n"
-            changed.append("log")
-        run.save(update_fields=changed)
+        run_state_move(run, stages.RUNNING, worker=worker)
         return CLAIMED, run
 
 

@@ -2,16 +2,15 @@
 and what follows — the chain's next stage after a pass, or the target's health after a health job."""
 
 from django.db import transaction
-from django.utils import timezone
 
 from acceptance import stages
-from acceptance.models import Chain, Run, RunResult, Target
+from acceptance.models import Chain, Run, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
+from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
-from calculet.audit import audit_record
 from calculet.db import lock_rows
 from evidence.models import EvidenceGrade, EvidenceItem
 from vendor.models import Artifact
@@ -59,31 +58,11 @@ def _finish_locked(
     chain: Chain | None = None,
     inputs: AnswerInputs | None = None,
 ) -> None:
-    RunResult.objects.create(run=run, attempt=run.attempt, verdict=outcome.verdict, worker=worker[:200])
-    run.state = stages.VERDICT_STATES[outcome.verdict]
-    run.verdict = outcome.verdict
-    run.reason = outcome.reason
-    run.findings = outcome.findings
-    run.metrics = outcome.metrics
-    run.result = outcome.result
-    run.finished_at = timezone.now()
-    run.lease_expires_at = None
-    changed = ["state", "verdict", "reason", "findings", "metrics", "result", "finished_at", "lease_expires_at"]
-    if reporter is not None:
-        changed += reporter.final_fields(run)
-    if outcome.verdict == stages.PASS:
-        run.progress = 100
-        changed.append("progress")
+    fields = reporter.final_fields(run) if reporter is not None else []
     if run.stage in stages.RUNNER_STAGES and outcome.verdict in (stages.PASS, stages.FAIL) and chain is not None:
         run.evidence = _evidence_for_run(run, chain, outcome)
-        changed.append("evidence")
-    run.save(update_fields=list(dict.fromkeys(changed)))
-    audit_record(
-        actor="system",
-        action="run.finish",
-        obj=run,
-        after={"stage": run.stage, "verdict": run.verdict, "reason": run.reason[:500], "attempt": run.attempt},
-    )
+        fields.append("evidence")
+    run_state_move(run, stages.VERDICT_STATES[outcome.verdict], worker=worker, outcome=outcome, fields=fields)
     if run.stage == stages.HEALTH:
         target_health_record(run.target, run)
     elif chain is not None and outcome.verdict == stages.PASS:
