@@ -1,7 +1,7 @@
 """Execution targets: registration, worker heartbeats, health, maintenance and the periodic health job.
 
-A target receives runs only while it is out of maintenance, its last health check did not fail, and (with a
-broker) a worker consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
+A target receives runs only while it is out of maintenance, its last health check did not fail, and a worker
+consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
 target that cannot take them wait as `pending` and are sent when it can again.
 """
 
@@ -137,10 +137,12 @@ def target_health_state(target: Target, now: datetime.datetime) -> tuple[str, st
 
 
 def target_accepts_runs(target: Target, now: datetime.datetime | None = None, *, claiming: bool = False) -> bool:
-    """Whether a chain run may be sent to (or, `claiming`, started on) the target now."""
+    """Whether a chain run may be sent to the target now: it is out of maintenance, its last health check did
+    not fail, and a worker serving it has reported lately. `claiming`: whether a worker that took one of its
+    runs may start it — that worker is the live one."""
     if target.maintenance or target.last_health_check_passed is False:
         return False
-    if claiming or settings.CELERY_TASK_ALWAYS_EAGER:
+    if claiming:
         return True
     return target_health_state(target, now or timezone.now())[0] == Target.OK
 
@@ -255,7 +257,7 @@ def targets_health_check() -> list[Run]:
     started = []
     now = timezone.now()
     for target in Target.objects.filter(maintenance=False).order_by("pk"):
-        if target_health_state(target, now)[0] == Target.OFFLINE and not settings.CELERY_TASK_ALWAYS_EAGER:
+        if target_health_state(target, now)[0] == Target.OFFLINE:
             continue
         run = target_health_check_start(target)
         if run is not None:
