@@ -2,7 +2,8 @@
 
 `demo_seed()` is idempotent: each step looks for what it would create and skips it when present. The
 story: a vendor organisation answers V18 completely with a tiny decode-batch-8 simulator calbin uploaded
-through the tus endpoint; the chain runs on the simulator target; "decode batch 8" is promoted to C1 and
+through the tus endpoint; the chain runs on the simulator target (a worker serving it runs the stages, and the
+demo waits for them); "decode batch 8" is promoted to C1 and
 a promotion to C0 is blocked for want of hardware runs. V17 is answered without a golden: the answer
 shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked.
 """
@@ -12,6 +13,7 @@ import hashlib
 import json
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +21,9 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from acceptance.models import PromotionAttempt
+from acceptance import stages
+from acceptance.models import PromotionAttempt, Run
+from acceptance.services.targets import SIMULATOR_SLUG
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from vendor.models import Answer, Artifact, Organisation, Question
@@ -33,6 +37,7 @@ VENDOR_SLUG = "acme-npu"
 VENDOR_USERNAME = "acme-engineer"
 CALBIN_VERSION = "0.1.0"
 CREDENTIALS_FILE = "demo-credentials.json"
+CHAIN_WAIT_SECONDS = 600
 
 COMPATIBILITY = {"calrt": ">=0.7.6,<0.8", "driver": ">=2.3", "firmware": ">=1.8", "chip": "calculet-2c"}
 ERROR_PATHS = [
@@ -208,6 +213,20 @@ def _answer_v17(client: Client, token: str, report: DemoReport) -> None:
     report.steps.append("answered V17 without a golden: the answer lists golden as missing")
 
 
+def _wait_for_chain(code: str) -> None:
+    """The promotions need the chain's verdicts: wait until its runs on the simulator have settled. A verdict
+    and the next stage's run are written together, so no run waiting or running means the chain stopped."""
+    runs = Run.objects.filter(chain__question__code=code, chain__target__slug=SIMULATOR_SLUG)
+    deadline = time.monotonic() + CHAIN_WAIT_SECONDS
+    while not runs.exists() or runs.filter(state__in=stages.ACTIVE_STATES).exists():
+        if time.monotonic() > deadline:
+            raise DemoError(
+                f"the {code} chain did not finish within {CHAIN_WAIT_SECONDS} s: is a worker serving the simulator "
+                "target (python manage.py serve_target simulator)?"
+            )
+        time.sleep(1)
+
+
 def _promote(pm_client: Client, slug: str, to_status: str, reason: str, report: DemoReport) -> None:
     if PromotionAttempt.objects.filter(capability__slug=slug, to_status=to_status).exists():
         return
@@ -232,6 +251,7 @@ def demo_seed() -> DemoReport:
     vendor_client = Client()
     _answer_v18(vendor_client, report.vendor_token, report)
     _answer_v17(vendor_client, report.vendor_token, report)
+    _wait_for_chain("V18")
     pm_client = Client()
     pm_client.force_login(pm)  # the PM acts through the API with a browser session
     _promote(pm_client, "decode-batch-8", "C1", "runner and golden passed on the simulator", report)
