@@ -137,7 +137,7 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
     """
     rows = chain_stages(chain)
     action, stage = stages.chain_next(rows)
-    if action == stages.RUN:
+    if action == stages.RUN and stage is not None:
         return run_create(chain=chain, stage=stage, actor=actor, inputs=inputs)
     if action == stages.DONE:
         _question_move(chain, question_states.CLOSED, f"every stage passed on {chain.target.slug}")

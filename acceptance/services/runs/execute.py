@@ -29,8 +29,10 @@ def run_execute(run_id: int, *, worker: str) -> None:
         if run.stage == stages.HEALTH:
             outcome = runner_execute(run, reporter)
         else:
+            if run.answer is None or run.chain_id is None:
+                raise ValueError(f"a {run.stage} run belongs to a chain and an answer")
             inputs = answer_inputs(run.answer)
-            outcome = _execute_stage(run, reporter, inputs)
+            outcome = _execute_stage(run, reporter, inputs, run.chain_id)
     except Exception as error:  # our own failure must still end the run with a verdict that says so
         logger.exception("run %s failed inside the worker", run_id)
         outcome = StageOutcome(stages.ERROR, f"internal error in the worker: {error.__class__.__name__}: {error}")
@@ -42,10 +44,10 @@ def run_execute(run_id: int, *, worker: str) -> None:
     run_finish(run, worker=worker, outcome=outcome, reporter=reporter, inputs=inputs)
 
 
-def _execute_stage(run: Run, reporter: RunReporter, inputs: AnswerInputs) -> StageOutcome:
+def _execute_stage(run: Run, reporter: RunReporter, inputs: AnswerInputs, chain_id: int) -> StageOutcome:
     if run.stage in stages.RUNNER_STAGES:
         return runner_execute(run, reporter, inputs)
-    chain = Chain.objects.select_related("question", "capability", "target").get(pk=run.chain_id)
+    chain = Chain.objects.select_related("question", "capability", "target").get(pk=chain_id)
     if run.stage == stages.CLAIM:
         return stage_claim(chain, inputs)
     return stage_artifact(chain, inputs, run.target, reporter.note)

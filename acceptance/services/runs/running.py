@@ -20,7 +20,7 @@ from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
 from npu_sim.calbin import build_calbin
-from vendor.models import Artifact
+from vendor.models import Artifact, Blob
 from vendor.services.artifacts import archive_check
 from vendor.storage import blob_local_path
 
@@ -53,15 +53,22 @@ def _limits(inputs_bytes: int) -> Limits:
     )
 
 
+def _stored_blob(artifact: Artifact) -> Blob:
+    """The bytes of an artifact a run relies on: the artifact stage let only verified ones through."""
+    if artifact.blob is None:
+        raise ValueError(f"artifact {artifact.pk} has no verified bytes")
+    return artifact.blob
+
+
 def _copy_blob(artifact: Artifact, destination: Path) -> None:
-    with blob_local_path(artifact.blob) as source:
+    with blob_local_path(_stored_blob(artifact)) as source:
         shutil.copyfile(source, destination)
 
 
 def _unpack_bundle(bundle: Artifact, destination: Path) -> list[str]:
     """Unpack a vendor's runner bundle (already checked at the artifact stage; checked again here) and return
     its command."""
-    with blob_local_path(bundle.blob) as source:
+    with blob_local_path(_stored_blob(bundle)) as source:
         archive_check(source)
         with tarfile.open(source, "r:*") as archive:
             archive.extractall(destination, filter="data")
