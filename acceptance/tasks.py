@@ -5,7 +5,8 @@ from django.conf import settings
 
 from acceptance import worker  # noqa: F401 - connects the worker heartbeat to Celery's signals
 from acceptance.services import runs_sweep, targets_health_check
-from acceptance.services.execution import run_execute, worker_label
+from acceptance.services.runs.claiming import worker_label
+from acceptance.services.runs.execute import run_execute
 from calculet.logs import run_id_var
 
 # The sandbox ends a runner at ACCEPTANCE_RUNNER_WALL_SECONDS; these limits only catch a task stuck elsewhere

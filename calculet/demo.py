@@ -2,7 +2,8 @@
 
 `demo_seed()` is idempotent: each step looks for what it would create and skips it when present. The
 story: a vendor organisation answers V18 completely with a tiny decode-batch-8 simulator calbin uploaded
-through the tus endpoint; the chain runs on the simulator target; "decode batch 8" is promoted to C1 and
+through the tus endpoint; the chain runs on the simulator target (a worker serving it runs the stages, and the
+demo waits for them); "decode batch 8" is promoted to C1 and
 a promotion to C0 is blocked for want of hardware runs. V17 is answered without a golden: the answer
 shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked. Two more people
 work in the integration team; V17 and V18 are assigned with due dates, and the vendor writes in V18's
@@ -15,6 +16,7 @@ import hashlib
 import json
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,7 +25,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
-from acceptance.models import PromotionAttempt
+from acceptance import stages
+from acceptance.models import PromotionAttempt, Run
+from acceptance.services.targets import SIMULATOR_SLUG
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from vendor.models import Answer, Artifact, Comment, Organisation, Question
@@ -38,6 +42,7 @@ VENDOR_SLUG = "acme-npu"
 VENDOR_USERNAME = "acme-engineer"
 CALBIN_VERSION = "0.1.0"
 CREDENTIALS_FILE = "demo-credentials.json"
+CHAIN_WAIT_SECONDS = 600
 
 TEAM = [("lin", "pm"), ("omar", "operator")]  # colleagues of the demo PM, to assign questions to
 
@@ -257,6 +262,20 @@ def _answer_v17(client: Client, token: str, report: DemoReport) -> None:
     report.steps.append("answered V17 without a golden: the answer lists golden as missing")
 
 
+def _wait_for_chain(code: str) -> None:
+    """The promotions need the chain's verdicts: wait until its runs on the simulator have settled. A verdict
+    and the next stage's run are written together, so no run waiting or running means the chain stopped."""
+    runs = Run.objects.filter(chain__question__code=code, chain__target__slug=SIMULATOR_SLUG)
+    deadline = time.monotonic() + CHAIN_WAIT_SECONDS
+    while not runs.exists() or runs.filter(state__in=stages.ACTIVE_STATES).exists():
+        if time.monotonic() > deadline:
+            raise DemoError(
+                f"the {code} chain did not finish within {CHAIN_WAIT_SECONDS} s: is a worker serving the simulator "
+                "target (python manage.py serve_target simulator)?"
+            )
+        time.sleep(1)
+
+
 def _promote(pm_client: Client, slug: str, to_status: str, reason: str, report: DemoReport) -> None:
     if PromotionAttempt.objects.filter(capability__slug=slug, to_status=to_status).exists():
         return
@@ -283,6 +302,7 @@ def demo_seed() -> DemoReport:
     vendor_client = Client()
     _answer_v18(vendor_client, report.vendor_token, report)
     _answer_v17(vendor_client, report.vendor_token, report)
+    _wait_for_chain("V18")
     _discuss_v18(pm, vendor, report)
     pm_client = Client()
     pm_client.force_login(pm)  # the PM acts through the API with a browser session

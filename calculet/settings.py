@@ -1,7 +1,8 @@
 """Settings for calculet, read from the environment (see the settings table in README.md).
 
-With nothing set, calculet runs on an SQLite file under ./data with tasks executed in-process, which is
-the laptop default. Production sets DATABASE_URL (PostgreSQL), REDIS_URL and SECRET_KEY.
+With nothing set, calculet runs on an SQLite file under ./data with an embedded Celery broker beside it (the
+laptop default: `scripts/dev.py run` starts the workers). Production sets DATABASE_URL (PostgreSQL), REDIS_URL
+and SECRET_KEY.
 """
 
 from pathlib import Path
@@ -180,13 +181,25 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
-# Celery: with REDIS_URL unset, tasks run in-process (the laptop default); with it set, they go
-# to workers through Redis. The visibility time-out must exceed the longest run: Redis only
-# re-delivers an unacknowledged message after it.
+# Celery: tasks always run in a worker, never inside a request. The broker is Redis when REDIS_URL is set;
+# otherwise an embedded one, message files under DATA_DIR/broker (kombu's filesystem transport), which serves
+# the web server and the workers of one machine (`scripts/dev.py run` starts them). The visibility time-out
+# must exceed the longest run: Redis only re-delivers an unacknowledged message after it.
 REDIS_URL = env.str("REDIS_URL", default="")
-CELERY_TASK_ALWAYS_EAGER = not REDIS_URL
 CELERY_TASK_EAGER_PROPAGATES = True
-CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)}
+if REDIS_URL:
+    CELERY_BROKER_URL = REDIS_URL
+else:
+    BROKER_DIR = DATA_DIR / "broker"
+    (BROKER_DIR / "messages").mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_URL = "filesystem://localhost/"  # the host only quiets kombu's "no hostname" warning
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {
+        "data_folder_in": str(BROKER_DIR / "messages"),
+        "data_folder_out": str(BROKER_DIR / "messages"),
+        "control_folder": str(BROKER_DIR / "control"),
+    }
+    CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -197,7 +210,6 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3600)
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3900)
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)}
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """Set-up and the two everyday commands, needing nothing but Python 3.11+.
 
-python3 scripts/dev.py run    # venv, install, migrate, import the seed, demo, serve on 127.0.0.1:8000
+python3 scripts/dev.py run    # venv, install, migrate, import the seed, workers, demo, serve on 127.0.0.1:8000
 python3 scripts/dev.py test   # venv, install, lint, checks, the whole test suite
 """
 
+import contextlib
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+import time
 import venv
 from pathlib import Path
 
@@ -35,13 +38,56 @@ def ensure_venv() -> None:
     INSTALL_STAMP.write_text(wanted)
 
 
+def worker_commands(python: Path | str) -> list[list[str]]:
+    """The workers `run` starts when there is no REDIS_URL, taking tasks off the embedded broker as workers take
+    them off Redis: one on the default queue with Celery beat inside it (the sweeper, the health jobs), and the
+    simulator target's, whose heartbeats are the target's health."""
+    default_worker = [str(python), "-m", "celery", "-A", "calculet", "worker", "--queues", "default"]
+    default_worker += ["--concurrency", "1", "--beat", "--without-gossip", "--without-mingle", "--loglevel", "info"]
+    return [default_worker, [str(python), "manage.py", "serve_target", "simulator"]]
+
+
+def start(commands: list[list[str]], env: dict) -> list[subprocess.Popen]:
+    """Start each command in a process group of its own, which `stop` ends whole (a worker and its pool)."""
+    processes = []
+    for command in commands:
+        print("+", " ".join(command), flush=True)
+        processes.append(subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True))
+    return processes
+
+
+def stop(processes: list[subprocess.Popen], grace_seconds: float = 10) -> None:
+    """Ask each process to stop (a worker finishes its task), then kill its whole group, at the latest after
+    `grace_seconds`: the sweeper re-sends a run whose worker was killed, as it does for any lost worker."""
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + grace_seconds
+    for process in processes:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
 def run() -> None:
     env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1")}
     manage = [PYTHON, "manage.py"]
     sh(*manage, "migrate", "--no-input", env=env)
     sh(*manage, "import_checklist", env=env)
-    sh(*manage, "seed_demo", env=env)
-    os.execve(str(PYTHON), [str(PYTHON), "manage.py", "runserver", "127.0.0.1:8000"], env)
+    # A terminal closed or a `kill` stops the workers too, as Ctrl-C does.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.default_int_handler)
+    # With REDIS_URL set, the workers are yours to run, as in production (README.md).
+    processes = [] if env.get("REDIS_URL") else start(worker_commands(PYTHON), env)
+    try:
+        sh(*manage, "seed_demo", env=env)  # waits for the demo's chain, which the simulator's worker runs
+        processes += start([[str(PYTHON), "manage.py", "runserver", "127.0.0.1:8000"]], env)
+        processes[-1].wait()
+    except KeyboardInterrupt:
+        print("\nstopping", flush=True)
+    finally:
+        stop(processes)
 
 
 def test() -> None:

@@ -43,13 +43,16 @@ def _empty_cache(request):
 
 
 @pytest.fixture
-def chain_in_process(settings):
-    """Tasks run in-process as they are sent (the laptop default): a chain runs to its end."""
+def chain_in_process(settings, db):
+    """Tasks run in this process as they are sent, and a chain runs to its end: this process stands for a
+    worker serving the default and simulator queues, and reports itself like one."""
+    from acceptance.services.targets import target_ensure_simulator, target_heartbeat
     from calculet.celery import app as celery_app
 
     # Read before changing the Django setting: Celery's configuration reads through to it.
     previous = celery_app.conf.task_always_eager
     settings.CELERY_TASK_ALWAYS_EAGER = True
     celery_app.conf.task_always_eager = True
+    target_heartbeat(queues=["default", target_ensure_simulator().queue], worker="in-process@pytest")
     yield "in process"
     celery_app.conf.task_always_eager = previous

@@ -3,8 +3,8 @@ browser, admin, tasks, management commands) calls these."""
 
 from acceptance.services.answers import answer_submit
 from acceptance.services.chains import chain_advance, chain_start, chain_start_for_answer, run_create, run_rerun
-from acceptance.services.execution import run_execute
 from acceptance.services.promotion import capability_promote, policy_current
+from acceptance.services.runs.execute import run_execute
 from acceptance.services.sweeper import runs_sweep
 from acceptance.services.targets import (
     target_ensure_simulator,

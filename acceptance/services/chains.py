@@ -1,7 +1,6 @@
 """Starting and moving acceptance chains, creating runs, and re-running a stage."""
 
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import AnswerClaim, Chain, Run, Target
@@ -14,6 +13,7 @@ from acceptance.services.inputs import (
     runner_stage_params,
     stage_digests,
 )
+from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_accepts_runs, target_ensure_simulator
 from calculet.audit import audit_record
 from calculet.db import lock_rows
@@ -140,11 +140,7 @@ def _versions(target: Target) -> str:
 def _stale_outdated_runs(chain: Chain) -> None:
     for run in lock_rows(Run.objects).filter(chain=chain, state__in=stages.ACTIVE_STATES):
         if run.inputs_digest != chain.stage_digests.get(run.stage):
-            run.state = stages.STALE
-            run.lease_expires_at = None
-            run.finished_at = timezone.now()
-            run.reason = "the chain's inputs changed before this run finished"
-            run.save(update_fields=["state", "lease_expires_at", "finished_at", "reason"])
+            run_state_move(run, stages.STALE, reason="the chain's inputs changed before this run finished")
 
 
 def _question_move(chain: Chain, state: str, reason: str) -> None:
@@ -161,7 +157,7 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
     """
     rows = chain_stages(chain)
     action, stage = stages.chain_next(rows)
-    if action == stages.RUN:
+    if action == stages.RUN and stage is not None:
         return run_create(chain=chain, stage=stage, actor=actor, inputs=inputs)
     if action == stages.DONE:
         _question_move(chain, question_states.CLOSED, f"every stage passed on {chain.target.slug}")
@@ -176,20 +172,18 @@ def run_create(
     answer = chain.answer
     inputs = inputs or answer_inputs(answer)
     accepts = target_accepts_runs(chain.target)
-    run = Run.objects.create(
+    run = Run(
         chain=chain,
         stage=stage,
         target=chain.target,
         answer=answer,
-        state=stages.QUEUED if accepts else stages.PENDING,
         inputs_digest=chain.stage_digests[stage],
         params=runner_stage_params(stage, answer) if stage in stages.RUNNER_STAGES else {},
         inputs=run_inputs_snapshot(inputs, chain.target),
         requested_by=actor if getattr(actor, "is_authenticated", False) else None,
         rerun_of=rerun_of,
-        sent_at=timezone.now() if accepts else None,
-        send_count=1 if accepts else 0,
     )
+    run_state_move(run, stages.QUEUED if accepts else stages.PENDING)
     Run.artifacts.through.objects.bulk_create(
         [Run.artifacts.through(run=run, artifact=artifact) for artifact in inputs.artifacts]
     )

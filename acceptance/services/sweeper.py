@@ -12,7 +12,8 @@ from django.utils import timezone
 from acceptance import stages
 from acceptance.models import Run, Target
 from acceptance.services.dispatch import queue_length, run_send
-from acceptance.services.execution import attempts_exhausted, run_finish_locked
+from acceptance.services.runs.finishing import run_give_up
+from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
 from calculet.db import lock_rows
 
@@ -48,15 +49,10 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
         )
         for run in expired:
             if run.attempt >= settings.ACCEPTANCE_RUN_MAX_ATTEMPTS:
-                run_finish_locked(run, run.attempt, attempts_exhausted(run), SWEEPER)
+                run_give_up(run, SWEEPER)
                 report.gave_up += 1
                 continue
-            run.state = stages.QUEUED
-            run.lease_expires_at = None
-            run.sent_at = now
-            run.send_count += 1
-            run.log += f"\n[calculet] the lease of attempt {run.attempt} on {run.worker} expired; sent again\n"
-            run.save(update_fields=["state", "lease_expires_at", "sent_at", "send_count", "log"])
+            run_state_move(run, stages.QUEUED)
             run_send(run, resend=True)
             report.requeued += 1
     resend_after = settings.ACCEPTANCE_QUEUED_RESEND_AFTER if queued_resend_after is None else queued_resend_after

@@ -1,7 +1,7 @@
 """Execution targets: registration, worker heartbeats, health, maintenance and the periodic health job.
 
-A target receives runs only while it is out of maintenance, its last health check did not fail, and (with a
-broker) a worker consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
+A target receives runs only while it is out of maintenance, its last health check did not fail, and a worker
+consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
 target that cannot take them wait as `pending` and are sent when it can again.
 """
 
@@ -14,6 +14,7 @@ from django.utils.text import slugify
 
 from acceptance import stages
 from acceptance.models import Run, Target
+from acceptance.services.runs.state import run_state_move
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError
@@ -136,10 +137,12 @@ def target_health_state(target: Target, now: datetime.datetime) -> tuple[str, st
 
 
 def target_accepts_runs(target: Target, now: datetime.datetime | None = None, *, claiming: bool = False) -> bool:
-    """Whether a chain run may be sent to (or, `claiming`, started on) the target now."""
+    """Whether a chain run may be sent to the target now: it is out of maintenance, its last health check did
+    not fail, and a worker serving it has reported lately. `claiming`: whether a worker that took one of its
+    runs may start it — that worker is the live one."""
     if target.maintenance or target.last_health_check_passed is False:
         return False
-    if claiming or settings.CELERY_TASK_ALWAYS_EAGER:
+    if claiming:
         return True
     return target_health_state(target, now or timezone.now())[0] == Target.OK
 
@@ -193,14 +196,10 @@ def runs_dispatch_pending(target: Target) -> int:
 
     if not target_accepts_runs(target):
         return 0
-    now = timezone.now()
     sent = 0
     with transaction.atomic():
         for run in lock_rows(Run.objects, skip_locked=True).filter(target=target, state=stages.PENDING):
-            run.state = stages.QUEUED
-            run.sent_at = now
-            run.send_count += 1
-            run.save(update_fields=["state", "sent_at", "send_count"])
+            run_state_move(run, stages.QUEUED)
             run_send(run, resend=True)
             sent += 1
     return sent
@@ -239,17 +238,15 @@ def target_health_check_start(target: Target, *, actor=None) -> Run | None:
             return None
         if Run.objects.filter(target=locked, stage=stages.HEALTH, state__in=stages.ACTIVE_STATES).exists():
             return None
-        run = Run.objects.create(
+        run = Run(
             stage=stages.HEALTH,
             target=locked,
-            state=stages.QUEUED,
             inputs_digest="",
             params={},
             inputs={"target": locked.as_job_target()},
             requested_by=actor if getattr(actor, "is_authenticated", False) else None,
-            sent_at=timezone.now(),
-            send_count=1,
         )
+        run_state_move(run, stages.QUEUED)
         audit_record(actor=actor or "system", action="run.create", obj=run, after={"stage": stages.HEALTH})
         run_send(run)
     return run
@@ -260,7 +257,7 @@ def targets_health_check() -> list[Run]:
     started = []
     now = timezone.now()
     for target in Target.objects.filter(maintenance=False).order_by("pk"):
-        if target_health_state(target, now)[0] == Target.OFFLINE and not settings.CELERY_TASK_ALWAYS_EAGER:
+        if target_health_state(target, now)[0] == Target.OFFLINE:
             continue
         run = target_health_check_start(target)
         if run is not None:

@@ -20,7 +20,9 @@ from acceptance.services import (
     target_register,
     target_set_maintenance,
 )
-from acceptance.services.execution import CLAIMED, GONE, HELD, RunReporter, run_claim, run_finish
+from acceptance.services.runs.claiming import CLAIMED, GONE, HELD, run_claim
+from acceptance.services.runs.finishing import run_finish
+from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.targets import target_health_check_start, target_heartbeat
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError

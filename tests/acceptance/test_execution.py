@@ -6,7 +6,7 @@ import pytest
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
-from acceptance.services.execution import run_execute
+from acceptance.services.runs.execute import run_execute
 from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, make_artifact
 

@@ -7,7 +7,7 @@ from acceptance import stages
 from acceptance.models import Chain, Run, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services import capability_promote, chain_start_for_answer, target_register
-from acceptance.services.execution import run_finish
+from acceptance.services.runs.finishing import run_finish
 from tests.factories import make_user
 from vendor.models import Notification, NotificationEvent
 from vendor.services.questions import question_update

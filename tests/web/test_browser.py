@@ -140,7 +140,7 @@ def test_a_vendor_cannot_open_another_vendors_question(page, pm, acme, other_eng
     response = page.goto("/questions/V02/")
     assert response.status == 200
     expect(page.locator("#question-ticket form")).to_have_count(0)
-    assert page.goto("/evidence/").status == 404
+    assert page.goto("/audit/").status == 404
 
 
 def test_a_blocked_promotion_shows_its_reasons_and_changes_nothing(page, pm, checklist):

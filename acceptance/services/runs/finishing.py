@@ -1,0 +1,116 @@
+"""Finishing a run: the one verdict of the attempt that holds it, the evidence a runner stage's verdict is,
+and what follows — the chain's next stage after a pass, or the target's health after a health job."""
+
+from django.db import transaction
+
+from acceptance import stages
+from acceptance.models import Chain, Run, Target
+from acceptance.protocol import StageOutcome
+from acceptance.services.chains import chain_advance
+from acceptance.services.inputs import AnswerInputs
+from acceptance.services.runs.reporting import RunReporter
+from acceptance.services.runs.state import run_state_move
+from acceptance.services.targets import target_health_record
+from calculet.db import lock_rows
+from evidence.models import EvidenceGrade, EvidenceItem
+from vendor import events
+from vendor.models import Artifact
+from vendor.services.notifications import notify_on_commit
+
+
+def run_finish(
+    claimed: Run, *, worker: str, outcome: StageOutcome, reporter: RunReporter, inputs: AnswerInputs | None = None
+) -> bool:
+    """Write the verdict of the attempt that claimed the run; False (and nothing written) when the run is no
+    longer that attempt's: it was made stale, or another attempt took it over after this one lost its lease.
+
+    A pass moves the chain on in the same transaction: the next stage is written `queued` with the verdict.
+    """
+    with transaction.atomic():
+        # Lock order everywhere: chain, then run, then target, then the audit head.
+        chain = None
+        if claimed.chain_id:
+            chain = lock_rows(Chain.objects).select_related("target", "capability").get(pk=claimed.chain_id)
+        run = lock_rows(Run.objects).select_related("target", "answer").get(pk=claimed.pk)
+        if run.state != stages.RUNNING or run.attempt != claimed.attempt:
+            return False
+        _finish_locked(run, outcome, worker, reporter=reporter, chain=chain, inputs=inputs)
+    return True
+
+
+def run_give_up(run: Run, worker: str) -> None:
+    """End a run whose attempts are used up as an infrastructure error rather than loop on a poison run.
+
+    Precondition: this transaction holds the run's row lock; it is queued, or running with an expired lease.
+    """
+    outcome = StageOutcome(
+        stages.ERROR,
+        f"infrastructure error: the run was started {run.attempt} times and each time its worker was lost "
+        "before a verdict; it is not retried again",
+    )
+    _finish_locked(run, outcome, worker)
+
+
+def _finish_locked(
+    run: Run,
+    outcome: StageOutcome,
+    worker: str,
+    *,
+    reporter: RunReporter | None = None,
+    chain: Chain | None = None,
+    inputs: AnswerInputs | None = None,
+) -> None:
+    fields = reporter.final_fields(run) if reporter is not None else []
+    if run.stage in stages.RUNNER_STAGES and outcome.verdict in (stages.PASS, stages.FAIL) and chain is not None:
+        run.evidence = _evidence_for_run(run, chain, outcome)
+        fields.append("evidence")
+    run_state_move(run, stages.VERDICT_STATES[outcome.verdict], worker=worker, outcome=outcome, fields=fields)
+    if run.stage == stages.HEALTH:
+        target_health_record(run.target, run)
+    elif chain is not None and outcome.verdict == stages.PASS:
+        chain_advance(chain, inputs=inputs if chain.answer_id == run.answer_id else None)
+    elif outcome.verdict != stages.PASS and run.chain is not None and run.answer is not None:
+        _tell_failure(run, run.chain, run.answer, outcome)
+
+
+def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None:
+    """A chain's run failed or erred: its question's people and the vendor whose answer ran are told."""
+    notify_on_commit(
+        events.RUN_FAILED,
+        actor="system",
+        organisation_id=answer.organisation_id,
+        question_id=chain.question_id,
+        data={
+            "run": run.pk,
+            "stage": str(stages.STAGE_LABELS[run.stage]),
+            "verdict": outcome.verdict,
+            "target": run.target.name,
+            "detail": outcome.reason[:500],
+        },
+    )
+
+
+def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> EvidenceItem | None:
+    """A runner stage's pass or fail is evidence about the chain's capability: grade E0 when measured on a
+    hardware target, E4 on the simulator (a model of the device, not the device)."""
+    capability = chain.capability
+    if capability is None:
+        return None
+    grade = "E0" if run.target.kind == Target.HARDWARE else "E4"
+    passed_or_failed = "passed" if outcome.verdict == stages.PASS else "failed"
+    calbin = next((a for a in run.inputs.get("artifacts", []) if a["kind"] == Artifact.CALBIN), None)
+    calbin_note = f" with {calbin['file_name']} {calbin['version']}" if calbin else ""
+    item = EvidenceItem.objects.create(
+        code=f"RUN-{run.pk}",
+        origin=EvidenceItem.RUN,
+        conclusion=(
+            f"{stages.STAGE_LABELS[run.stage]} {passed_or_failed} on {run.target.name} ({run.target.kind})"
+            f"{calbin_note}."
+        ),
+        source_text=f"acceptance run {run.pk}, answer {run.answer_id}, target {run.target.slug}",
+        grade_text=grade,
+        explanation=outcome.reason[:2000],
+    )
+    EvidenceGrade.objects.create(item=item, grade=grade)
+    capability.evidence.add(item)
+    return item
