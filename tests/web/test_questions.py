@@ -272,7 +272,9 @@ def _set_due(question_code: str, due_date: datetime.date) -> None:
 
 
 @pytest.mark.django_db
-def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(pm_client, pm, acme, settings, checklist):
+def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(
+    pm_client, pm, acme, acme_engineer, settings, checklist
+):
     settings.QUESTION_DUE_SOON_DAYS = 7
     put_to(pm, acme, "V01", "V02", "V03", "V04", ask=True)
     _set_due("V01", days(-3))
@@ -297,6 +299,11 @@ def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(pm_client, pm
     counted = dict(dashboard.context["due_counts"])
     assert (counted["overdue"], counted["due_soon"]) == (1, 2)
     assert 'href="/questions/?due=overdue&amp;sort=due"' in dashboard.content.decode()
+    pm_client.force_login(acme_engineer)  # the vendor sees its own overdue question marked
+    vendor_home = pm_client.get(reverse("vendor-home")).content.decode()
+    assert (
+        '<span class="badge due due-overdue">Overdue</span>' in vendor_home.split("V01</strong>")[1].split("</tr>")[0]
+    )
 
 
 @pytest.mark.django_db
