@@ -122,7 +122,7 @@ def _check_runner_bundle(artifact: Artifact, path: Path) -> list[dict]:
                 return [finding("runner_manifest_missing", field, f"{artifact}: the bundle has no {RUNNER_MANIFEST}.")]
             runner_bundle_command(archive.extractfile(member).read())
     except UnsafeArchiveError as error:
-        return [finding("bundle_unsafe", field, f"{artifact}: {error.message}")]
+        return [finding("bundle_unsafe", field, f"{artifact}: {error}")]
     except ValueError as error:
         return [finding("runner_manifest_invalid", field, f"{artifact}: {error}")]
     return []
