@@ -133,6 +133,7 @@ UPLOAD_PLAIN_MAX_BYTES = env.int("UPLOAD_PLAIN_MAX_BYTES", default=64 * 1024**2)
 UPLOAD_EXPIRY_HOURS = env.int("UPLOAD_EXPIRY_HOURS", default=24)
 ARCHIVE_MAX_MEMBERS = env.int("ARCHIVE_MAX_MEMBERS", default=10_000)
 ARCHIVE_MAX_UNPACKED_BYTES = env.int("ARCHIVE_MAX_UNPACKED_BYTES", default=64 * 1024**3)
+ARCHIVE_MAX_RATIO = env.int("ARCHIVE_MAX_RATIO", default=100)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -219,6 +220,8 @@ CELERY_TASK_ROUTES = {
     "acceptance.runs_sweep": {"queue": "default"},
     "acceptance.targets_health_check": {"queue": "default"},
     "vendor.uploads_expire": {"queue": "default"},
+    "vendor.artifact_check": {"queue": "default"},
+    "vendor.artifacts_check_resend": {"queue": "default"},
 }
 CELERY_BEAT_SCHEDULE = {
     "acceptance-sweep": {
@@ -232,6 +235,11 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": ACCEPTANCE_HEALTH_CHECK_INTERVAL},
     },
     "vendor-uploads-expire": {"task": "vendor.uploads_expire", "schedule": 3600, "options": {"expires": 3600}},
+    "vendor-artifacts-check-resend": {
+        "task": "vendor.artifacts_check_resend",
+        "schedule": 600,
+        "options": {"expires": 600},
+    },
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

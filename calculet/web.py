@@ -52,6 +52,7 @@ LABELS = {
     },
     "artifact_state": {
         "pending": pgettext_lazy("artifact state", "Pending"),
+        "verifying": pgettext_lazy("artifact state", "Verifying"),
         "verified": pgettext_lazy("artifact state", "Verified"),
         "rejected": pgettext_lazy("artifact state", "Rejected"),
     },

@@ -156,9 +156,11 @@ class Artifact(models.Model):
     ]
 
     PENDING = "pending"
+    # Stored, while a worker inspects the compressed archive it is (off the request path).
+    VERIFYING = "verifying"
     VERIFIED = "verified"
     REJECTED = "rejected"
-    STATES = [(PENDING, "Pending"), (VERIFIED, "Verified"), (REJECTED, "Rejected")]
+    STATES = [(PENDING, "Pending"), (VERIFYING, "Verifying"), (VERIFIED, "Verified"), (REJECTED, "Rejected")]
 
     organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="artifacts")
     kind = models.CharField(max_length=20, choices=KINDS)
@@ -183,7 +185,7 @@ class Artifact(models.Model):
                 name="artifact_kind_valid",
             ),
             models.CheckConstraint(
-                condition=Q(state__in=["pending", "verified", "rejected"]), name="artifact_state_valid"
+                condition=Q(state__in=["pending", "verifying", "verified", "rejected"]), name="artifact_state_valid"
             ),
             models.CheckConstraint(
                 condition=Q(declared_sha256__regex=r"^[0-9a-f]{64}$"), name="artifact_declared_sha256_hex"
@@ -192,10 +194,10 @@ class Artifact(models.Model):
                 condition=~Q(state="verified") | Q(blob__isnull=False, verified_at__isnull=False),
                 name="artifact_verified_has_blob",
             ),
-            # A version, once verified, names one content: different bytes need a new version.
+            # A version, once verified (or while verifying), names one content: different bytes need a new version.
             models.UniqueConstraint(
                 fields=["organisation", "kind", "file_name", "version"],
-                condition=Q(state="verified"),
+                condition=Q(state__in=["verifying", "verified"]),
                 name="artifact_verified_version_unique",
             ),
         ]
