@@ -260,6 +260,9 @@ class Upload(models.Model):
     offset = models.PositiveBigIntegerField(default=0)
     # The validated Upload-Metadata: kind, version, filename, sha256.
     metadata = models.JSONField(default=dict)
+    # The SHA-256 of the first `offset` bytes, as a resumable state (rehashes), written with `offset`: the
+    # next chunk, in whichever web worker, continues it without reading what is stored.
+    hash_state = models.BinaryField(default=b"", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     # Several uploads of the same bytes under the same name and version end in the same artifact.
