@@ -8,6 +8,7 @@ the `vendor.artifact_check` task decides (`artifact_check`).
 """
 
 import bz2
+import errno
 import gzip
 import hashlib
 import logging
@@ -26,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from rest_framework import status
 
 from acceptance.audit import audit_record
 from calculet.api import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError
@@ -45,6 +47,7 @@ DECOMPRESSORS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma
 RATIO_HEADROOM_BYTES = 1024 * 1024
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 MAX_LINK_HOPS = 40
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # A `verifying` artifact whose check message was lost (a broker restart) is sent again after this.
 CHECK_RESEND_AFTER = timedelta(minutes=10)
 
@@ -61,6 +64,13 @@ class ArtifactRejectedError(DomainError):
 
 class UnsafeArchiveError(Exception):
     pass
+
+
+class StorageFullError(DomainError):
+    """The disk holding artifacts and uploads is full; nothing of the request was kept."""
+
+    status_code = status.HTTP_507_INSUFFICIENT_STORAGE
+    code = "insufficient_storage"
 
 
 def artifact_uploader_organisation(actor) -> Organisation:
@@ -497,8 +507,10 @@ def artifact_upload(*, actor, stream, kind, version, file_name, sha256) -> Artif
                 target.write(chunk)
             target.flush()
             os.fsync(target.fileno())
-    except BaseException:
+    except BaseException as error:
         Path(name).unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            raise StorageFullError("The artifact store is full; nothing of the file was kept.") from error
         raise
     metadata["size"] = size
     return artifact_ingest(actor=actor, path=Path(name), metadata=metadata, sha256=digest.hexdigest(), size=size)

@@ -26,7 +26,9 @@ from calculet.api import ConflictError, DomainError
 from calculet.db import lock_rows
 from vendor.models import Upload
 from vendor.services.artifacts import (
+    NO_SPACE,
     ArtifactRejectedError,
+    StorageFullError,
     artifact_ingest,
     artifact_metadata_clean,
     artifact_uploader_organisation,
@@ -121,7 +123,8 @@ def _exclusive(path: Path):
     """One writer per upload across threads and processes; a second one is told the upload is busy."""
     if not path.exists():
         raise UploadExpiredError("The upload's bytes are gone; start a new upload.")
-    with open(path, "r+b") as handle:
+    # Unbuffered: a write that fails leaves nothing in a buffer to be written (or fail again) later.
+    with open(path, "r+b", buffering=0) as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
@@ -181,7 +184,21 @@ def upload_append(
 def _receive(handle, offset: int, stream, content_length: int, digest, chunk_checksum):
     """Copy up to `content_length` bytes from `stream` to `handle` at `offset`.
 
-    Returns (bytes kept, `digest` advanced over them). A chunk with a checksum is kept whole or not at all."""
+    Returns (bytes kept, `digest` advanced over them). A chunk with a checksum is kept whole or not at all.
+    On a full disk nothing of the chunk is kept (the file is cut back to `offset`, the acknowledged end) and
+    StorageFullError is raised."""
+    try:
+        return _copy(handle, offset, stream, content_length, digest, chunk_checksum)
+    except OSError as error:
+        if error.errno not in NO_SPACE:
+            raise
+        handle.truncate(offset)
+        raise StorageFullError(
+            f"The artifact store is full; nothing of this chunk was kept. Resume at Upload-Offset {offset} later."
+        ) from error
+
+
+def _copy(handle, offset: int, stream, content_length: int, digest, chunk_checksum):
     chunk_digest = hashlib.new(chunk_checksum[0]) if chunk_checksum is not None else None
     handle.seek(offset)
     received = 0
@@ -193,7 +210,9 @@ def _receive(handle, offset: int, stream, content_length: int, digest, chunk_che
             break
         if not block:
             break
-        handle.write(block)
+        remaining = memoryview(block)
+        while remaining:
+            remaining = remaining[handle.write(remaining) :]
         digest.update(block)
         if chunk_digest is not None:
             chunk_digest.update(block)
@@ -210,7 +229,6 @@ def _receive(handle, offset: int, stream, content_length: int, digest, chunk_che
             raise ChecksumMismatchError(
                 "The chunk's digest does not match Upload-Checksum; it was discarded.", field="Upload-Checksum"
             )
-    handle.flush()
     os.fsync(handle.fileno())
     return received, digest
 
@@ -221,7 +239,6 @@ def _write_back(handle, start: int, end: int) -> None:
     then neither waits for the disk at its end nor crowds the page cache. (Linux starts asynchronous
     writeback of dirty pages on POSIX_FADV_DONTNEED.)"""
     if hasattr(os, "posix_fadvise"):
-        handle.flush()
         os.posix_fadvise(handle.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
 
 
