@@ -141,11 +141,15 @@ def artifact_version_check(organisation: Organisation, metadata: dict, *, field:
     return existing
 
 
-def archive_compressed(path: Path) -> bool:
-    """Whether the file starts like a gzip, bzip2 or xz stream."""
+def _decompressor(path: Path):
+    """The opener of the compression the file starts with (gzip, bzip2 or xz), or None."""
     with open(path, "rb") as handle:
         head = handle.read(6)
-    return any(head.startswith(magic) for magic in DECOMPRESSORS)
+    return next((opener for magic, opener in DECOMPRESSORS.items() if head.startswith(magic)), None)
+
+
+def archive_compressed(path: Path) -> bool:
+    return _decompressor(path) is not None
 
 
 class _Budgeted:
@@ -168,9 +172,7 @@ def _archive_open(path: Path) -> Iterator[tarfile.TarFile]:
     data skipped by seeking. A compressed one can only be read through, so it is decompressed as a stream
     that stops past ARCHIVE_MAX_RATIO times its compressed size (plus RATIO_HEADROOM_BYTES) or
     ARCHIVE_MAX_UNPACKED_BYTES, whichever is less: a bomb costs a few megabytes of work, not gigabytes."""
-    with open(path, "rb") as handle:
-        head = handle.read(6)
-    decompress = next((opener for magic, opener in DECOMPRESSORS.items() if head.startswith(magic)), None)
+    decompress = _decompressor(path)
     if decompress is None:
         with tarfile.open(path, "r:") as archive:
             yield archive
@@ -448,8 +450,8 @@ def artifact_check(artifact_id: int) -> Artifact:
         if problem:
             locked.state, locked.rejection_reason, locked.blob = Artifact.REJECTED, problem, None
             locked.save(update_fields=["state", "rejection_reason", "blob"])
-            audit_record(actor=None, action="artifact.reject", obj=locked, after={"reason": problem})
             _blob_drop_unused(blob_id)
+            audit_record(actor=None, action="artifact.reject", obj=locked, after={"reason": problem})
         else:
             locked.state, locked.verified_at = Artifact.VERIFIED, timezone.now()
             locked.save(update_fields=["state", "verified_at"])
