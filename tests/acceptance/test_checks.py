@@ -1,5 +1,8 @@
 """The claim and artifact stages, checked by services on real stored artifacts and simulator-built calbins."""
 
+import io
+import tarfile
+
 import pytest
 
 from acceptance import stages
@@ -147,10 +150,25 @@ def test_no_calbin_among_the_executable_assets_fails(vendor_user, organisation, 
     assert [f["code"] for f in outcome.findings] == ["calbin_missing"]
 
 
+def bundle_with_a_link_out() -> bytes:
+    """A runner bundle stored before its archive was refused: its run.py is a link out of the bundle."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        manifest = b'{"schema_version": 1, "command": ["python3", "run.py"]}'
+        info = tarfile.TarInfo("runner.json")
+        info.size = len(manifest)
+        archive.addfile(info, io.BytesIO(manifest))
+        link = tarfile.TarInfo("run.py")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../../usr/bin/python3"
+        archive.addfile(link)
+    return buffer.getvalue()
+
+
 @pytest.mark.parametrize(
     ("bundle", "code"),
     [
         (tar_bytes({"run.py": b"print(1)"}), "runner_manifest_missing"),
+        (bundle_with_a_link_out(), "bundle_unsafe"),
         (tar_bytes({"runner.json": b'{"schema_version": 1, "command": "run.py"}'}), "runner_manifest_invalid"),
         (runner_bundle_bytes("print(1)"), None),
     ],
@@ -165,3 +183,7 @@ def test_runner_bundles_are_checked(
     answer = answer_submit(actor=vendor_user, question=question, data=data)
     outcome = artifact(chain_for(answer))
     assert [f["code"] for f in outcome.findings] == ([code] if code else [])
+    if code == "bundle_unsafe":
+        assert outcome.findings[0]["message"] == (
+            "runner.tar 1.0.0: Link 'run.py' points outside the archive ('../../../usr/bin/python3')."
+        )
