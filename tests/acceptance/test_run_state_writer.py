@@ -10,7 +10,10 @@ ROOT = Path(__file__).resolve().parents[2]
 APP_PACKAGES = ["acceptance", "calculet", "evidence", "vendor", "npu_sim"]
 RUN_STATE_WRITER = "acceptance/services/runs/state.py"
 # The writers of other models' `state` fields: they assign `<obj>.state` but never touch a Run.
-OTHER_STATE_WRITERS = {"vendor/services/questions.py": "Question.state", "vendor/services/artifacts.py": "Artifact.state"}
+OTHER_STATE_WRITERS = {
+    "vendor/services/questions.py": "Question.state",
+    "vendor/services/artifacts.py": "Artifact.state",
+}
 WRITE_METHODS = {"create", "update", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
 
 
