@@ -189,6 +189,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)}
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # Redis keeps a list per priority step and serves the lowest number first: a run sent again after its
+    # worker was lost goes ahead of its target's backlog (acceptance/services/dispatch.py).
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {"queue_order_strategy": "priority", "priority_steps": [0, 3, 6, 9], "sep": ":"}
 else:
     BROKER_DIR = DATA_DIR / "broker"
     (BROKER_DIR / "messages").mkdir(parents=True, exist_ok=True)

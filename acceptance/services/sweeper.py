@@ -91,7 +91,7 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
                 report.gave_up += 1
                 continue
             run_state_move(run, stages.QUEUED)
-            run_send(run, resend=True)
+            run_send(run, resend=True, lost_worker=True)
             report.requeued += 1
     resend_after = settings.ACCEPTANCE_QUEUED_RESEND_AFTER if queued_resend_after is None else queued_resend_after
     cutoff = now - timedelta(seconds=resend_after)
