@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from npu_sim.model import PRESETS, KvCache, ReferenceModel, init_weights
-from npu_sim.tensor_parallel import TensorParallelModel
+from npu_sim.model.tensor_parallel import TensorParallelModel
 
 
 def run(model: ReferenceModel, prompt: np.ndarray, tokens: list[int]) -> float:

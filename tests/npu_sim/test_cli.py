@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from npu_sim.cli import main
+from tests.npu_sim.packages import set_line
 
 PROGRESS = re.compile(r"^PROGRESS (\d+(?:\.\d+)?) (.+)$")
 
@@ -30,14 +31,12 @@ def test_build_then_validate_as_a_subprocess(tmp_path: Path):
 
 
 def test_validate_exits_non_zero_on_errors(calbin_copy: Path):
-    manifest = json.loads((calbin_copy / "manifest.json").read_text())
-    manifest["memory"]["device_memory_required"] = {"value": 16777216, "unit": "MB"}
-    (calbin_copy / "manifest.json").write_text(json.dumps(manifest))
+    set_line(calbin_copy, "model_memory_reserved_info.txt", "device_memory_required", "16777216 MB")
     checked = cli("validate", str(calbin_copy))
     assert checked.returncode == 1
     [finding] = json.loads(checked.stdout)
-    assert finding == finding | {"code": "memory_exceeds_device", "severity": "error"}
-    assert finding["field"] == "memory.device_memory_required"
+    assert finding == finding | {"code": "memory_exceeds_device", "severity": "error", "line": 3}
+    assert finding["field"] == "model_memory_reserved_info.txt:device_memory_required"
 
 
 def test_timing_json_rows():
@@ -90,7 +89,7 @@ def test_broken_jobs_exit_2_naming_the_problem(tmp_path: Path, content: str | No
 
 
 def test_help_for_each_command(capsys: pytest.CaptureFixture[str]):
-    for args in ([], ["build-calbin"], ["validate"], ["timing"], ["run"]):
+    for args in ([], ["build-calbin"], ["validate"], ["convert-calbin"], ["timing"], ["probes"], ["run"]):
         with pytest.raises(SystemExit) as exited:
             main([*args, "--help"])
         assert exited.value.code == 0

@@ -1,4 +1,3 @@
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -7,10 +6,10 @@ import numpy as np
 import pytest
 
 from npu_sim.calbin import build_calbin
-from npu_sim.calbin.package import MANIFEST
 from npu_sim.errors import ErrorCode
 from npu_sim.runner import JobError, run_job
 from npu_sim.timing import TimingModel
+from tests.npu_sim.packages import change_golden
 
 
 def job(stage: str, calbin: Path, params: dict | None = None, target: dict | None = None) -> dict:
@@ -28,16 +27,13 @@ def failed_checks(result: dict) -> list[str]:
 
 
 def with_wrong_goldens(path: Path, tmp: Path) -> Path:
-    """A copy whose decode goldens are off by one BF16 step in every logit, digests updated."""
+    """A copy whose decode goldens are off by 40 BF16 steps in every logit, digests updated."""
     copy = Path(shutil.copytree(path, tmp / "wrong-goldens"))
-    golden = copy / "goldens" / "decode_logits.npy"
-    bits = np.load(golden)
-    np.save(golden, bits + np.uint16(1) * 40)
-    manifest = json.loads((copy / MANIFEST).read_text())
-    for entry in manifest["goldens"]["tensors"]:
-        if entry["name"] == "decode_logits":
-            entry["sha256"] = hashlib.sha256(golden.read_bytes()).hexdigest()
-    (copy / MANIFEST).write_text(json.dumps(manifest))
+
+    def shift(arrays):
+        arrays["decode_logits"] = arrays["decode_logits"] + np.uint16(40)
+
+    change_golden(copy, shift)
     return copy
 
 
@@ -162,7 +158,7 @@ def test_an_incompatible_target_fails_with_a_version_code(built_calbin: Path):
 
 def test_an_invalid_package_fails_its_validation_check(built_calbin: Path, tmp_path: Path):
     copy = Path(shutil.copytree(built_calbin, tmp_path / "bad"))
-    (copy / "weights" / "lm_head.npy").write_bytes(b"tampered")
+    (copy / "param_blk1.bin").write_bytes(b"tampered")
     result = run_job(job("health", copy))
     assert failed_checks(result) == ["calbin_valid"]
     assert result["metrics"]["error_code"] == int(ErrorCode.CALBIN_DIGEST_MISMATCH)
@@ -171,7 +167,7 @@ def test_an_invalid_package_fails_its_validation_check(built_calbin: Path, tmp_p
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda j: j.update(schema_version=2), "schema_version must be 1"),
+        (lambda j: j.update(schema_version=3), "schema_version must be one of 1, 2"),
         (lambda j: j.update(stage="deploy"), "stage must be one of"),
         (lambda j: j.update(calbin="/no/such/calbin"), "calbin: no such file or directory"),
         (lambda j: j.update(params={"requests": "10"}), "params.requests must be a JSON integer"),
@@ -196,5 +192,5 @@ def test_broken_stage_specific_params(built_calbin: Path):
         run_job(job("golden", built_calbin, {"tolerances": {"logits": {}}}))
     with pytest.raises(JobError, match=r"params.scenarios\[0\].expect_code must be an integer"):
         run_job(job("failure", built_calbin, {"scenarios": [{"fault": "busy"}]}))
-    with pytest.raises(JobError, match="goldens for 16 decode steps"):
+    with pytest.raises(JobError, match="the golden has 16 decode steps"):
         run_job(job("golden", built_calbin, {"decode_steps": 17}))

@@ -7,7 +7,7 @@ from npu_sim.client import greedy
 from npu_sim.dtypes import to_bf16
 from npu_sim.golden import Tolerance, compare
 from npu_sim.model import PRESETS, KvCache, ReferenceModel, init_weights
-from npu_sim.tensor_parallel import TensorParallelModel
+from npu_sim.model.tensor_parallel import TensorParallelModel
 
 # Room for a 16-token prompt and 256 decode steps.
 CONFIG = dataclasses.replace(PRESETS["tiny"], max_seq_len=512)
