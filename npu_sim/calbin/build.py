@@ -194,7 +194,7 @@ def layout_files(
     stored: dict[str, np.ndarray],
     goldens: GoldenSet,
     name: str,
-    compatibility: dict[str, str] = files.DEFAULT_COMPATIBILITY,
+    compatibility: dict[str, str] | None = None,
 ) -> dict[str, bytes]:
     """The package's files for these stored tensors (float32, or int8 with scales) and goldens."""
     out: dict[str, bytes] = {}
@@ -219,7 +219,7 @@ def layout_files(
     out[GOLDEN] = write_golden(goldens)
     out[PACKAGE_INFO] = write_text(
         f"calbin package, schema {SCHEMA_VERSION} (docs/calbin-format.md)",
-        files.package_info(options, name, compatibility),
+        files.package_info(options, name, compatibility or files.compatibility_for(options.layout)),
     )
     out[CHECKSUMS] = "".join(f"{hashlib.sha256(out[n]).hexdigest()}  {n}\n" for n in sorted(out)).encode()
     return out

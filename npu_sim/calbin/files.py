@@ -17,6 +17,15 @@ if TYPE_CHECKING:
 # The compatibility a freshly built package declares. The seed pins CalRT 0.7.6 but records no driver
 # or firmware version; these two are the simulator's own defaults.
 DEFAULT_COMPATIBILITY = {"calrt": ">=0.7.6,<0.8", "driver": ">=2.3,<3", "firmware": ">=1.8,<2", "chip": "calculet-2c"}
+# A package split over two boards declares no upper CalRT bound: it waits for a runtime that spans two
+# physical devices (V36 asks which); a 0.7.x device loads it and refuses the second board itself (I09).
+MULTI_BOARD_CALRT = ">=0.7.6"
+
+
+def compatibility_for(layout: str) -> dict[str, str]:
+    return DEFAULT_COMPATIBILITY | ({"calrt": MULTI_BOARD_CALRT} if layout == "multi_board" else {})
+
+
 ATTENTION_TILE = 128  # positions per flash-attention tile, for the SRAM reservation
 
 

@@ -6,6 +6,7 @@ which `read_manifest` returns.
 """
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,7 @@ from npu_sim.calbin.textinfo import TextInfo, parse_text
 from npu_sim.model import ModelConfig
 
 COMPAT_KEYS = ("calrt", "driver", "firmware")
+_BLOCK_FILE = re.compile(r"param_blk(\d+)\.file")
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,14 @@ def _read_memory(meta: PackageMeta) -> None:
             "chip_num_mismatch", "chip_num", f"chip_num is {chips} but {len(meta.reservations)} chiplets reserve memory"
         )
     count = memory.integer("param_block_num", minimum=1)
-    for index in range(count or 0):
+    indices = sorted(int(m.group(1)) for key in memory.entries if (m := _BLOCK_FILE.fullmatch(key)))
+    if count is not None and count != len(indices):
+        memory.error(
+            "param_block_num_mismatch",
+            "param_block_num",
+            f"param_block_num is {count}; {len(indices)} blocks are listed",
+        )
+    for index in indices:
         prefix = f"param_blk{index}"
         file, mask, size = (
             memory.text(f"{prefix}.file"),

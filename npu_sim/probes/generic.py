@@ -1,6 +1,8 @@
 """The stage routines with a probe's feature in use: what a probe runs at a stage where it has nothing of
 its own to add (docs/runner-protocol.md, "Probes")."""
 
+from typing import Any
+
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import StagePlan
 from npu_sim.protocol.context import Session
@@ -29,13 +31,17 @@ def inject_faults(run: ProbeRun, session: Session | None = None) -> None:
     )
 
 
-def integrate(run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None) -> None:
-    params = {k: run.stage_params.get(k, spec.default) for k, spec in integration.PARAMS.items()}
+def integrate(
+    run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None, **overrides: Any
+) -> None:
+    params = {k: run.stage_params.get(k, spec.default) for k, spec in integration.PARAMS.items()} | overrides
     integration.routine(run, session or run.session(), params, sampling)
 
 
-def load_and_soak(run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None) -> None:
-    params = {k: run.stage_params.get(k, spec.default) for k, spec in soak.PARAMS.items()}
+def load_and_soak(
+    run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None, **overrides: Any
+) -> None:
+    params = {k: run.stage_params.get(k, spec.default) for k, spec in soak.PARAMS.items()} | overrides
     soak.routine(run, session or run.session(), params, sampling)
 
 

@@ -68,9 +68,10 @@ def run_probe(ctx: JobContext, spec: ProbeSpec, request: ProbeRequest, stage: st
         calbin = run.calbin()
         missing = [f for f in spec.features if not calbin.declares(f)]
         if missing:
-            raise NotExercised(
-                f"the package does not declare {', '.join(missing)} (it declares {', '.join(sorted(calbin.features))})"
-            )
+            declared = ", ".join(sorted(calbin.features))
+            raise NotExercised(f"the package does not declare {', '.join(missing)} (it declares {declared})")
+        if spec.requires is not None:
+            spec.requires(run)
         spec.plan(stage).run(run)
     except NotExercised as error:
         run.finding("not_exercised", str(error))

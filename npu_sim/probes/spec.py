@@ -89,6 +89,8 @@ class ProbeSpec:
     params: tuple[ParamSpec, ...] = ()
     thresholds: tuple[ThresholdSpec, ...] = ()
     metrics: tuple[MetricSpec, ...] = field(default=())
+    # What else must hold before any stage can exercise it; raises NotExercised when it does not.
+    requires: Callable[["ProbeRun"], None] | None = None
 
     def __post_init__(self) -> None:
         missing = [stage for stage in CHAIN_STAGES if stage not in self.stages]
