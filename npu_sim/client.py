@@ -11,7 +11,9 @@ from npu_sim.kv import KvManager
 from npu_sim.loaded_calbin import Calbin, SubModel
 from npu_sim.sampling import SamplingParams
 
-# A wait gives a call this many times its modelled duration before calling it a time-out.
+# A wait gives a call this many times its modelled duration before calling it a time-out, counted from
+# when the call starts running: a job queued behind others' (parallel mode, two models) is not timed out
+# for waiting its turn.
 TIMEOUT_FACTOR = 5.0
 
 
@@ -104,7 +106,8 @@ def run_call(
 ) -> OutputBuffer:
     """Infer, wait, and commit every sequence's KV; any failure is raised as its code."""
     buffer = device.infer(submodel, kv, tokens, sampling)
-    code = buffer.wait(timeout_ms)
+    queued_ms = max(0.0, buffer.record.start_ms - device.clock_ms)
+    code = buffer.wait(queued_ms + timeout_ms)
     if code != ErrorCode.SUCCESS:
         raise CalrtError(code, f"wait on {submodel.name} returned {code.name}")
     for seq_id in tokens:

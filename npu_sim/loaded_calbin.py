@@ -60,7 +60,7 @@ class Calbin:
                 s.smodel_type or "",
                 s.batch or 1,
                 s.inputs[0].shape[1],
-                tuple(sorted(s.ops.items())),
+                tuple(s.ops.items()),
                 s.output("token_ids") is not None,
             )
             for s in meta.submodels

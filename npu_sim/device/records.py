@@ -30,6 +30,8 @@ OP_PARTS = {
 }
 SAMPLING_OP = "topk_sampling"
 HOST_PID = 0
+# Threads of the host process in the trace: PCIe transfers, and ops that fell back to the CPU.
+PCIE_TID, CPU_TID = 1, 2
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def counters(records: list[CallRecord], in_flight: int, max_queue_depth: int, cl
     }
 
 
-def _event(name: str, pid: int, tid: int | str, start_ms: float, ms: float, **args: Any) -> dict[str, Any]:
+def _event(name: str, pid: int, tid: int, start_ms: float, ms: float, **args: Any) -> dict[str, Any]:
     return {
         "name": name,
         "ph": "X",
@@ -106,7 +108,7 @@ def _event(name: str, pid: int, tid: int | str, start_ms: float, ms: float, **ar
 def _call_events(r: CallRecord) -> list[dict[str, Any]]:
     t = r.time
     label = f"{r.model_name}:{r.submodel}#{r.call}"
-    events = [_event(f"H2D {label}", HOST_PID, "pcie", r.start_ms, t.h2d_ms, bytes=r.h2d_bytes)]
+    events = [_event(f"H2D {label}", HOST_PID, PCIE_TID, r.start_ms, t.h2d_ms, bytes=r.h2d_bytes)]
     cursor = r.start_ms + t.h2d_ms
     parts = dict(t.parts)
     npu_ops = [op for op, where in r.placement if where == "npu" and op in OP_PARTS]
@@ -119,13 +121,13 @@ def _call_events(r: CallRecord) -> list[dict[str, Any]]:
     host_ops = [op for op, where in r.placement if where == "cpu"]
     for op in host_ops:
         ms = t.fallback_ms / len(host_ops)
-        events.append(_event(op, HOST_PID, "cpu", cursor, ms, call=r.call, model=r.model_name, placement="cpu"))
+        events.append(_event(op, HOST_PID, CPU_TID, cursor, ms, call=r.call, model=r.model_name, placement="cpu"))
         cursor += ms
     if r.sampled:
         for chiplet in r.chiplets[:1]:
             events.append(_event(SAMPLING_OP, chiplet + 1, 0, cursor, t.sampling_ms, call=r.call, model=r.model_name))
         cursor += t.sampling_ms
-    events.append(_event(f"D2H {label}", HOST_PID, "pcie", cursor, t.d2h_ms, bytes=r.d2h_bytes))
+    events.append(_event(f"D2H {label}", HOST_PID, PCIE_TID, cursor, t.d2h_ms, bytes=r.d2h_bytes))
     return events
 
 
@@ -135,6 +137,8 @@ def chrome_trace(
     """The device's activity as Chrome trace-event JSON."""
     trace: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": HOST_PID, "tid": 0, "args": {"name": "host"}},
+        {"name": "thread_name", "ph": "M", "pid": HOST_PID, "tid": PCIE_TID, "args": {"name": "PCIe"}},
+        {"name": "thread_name", "ph": "M", "pid": HOST_PID, "tid": CPU_TID, "args": {"name": "CPU fallback"}},
     ]
     for chiplet in range(chiplets):
         name = f"board {chiplet // 2} chiplet {chiplet % 2}"

@@ -3,46 +3,58 @@ its own to add (docs/runner-protocol.md, "Probes")."""
 
 from typing import Any
 
-from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import StagePlan
-from npu_sim.protocol.context import Session
+from npu_sim.protocol.context import Recorder, Session
 from npu_sim.sampling import SamplingParams
 from npu_sim.stages import failure, golden, integration, isolated, soak
 from npu_sim.stages.common import golden_steps, tolerances
 
 
-def exercise(run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None) -> None:
+def exercise(run: Recorder, session: Session | None = None, sampling: SamplingParams | None = None) -> None:
     isolated.routine(run, session or run.session(), run.stage_params.get("decode_steps") or 4, sampling)
 
 
-def compare_with_golden(run: ProbeRun, session: Session | None = None) -> None:
+def compare_with_golden(run: Recorder, session: Session | None = None) -> None:
     session = session or run.session()
     reference = run.ctx.golden(session.calbin)
     limits = tolerances(run.stage_params)
     golden.routine(run, session, reference, limits, golden_steps(run.stage_params, reference))
 
 
-def inject_faults(run: ProbeRun, session: Session | None = None) -> None:
+def inject_faults(run: Recorder, session: Session | None = None) -> None:
     session = session or run.session()
     reference = run.ctx.golden(session.calbin)
-    params = {k: run.stage_params.get(k, spec.default) for k, spec in failure.PARAMS.items()}
+    params = stage_params(run, failure.PARAMS)
     failure.routine(
         run, session, reference, tolerances(params), golden_steps(params, reference), failure.scenarios(params)
     )
 
 
+def stage_params(run: Recorder, declared: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """The job's parameters for a stage's routine, its defaults where the job's stage has none."""
+    return {k: run.stage_params.get(k, spec.default) for k, spec in declared.items()} | overrides
+
+
 def integrate(
-    run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None, **overrides: Any
+    run: Recorder,
+    session: Session | None = None,
+    sampling: SamplingParams | None = None,
+    retries: int = 0,
+    **overrides: Any,
 ) -> None:
-    params = {k: run.stage_params.get(k, spec.default) for k, spec in integration.PARAMS.items()} | overrides
-    integration.routine(run, session or run.session(), params, sampling)
+    params = stage_params(run, integration.PARAMS, **overrides)
+    integration.routine(run, session or run.session(), params, sampling, retries)
 
 
 def load_and_soak(
-    run: ProbeRun, session: Session | None = None, sampling: SamplingParams | None = None, **overrides: Any
+    run: Recorder,
+    session: Session | None = None,
+    sampling: SamplingParams | None = None,
+    retries: int = 0,
+    **overrides: Any,
 ) -> None:
-    params = {k: run.stage_params.get(k, spec.default) for k, spec in soak.PARAMS.items()} | overrides
-    soak.routine(run, session or run.session(), params, sampling)
+    params = stage_params(run, soak.PARAMS, **overrides)
+    soak.routine(run, session or run.session(), params, sampling, retries)
 
 
 def plans(**own: StagePlan) -> dict[str, StagePlan]:

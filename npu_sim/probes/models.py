@@ -240,9 +240,7 @@ def _multi_failure(run: ProbeRun) -> None:
 
 def _serve_both(run: ProbeRun, pair: Pair, work: Callable[[Recorder, Session], object]) -> list[Recorder]:
     """Each model served by its own thread on the shared device; their checks come back under the model's name."""
-    recorders = [
-        Recorder(run.ctx, run.stage_params, f"{run.label}{s.calbin.name}: ") for s in (pair.first, pair.second)
-    ]
+    recorders = [run.part(session.calbin.name) for session in (pair.first, pair.second)]
     errors: list[BaseException] = []
 
     def serve(rec: Recorder, session: Session) -> None:
@@ -262,12 +260,8 @@ def _serve_both(run: ProbeRun, pair: Pair, work: Callable[[Recorder, Session], o
     if errors:
         raise errors[0]
     for rec in recorders:
-        run.checks += [c | {"name": f"{rec.label.removeprefix(run.label)}{c['name']}"} for c in rec.checks]
+        run.take(rec)
     return recorders
-
-
-def _stage_params(run: ProbeRun, stage_params: dict[str, Any]) -> dict[str, Any]:
-    return {k: run.stage_params.get(k, spec.default) for k, spec in stage_params.items()}
 
 
 def _interleaved(device: VirtualDevice) -> bool:
@@ -279,7 +273,7 @@ def _multi_integration(run: ProbeRun) -> None:
     pair = _configured_pair(run)
     if pair is None:
         return
-    params = _stage_params(run, integration.PARAMS)
+    params = generic.stage_params(run, integration.PARAMS)
     _serve_both(run, pair, lambda rec, session: integration.routine(rec, session, params))
     run.check("served_side_by_side", _interleaved(pair.device), "the two models' calls interleave on the device")
 
@@ -288,7 +282,7 @@ def _multi_soak(run: ProbeRun) -> None:
     pair = _configured_pair(run)
     if pair is None:
         return
-    params = _stage_params(run, soak.PARAMS)
+    params = generic.stage_params(run, soak.PARAMS)
     recorders = _serve_both(run, pair, lambda rec, session: soak.routine(rec, session, params))
     run.metrics["models"] = {
         rec.label.removeprefix(run.label).removesuffix(": "): {
@@ -417,7 +411,7 @@ def _cycling(run: ProbeRun, pair: Pair, work: Callable[[Recorder, Session], obje
     """The resident model does `work` in a thread while the other is unloaded and loaded over and over."""
     done = threading.Event()
     errors: list[BaseException] = []
-    rec = Recorder(run.ctx, run.stage_params, run.label)
+    rec = run.part("resident")
 
     def serve() -> None:
         try:
@@ -436,7 +430,7 @@ def _cycling(run: ProbeRun, pair: Pair, work: Callable[[Recorder, Session], obje
     thread.join()
     if errors:
         raise errors[0]
-    run.checks += rec.checks
+    run.take(rec)
     run.metrics.update(rec.metrics)
     return cycles
 
@@ -445,7 +439,7 @@ def _residency_integration(run: ProbeRun) -> None:
     pair = _configured_pair(run, load_second=True)
     if pair is None:
         return
-    params = _stage_params(run, integration.PARAMS)
+    params = generic.stage_params(run, integration.PARAMS)
     cycles = _cycling(run, pair, lambda rec, session: integration.routine(rec, session, params))
     run.check(
         "loads_while_serving", cycles > 0, f"{cycles} unload/load cycles of the second model during the serving loop"
@@ -456,7 +450,7 @@ def _residency_soak(run: ProbeRun) -> None:
     pair = _configured_pair(run, load_second=True)
     if pair is None:
         return
-    params = _stage_params(run, soak.PARAMS)
+    params = generic.stage_params(run, soak.PARAMS)
     cycles = _cycling(run, pair, lambda rec, session: soak.routine(rec, session, params))
     run.check("loads_while_serving", cycles > 0, f"{cycles} unload/load cycles of the second model during the soak")
     run.metrics["load_cycles"] = cycles

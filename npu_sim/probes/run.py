@@ -5,7 +5,7 @@ from typing import Any
 from npu_sim.errors import CalrtError
 from npu_sim.loaded_calbin import Calbin
 from npu_sim.probes.spec import ProbeSpec
-from npu_sim.protocol.context import JobContext, NotExercised, Recorder, Session
+from npu_sim.protocol.context import JobContext, NotExercised, Recorder
 from npu_sim.protocol.job import ProbeRequest
 
 
@@ -17,10 +17,6 @@ class ProbeRun(Recorder):
         self.spec = spec
         self.stage = stage
         self.findings: list[dict[str, str]] = []
-
-    @property
-    def stage_params(self) -> dict[str, Any]:
-        return self.ctx.stage_params
 
     def finding(self, code: str, message: str) -> None:
         self.findings.append({"code": code, "message": message})
@@ -34,9 +30,6 @@ class ProbeRun(Recorder):
             return self.ctx.load(self.ctx.job.calbin)
         except CalrtError as error:
             raise NotExercised(f"the package cannot be loaded: {error}") from error
-
-    def session(self, path: str | None = None, **device_options: Any) -> Session:
-        return self.ctx.session(path, **device_options)
 
     def package(self, role: str) -> str:
         """The path of an extra package the job names (`packages.<role>`)."""

@@ -137,6 +137,21 @@ class Recorder:
     def workdir(self) -> Path | None:
         return self.ctx.workdir
 
+    @property
+    def stage_params(self) -> dict[str, Any]:
+        return self.ctx.stage_params
+
+    def session(self, path: str | None = None, **device_options: Any) -> Session:
+        return self.ctx.session(path, **device_options)
+
+    def part(self, name: str) -> "Recorder":
+        """A recorder for one part of this one's work (a thread, a model, a reset scope); `take` merges it."""
+        return Recorder(self.ctx, self.params, f"{self.label}{name}: ")
+
+    def take(self, part: "Recorder") -> None:
+        prefix = part.label.removeprefix(self.label)
+        self.checks += [check | {"name": f"{prefix}{check['name']}"} for check in part.checks]
+
     def check(self, name: str, passed: bool, detail: str) -> bool:
         self.checks.append({"name": name, "passed": bool(passed), "detail": detail})
         self.log(f"{'PASS' if passed else 'FAIL'} {self.label}{name}: {detail}")
@@ -152,7 +167,7 @@ class Recorder:
         """Where a produced file goes (next to the result), or None when the job writes no files."""
         if self.ctx.workdir is None:
             return None
-        prefix = self.label.removesuffix(": ").replace(" ", "-")
+        prefix = self.label.removesuffix(": ").replace(": ", "-").replace(" ", "-")
         return self.ctx.workdir / (f"{prefix}-{name}" if prefix else name)
 
     def add_file(self, path: Path) -> None:

@@ -42,7 +42,7 @@ def arm_fault(rec: Recorder, session: Session, params: dict[str, Any]) -> None:
 
 
 def routine(
-    rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None
+    rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None, retries: int = 0
 ) -> ServeTrace:
     """Serve, then check completion, overlap, KV release, and every output against the reference:
     the same logits (greedy), or tokens the reference sampler could have drawn (device sampling)."""
@@ -50,7 +50,7 @@ def routine(
     requests = requests_for(session, params, sampling)
     arm_fault(rec, session, params)
     rec.progress(10, f"serving {len(requests)} sequences on {kv.lanes} lanes")
-    trace = serve(session.device, calbin, kv, requests, concurrency=kv.lanes, record_logits=True)
+    trace = serve(session.device, calbin, kv, requests, concurrency=kv.lanes, record_logits=True, retries=retries)
     errors = [r for r in requests if r.error is not None]
     rec.check(
         "all_sequences_completed",

@@ -87,7 +87,9 @@ def _report(
     }
 
 
-def routine(rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None) -> None:
+def routine(
+    rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None, retries: int = 0
+) -> None:
     device, calbin, kv = session.device, session.calbin, session.kv
     if params["prompt_tokens"] + params["output_tokens"] > calbin.max_seq_len:
         raise JobError(f"params.prompt_tokens + params.output_tokens must be at most {calbin.max_seq_len}")
@@ -110,7 +112,7 @@ def routine(rec: Recorder, session: Session, params: dict[str, Any], sampling: S
 
     started_ms, first_call = device.clock_ms, len(device.call_log)
     started = time.perf_counter()
-    trace = serve(device, calbin, kv, requests, concurrency=params["concurrency"], on_finish=on_finish)
+    trace = serve(device, calbin, kv, requests, concurrency=params["concurrency"], on_finish=on_finish, retries=retries)
     wall_s = time.perf_counter() - started
     device_ms = device.clock_ms - started_ms
     ok = [r for r in requests if r.error is None]
@@ -144,6 +146,7 @@ def routine(rec: Recorder, session: Session, params: dict[str, Any], sampling: S
             "prefill_calls": trace.prefill_calls,
             "decode_calls": trace.decode_calls,
             "recoveries": trace.recoveries,
+            "retries": trace.retries,
             "counters": device.counters(),
             "timing_model": {"layers": model.config.layers, "vocab": model.config.vocab},
             "context_rows": context_rows(model, SOAK_CONTEXTS, batch),
