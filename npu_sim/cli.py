@@ -5,7 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from npu_sim.calbin import build_calbin, validate
+from npu_sim.calbin import CalbinError, build_calbin, validate
 from npu_sim.calbin.convert import convert_calbin
 from npu_sim.calbin.layout import FEATURES, LAYOUTS
 from npu_sim.device import DeviceConfigError, load_device_config
@@ -84,7 +84,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     try:
         print(convert_calbin(args.source, args.out, args.tar))
-    except (ValueError, KeyError, FileExistsError) as error:
+    except (CalbinError, ValueError, KeyError, FileExistsError) as error:
         print(f"convert-calbin: {error}", file=sys.stderr)
         return 2
     return 0

@@ -85,6 +85,13 @@ class JobContext:
             **options,
         )
 
+    def device_for(self, calbin: Calbin, **options: Any) -> VirtualDevice:
+        """A device for this package: over as many boards as it spans when the runtime can drive them; a
+        runtime that cannot refuses the second board itself when the package is configured (I09)."""
+        if "multi_board" in self.device_identity().calrt_features:
+            options.setdefault("physical_devices", calbin.boards)
+        return self.make_device(**options)
+
     def device_report(self) -> dict[str, Any]:
         return identity_report(self.device_identity(), chiplets=2, boards=1)
 
@@ -116,7 +123,7 @@ class JobContext:
             raise NotExercised("the job names no package")
         try:
             calbin = self.load(path)
-            device = self.make_device(**device_options)
+            device = self.device_for(calbin, **device_options)
             handle = device.configure(calbin)
         except CalrtError as error:
             raise NotExercised(f"{path} cannot be configured: {error}") from error
@@ -203,6 +210,7 @@ def open_checked_session(ctx: JobContext, rec: Recorder) -> Session | None:
     rec.progress(5, "loading calbin")
     try:
         calbin = ctx.load(path)
+        device = ctx.device_for(calbin)
         handle = device.configure(calbin)
     except CalrtError as error:
         rec.check("load_and_configure", False, str(error))
