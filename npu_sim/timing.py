@@ -162,9 +162,9 @@ class TimingModel:
         hidden = rows * c.hidden * ACTIVATION_BYTES
         link = self.link_gb_s, self.link_latency_us
         if self.layout in ("tp", "multi_board"):
-            # Two all-reduces per layer, the embedding sent to chiplet 1, half the logits sent back.
-            sizes = [hidden] * (2 * c.layers + 1) + [logit_rows * c.vocab // 2 * LOGIT_BYTES]
-            ms = sum(self._transfer_ms(size, *link) for size in sizes)
+            # Two all-reduces per layer and the embedding sent to chiplet 1, then half the logits sent back.
+            ms = (2 * c.layers + 1) * self._transfer_ms(hidden, *link)
+            ms += self._transfer_ms(logit_rows * c.vocab // 2 * LOGIT_BYTES, *link)
             if self.layout == "multi_board":
                 ms += self._transfer_ms(hidden, self.board_link_gb_s, self.board_link_latency_us)
             return ms

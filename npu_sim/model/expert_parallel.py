@@ -48,35 +48,32 @@ class ExpertParallelModel(ReferenceModel):
         self._owner = np.asarray(lanes) % CHIPLETS
         return super()._forward(kv, lanes, tokens, cells, one_lane)
 
-    def _transfer(self, values: np.ndarray) -> np.ndarray:
-        """What arrives on the other chiplet, counted in link bytes."""
-        self.d2d_bytes += values.size * LINK_DTYPES[self.link_dtype]
-        if self.link_dtype == "bfloat16":
-            return values.astype(BFLOAT16).astype(np.float32)
-        return values
+    def _round(self, values: np.ndarray) -> np.ndarray:
+        """What arrives across the link: BF16-rounded when the link carries BF16."""
+        return values.astype(BFLOAT16).astype(np.float32) if self.link_dtype == "bfloat16" else values
 
     def _moe(self, h: np.ndarray, layer: int) -> np.ndarray:
         p = f"layers.{layer}."
         chosen, gates = self._route(h, layer)
-        home = chosen // self.experts_per_chiplet  # the chiplet of each chosen expert
-        out = np.zeros_like(h)
-        for chiplet in range(CHIPLETS):
-            needs = np.flatnonzero(np.any(home == chiplet, axis=1))
-            if not len(needs):
-                continue
-            remote = needs[self._owner[needs] != chiplet]
-            arrived = h[needs].copy()
-            arrived[np.isin(needs, remote)] = self._transfer(h[remote])
+        bf16_link = self.link_dtype == "bfloat16"
+        arrived = self._round(h)  # a row as the other chiplet receives it
+        partial = np.zeros((CHIPLETS, *h.shape), dtype=np.float32)
+        for expert in np.unique(chosen):
+            chiplet = int(expert) // self.experts_per_chiplet
+            rows, slot = np.nonzero(chosen == expert)
+            x = h[rows]
+            if bf16_link:
+                remote = self._owner[rows] != chiplet
+                x[remote] = arrived[rows[remote]]
             weights = self.local[chiplet]
-            gate_w, up_w, down_w = (weights[p + f"experts.{m}"] for m in ("gate", "up", "down"))
-            partial = np.zeros_like(arrived)
-            for expert in np.unique(chosen[needs][home[needs] == chiplet]):
-                rows, slot = np.nonzero(chosen[needs] == expert)
-                x = arrived[rows]
-                local = expert - chiplet * self.experts_per_chiplet
-                act = silu(x @ gate_w[local]) * (x @ up_w[local])
-                partial[rows] += (act @ down_w[local]) * gates[needs[rows], slot][:, None]
-            back = np.isin(needs, remote)
-            partial[back] = self._transfer(partial[back])
-            out[needs] += partial
-        return out
+            local = int(expert) - chiplet * self.experts_per_chiplet
+            act = silu(x @ weights[p + "experts.gate"][local]) * (x @ weights[p + "experts.up"][local])
+            partial[chiplet, rows] += (act @ weights[p + "experts.down"][local]) * gates[rows, slot][:, None]
+        # Each row goes once to each other chiplet that holds one of its experts, and one partial sum comes back.
+        on = (chosen // self.experts_per_chiplet)[:, :, None] == np.arange(CHIPLETS)
+        remote = on.any(axis=1) & (self._owner[:, None] != np.arange(CHIPLETS))  # [rows, chiplet]
+        self.d2d_bytes += 2 * int(remote.sum()) * h.shape[1] * LINK_DTYPES[self.link_dtype]
+        if bf16_link:
+            for chiplet in range(CHIPLETS):
+                partial[chiplet, remote[:, chiplet]] = self._round(partial[chiplet, remote[:, chiplet]])
+        return partial[0] + partial[1]

@@ -8,8 +8,9 @@
   the router is replicated, and the partial expert outputs are summed across the link.
 - The LM head is split by vocabulary; chiplet 1 sends its half of the logits to chiplet 0.
 
-Weights carry a leading chiplet axis of size 2, so each chiplet only ever multiplies its own
-slice; the sum over that axis is the reduction, and every transfer is counted as D2D bytes.
+Weights carry a chiplet axis of size 2, so each chiplet only ever multiplies its own slice (one
+matrix product per chiplet); the sum over that axis is the reduction, and every transfer is counted
+as D2D bytes.
 """
 
 import numpy as np
@@ -74,8 +75,10 @@ class TensorParallelModel(ReferenceModel):
         c, p, rows = self.config, f"layers.{layer}.", len(h)
 
         def heads(w: np.ndarray, count: int) -> np.ndarray:
-            # [2, rows, count/2 * d] -> [rows, count, d], chiplet 0's heads first.
-            return np.matmul(h, w).transpose(1, 0, 2).reshape(rows, count, c.head_dim)
+            # Each chiplet's columns, side by side: [rows, count, d], chiplet 0's heads first.
+            return np.concatenate([h @ w[chiplet] for chiplet in range(CHIPLETS)], axis=1).reshape(
+                rows, count, c.head_dim
+            )
 
         return (
             heads(self.split[p + "q_proj"], c.q_heads),
@@ -84,8 +87,10 @@ class TensorParallelModel(ReferenceModel):
         )
 
     def _out_proj(self, attn: np.ndarray, layer: int) -> np.ndarray:
-        per_chiplet = attn.reshape(len(attn), CHIPLETS, -1).transpose(1, 0, 2)
-        return self._all_reduce(np.matmul(per_chiplet, self.split[f"layers.{layer}.o_proj"]))
+        width = attn.shape[1] // CHIPLETS
+        o_proj = self.split[f"layers.{layer}.o_proj"]
+        partial = [attn[:, c * width : (c + 1) * width] @ o_proj[c] for c in range(CHIPLETS)]
+        return self._all_reduce(np.stack(partial))
 
     def _moe(self, h: np.ndarray, layer: int) -> np.ndarray:
         p = f"layers.{layer}."
@@ -95,12 +100,14 @@ class TensorParallelModel(ReferenceModel):
         partial = np.zeros((CHIPLETS, *h.shape), dtype=np.float32)
         for expert in np.unique(chosen):
             rows, slot = np.nonzero(chosen == expert)
-            x = h[rows]
-            act = silu(np.matmul(x, gate_w[expert])) * np.matmul(x, up_w[expert])
-            partial[:, rows] += np.matmul(act, down_w[expert]) * gates[rows, slot][:, None]
+            x, gate = h[rows], gates[rows, slot][:, None]
+            for chiplet in range(CHIPLETS):
+                act = silu(x @ gate_w[expert, chiplet]) * (x @ up_w[expert, chiplet])
+                partial[chiplet, rows] += (act @ down_w[expert, chiplet]) * gate
         return self._all_reduce(partial)
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
-        halves = np.matmul(rms_norm(x, self.w["final_norm"], self.config.rms_eps), self.split["lm_head"])
+        normed = rms_norm(x, self.w["final_norm"], self.config.rms_eps)
+        halves = [normed @ self.split["lm_head"][chiplet] for chiplet in range(CHIPLETS)]
         self._send(halves[1])
-        return np.concatenate([halves[0], halves[1]], axis=-1)
+        return np.concatenate(halves, axis=-1)
