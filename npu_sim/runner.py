@@ -41,9 +41,11 @@ def run_job(
     probes = []
     if parsed.probes:
         open_checked_session(ctx, rec)
+        step = 85 / len(parsed.probes)
         for i, request in enumerate(parsed.probes):
-            ctx.progress(10 + 85 * i / len(parsed.probes), f"probe {request.name}")
-            probes.append(run_probe(ctx, PROBES[request.name], request, parsed.stage))
+            share = (10 + step * i, 10 + step * (i + 1))
+            ctx.progress(share[0], f"probe {request.name}")
+            probes.append(run_probe(ctx, PROBES[request.name], request, parsed.stage, share))
     else:
         stage.run(ctx, rec, params)
     rec.metrics["wall_time_s"] = round(time.perf_counter() - started, 3)

@@ -12,11 +12,18 @@ from npu_sim.protocol.job import ProbeRequest
 class ProbeRun(Recorder):
     """A probe's checks, metrics and findings at one stage."""
 
-    def __init__(self, ctx: JobContext, spec: ProbeSpec, request: ProbeRequest, stage: str) -> None:
+    def __init__(
+        self, ctx: JobContext, spec: ProbeSpec, request: ProbeRequest, stage: str, share: tuple[float, float]
+    ) -> None:
         super().__init__(ctx, request.params, f"{spec.name}: ")
         self.spec = spec
         self.stage = stage
+        self.share = share  # the part of the job's progress bar this probe fills
         self.findings: list[dict[str, str]] = []
+
+    def progress(self, percent: float, text: str) -> None:
+        start, end = self.share
+        self.ctx.progress(start + (end - start) * percent / 100, f"{self.label}{text}")
 
     def finding(self, code: str, message: str) -> None:
         self.findings.append({"code": code, "message": message})
@@ -54,9 +61,11 @@ class ProbeRun(Recorder):
         }
 
 
-def run_probe(ctx: JobContext, spec: ProbeSpec, request: ProbeRequest, stage: str) -> dict[str, Any]:
+def run_probe(
+    ctx: JobContext, spec: ProbeSpec, request: ProbeRequest, stage: str, share: tuple[float, float] = (0, 100)
+) -> dict[str, Any]:
     """The probe's plan for this stage, after checking the package declares what the probe needs."""
-    run = ProbeRun(ctx, spec, request, stage)
+    run = ProbeRun(ctx, spec, request, stage, share)
     try:
         calbin = run.calbin()
         missing = [f for f in spec.features if not calbin.declares(f)]

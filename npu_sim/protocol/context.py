@@ -47,12 +47,18 @@ class JobContext:
         self.job = job
         self.stage_params = stage_params
         self.identity = identity
-        self.progress = progress
+        self._progress = progress
+        self._percent = 0.0
         self.log_sink = log_sink
         self.workdir = workdir
         self.logs: list[str] = []
         self.files: list[str] = []
         self._loaded: dict[str, Calbin] = {}
+
+    def progress(self, percent: float, text: str) -> None:
+        """Report progress; it never goes down, whichever part of the job (or thread) reports it."""
+        self._percent = max(self._percent, percent)
+        self._progress(self._percent, text)
 
     def log(self, line: str) -> None:
         self.logs.append(line)

@@ -184,6 +184,13 @@ def test_broken_jobs_name_the_field(vendor, change, message):
     assert message in str(raised.value)
 
 
+def test_progress_never_goes_down_across_probes_and_threads(vendor):
+    percents: list[float] = []
+    probes = [{"name": "health"}, {"name": "parallel_mode"}, {"name": "decode_batch", "params": {"batch": 4}}]
+    run_job(job("integration", vendor[0], probes), progress=lambda percent, text: percents.append(percent))
+    assert percents[0] == 0 and percents[-1] == 100 and percents == sorted(percents) and len(percents) > 6
+
+
 def test_the_result_is_strict_json(vendor, tmp_path):
     result = run_job(
         job("soak", vendor[0], [{"name": "health"}], params={"requests": 4, "output_tokens": 4}), workdir=tmp_path
