@@ -1,5 +1,5 @@
-"""Time of expert-parallel, pipeline-parallel and two-board runs as a ratio of the single-device reference
-(goal <= 1.3x each, as tensor parallelism is).
+"""Time of tensor-parallel, expert-parallel, pipeline-parallel and two-board runs as a ratio of the
+single-device reference (goal <= 1.3x each).
 
     .venv/bin/python bench/sim_parallel.py [--steps 256] [--repeats 5]
 
