@@ -8,7 +8,7 @@ cosine, top-1/top-5 agreement per k, error histogram). Blocked: the same metrics
 over the vectors in cache-sized blocks (an experiment kept here, not the library's code: see
 docs/performance.md). Two pairs: "typical", where 1% of the logits differ by one BF16 step (what a
 faithful device gives), and "dense", where every logit differs. Prints median times and the ratios
-baseline / comparison and baseline / blocked (goal >= 0.5x).
+baseline / comparison and baseline / blocked (goal >= 0.5x). The three take turns at each repeat.
 """
 
 import argparse
@@ -26,13 +26,15 @@ from npu_sim.golden import HISTOGRAM_EDGES, compare, top_k
 VOCAB = 151_936
 
 
-def median_s(action: Callable[[], object], repeats: int) -> float:
-    times = []
+def medians_s(actions: list[Callable[[], object]], repeats: int) -> list[float]:
+    """Median time of each action; the actions take turns, so a busy moment of the machine falls on all alike."""
+    times: list[list[float]] = [[] for _ in actions]
     for _ in range(repeats):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for action, taken in zip(actions, times, strict=True):
+            started = time.perf_counter()
+            action()
+            taken.append(time.perf_counter() - started)
+    return [statistics.median(taken) for taken in times]
 
 
 def blocked(expected_bits: np.ndarray, actual_bits: np.ndarray, block: int) -> dict[str, Any]:
@@ -108,7 +110,7 @@ def main() -> None:
 
         reference, fast = comparison(), one_pass()
         assert abs(reference["cosine"] - fast["cosine"]) < 1e-12 and reference["max_abs"] == fast["max_abs"]
-        base_s, compare_s, blocked_s = (median_s(f, args.repeats) for f in (baseline, comparison, one_pass))
+        base_s, compare_s, blocked_s = medians_s([baseline, comparison, one_pass], args.repeats)
         print(
             f"{name:8s} plain pass {base_s * 1e6:7.0f} us  comparison {compare_s * 1e6:7.0f} us "
             f"({base_s / compare_s:.2f}x)  blocked {blocked_s * 1e6:7.0f} us ({base_s / blocked_s:.2f}x; goal >= 0.5x)"
