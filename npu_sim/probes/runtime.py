@@ -237,7 +237,13 @@ def _parallel_serving(run: ProbeRun, routine: Callable[[Recorder, Session], obje
     depth = device.counters()["max_queue_depth"]
     run.check("served_in_parallel", depth > 1, f"up to {depth} jobs in flight from the two threads")
     run.metrics.update(
-        {"max_queue_depth": depth, "threads": {rec.label: rec.metrics.get("completed") for rec in recorders}}
+        {
+            "max_queue_depth": depth,
+            "serving_threads": {
+                rec.label: {"completed": rec.metrics.get("completed"), "concurrency": rec.metrics.get("concurrency")}
+                for rec in recorders
+            },
+        }
     )
 
 
@@ -248,7 +254,11 @@ def _parallel_integration(run: ProbeRun) -> None:
 
 def _parallel_soak(run: ProbeRun) -> None:
     params = generic.stage_params(run, soak.PARAMS)
-    half = params | {"requests": max(1, params["requests"] // 2)}
+    # The job's load split between the two threads: the device sees the concurrency the job asked for.
+    half = params | {
+        "requests": max(1, params["requests"] // 2),
+        "concurrency": max(1, params["concurrency"] // 2),
+    }
     _parallel_serving(run, lambda rec, own: soak.routine(rec, own, half))
 
 
@@ -268,7 +278,9 @@ PARALLEL_MODE = ProbeSpec(
             _parallel_failure,
         ),
         integration=StagePlan("two threads serving the same model in parallel mode", _parallel_integration),
-        soak=StagePlan("two threads soaking the same model in parallel mode", _parallel_soak),
+        soak=StagePlan(
+            "two threads soaking the same model in parallel mode, the job's load split between them", _parallel_soak
+        ),
     ),
     capabilities=("parallel-mode", "c-api-nonblocking"),
     params=(
@@ -279,6 +291,7 @@ PARALLEL_MODE = ProbeSpec(
     metrics=(
         MetricSpec("max_queue_depth", "most jobs in flight at once"),
         MetricSpec("overflows_retried", "QUEUE_FULL refusals the threads retried"),
+        MetricSpec("serving_threads", "integration and soak: each thread's completed requests and concurrency"),
     ),
 )
 

@@ -167,6 +167,13 @@ def test_two_boards_are_refused_by_calrt_0_7_6(package):
     ]
 
 
+def test_parallel_mode_soak_splits_the_jobs_load_between_its_threads(package):
+    probe = run_probe(package, "parallel_mode", "soak")
+    threads = probe["metrics"]["serving_threads"]
+    assert [t["concurrency"] for t in threads.values()] == [1, 1]  # the job's concurrency 2, split
+    assert sum(t["completed"] for t in threads.values()) == STAGE_PARAMS["soak"]["requests"]
+
+
 def test_kv_shift_needs_a_second_lane_for_copy(package):
     job = {
         "schema_version": 2,
