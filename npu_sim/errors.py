@@ -4,6 +4,7 @@ CalRT 0.7.6 ships 30 codes in `calrt_errorlist.def` (seed I15) but their names a
 in the evidence. These are the simulator's own; a hardware runner maps its codes onto this table.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 
@@ -282,6 +283,19 @@ class CalrtError(Exception):
         self.code = code
         self.message = message or ERROR_TABLE[code].description
         super().__init__(f"{code.name} ({int(code)}): {self.message}")
+
+
+def code_of(action: Callable[[], object]) -> ErrorCode:
+    """The code an action ends with: raised as CalrtError, returned (wait) or carried by its outcome
+    (a request's), else SUCCESS."""
+    try:
+        outcome = action()
+    except CalrtError as error:
+        return error.code
+    if isinstance(outcome, ErrorCode):
+        return outcome
+    code = getattr(outcome, "code", None)
+    return code if isinstance(code, ErrorCode) else ErrorCode.SUCCESS
 
 
 def describe(code: int) -> dict[str, object]:

@@ -6,13 +6,16 @@
 from typing import Any
 
 from npu_sim.probes.basic import BASIC
+from npu_sim.probes.buffers import FIXED_TASK, OUTPUT_BUFFER
+from npu_sim.probes.c_api_nonblocking import C_API_NONBLOCKING
 from npu_sim.probes.faults import FAULTS
+from npu_sim.probes.full_debug import FULL_DEBUG
 from npu_sim.probes.kv import KV
 from npu_sim.probes.models import MODELS
 from npu_sim.probes.observability import OBSERVABILITY
+from npu_sim.probes.parallel_mode import PARALLEL_MODE
 from npu_sim.probes.parallelism import PARALLELISM
 from npu_sim.probes.run import run_probe
-from npu_sim.probes.runtime import RUNTIME
 from npu_sim.probes.s8 import S8
 from npu_sim.probes.sampling import SAMPLING
 from npu_sim.probes.spec import ProbeSpec
@@ -20,7 +23,22 @@ from npu_sim.protocol.job import JobError, ProbeRequest
 
 CATALOGUE_VERSION = 1
 PROBES: dict[str, ProbeSpec] = {
-    spec.name: spec for spec in [*BASIC, SAMPLING, S8, *MODELS, *PARALLELISM, *KV, *RUNTIME, *OBSERVABILITY, *FAULTS]
+    spec.name: spec
+    for spec in [
+        *BASIC,
+        SAMPLING,
+        S8,
+        *MODELS,
+        *PARALLELISM,
+        *KV,
+        PARALLEL_MODE,
+        OUTPUT_BUFFER,
+        FIXED_TASK,
+        C_API_NONBLOCKING,
+        FULL_DEBUG,
+        *OBSERVABILITY,
+        *FAULTS,
+    ]
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from npu_sim.client import RequestResult, recover, run_request
 from npu_sim.device import DeviceStatus
-from npu_sim.errors import ERROR_TABLE, SERVICE_ERRORS, CalrtError, ErrorCode, ServiceAction
+from npu_sim.errors import ERROR_TABLE, SERVICE_ERRORS, ErrorCode, ServiceAction, code_of
 from npu_sim.faults import EXPECTED_CODES, Fault, FaultKind
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
@@ -233,7 +233,7 @@ def _resets_runner(run: ProbeRun) -> None:
     device.inject(Fault(FaultKind.DEVICE_CRASH, at_step=0))
     crashed = _golden_request(session).code
     device.disarm_faults()
-    refused = _code(lambda: device.reset_core(chiplet, 0))
+    refused = code_of(lambda: device.reset_core(chiplet, 0))
     device.reset_device()
     after = _golden_request(session).code
     device.configure(calbin)
@@ -247,14 +247,6 @@ def _resets_runner(run: ProbeRun) -> None:
         f"a crash ({crashed.name}) refuses a core reset ({refused.name}); after the device reset: {after.name} "
         "until configured",
     )
-
-
-def _code(action: Callable[[], object]) -> ErrorCode:
-    try:
-        action()
-    except CalrtError as error:
-        return error.code
-    return ErrorCode.SUCCESS
 
 
 def _then_configure(reset: Callable[[], None], session: Session) -> None:

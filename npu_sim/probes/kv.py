@@ -1,11 +1,9 @@
 """KV cache probes: the KV manager's calls (K07), sequence min/max (K05) and the llama.cpp edits (V26)."""
 
-from collections.abc import Callable
-
 import numpy as np
 
 from npu_sim.client import TIMEOUT_FACTOR, RequestResult, greedy, run_call, run_request
-from npu_sim.errors import CalrtError, ErrorCode
+from npu_sim.errors import ErrorCode, code_of
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.golden import Tolerance, compare
 from npu_sim.kv import KvManager
@@ -14,14 +12,6 @@ from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
 from npu_sim.protocol.context import Session
-
-
-def code_of(action: Callable[[], object]) -> ErrorCode:
-    try:
-        action()
-    except CalrtError as error:
-        return error.code
-    return ErrorCode.SUCCESS
 
 
 def prefill(session: Session, seq_id: int, tokens: list[int]) -> np.ndarray:

@@ -15,26 +15,12 @@ from typing import Any
 from npu_sim.calbin.layout import CHECKSUMS, PACKAGE_INFO
 from npu_sim.client import run_request
 from npu_sim.device import OutputBuffer, VirtualDevice
-from npu_sim.errors import CalrtError, ErrorCode
+from npu_sim.errors import ErrorCode, code_of
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.kv import KvManager
 from npu_sim.loaded_calbin import Calbin
 
 Trigger = Callable[[Path, Path], ErrorCode]
-
-
-def code_of(action: Callable[[], object]) -> ErrorCode:
-    """The code an action fails with: raised as CalrtError, or returned (wait, run_request)."""
-    try:
-        outcome = action()
-    except CalrtError as error:
-        return error.code
-    if isinstance(outcome, ErrorCode):
-        return outcome
-    code = getattr(outcome, "code", None)
-    if not isinstance(code, ErrorCode):
-        raise TypeError(f"no code from {outcome!r}")
-    return code
 
 
 def editable_copy(path: Path, scratch: Path) -> Path:
