@@ -11,10 +11,12 @@ from npu_sim.probes.c_api_nonblocking import C_API_NONBLOCKING
 from npu_sim.probes.faults import FAULTS
 from npu_sim.probes.full_debug import FULL_DEBUG
 from npu_sim.probes.kv import KV
+from npu_sim.probes.kv_shift import KV_SHIFT
 from npu_sim.probes.models import MODELS
 from npu_sim.probes.observability import OBSERVABILITY
 from npu_sim.probes.parallel_mode import PARALLEL_MODE
 from npu_sim.probes.parallelism import PARALLELISM
+from npu_sim.probes.residency import RESIDENCY
 from npu_sim.probes.run import run_probe
 from npu_sim.probes.s8 import S8
 from npu_sim.probes.sampling import SAMPLING
@@ -29,8 +31,10 @@ PROBES: dict[str, ProbeSpec] = {
         SAMPLING,
         S8,
         *MODELS,
+        RESIDENCY,
         *PARALLELISM,
         *KV,
+        KV_SHIFT,
         PARALLEL_MODE,
         OUTPUT_BUFFER,
         FIXED_TASK,
