@@ -1,6 +1,7 @@
-"""The virtual device: identity, models, buffers, records. See virtual_device.py."""
+"""The virtual device: identity, models, buffers, calls, fixed tasks, records. See virtual_device.py."""
 
 from npu_sim.device.buffers import BufferStatus, OutputBuffer
+from npu_sim.device.fixed_task import FixedTask
 from npu_sim.device.identity import (
     CALRT_VERSION,
     DEVICE_CONFIG_ENV,
@@ -12,7 +13,7 @@ from npu_sim.device.identity import (
 )
 from npu_sim.device.models import Chiplet, ModelHandle
 from npu_sim.device.records import CallRecord
-from npu_sim.device.virtual_device import MAX_IN_FLIGHT, DeviceStatus, FixedTask, VirtualDevice
+from npu_sim.device.virtual_device import MAX_IN_FLIGHT, DeviceStatus, VirtualDevice
 
 __all__ = [
     "CALRT_VERSION",

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 
+from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.loaded_calbin import Calbin
 from npu_sim.model import ReferenceModel
 from npu_sim.timing import TimingModel
@@ -20,6 +21,32 @@ class Chiplet:
     @property
     def free_bytes(self) -> int:
         return self.dram_bytes - self.reserved_bytes - self.dynamic_bytes
+
+    @property
+    def free_sram_bytes(self) -> int:
+        return self.sram_bytes - self.sram_reserved_bytes
+
+
+def reserve(chiplets: list[Chiplet], calbin: Calbin) -> None:
+    """Reserve a package's DRAM and SRAM on the chiplets its layout uses, all or nothing."""
+    for c in calbin.chiplets:
+        dram, sram = calbin.reservations[c]
+        chiplet = chiplets[c]
+        if chiplet.free_bytes < dram or chiplet.free_sram_bytes < sram:
+            raise CalrtError(
+                ErrorCode.OUT_OF_MEMORY,
+                f"chiplet {c} has {chiplet.free_bytes} B of DRAM and {chiplet.free_sram_bytes} B of SRAM free; "
+                f"{calbin.name} needs {dram} B and {sram} B",
+            )
+    for c in calbin.chiplets:
+        chiplets[c].reserved_bytes += calbin.reservations[c][0]
+        chiplets[c].sram_reserved_bytes += calbin.reservations[c][1]
+
+
+def unreserve(chiplets: list[Chiplet], calbin: Calbin) -> None:
+    for c in calbin.chiplets:
+        chiplets[c].reserved_bytes -= calbin.reservations[c][0]
+        chiplets[c].sram_reserved_bytes -= calbin.reservations[c][1]
 
 
 @dataclass

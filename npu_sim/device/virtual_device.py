@@ -25,8 +25,19 @@ from typing import Any
 
 import numpy as np
 
-from npu_sim.chips import CALCULET_2C, NPU_OPS
-from npu_sim.device.buffers import BufferStatus, Job, OutputBuffer
+from npu_sim.chips import CALCULET_2C
+from npu_sim.device.buffers import Job, OutputBuffer
+from npu_sim.device.calls import (
+    Sampling,
+    call_time,
+    check_inputs,
+    corrupt,
+    placement_of,
+    run_numerics,
+    sample,
+    sampling_params,
+)
+from npu_sim.device.fixed_task import FixedTask
 from npu_sim.device.identity import (
     CALRT_VERSION,
     DEFAULT_SERIAL,
@@ -35,60 +46,21 @@ from npu_sim.device.identity import (
     DeviceIdentity,
     identity_report,
 )
-from npu_sim.device.models import Chiplet, ModelHandle
+from npu_sim.device.models import Chiplet, ModelHandle, reserve, unreserve
 from npu_sim.device.records import CallRecord, DeviceEvent, chrome_trace, counters
-from npu_sim.dtypes import DTYPE_BYTES, bf16_to_bits, bits_to_bf16, to_bf16
+from npu_sim.dtypes import DTYPE_BYTES
 from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.kv import KvManager
 from npu_sim.loaded_calbin import Calbin, SubModel, load_calbin
-from npu_sim.sampling import SamplingParams, counter_uniforms, device_sample
 
 MAX_IN_FLIGHT = 16
-Sampling = SamplingParams | Mapping[int, SamplingParams] | None
 
 
 class DeviceStatus(StrEnum):
     READY = "ready"
     FAULT = "fault"  # a core exception is waiting for its core to be reset
     CRASHED = "crashed"  # only a device reset helps
-
-
-class FixedTask:
-    """A sub-model bound once to its sequences and one output buffer, submitted again and again (I06).
-
-    Unlike `infer`, which allocates an output buffer per call (R09), a fixed task holds its buffer from
-    creation to `release`; a submit while its previous run is unfinished is refused with BUSY.
-    """
-
-    def __init__(self, device: "VirtualDevice", submodel: SubModel, kv: KvManager, seq_ids: Sequence[int]) -> None:
-        self.device, self.submodel, self.kv = device, submodel, kv
-        self.seq_ids = tuple(seq_ids)
-        handle = device.handle_for(submodel, kv)
-        self.bytes = len(self.seq_ids) * handle.calbin.config.vocab * 2
-        self.chiplet = handle.chiplets[0]
-        device.allocate_dynamic(handle, self.bytes)
-        self.epoch = device.memory_epoch
-        self._last: OutputBuffer | None = None
-        self.released = False
-
-    def submit(self, tokens: Mapping[int, Sequence[int]], sampling: Sampling = None) -> OutputBuffer:
-        with self.device.lock:
-            if self.released or self.epoch != self.device.memory_epoch:
-                raise CalrtError(ErrorCode.INVALID_ARGUMENT, "the fixed task's buffer is gone; create the task again")
-            if set(tokens) != set(self.seq_ids):
-                raise CalrtError(ErrorCode.INVALID_ARGUMENT, f"the fixed task is bound to sequences {self.seq_ids}")
-            if self._last is not None and self._last.status in (BufferStatus.PENDING, BufferStatus.RUNNING):
-                raise CalrtError(ErrorCode.BUSY, "the fixed task's previous run has not finished")
-            self._last = self.device.submit(self.submodel, self.kv, tokens, sampling, 0, fixed=True)
-            return self._last
-
-    def release(self) -> None:
-        with self.device.lock:
-            if not self.released and self.epoch == self.device.memory_epoch:
-                handle = self.device.handle_for(self.submodel, self.kv)
-                self.device.free_dynamic(handle, self.chiplet, self.bytes)
-            self.released = True
 
 
 class VirtualDevice:
@@ -254,19 +226,7 @@ class VirtualDevice:
                 ErrorCode.MULTI_DEVICE_UNSUPPORTED,
                 f"{calbin.name} spans {calbin.boards} boards; this virtual device drives {self.boards} (I09)",
             )
-        for c in calbin.chiplets:
-            dram, sram = calbin.reservations[c]
-            chiplet = self.chiplets[c]
-            if chiplet.free_bytes < dram or chiplet.sram_bytes - chiplet.sram_reserved_bytes < sram:
-                raise CalrtError(
-                    ErrorCode.OUT_OF_MEMORY,
-                    f"chiplet {c} has {chiplet.free_bytes} B of DRAM and "
-                    f"{chiplet.sram_bytes - chiplet.sram_reserved_bytes} B of SRAM free; "
-                    f"{calbin.name} needs {dram} B and {sram} B",
-                )
-        for c in calbin.chiplets:
-            self.chiplets[c].reserved_bytes += calbin.reservations[c][0]
-            self.chiplets[c].sram_reserved_bytes += calbin.reservations[c][1]
+        reserve(self.chiplets, calbin)
         timing = calbin.timing.model
         if calbin.layout == "multi_board":
             timing = dataclasses.replace(
@@ -299,9 +259,7 @@ class VirtualDevice:
             self.events.append(DeviceEvent(self.clock_ms, "unload", {"model": handle.name}))
 
     def _drop(self, handle: ModelHandle) -> None:
-        for c in handle.chiplets:
-            self.chiplets[c].reserved_bytes -= handle.calbin.reservations[c][0]
-            self.chiplets[c].sram_reserved_bytes -= handle.calbin.reservations[c][1]
+        unreserve(self.chiplets, handle.calbin)
         for kv in self._kv_managers:
             if kv.owner is handle.calbin:
                 kv.clear()
@@ -397,8 +355,8 @@ class VirtualDevice:
                 chiplet, core = handle.fault
                 raise CalrtError(ErrorCode.DEVICE_NEEDS_RESET, f"core {chiplet}.{core} raised an exception; reset it")
             calbin = handle.calbin
-            seq_ids, arrays = self._check_inputs(calbin, submodel, kv, tokens)
-            params = self._sampling_params(submodel, seq_ids, sampling)
+            seq_ids, arrays = check_inputs(calbin, submodel, kv, tokens)
+            params = sampling_params(submodel, seq_ids, sampling)
             depth = self.in_flight(handle)
             if depth >= self.max_in_flight:
                 raise CalrtError(ErrorCode.QUEUE_FULL, f"{depth} jobs in flight, the limit is {self.max_in_flight}")
@@ -416,8 +374,8 @@ class VirtualDevice:
             buffer_bytes = 0 if fixed else len(seq_ids) * calbin.config.vocab * 2
             buffer_chiplet = self.allocate_dynamic(handle, buffer_bytes)
             lanes, cells = kv.lanes_cells(seq_ids)
-            placement = tuple((op, where if where == "cpu" or op in NPU_OPS else "cpu") for op, where in submodel.ops)
-            time = self._time(handle, submodel, arrays, cells, params is not None, placement)
+            placement = placement_of(submodel)
+            time = call_time(handle, submodel, arrays, cells, params is not None, placement, self.full_debug)
             if FaultKind.SLOW_DEVICE in firing:
                 time = time.scaled(firing[FaultKind.SLOW_DEVICE].slow_factor)
             start = max([self.clock_ms, handle.ready_ms] + [self._busy_until[c] for c in handle.chiplets])
@@ -440,13 +398,13 @@ class VirtualDevice:
             d2d_before, board_before = executor.d2d_bytes, getattr(executor, "board_link_bytes", 0)
             if job.outcome == ErrorCode.SUCCESS and not hangs:
                 executor.dump = [] if self.full_debug else None
-                job.logits = self._run(executor, submodel, kv, seq_ids, arrays, lanes, cells)
+                job.logits = run_numerics(executor, submodel, kv, seq_ids, arrays, lanes, cells)
                 if self.full_debug:
                     self.debug_dumps[call] = executor.dump or []
                 if FaultKind.CORRUPTED_OUTPUT in firing:
-                    self._corrupt(job.logits, firing[FaultKind.CORRUPTED_OUTPUT].flipped_bits, call)
+                    corrupt(job.logits, firing[FaultKind.CORRUPTED_OUTPUT].flipped_bits, call)
                 if params is not None:
-                    job.token_ids = self._sample(kv, job.logits, params)
+                    job.token_ids = sample(kv, job.logits, params)
                 if FaultKind.KV_APPLY_FAILURE in firing:
                     kv.fail_next_apply(seq_ids)
             token_count = sum(len(a) for a in arrays)
@@ -477,111 +435,6 @@ class VirtualDevice:
             for c in handle.chiplets:
                 self._busy_until[c] = job.end_ms
             return OutputBuffer(self, job, record)
-
-    def _time(
-        self,
-        handle: ModelHandle,
-        submodel: SubModel,
-        arrays: list[np.ndarray],
-        cells: np.ndarray,
-        sampling: bool,
-        placement: tuple[tuple[str, str], ...],
-    ) -> Any:
-        host_ops = sum(1 for _, where in placement if where == "cpu")
-        timing = handle.timing
-        if submodel.smodel_type == "llm_prefill":
-            lengths = handle.calbin.prefill_lengths
-            # A static shape profile pads each prompt to the next declared length (V19, R12).
-            padded = [min(n for n in lengths if n >= len(a)) if lengths else len(a) for a in arrays]
-            time = timing.prefill_call(sum(padded), int(cells.max()), sampling, host_ops, len(arrays))
-        else:
-            time = timing.decode_call([int(c) + 1 for c in cells], sampling, host_ops)
-        if self.full_debug:
-            rows = sum(len(a) for a in arrays)
-            dump_bytes = rows * handle.calbin.config.hidden * 4 * handle.calbin.config.layers
-            time = dataclasses.replace(time, d2h_ms=time.d2h_ms + dump_bytes / (timing.pcie_gb_s * 1e6))
-        return time
-
-    def _sampling_params(
-        self, submodel: SubModel, seq_ids: list[int], sampling: Sampling
-    ) -> dict[int, SamplingParams] | None:
-        if sampling is None:
-            return None
-        if not submodel.samples:
-            raise CalrtError(ErrorCode.INVALID_ARGUMENT, f"sub-model {submodel.name!r} does not sample on the device")
-        if isinstance(sampling, SamplingParams):
-            return dict.fromkeys(seq_ids, sampling)
-        missing = [s for s in seq_ids if s not in sampling]
-        if missing:
-            raise CalrtError(ErrorCode.INVALID_ARGUMENT, f"no sampling parameters for sequence(s) {missing}")
-        return {s: sampling[s] for s in seq_ids}
-
-    def _sample(
-        self, kv: KvManager, logits: dict[int, np.ndarray], params: dict[int, SamplingParams]
-    ) -> dict[int, int]:
-        """One draw per sequence; its counter is the position of the token being produced."""
-        sampled = {}
-        for seq_id, row in logits.items():
-            lane = kv.lane(seq_id)
-            position = int(kv.cache.pos[lane, kv.length(seq_id) + kv.pending(seq_id) - 1]) + 1
-            uniform = counter_uniforms(params[seq_id].seed, np.array([position]))
-            sampled[seq_id] = int(device_sample(row, params[seq_id], uniform)[0])
-        return sampled
-
-    def _check_inputs(
-        self, calbin: Calbin, submodel: SubModel, kv: KvManager, tokens: Mapping[int, Sequence[int]]
-    ) -> tuple[list[int], list[np.ndarray]]:
-        seq_ids = list(tokens)
-        arrays = [np.asarray(tokens[s]) for s in seq_ids]
-        for array in arrays:
-            if array.ndim != 1 or len(array) == 0:
-                raise CalrtError(ErrorCode.SHAPE_MISMATCH, "each sequence needs a 1-D list of token ids")
-            if array.dtype.kind not in "iu":
-                raise CalrtError(ErrorCode.DTYPE_MISMATCH, f"token ids must be integers, not {array.dtype}")
-            if array.min() < 0 or array.max() >= calbin.config.vocab:
-                raise CalrtError(ErrorCode.INVALID_ARGUMENT, f"token ids must be in 0..{calbin.config.vocab - 1}")
-        if not 1 <= len(seq_ids) <= submodel.batch:
-            raise CalrtError(ErrorCode.SHAPE_MISMATCH, f"{submodel.name} takes 1..{submodel.batch} sequences per call")
-        if submodel.smodel_type == "llm_prefill":
-            longest = max(calbin.prefill_lengths) if calbin.prefill_lengths else submodel.tokens_per_lane
-            if any(len(a) > longest for a in arrays):
-                raise CalrtError(ErrorCode.SHAPE_MISMATCH, f"prefill takes at most {longest} tokens per sequence")
-        elif any(len(a) != 1 for a in arrays):
-            raise CalrtError(ErrorCode.SHAPE_MISMATCH, "decode takes one token per sequence")
-        for seq_id, array in zip(seq_ids, arrays, strict=True):
-            if kv.pending(seq_id) != len(array):
-                raise CalrtError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    f"sequence {seq_id} has {kv.pending(seq_id)} tokens allocated, the job has {len(array)}",
-                )
-        return seq_ids, arrays
-
-    def _run(
-        self,
-        model: Any,
-        submodel: SubModel,
-        kv: KvManager,
-        seq_ids: list[int],
-        arrays: list[np.ndarray],
-        lanes: np.ndarray,
-        cells: np.ndarray,
-    ) -> dict[int, np.ndarray]:
-        if submodel.smodel_type == "llm_prefill":
-            return {
-                seq_id: to_bf16(model.prefill(kv.cache, int(lane), array, int(cell)))
-                for seq_id, array, lane, cell in zip(seq_ids, arrays, lanes, cells, strict=True)
-            }
-        rows = to_bf16(model.decode(kv.cache, lanes, np.concatenate(arrays), cells))
-        return {seq_id: rows[i] for i, seq_id in enumerate(seq_ids)}
-
-    def _corrupt(self, logits: dict[int, np.ndarray], flips: int, call: int) -> None:
-        """Flip the top exponent bit of some logits: values jump by orders of magnitude or become inf/NaN."""
-        rng = np.random.default_rng(call)
-        for seq_id, row in logits.items():
-            bits = bf16_to_bits(row).copy()
-            where = rng.choice(len(bits), size=min(flips, len(bits)), replace=False)
-            bits[where] ^= np.uint16(1 << 14)
-            logits[seq_id] = bits_to_bf16(bits)
 
     # Faults
 
