@@ -1,7 +1,6 @@
 """Probes of where models live: a single-chiplet package with chip affinity (V30) and two models configured at
 once (V31: separate reservations, queues, KV and faults); helpers the residency probe shares."""
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -15,6 +14,7 @@ from npu_sim.loaded_calbin import Calbin
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
+from npu_sim.probes.together import serve_together
 from npu_sim.protocol.context import NotExercised, Recorder, Session
 from npu_sim.stages import integration, soak
 
@@ -238,33 +238,12 @@ def _multi_failure(run: ProbeRun) -> None:
 
 def _serve_both(run: ProbeRun, pair: Pair, work: Callable[[Recorder, Session], object]) -> list[Recorder]:
     """Each model served by its own thread on the shared device; their checks come back under the model's name."""
-    recorders = [run.part(session.calbin.name) for session in (pair.first, pair.second)]
-    errors: list[BaseException] = []
-
-    def serve(rec: Recorder, session: Session) -> None:
-        try:
-            work(rec, session)
-        except BaseException as error:  # the probe reports it; a thread must not swallow it
-            errors.append(error)
-
-    threads = [
-        threading.Thread(target=serve, args=(rec, s))
-        for rec, s in zip(recorders, (pair.first, pair.second), strict=True)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    for rec in recorders:
-        run.take(rec)
-    return recorders
+    return serve_together(run, [(s.calbin.name, s) for s in (pair.first, pair.second)], work)
 
 
-def _interleaved(device: VirtualDevice) -> bool:
-    models = [r.model for r in device.call_log]
-    return len(set(models)) > 1 and any(x != y for x, y in zip(models, models[1:], strict=False))
+def _check_side_by_side(run: ProbeRun, pair: Pair) -> None:
+    depth = pair.device.counters()["max_queue_depth"]
+    run.check("served_side_by_side", depth > 1, f"up to {depth} jobs of the two models in flight at once")
 
 
 def _multi_integration(run: ProbeRun) -> None:
@@ -273,7 +252,7 @@ def _multi_integration(run: ProbeRun) -> None:
         return
     params = generic.stage_params(run, integration.PARAMS)
     _serve_both(run, pair, lambda rec, session: integration.routine(rec, session, params))
-    run.check("served_side_by_side", _interleaved(pair.device), "the two models' calls interleave on the device")
+    _check_side_by_side(run, pair)
 
 
 def _multi_soak(run: ProbeRun) -> None:
@@ -288,7 +267,7 @@ def _multi_soak(run: ProbeRun) -> None:
         }
         for rec in recorders
     }
-    run.check("served_side_by_side", _interleaved(pair.device), "the two models' calls interleave on the device")
+    _check_side_by_side(run, pair)
 
 
 MULTI_MODEL = ProbeSpec(

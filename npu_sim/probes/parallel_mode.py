@@ -15,6 +15,7 @@ from npu_sim.kv import KvManager
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ParamSpec, ProbeSpec, StagePlan
+from npu_sim.probes.together import serve_together
 from npu_sim.protocol.context import Recorder, Session
 from npu_sim.stages import integration, soak
 
@@ -199,25 +200,8 @@ def _parallel_serving(run: ProbeRun, routine: Callable[[Recorder, Session], obje
     session = run.session()
     device = session.device
     device.enable_parallel_mode(run.params["max_in_flight"])
-    sessions = [session, Session(device, session.calbin, session.handle, device.create_kv_manager(session.calbin))]
-    recorders = [run.part(f"thread {i}") for i in range(2)]
-    errors: list[BaseException] = []
-
-    def serve(rec: Recorder, own: Session) -> None:
-        try:
-            routine(rec, own)
-        except BaseException as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=serve, args=pair) for pair in zip(recorders, sessions, strict=True)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        raise errors[0]
-    for rec in recorders:
-        run.take(rec)
+    second = Session(device, session.calbin, session.handle, device.create_kv_manager(session.calbin))
+    recorders = serve_together(run, [("thread 0", session), ("thread 1", second)], routine)
     depth = device.counters()["max_queue_depth"]
     run.check("served_in_parallel", depth > 1, f"up to {depth} jobs in flight from the two threads")
     run.metrics.update(
