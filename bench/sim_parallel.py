@@ -1,7 +1,7 @@
 """Time of tensor-parallel, expert-parallel, pipeline-parallel and two-board runs as a ratio of the
 single-device reference (goal <= 1.3x each).
 
-    .venv/bin/python bench/sim_parallel.py [--steps 256] [--repeats 5]
+    .venv/bin/python bench/sim_parallel.py [--steps 256] [--repeats 15]
 
 Every model runs the same prefill and the same decode steps on the tiny preset (max_seq_len raised to fit
 the steps); each run is repeated, the fastest of each kept, and the runs are interleaved so that a busy
@@ -42,7 +42,7 @@ def run(model: ReferenceModel, prompt: np.ndarray, tokens: list[int]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=256)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=15)
     args = parser.parse_args()
     config = dataclasses.replace(PRESETS["tiny"], max_seq_len=16 + args.steps)
     weights = init_weights(config, 0)
