@@ -14,6 +14,8 @@ from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
 from vendor.storage import artifact_storage
 
+PREFILL_INFO = "prefill/submodel_memory_reserved_info.txt"
+
 
 def chain_for(answer, target_slug="simulator") -> Chain:
     chain_start_for_answer(answer.pk)
@@ -91,12 +93,9 @@ def test_bytes_changed_in_storage_fail_the_digest_check(answer, calbin):
 def test_the_simulators_validator_findings_become_the_stages(
     vendor_user, organisation, question, capability, golden, calbin_bytes, tmp_path
 ):
-    def mislabel_prefill(manifest):
-        manifest["submodels"][0]["smodel_type"] = "llm_decode"
-
     bad = make_artifact(
         organisation,
-        edit_calbin(calbin_bytes, mislabel_prefill),
+        edit_calbin(calbin_bytes, PREFILL_INFO, "smodel_type", "llm_decode"),
         kind="calbin",
         version="1.0.1",
         file_name="tiny-b8.tar",
@@ -111,7 +110,7 @@ def test_the_simulators_validator_findings_become_the_stages(
     assert outcome.verdict == stages.FAIL
     mismatch = [f for f in outcome.findings if f["code"] == "smodel_type_mismatch"]
     assert mismatch and mismatch[0]["severity"] == "error"
-    assert mismatch[0]["field"] == f"artifacts[{bad.pk}].submodels[0].smodel_type"
+    assert mismatch[0]["field"] == f"artifacts[{bad.pk}].{PREFILL_INFO}:smodel_type"
 
 
 def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
