@@ -1,6 +1,6 @@
 """What the soak starts from: its own database (dropped and created again), migrated and holding the imported
 checklist; vendor organisations with a user and a token and questions put to them, PM users — all made
-through the product's services —, and one simulator calbin per vendor with its goldens packed apart."""
+through the product's services —, and one simulator calbin per vendor with its golden file beside it."""
 
 import io
 import subprocess
