@@ -140,15 +140,7 @@ def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail
     A limit, a crash, a refused job or a malformed result is an `error` (the run proves nothing either way);
     only a well-formed result reached by a runner that exited 0 is a pass or a fail.
     """
-    sandbox = {
-        "exit_code": outcome.exit_code,
-        "signal": outcome.signal_number,
-        "limit": outcome.limit_hit,
-        "elapsed_seconds": round(outcome.elapsed_seconds, 3),
-        "max_rss_bytes": outcome.max_rss_bytes,
-        "output_bytes": outcome.output_bytes,
-        "network_isolation": outcome.network_isolation,
-    }
+    sandbox = outcome.sandbox_record()
     if outcome.limit_hit is not None:
         return StageOutcome(stages.ERROR, outcome.reason, result={"sandbox": sandbox})
     if outcome.exit_code == 2:

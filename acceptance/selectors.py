@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, Target
@@ -227,12 +227,19 @@ def runs_in_progress() -> QuerySet[Run]:
 
 
 def runs_stuck(now: datetime) -> QuerySet[Run]:
-    """Runs that should be moving and are not: queued but not taken up after twice the sweeper's re-send
-    delay, or running with an expired lease (their worker is gone and the sweeper has not re-sent them)."""
+    """Runs that should be moving and are not, judged at `now` from leases and heartbeats: running with an
+    expired lease (its worker is gone and the sweeper has not re-sent it yet), or queued since twice the
+    sweeper's re-send delay on a target that no live worker serves or whose worker runs nothing. A run
+    waiting behind a busy target's backlog is not stuck."""
     waited = now - timedelta(seconds=2 * settings.ACCEPTANCE_QUEUED_RESEND_AFTER)
+    silent = now - timedelta(seconds=settings.ACCEPTANCE_TARGET_OFFLINE_AFTER)
+    target_busy = Run.objects.filter(target=OuterRef("target"), state=stages.RUNNING, lease_expires_at__gte=now)
+    unserved = (
+        Q(target__last_heartbeat_at__isnull=True) | Q(target__last_heartbeat_at__lt=silent) | ~Exists(target_busy)
+    )
     return (
         Run.objects.filter(
-            Q(state=stages.QUEUED, created_at__lt=waited) | Q(state=stages.RUNNING, lease_expires_at__lt=now)
+            Q(state=stages.RUNNING, lease_expires_at__lt=now) | (Q(state=stages.QUEUED, sent_at__lt=waited) & unserved)
         )
         .select_related("target", "chain__question")
         .defer(*RUN_SUMMARY_DEFER)
@@ -240,9 +247,28 @@ def runs_stuck(now: datetime) -> QuerySet[Run]:
     )
 
 
-def targets_unhealthy() -> QuerySet[Target]:
-    """Targets that will not take runs now: degraded, offline or in maintenance."""
-    return Target.objects.filter(~Q(health=Target.OK) | Q(maintenance=True)).order_by("slug")
+def target_health_state(target: Target, now: datetime) -> tuple[str, str]:
+    """A target's health at `now`, from its worker's last heartbeat and its last health check."""
+    if target.last_heartbeat_at is None:
+        return Target.OFFLINE, "no worker has reported for this target yet"
+    silent = (now - target.last_heartbeat_at).total_seconds()
+    if silent > settings.ACCEPTANCE_TARGET_OFFLINE_AFTER:
+        return Target.OFFLINE, f"no worker heartbeat for {int(silent)} s"
+    if target.last_health_check_passed is False:
+        run_note = f" (run {target.last_health_run_id})" if target.last_health_run_id else ""
+        return Target.DEGRADED, f"the last health check failed{run_note}"
+    return Target.OK, ""
+
+
+def targets_unhealthy(now: datetime) -> list[tuple[Target, str, str]]:
+    """Targets that will not take runs now, each with its health and why, judged at `now` from heartbeat
+    ages (not the stored health, which only the sweeper refreshes): degraded, offline or in maintenance."""
+    found = []
+    for target in Target.objects.order_by("slug"):
+        health, reason = target_health_state(target, now)
+        if health != Target.OK or target.maintenance:
+            found.append((target, health, reason))
+    return found
 
 
 def promotion_history(capability) -> QuerySet[PromotionAttempt]:

@@ -1,6 +1,11 @@
 """Celery tasks: each takes ids and calls a service. Run tasks are sent to their target's queue."""
 
+import logging
+import time
+
 from celery import shared_task
+from celery.exceptions import Reject
+from django import db
 from django.conf import settings
 
 from acceptance import worker  # noqa: F401 - connects the worker heartbeat to Celery's signals
@@ -14,6 +19,11 @@ from calculet.logs import run_id_var
 # sweeper sends the run again.
 RUN_SOFT_TIME_LIMIT = settings.ACCEPTANCE_RUNNER_WALL_SECONDS + 600
 RUN_TIME_LIMIT = RUN_SOFT_TIME_LIMIT + 60
+# A worker that cannot reach PostgreSQL hands the message back to the broker after this pause (so it does
+# not spin), to be delivered again once the database is back: dropping it would leave the run to the sweeper.
+DATABASE_OUTAGE_PAUSE_SECONDS = 5
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -27,6 +37,11 @@ def run_execute_task(run_id: int) -> None:
     token = run_id_var.set(str(run_id))
     try:
         run_execute(run_id, worker=worker_label())
+    except (db.OperationalError, db.InterfaceError) as error:
+        logger.error("run %s: the database is unreachable (%s); the message goes back to the broker", run_id, error)
+        db.close_old_connections()
+        time.sleep(DATABASE_OUTAGE_PAUSE_SECONDS)
+        raise Reject(error, requeue=True) from error
     finally:
         run_id_var.reset(token)
 

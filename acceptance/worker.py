@@ -1,5 +1,7 @@
 """Worker heartbeats: a worker consuming a target's queue reports every ACCEPTANCE_TARGET_HEARTBEAT_SECONDS,
-from a thread in the worker's main process, so a target's health shows whether anything serves it."""
+from a thread in the worker's main process, so a target's health shows whether anything serves it. The same
+thread removes the working directories lost attempts left on the worker's host, which the sweeper on the
+beat's host cannot reach."""
 
 import logging
 import threading
@@ -14,11 +16,13 @@ _stop = threading.Event()
 
 
 def _beat(queues: list[str], worker: str) -> None:
+    from acceptance.services.sweeper import run_dirs_sweep
     from acceptance.services.targets import target_heartbeat
 
     while True:
         try:
             target_heartbeat(queues=queues, worker=worker)
+            run_dirs_sweep()
         except Exception:  # the database may be briefly unreachable; the next beat tries again
             logger.exception("target heartbeat failed")
         finally:

@@ -1,24 +1,25 @@
-"""Throughput and server memory of a tus upload through gunicorn over loopback.
+"""Throughput and server memory of tus uploads through gunicorn (2 sync workers) over loopback.
 
-    DATABASE_URL=postgres://... SECRET_KEY=x .venv/bin/python bench/api_upload.py [--sizes 1,2] [--dir PATH]
+    DATABASE_URL=postgres://... SECRET_KEY=x .venv/bin/python bench/api_upload.py [--sizes 2] [--dir PATH]
 
 Creates a throw-away database (benchapi_<name>) and, for each size (GiB), a file of random bytes under
---dir (default ./data/bench-upload, on the disk the artifacts go to). In the same run it measures:
+--dir (default ./data/bench-upload, on the disk the artifacts go to). In the same run it measures, on that
+same file:
 
-- openssl dgst -sha256 on the file: what hashing the bytes costs;
-- dd if=/dev/zero bs=1M conv=fsync of the same size: what writing them durably costs;
-- the upload: a tus POST, then one PATCH streaming the whole file (what tuspy does by default) to gunicorn
-  as docs/deploy.md runs it (sync workers), until its 204: the bytes are on disk (fsync), their SHA-256
-  checked against the declared one, and stored content-addressed.
+- openssl dgst -sha256: what hashing the bytes costs;
+- dd if=<the file> of=<a new file> bs=1M conv=fsync: what writing them durably costs;
+- tuspy uploading it in 64 MiB chunks, and in one PATCH (tuspy's default), to gunicorn with 2 sync workers
+  (each chunk is a new connection, so chunks land on both workers), until the last 204: the bytes are on
+  disk (fsync), their SHA-256 checked against the declared one, and stored content-addressed.
 
-ratio = upload throughput / the slower of openssl and dd (goal >= 0.8). The worker's peak RSS growth
-during the upload comes from /proc (peak reset through clear_refs before the PATCH; goal <= 64 MiB, and no
-more for the largest size than for the smallest). Prints the figures; files and database are removed.
+ratio = upload throughput / the slower of openssl and dd (goal >= 0.8). Each worker's peak RSS growth during
+an upload comes from /proc (peak reset through clear_refs before it; goal <= 64 MiB), and how many bytes each
+worker wrote from /proc/<pid>/io, to show where the chunks went. Prints the figures; files and database are
+removed.
 """
 
 import argparse
 import hashlib
-import http.client
 import os
 import shutil
 import signal
@@ -26,10 +27,10 @@ import socket
 import subprocess
 import sys
 import time
-from base64 import b64encode
 from pathlib import Path
 
 import requests
+from tusclient import client as tus
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -47,6 +48,8 @@ from vendor.services.organisations import api_user_create  # noqa: E402
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 BLOCK = 4 * MIB
+WORKERS = 2
+CHUNK = 64 * MIB
 
 
 def free_port() -> int:
@@ -72,12 +75,12 @@ def start_gunicorn(port: int, storage_root: Path) -> subprocess.Popen:
     }
     env.pop("REDIS_URL", None)
     command = [
-        str(ROOT / ".venv" / "bin" / "gunicorn"),
+        str(Path(sys.executable).parent / "gunicorn"),
         "calculet.wsgi",
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
-        "1",
+        str(WORKERS),
         "--timeout",
         "3600",
         "--log-level",
@@ -96,11 +99,15 @@ def start_gunicorn(port: int, storage_root: Path) -> subprocess.Popen:
     raise RuntimeError("gunicorn did not start")
 
 
-def worker_pid(server: subprocess.Popen) -> int:
-    children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
-    if len(children) != 1:
-        raise RuntimeError(f"expected one gunicorn worker, found {children}")
-    return int(children[0])
+def worker_pids(server: subprocess.Popen) -> list[int]:
+    children = [int(pid) for pid in Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()]
+    if len(children) != WORKERS:
+        raise RuntimeError(f"expected {WORKERS} gunicorn workers, found {children}")
+    return children
+
+
+def written_bytes(pid: int) -> int:
+    return next(int(line.split()[1]) for line in Path(f"/proc/{pid}/io").read_text().splitlines() if "wchar" in line)
 
 
 def memory_kib(pid: int, field: str) -> int:
@@ -128,81 +135,62 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def upload(port: int, key: str, path: Path, size: int, sha256: str) -> str:
-    metadata = {"kind": "golden", "version": f"{size}.{int(time.time())}", "filename": path.name, "sha256": sha256}
-    encoded = ",".join(f"{name} {b64encode(value.encode()).decode()}" for name, value in metadata.items())
-    auth = {"Authorization": f"Token {key}", "Tus-Resumable": "1.0.0"}
-    created = requests.post(
-        f"http://127.0.0.1:{port}/api/v1/uploads/",
-        headers={**auth, "Upload-Length": str(size), "Upload-Metadata": encoded},
-        timeout=60,
+def tus_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -> float:
+    """tuspy from creation to the last 204; seconds."""
+    uploader = tus.TusClient(
+        f"http://127.0.0.1:{port}/api/v1/uploads/", headers={"Authorization": f"Token {key}"}
+    ).uploader(
+        str(path),
+        chunk_size=chunk_size,
+        metadata={"kind": "golden", "version": f"{time.time_ns()}", "filename": path.name, "sha256": sha256},
     )
-    if created.status_code != 201:
-        raise RuntimeError(f"creation failed: {created.status_code} {created.text}")
-    return created.headers["Location"]
-
-
-def patch_whole_file(port: int, key: str, location: str, path: Path, size: int) -> float:
-    """One PATCH carrying the whole file, streamed from disk in 1 MiB writes; seconds until the 204."""
-    connection_ = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
     started = time.perf_counter()
-    connection_.putrequest("PATCH", location.split(f":{port}", 1)[1])
-    for name, value in {
-        "Authorization": f"Token {key}",
-        "Tus-Resumable": "1.0.0",
-        "Upload-Offset": "0",
-        "Content-Type": "application/offset+octet-stream",
-        "Content-Length": str(size),
-    }.items():
-        connection_.putheader(name, value)
-    connection_.endheaders()
-    with open(path, "rb") as handle:
-        while block := handle.read(MIB):
-            connection_.send(block)
-    response = connection_.getresponse()
-    body = response.read()
+    uploader.upload()
     elapsed = time.perf_counter() - started
-    connection_.close()
-    if response.status != 204:
-        raise RuntimeError(f"PATCH failed: {response.status} {body[:300]!r}")
+    state = requests.get(uploader.url, headers={"Authorization": f"Token {key}"}, timeout=60).json()
+    if state["artifact_state"] != "verified":
+        raise RuntimeError(f"upload not verified: {state}")
     return elapsed
 
 
-def measure(size_gib: float, work: Path, port: int, key: str, server: subprocess.Popen) -> dict:
+def measure(size_gib: float, work: Path, port: int, key: str, server: subprocess.Popen) -> list[dict]:
     size = int(size_gib * GIB)
     source = work / f"upload-{size_gib:g}GiB.bin"
     sha256 = write_random_file(source, size)
     subprocess.run(["sync"], check=True)
     openssl = timed(["openssl", "dgst", "-sha256", str(source)])
     dd_target = work / "dd.out"
-    dd = timed(["dd", "if=/dev/zero", f"of={dd_target}", "bs=1M", f"count={size // MIB}", "conv=fsync"])
+    dd = timed(["dd", f"if={source}", f"of={dd_target}", "bs=1M", "conv=fsync"])
     dd_target.unlink()
-
-    location = upload(port, key, source, size, sha256)
-    pid = worker_pid(server)
-    rss_before = memory_kib(pid, "VmRSS")
-    Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset the peak to the current RSS
-    seconds = patch_whole_file(port, key, location, source, size)
-    peak = memory_kib(pid, "VmHWM")
-    state = requests.get(location, headers={"Authorization": f"Token {key}"}, timeout=60).json()
-    if state["artifact_state"] != "verified":
-        raise RuntimeError(f"upload not verified: {state}")
+    rate = lambda seconds: size / MIB / seconds  # noqa: E731
+    floor = min(rate(openssl), rate(dd))
+    rows = []
+    for label, chunk_size in ((f"{CHUNK // MIB} MiB chunks", CHUNK), ("one PATCH", size)):
+        pids = worker_pids(server)
+        rss_before = {pid: memory_kib(pid, "VmRSS") for pid in pids}
+        written_before = {pid: written_bytes(pid) for pid in pids}
+        for pid in pids:
+            Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset the peak to the current RSS
+        seconds = tus_upload(port, key, source, sha256, chunk_size)
+        rows.append(
+            {
+                "size": size_gib,
+                "how": label,
+                "openssl": rate(openssl),
+                "dd": rate(dd),
+                "upload": rate(seconds),
+                "ratio": rate(seconds) / floor,
+                "rss_growth": max((memory_kib(pid, "VmHWM") - rss_before[pid]) / 1024 for pid in pids),
+                "written": [(written_bytes(pid) - written_before[pid]) / GIB for pid in pids],
+            }
+        )
     source.unlink()
-    rate = lambda s: size / MIB / s  # noqa: E731
-    return {
-        "size": size_gib,
-        "openssl": rate(openssl),
-        "dd": rate(dd),
-        "upload": rate(seconds),
-        "ratio": rate(seconds) / min(rate(openssl), rate(dd)),
-        "rss_before": rss_before / 1024,
-        "rss_growth": (peak - rss_before) / 1024,
-    }
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="1,2", help="comma-separated sizes in GiB")
+    parser.add_argument("--sizes", default="2", help="comma-separated sizes in GiB")
     parser.add_argument("--dir", type=Path, default=ROOT / "data" / "bench-upload", help="working directory")
     args = parser.parse_args()
     sizes = [float(value) for value in args.sizes.split(",")]
@@ -220,20 +208,21 @@ def main() -> None:
         port = free_port()
         server = start_gunicorn(port, storage_root)
         print(
-            f"gunicorn 1 sync worker over loopback, one PATCH per file, {os.cpu_count()} CPUs shared with the client, "
+            f"gunicorn {WORKERS} sync workers over loopback, tuspy, {os.cpu_count()} CPUs shared with the client, "
             f"files under {work}"
         )
         print(
-            f"{'size':>8}{'openssl MiB/s':>15}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
-            f"{'RSS before MiB':>16}{'peak growth MiB':>17}"
+            f"{'size':>8}  {'how':<16}{'openssl MiB/s':>14}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
+            f"{'peak RSS growth MiB':>21}  GiB written by each worker"
         )
         for size in sizes:
-            row = measure(size, work, port, key, server)
-            print(
-                f"{row['size']:>5g}GiB{row['openssl']:>15.0f}{row['dd']:>16.0f}{row['upload']:>14.0f}"
-                f"{row['ratio']:>7.2f}x{row['rss_before']:>16.1f}{row['rss_growth']:>17.1f}",
-                flush=True,
-            )
+            for row in measure(size, work, port, key, server):
+                written = " / ".join(f"{value:.2f}" for value in row["written"])
+                print(
+                    f"{row['size']:>5g}GiB  {row['how']:<16}{row['openssl']:>14.0f}{row['dd']:>16.0f}"
+                    f"{row['upload']:>14.0f}{row['ratio']:>7.2f}x{row['rss_growth']:>21.1f}  {written}",
+                    flush=True,
+                )
     finally:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)

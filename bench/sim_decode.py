@@ -7,6 +7,14 @@ so the tensor-parallel executor) and times full device calls: allocate, infer, w
 time of this machine, not the modelled device time.
 """
 
+# ruff: noqa: E402 (the imports must follow the environment set just below)
+import os
+
+# As `python -m npu_sim` does (npu_sim/__main__.py): one BLAS thread, set before numpy is imported.
+for variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(variable, "1")
+
+
 import argparse
 import tempfile
 import time
@@ -23,16 +31,16 @@ def decode_steps_per_s(batch: int, steps: int, workdir: Path) -> float:
     device.configure(calbin)
     kv = device.create_kv_manager(calbin)
     prefill, decode = calbin.get_model_by_name("prefill"), calbin.get_model_by_name("decode")
-    prompt = calbin.goldens["prompt_ids"].tolist()
+    prompt = calbin.goldens.prompt_ids.tolist()
     tokens = {}
     for lane in range(batch):
         kv.allocate(lane, len(prompt))
-        tokens[lane] = [int(run_call(device, kv, prefill, {lane: prompt}, 1e9)[lane].argmax())]
+        tokens[lane] = [int(run_call(device, kv, prefill, {lane: prompt}, 1e9).logits[lane].argmax())]
     started = time.perf_counter()
     for _ in range(steps):
         for lane in tokens:
             kv.allocate(lane, 1)
-        logits = run_call(device, kv, decode, tokens, 1e9)
+        logits = run_call(device, kv, decode, tokens, 1e9).logits
         tokens = {lane: [int(row.argmax())] for lane, row in logits.items()}
     return steps / (time.perf_counter() - started)
 

@@ -8,7 +8,7 @@ Set-up, all through the product's own commands and services: a database of its o
 name>_soak, dropped and created again; migrate; import_checklist), the Redis database of REDIS_URL emptied,
 artifact storage and run directories in a temporary folder; N vendor organisations, each with a vendor
 engineer and a token and questions put to it, and PM users with a password and a token; one tiny
-decode-batch-8 calbin per vendor built with `python -m npu_sim build-calbin`, its goldens packed apart.
+decode-batch-8 calbin per vendor built with `python -m npu_sim build-calbin`, with its golden file beside it.
 
 Processes, each in a process group of its own and stopped on exit (Ctrl-C and errors included): gunicorn on
 a free port of 127.0.0.1 with sync workers (as docs/deploy.md runs it), Celery workers for the simulator

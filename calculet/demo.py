@@ -205,11 +205,13 @@ def _answer_v18(client: Client, token: str, report: DemoReport) -> None:
     if Answer.objects.filter(question__code="V18", organisation__slug=VENDOR_SLUG).exists():
         return
     with tempfile.TemporaryDirectory(prefix="calculet-demo-") as tmp:
-        package = Path(build_calbin(Path(tmp) / "qwen3-moe-tiny-decode-b8", preset="tiny", decode_batch=8))
+        golden = Path(tmp) / "qwen3-moe-tiny-decode-b8.golden.npz"
+        package = Path(
+            build_calbin(Path(tmp) / "qwen3-moe-tiny-decode-b8", preset="tiny", decode_batch=8, golden_out=golden)
+        )
         calbin_tar = _tar(package, Path(tmp) / "qwen3-moe-tiny-decode-b8.calbin.tar")
-        golden_tar = _tar(package / "goldens", Path(tmp) / "qwen3-moe-tiny-decode-b8.goldens.tar")
         artifact_id = _tus_upload(client, token, calbin_tar, kind=Artifact.CALBIN, version=CALBIN_VERSION)
-        golden_id = _tus_upload(client, token, golden_tar, kind=Artifact.GOLDEN, version=CALBIN_VERSION)
+        golden_id = _tus_upload(client, token, golden, kind=Artifact.GOLDEN, version=CALBIN_VERSION)
     report.steps.append(f"uploaded the decode-batch-8 calbin and its goldens through tus ({artifact_id}, {golden_id})")
     answer = {
         "summary": "Decode batch 8 calbin for Qwen3-MoE (tiny preset), with goldens from the reference model.",

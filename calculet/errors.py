@@ -40,3 +40,10 @@ class ForbiddenError(DomainError):
 class PayloadTooLargeError(DomainError):
     status_code = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
     code = "too_large"
+
+
+class StorageFullError(DomainError):
+    """The disk holding artifacts and uploads is full; nothing of the request was kept."""
+
+    status_code = HTTPStatus.INSUFFICIENT_STORAGE
+    code = "insufficient_storage"

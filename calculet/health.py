@@ -1,6 +1,9 @@
 """Liveness and readiness for load balancers and operators."""
 
+import contextlib
 import logging
+import shutil
+from pathlib import Path
 
 import kombu.exceptions
 from django import db
@@ -42,7 +45,19 @@ def _check_broker():
 
 
 def _check_storage():
-    storages["artifacts"].exists("readyz-probe")
+    """The artifact store answers, and the local disks that take artifact bytes and partial uploads have at
+    least STORAGE_MIN_FREE_BYTES free (a full disk fails every upload with 507)."""
+    storage = storages["artifacts"]
+    storage.exists("readyz-probe")
+    local = [Path(settings.UPLOAD_TEMP_DIR)]
+    with contextlib.suppress(NotImplementedError):  # a remote store (S3) has no local path
+        local.append(Path(storage.path("")))
+    for path in local:
+        while not path.exists():  # not made yet: the disk it will be on
+            path = path.parent
+        free = shutil.disk_usage(path).free
+        if free < settings.STORAGE_MIN_FREE_BYTES:
+            raise RuntimeError(f"{free} bytes free under {path}, below STORAGE_MIN_FREE_BYTES")
 
 
 def readyz(request):

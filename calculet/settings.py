@@ -135,8 +135,10 @@ UPLOAD_TEMP_DIR = Path(env.str("UPLOAD_TEMP_DIR", default=str(STORAGE_ROOT / "up
 UPLOAD_MAX_BYTES = env.int("UPLOAD_MAX_BYTES", default=20 * 1024**3)
 UPLOAD_PLAIN_MAX_BYTES = env.int("UPLOAD_PLAIN_MAX_BYTES", default=64 * 1024**2)
 UPLOAD_EXPIRY_HOURS = env.int("UPLOAD_EXPIRY_HOURS", default=24)
+STORAGE_MIN_FREE_BYTES = env.int("STORAGE_MIN_FREE_BYTES", default=1024**3)
 ARCHIVE_MAX_MEMBERS = env.int("ARCHIVE_MAX_MEMBERS", default=10_000)
 ARCHIVE_MAX_UNPACKED_BYTES = env.int("ARCHIVE_MAX_UNPACKED_BYTES", default=64 * 1024**3)
+ARCHIVE_MAX_RATIO = env.int("ARCHIVE_MAX_RATIO", default=100)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -190,6 +192,9 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=7200)}
 if REDIS_URL:
     CELERY_BROKER_URL = REDIS_URL
+    # Redis keeps a list per priority step and serves the lowest number first: a run sent again after its
+    # worker was lost goes ahead of its target's backlog (acceptance/services/dispatch.py).
+    CELERY_BROKER_TRANSPORT_OPTIONS |= {"queue_order_strategy": "priority", "priority_steps": [0, 3, 6, 9], "sep": ":"}
 else:
     BROKER_DIR = DATA_DIR / "broker"
     (BROKER_DIR / "messages").mkdir(parents=True, exist_ok=True)
@@ -233,11 +238,15 @@ WEBHOOK_RETRY_SECONDS = env.int("WEBHOOK_RETRY_SECONDS", default=30)
 # the sweeper (beat, every ACCEPTANCE_SWEEP_INTERVAL) re-sends runs whose lease expired, so a killed worker's
 # run restarts within lease + sweep interval. Runner limits apply to each runner subprocess.
 ACCEPTANCE_RUNNER_COMMAND = env.str("ACCEPTANCE_RUNNER_COMMAND", default="")
+# Device nodes a hardware runner needs (the board's /dev entries), bound into its sandbox.
+ACCEPTANCE_RUNNER_DEVICES = env.list("ACCEPTANCE_RUNNER_DEVICES", default=[])
 ACCEPTANCE_RUN_LEASE_SECONDS = env.int("ACCEPTANCE_RUN_LEASE_SECONDS", default=15)
 ACCEPTANCE_RUN_HEARTBEAT_SECONDS = env.float("ACCEPTANCE_RUN_HEARTBEAT_SECONDS", default=2.0)
 ACCEPTANCE_RUN_MAX_ATTEMPTS = env.int("ACCEPTANCE_RUN_MAX_ATTEMPTS", default=3)
 ACCEPTANCE_RUN_LOG_MAX_CHARS = env.int("ACCEPTANCE_RUN_LOG_MAX_CHARS", default=256 * 1024)
-ACCEPTANCE_RUN_DIR = env.str("ACCEPTANCE_RUN_DIR", default="") or None
+# Runs' working directories: a directory of calculet's own, so the sweeper removes only what runs left.
+ACCEPTANCE_RUN_DIR = Path(env.str("ACCEPTANCE_RUN_DIR", default=str(DATA_DIR / "runs")))
+ACCEPTANCE_RUN_DIR.mkdir(parents=True, exist_ok=True)
 ACCEPTANCE_SWEEP_INTERVAL = env.int("ACCEPTANCE_SWEEP_INTERVAL", default=10)
 ACCEPTANCE_QUEUED_RESEND_AFTER = env.int("ACCEPTANCE_QUEUED_RESEND_AFTER", default=30)
 ACCEPTANCE_TARGET_HEARTBEAT_SECONDS = env.int("ACCEPTANCE_TARGET_HEARTBEAT_SECONDS", default=10)
@@ -255,6 +264,8 @@ CELERY_TASK_ROUTES = {
     "acceptance.runs_sweep": {"queue": "default"},
     "acceptance.targets_health_check": {"queue": "default"},
     "vendor.uploads_expire": {"queue": "default"},
+    "vendor.artifact_check": {"queue": "default"},
+    "vendor.artifacts_check_resend": {"queue": "default"},
     "vendor.notification_email": {"queue": "default"},
     "vendor.webhook_deliver": {"queue": "default"},
     "vendor.questions_due_notify": {"queue": "default"},
@@ -271,6 +282,11 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": ACCEPTANCE_HEALTH_CHECK_INTERVAL},
     },
     "vendor-uploads-expire": {"task": "vendor.uploads_expire", "schedule": 3600, "options": {"expires": 3600}},
+    "vendor-artifacts-check-resend": {
+        "task": "vendor.artifacts_check_resend",
+        "schedule": 600,
+        "options": {"expires": 600},
+    },
     # Once a day, early: who has a question due soon or overdue (each told once per due date).
     "vendor-questions-due": {
         "task": "vendor.questions_due_notify",

@@ -37,3 +37,26 @@ CALCULET_2C = ChipSpec(
 )
 
 CHIPS: dict[str, ChipSpec] = {CALCULET_2C.name: CALCULET_2C}
+
+# The ops calculet-2c runs on its cores (the simulator's own list: the seed's op/shape/dtype support
+# matrix is still asked for, V10). An op a package places on the NPU that is not here runs on the host
+# instead, and the placement trace shows it (V11).
+NPU_OPS = frozenset(
+    {
+        "embedding",
+        "rms_norm",
+        "qkv_matmul",
+        "rope",
+        "flash_attention",
+        "o_matmul",
+        "moe_router",
+        "moe_dense_group",
+        "lm_head",
+        "all_reduce",
+        "all_to_all",
+        "stage_send",
+        "quantize",
+        "dequantize",
+        "topk_sampling",
+    }
+)

@@ -4,8 +4,9 @@ CalRT 0.7.6 ships 30 codes in `calrt_errorlist.def` (seed I15) but their names a
 in the evidence. These are the simulator's own; a hardware runner maps its codes onto this table.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
+from enum import IntEnum, StrEnum
 
 
 class ErrorCode(IntEnum):
@@ -217,6 +218,64 @@ ERROR_TABLE: dict[ErrorCode, ErrorInfo] = {
 }
 
 
+class ServiceAction(StrEnum):
+    """What a service does with a request whose call failed with a code (V53)."""
+
+    NONE = "none"  # the call succeeded
+    RETRY = "retry"  # transient: back off and run the request again
+    RECOVER = "recover"  # apply the code's recovery to the device, then run the request again
+    REJECT = "reject"  # the request itself is wrong: answer the client, do not retry
+    UNAVAILABLE = "unavailable"  # the target cannot serve until an operator acts
+
+
+@dataclass(frozen=True)
+class ServiceError:
+    action: ServiceAction
+    http_status: int  # what the client gets when the request finally fails with this code
+
+
+_RETRY, _RECOVER, _REJECT, _DOWN = (
+    ServiceAction.RETRY,
+    ServiceAction.RECOVER,
+    ServiceAction.REJECT,
+    ServiceAction.UNAVAILABLE,
+)
+
+# The mapping from runtime codes to what the serving loop does and what a client sees (I15, error mapping).
+SERVICE_ERRORS: dict[ErrorCode, ServiceError] = {
+    ErrorCode.SUCCESS: ServiceError(ServiceAction.NONE, 200),
+    ErrorCode.CALRT_VERSION_INCOMPATIBLE: ServiceError(_DOWN, 503),
+    ErrorCode.DRIVER_VERSION_INCOMPATIBLE: ServiceError(_DOWN, 503),
+    ErrorCode.FIRMWARE_VERSION_INCOMPATIBLE: ServiceError(_DOWN, 503),
+    ErrorCode.CHIP_INCOMPATIBLE: ServiceError(_DOWN, 503),
+    ErrorCode.CALBIN_INVALID: ServiceError(_DOWN, 503),
+    ErrorCode.CALBIN_DIGEST_MISMATCH: ServiceError(_DOWN, 503),
+    ErrorCode.NOT_CONFIGURED: ServiceError(_RECOVER, 503),
+    ErrorCode.ALREADY_CONFIGURED: ServiceError(_DOWN, 503),
+    ErrorCode.MODEL_NOT_FOUND: ServiceError(_DOWN, 500),
+    ErrorCode.INVALID_ARGUMENT: ServiceError(_REJECT, 400),
+    ErrorCode.SHAPE_MISMATCH: ServiceError(_REJECT, 400),
+    ErrorCode.DTYPE_MISMATCH: ServiceError(_REJECT, 400),
+    ErrorCode.OUT_OF_MEMORY: ServiceError(_RECOVER, 503),
+    ErrorCode.KV_NO_CAPACITY: ServiceError(_RETRY, 429),
+    ErrorCode.KV_APPLY_FAILED: ServiceError(_RECOVER, 503),
+    ErrorCode.KV_SEQUENCE_UNKNOWN: ServiceError(_DOWN, 500),
+    ErrorCode.KV_SHIFT_INVALID: ServiceError(_DOWN, 500),
+    ErrorCode.TIMEOUT: ServiceError(_RECOVER, 504),
+    ErrorCode.BUSY: ServiceError(_RETRY, 503),
+    ErrorCode.QUEUE_FULL: ServiceError(_RETRY, 503),
+    ErrorCode.CORE_EXCEPTION: ServiceError(_RECOVER, 503),
+    ErrorCode.DEVICE_NEEDS_RESET: ServiceError(_RECOVER, 503),
+    ErrorCode.DEVICE_CRASHED: ServiceError(_RECOVER, 503),
+    ErrorCode.JOB_ABORTED: ServiceError(_RETRY, 503),
+    ErrorCode.MULTI_DEVICE_UNSUPPORTED: ServiceError(_DOWN, 503),
+    ErrorCode.DMA_ERROR: ServiceError(_RECOVER, 503),
+    ErrorCode.THERMAL_THROTTLE: ServiceError(_RETRY, 503),
+    ErrorCode.FIRMWARE_FAULT: ServiceError(_RECOVER, 503),
+    ErrorCode.INTERNAL: ServiceError(_DOWN, 500),
+}
+
+
 class CalrtError(Exception):
     """A runtime call failed with a code from the table."""
 
@@ -224,6 +283,19 @@ class CalrtError(Exception):
         self.code = code
         self.message = message or ERROR_TABLE[code].description
         super().__init__(f"{code.name} ({int(code)}): {self.message}")
+
+
+def code_of(action: Callable[[], object]) -> ErrorCode:
+    """The code an action ends with: raised as CalrtError, returned (wait) or carried by its outcome
+    (a request's), else SUCCESS."""
+    try:
+        outcome = action()
+    except CalrtError as error:
+        return error.code
+    if isinstance(outcome, ErrorCode):
+        return outcome
+    code = getattr(outcome, "code", None)
+    return code if isinstance(code, ErrorCode) else ErrorCode.SUCCESS
 
 
 def describe(code: int) -> dict[str, object]:

@@ -7,51 +7,61 @@ import time
 from pathlib import Path
 from typing import Any
 
-from npu_sim.jobs import SCHEMA_VERSION, JobError, Log, Progress, Run, parse_params
-from npu_sim.stages import STAGE_FUNCTIONS, STAGE_PARAMS
+from npu_sim.device import DeviceIdentity, load_device_config
+from npu_sim.probes import PROBES, parse_probe_request, run_probe
+from npu_sim.protocol.context import JobContext, Log, Progress, Recorder, open_checked_session
+from npu_sim.protocol.job import Job, JobError, parse_job, parse_params
+from npu_sim.stages import STAGES, check_params
 
-STAGES = tuple(STAGE_FUNCTIONS)
+LOG_EXCERPT_LINES = 40
 
 __all__ = ["STAGES", "JobError", "run_job"]
 
 
-def _parse_job(job: Any) -> dict[str, Any]:
-    if not isinstance(job, dict):
-        raise JobError("the job must be a JSON object")
-    if job.get("schema_version") != SCHEMA_VERSION:
-        raise JobError(f"schema_version must be {SCHEMA_VERSION}, not {job.get('schema_version')!r}")
-    if job.get("stage") not in STAGES:
-        raise JobError(f"stage must be one of {', '.join(STAGES)}, not {job.get('stage')!r}")
-    calbin = job.get("calbin")
-    if not isinstance(calbin, str) or not calbin:
-        raise JobError("calbin must be a path to a calbin directory or tar")
-    if not Path(calbin).exists():
-        raise JobError(f"calbin: no such file or directory: {calbin}")
-    if not isinstance(job.get("params", {}), dict):
-        raise JobError("params must be a JSON object")
-    target = job.get("target", {})
-    if not isinstance(target, dict):
-        raise JobError("target must be a JSON object")
-    for key in ("name", "calrt", "driver", "firmware", "chip"):
-        if key in target and not isinstance(target[key], str):
-            raise JobError(f"target.{key} must be a string")
-    return job
-
-
 def run_job(
-    job: dict[str, Any],
+    job: Any,
     progress: Progress | None = None,
     log: Log | None = None,
     workdir: str | Path | None = None,
+    device: DeviceIdentity | None = None,
 ) -> dict[str, Any]:
-    """Run one job and return its result. `workdir`, when given, receives the stage's files."""
-    job = _parse_job(job)
-    stage = STAGE_FUNCTIONS[job["stage"]]
-    params = parse_params(job["stage"], job.get("params", {}), STAGE_PARAMS[job["stage"]])
-    run = Run(job, params, progress or (lambda percent, text: None), log, Path(workdir) if workdir else None)
+    """Run one job and return its result. `workdir`, when given, receives the produced files; `device` is
+    the simulated device's identity (default: NPU_SIM_DEVICE_CONFIG's, else CalRT 0.7.6 and friends)."""
+    parsed = parse_job(job, STAGES, parse_probe_request)
+    stage = STAGES[parsed.stage]
+    params = parse_params(parsed.stage, parsed.params, stage.params)
+    check_params(parsed.stage, params)
+    identity = device or load_device_config()
+    ctx = JobContext(
+        parsed, params, identity, progress or (lambda percent, text: None), log, Path(workdir) if workdir else None
+    )
+    rec = Recorder(ctx, params)
     started = time.perf_counter()
-    run.progress(0, f"stage {job['stage']} started")
-    stage(run)
-    run.metrics["wall_time_s"] = round(time.perf_counter() - started, 3)
-    run.progress(100, f"stage {job['stage']} finished")
-    return run.result()
+    ctx.progress(0, f"stage {parsed.stage} started")
+    probes = []
+    if parsed.probes:
+        open_checked_session(ctx, rec)
+        step = 85 / len(parsed.probes)
+        for i, request in enumerate(parsed.probes):
+            share = (10 + step * i, 10 + step * (i + 1))
+            ctx.progress(share[0], f"probe {request.name}")
+            probes.append(run_probe(ctx, PROBES[request.name], request, parsed.stage, share))
+    else:
+        stage.run(ctx, rec, params)
+    rec.metrics["wall_time_s"] = round(time.perf_counter() - started, 3)
+    ctx.progress(100, f"stage {parsed.stage} finished")
+    return _result(parsed, ctx, rec, probes)
+
+
+def _result(job: Job, ctx: JobContext, rec: Recorder, probes: list[dict[str, Any]]) -> dict[str, Any]:
+    passed = bool(rec.checks) and all(c["passed"] for c in rec.checks) and all(p["verdict"] == "pass" for p in probes)
+    result: dict[str, Any] = {
+        "schema_version": job.schema_version,
+        "stage": job.stage,
+        "verdict": "pass" if passed else "fail",
+        "metrics": rec.metrics,
+        "checks": rec.checks,
+    }
+    if job.schema_version == 2:
+        result |= {"probes": probes, "device": ctx.device_report(), "target": job.target}
+    return result | {"log_excerpt": "\n".join(ctx.logs[-LOG_EXCERPT_LINES:]), "produced_files": ctx.files}

@@ -7,6 +7,7 @@ sequence. Finished sequences free their KV at once. Time is the device's modelle
 token's time is when the client receives it, queueing included (not predicted_ms + prompt_ms, P03).
 """
 
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,10 +15,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from npu_sim.client import TIMEOUT_FACTOR, greedy, recover, run_call
-from npu_sim.device import VirtualDevice
-from npu_sim.errors import CalrtError, ErrorCode
+from npu_sim.device import CallRecord, OutputBuffer, VirtualDevice
+from npu_sim.errors import SERVICE_ERRORS, CalrtError, ErrorCode, ServiceAction
 from npu_sim.kv import KvManager
 from npu_sim.loaded_calbin import Calbin
+from npu_sim.sampling import SamplingParams
+
+# A retried request waits this long (modelled), doubling with each attempt.
+BACKOFF_MS = 1.0
 
 
 @dataclass
@@ -31,6 +36,11 @@ class Request:
     logits: list[np.ndarray] = field(default_factory=list)  # only when the loop records them
     error: ErrorCode | None = None
     finish_ms: float | None = None
+    sampling: SamplingParams | None = None  # sample on the device (V17) instead of greedy on the host
+    prefill_record: CallRecord | None = None
+    host_sampling_s: float = 0.0  # measured: wall time of greedy choices made on the host
+    attempts: int = 0  # runs again after a failed call (serve with retries)
+    service_status: int | None = None  # what the client got when the request failed for good
 
     @property
     def done(self) -> bool:
@@ -45,6 +55,7 @@ class ServeTrace:
     max_active: int = 0
     prefills_during_decode: int = 0  # prefills admitted while other sequences were mid-decode
     recoveries: list[str] = field(default_factory=list)
+    retries: int = 0
 
 
 def serve(
@@ -55,11 +66,18 @@ def serve(
     concurrency: int,
     record_logits: bool = False,
     on_finish: Callable[[Request], None] | None = None,
+    retries: int = 0,
 ) -> ServeTrace:
     """Run every request to completion or failure; a failed call fails the requests in it, the
-    device is recovered, and the loop goes on."""
+    device is recovered, and the loop goes on.
+
+    With `retries`, a request whose code SERVICE_ERRORS maps to retry or recover runs again from its
+    prompt, up to that many times (after a modelled back-off for retry); what is not retried fails with
+    its mapped HTTP status.
+    """
     trace = ServeTrace(requests)
     prefill, decode = calbin.model_of_type("llm_prefill"), calbin.model_of_type("llm_decode")
+    timing = device.handle_of(calbin).timing
     unsent = deque(requests)
     waiting: deque[Request] = deque()
     active: dict[int, Request] = {}
@@ -79,15 +97,32 @@ def serve(
             on_finish(request)
         send_next()
 
+    def give_up_or_retry(request: Request, code: ErrorCode) -> None:
+        service = SERVICE_ERRORS[code]
+        if request.attempts < retries and service.action in (ServiceAction.RETRY, ServiceAction.RECOVER):
+            request.attempts += 1
+            trace.retries += 1
+            active.pop(request.rid, None)
+            if request.rid in kv.sequences():
+                kv.free(request.rid)
+            request.tokens.clear()
+            request.token_ms.clear()
+            request.logits.clear()
+            waiting.appendleft(request)
+            if service.action == ServiceAction.RETRY:
+                device.advance(BACKOFF_MS * 2 ** (request.attempts - 1))
+            return
+        request.error = code
+        request.service_status = service.http_status
+        finish(request)
+
     def fail(batch: list[Request], error: CalrtError) -> None:
         for request in batch:
-            request.error = error.code
-            finish(request)
+            give_up_or_retry(request, error.code)
         trace.recoveries += recover(device, calbin, error.code)
         # A device reset empties the KV cache: sequences that were not in the failed call go too.
         for request in [r for r in active.values() if r.rid not in kv.sequences()]:
-            request.error = error.code
-            finish(request)
+            give_up_or_retry(request, error.code)
 
     for _ in range(concurrency):
         send_next()
@@ -98,13 +133,14 @@ def serve(
             trace.prefill_calls += 1
             try:
                 start = kv.allocate(request.rid, len(request.prompt))
-                timeout = TIMEOUT_FACTOR * device.timing.prefill_call(len(request.prompt), start).total_ms
-                logits = run_call(device, kv, prefill, {request.rid: request.prompt}, timeout)
+                timeout = TIMEOUT_FACTOR * timing.prefill_call(len(request.prompt), start).total_ms
+                buffer = run_call(device, kv, prefill, {request.rid: request.prompt}, timeout, request.sampling)
             except CalrtError as error:
                 fail([request], error)
             else:
                 active[request.rid] = request
-                _deliver(device, request, logits[request.rid], record_logits)
+                request.prefill_record = buffer.record
+                _deliver(device, request, buffer, record_logits)
                 if request.done:
                     finish(request)
         elif waiting and not active:
@@ -116,20 +152,27 @@ def serve(
         trace.decode_calls += 1
         try:
             contexts = [kv.allocate(r.rid, 1) + 1 for r in batch]
-            timeout = TIMEOUT_FACTOR * device.timing.decode_call(contexts).total_ms
-            logits = run_call(device, kv, decode, {r.rid: [r.tokens[-1]] for r in batch}, timeout)
+            timeout = TIMEOUT_FACTOR * timing.decode_call(contexts).total_ms
+            sampling = {r.rid: r.sampling for r in batch if r.sampling is not None}
+            buffer = run_call(device, kv, decode, {r.rid: [r.tokens[-1]] for r in batch}, timeout, sampling or None)
         except CalrtError as error:
             fail(batch, error)
             continue
         for request in batch:
-            _deliver(device, request, logits[request.rid], record_logits)
+            _deliver(device, request, buffer, record_logits)
             if request.done:
                 finish(request)
     return trace
 
 
-def _deliver(device: VirtualDevice, request: Request, logits: np.ndarray, record: bool) -> None:
-    request.tokens.append(greedy(logits))
+def _deliver(device: VirtualDevice, request: Request, buffer: OutputBuffer, record: bool) -> None:
+    if request.sampling is not None:
+        request.tokens.append(buffer.token_ids[request.rid])
+    else:
+        logits = buffer.logits[request.rid]
+        started = time.perf_counter()
+        request.tokens.append(greedy(logits))
+        request.host_sampling_s += time.perf_counter() - started
+        if record:
+            request.logits.append(logits)
     request.token_ms.append(device.clock_ms)
-    if record:
-        request.logits.append(logits)

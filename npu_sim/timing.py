@@ -1,34 +1,44 @@
-"""A timing model of Qwen3-30B-A3B on the two-chiplet device, calibrated to the seed's decode trend.
+"""A timing model of Qwen3-30B-A3B on the Calculet device, calibrated to the seed's decode trend.
 
-One infer call costs H2D + infer + D2H. Infer is a fixed per-call overhead, plus streaming the weights
-the call touches from DRAM (or the matrix compute, whichever is longer), plus reading the KV cache
-for attention, plus the reductions on the chiplet link. Each chiplet streams its half.
+One infer call costs H2D + infer + D2H (+ sampling on the device, + ops that fall back to the host).
+Infer is a fixed per-call overhead, plus streaming the weights the call touches from DRAM (or the
+matrix compute, whichever is longer), plus reading the KV cache for attention, plus the links. How those
+split over chiplets follows the package's layout (see `TimingModel`), and the package sets the rest:
+weight and KV dtypes, decode batch, device sampling. `package_timing` builds the model for a package.
 
-Two parameters are fitted to the seed (P04: 58-64 token/s at short context; P05: about 12 token/s
-near 33K): the DRAM bandwidth per chiplet and the fraction of it attention reaches. Both equations are
-linear in the inverse bandwidths, so the fit is solved by hand:
-    the 33K and 512 points differ only in KV bytes -> attention bandwidth = 32488 * 49152 B / 66.94 ms;
-    the 512 point then leaves the weight time -> DRAM bandwidth.
-Everything else (compute, link, PCIe, overhead) is an assumption; the seed measures none of it (V28,
-V38). With a cost linear in context, 12 token/s at 33K implies about 10 token/s at 40960, the low
-end of the 10-16 the seed reports there.
+Two parameters are fitted (`fit_calibration`) to two of the seed's figures, P04 (58-64 token/s at short
+context) and P05 (about 12 token/s near 33K): the DRAM bandwidth per chiplet and the fraction of it
+attention reaches. The third figure, P05 near 40K (10-16 token/s), is held out: the fit never sees it,
+and `calibration_rows` reports how far the prediction lands from it. Everything else (compute, links,
+PCIe, overhead, sampling, host fallback) is an assumption; the seed measures none of it (V28, V38).
 """
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from npu_sim.chips import CALCULET_2C
 from npu_sim.kv import kv_cache_bytes
 from npu_sim.model import PRESETS, ModelConfig
 
+if TYPE_CHECKING:
+    from npu_sim.loaded_calbin import Calbin
+
 # Parameter files of the current calbin (A02 chip 0, A03 chip 1) and chip 0's DRAM reservation (A05).
 PARAM_BYTES_CHIP0 = 9_404_557_312
 PARAM_BYTES_CHIP1 = 8_782_227_456
 RESERVATION_PER_CHIPLET = 15_113_064_448
+# The current calbin's parameter files over the full model's parameter count: about 0.6 B per parameter
+# for its W8A8/W4AF16 mix. The simulator's float32 weights stand in for that mix when timed.
+CURRENT_BYTES_PER_PARAM = (PARAM_BYTES_CHIP0 + PARAM_BYTES_CHIP1) / PRESETS["full"].parameter_count()
+WEIGHT_BYTES_PER_PARAM = {"f32": CURRENT_BYTES_PER_PARAM, "s8": 1.0}
+KV_BYTES = {"bf16": 2, "s8": 1}
 
-ACTIVATION_BYTES = 2  # BF16 activations on the link
+ACTIVATION_BYTES = 2  # BF16 activations on the links
 TOKEN_BYTES = 4  # INT32 token ids (A09/A10)
 LOGIT_BYTES = 2  # BF16 logits (A11)
+SAMPLING_PARAM_BYTES = 16  # temperature, top_k, top_p, seed per lane
 
 
 @dataclass(frozen=True)
@@ -36,13 +46,24 @@ class CallTime:
     h2d_ms: float
     infer_ms: float
     d2h_ms: float
+    sampling_ms: float = 0.0  # device sampling (V17)
+    fallback_ms: float = 0.0  # ops run on the host, with their transfers (V11)
+    # Where infer_ms goes, by op: (op, ms). For the trace.
+    parts: tuple[tuple[str, float], ...] = ()
 
     @property
     def total_ms(self) -> float:
-        return self.h2d_ms + self.infer_ms + self.d2h_ms
+        return self.h2d_ms + self.infer_ms + self.d2h_ms + self.sampling_ms + self.fallback_ms
 
     def scaled(self, factor: float) -> "CallTime":
-        return CallTime(self.h2d_ms * factor, self.infer_ms * factor, self.d2h_ms * factor)
+        return CallTime(
+            self.h2d_ms * factor,
+            self.infer_ms * factor,
+            self.d2h_ms * factor,
+            self.sampling_ms * factor,
+            self.fallback_ms * factor,
+            tuple((op, ms * factor) for op, ms in self.parts),
+        )
 
 
 @dataclass(frozen=True)
@@ -52,23 +73,47 @@ class Anchor:
     low: float
     high: float
     nominal: float
+    fitted: bool  # False: held out, the fit does not use it
 
 
 # The seed's figures: P04 short context 58-64 token/s; P05 about 12 near 33K and 10-16 near 40K.
 ANCHORS = (
-    Anchor("P04 short context", 512, 58.0, 64.0, 61.0),
-    Anchor("P05 ~33K", 33_000, 12.0, 12.0, 12.0),
-    Anchor("P05 ~40K", 40_960, 10.0, 16.0, 13.0),
+    Anchor("P04 short context", 512, 58.0, 64.0, 61.0, fitted=True),
+    Anchor("P05 ~33K", 33_000, 12.0, 12.0, 12.0, fitted=True),
+    Anchor("P05 ~40K", 40_960, 10.0, 16.0, 13.0, fitted=False),
 )
 
 
 @dataclass(frozen=True)
+class Calibration:
+    dram_gb_s_per_chiplet: float
+    attention_efficiency: float
+    residuals_tokens_per_s: dict[str, float]  # prediction - anchor at each fitted point
+
+
+@dataclass(frozen=True)
 class TimingModel:
+    """Device time of one call. By layout:
+
+    - tp: each chiplet streams half the weights and reads half the KV (its KV heads); two all-reduces
+      per layer, the embedding and half the logits cross the chiplet link.
+    - single_chiplet: one chiplet streams and reads everything; no link.
+    - pp: the two stages run one after the other, so the weights and KV stream as on one chiplet; the
+      activations cross the link once.
+    - ep: each chiplet streams the dense weights for its own tokens and half the experts, reads the KV
+      of its own lanes; dispatch and combine cross the link twice per layer (all-to-all).
+    - multi_board: tp on each board, the boards one after the other (so the weights stream as tp),
+      plus the activations crossing the board link once.
+    """
+
     config: ModelConfig = field(default_factory=lambda: PRESETS["full"])
-    chiplets: int = 2
-    # Fitted to P04/P05 (see the module docstring).
-    dram_gb_s_per_chiplet: float = 66.45
-    attention_efficiency: float = 0.359
+    layout: str = "tp"
+    weight_bytes_per_param: float = CURRENT_BYTES_PER_PARAM
+    k_bytes: int = 2
+    v_bytes: int = 2
+    # Fitted to P04/P05 (`fit_calibration`); the defaults are the fit's result, checked by a test.
+    dram_gb_s_per_chiplet: float = 65.72
+    attention_efficiency: float = 0.3630
     # Assumptions.
     compute_tflops_per_chiplet: float = 20.0
     link_gb_s: float = 32.0
@@ -76,9 +121,15 @@ class TimingModel:
     pcie_gb_s: float = 12.0
     pcie_latency_us: float = 10.0
     call_overhead_ms: float = 1.0
-    # The current calbin's parameter files over the full model's parameter count: about 0.6 B per
-    # parameter for the W8A8/W4AF16 mix.
-    weight_bytes_per_param: float = (PARAM_BYTES_CHIP0 + PARAM_BYTES_CHIP1) / PRESETS["full"].parameter_count()
+    board_link_gb_s: float = 25.0
+    board_link_latency_us: float = 10.0
+    sampling_overhead_us: float = 20.0
+    host_op_ms: float = 0.2
+
+    @property
+    def chiplets(self) -> int:
+        """Chiplets that work on one call at the same time."""
+        return 1 if self.layout in ("single_chiplet", "pp") else 2
 
     def experts_touched(self, tokens: int) -> float:
         """Expected distinct experts per layer for `tokens` tokens, if routing were uniform."""
@@ -86,46 +137,100 @@ class TimingModel:
         return c.experts * (1.0 - (1.0 - c.experts_per_token / c.experts) ** tokens)
 
     def kv_bytes_per_position(self) -> int:
-        return kv_cache_bytes(self.config, 1, 1)
+        c = self.config
+        return c.layers * c.kv_heads * c.head_dim * (self.k_bytes + self.v_bytes)
+
+    def _dense_parameters(self) -> int:
+        c = self.config
+        return c.layers * c.attention_parameters_per_layer() + c.vocab * c.hidden + c.hidden
 
     def _weights_ms(self, tokens: int) -> float:
         c = self.config
-        dense = c.layers * c.attention_parameters_per_layer() + c.vocab * c.hidden + c.hidden
-        experts = c.layers * self.experts_touched(tokens) * c.expert_parameters()
-        per_chiplet = (dense + experts) * self.weight_bytes_per_param / self.chiplets
+        dense = self._dense_parameters() * self.weight_bytes_per_param
+        experts = c.layers * self.experts_touched(tokens) * c.expert_parameters() * self.weight_bytes_per_param
+        per_chiplet = dense + experts / 2 if self.layout == "ep" else (dense + experts) / self.chiplets
         return per_chiplet / (self.dram_gb_s_per_chiplet * 1e6)
 
     def _compute_ms(self, flops: float) -> float:
         return flops / self.chiplets / (self.compute_tflops_per_chiplet * 1e9)
 
+    def _transfer_ms(self, size: float, gb_s: float, latency_us: float) -> float:
+        return latency_us / 1e3 + size / (gb_s * 1e6)
+
     def _link_ms(self, rows: int, logit_rows: int) -> float:
-        """Two all-reduces per layer, the embedding sent to chiplet 1, half the logits sent back."""
         c = self.config
-        transfers = [rows * c.hidden * ACTIVATION_BYTES] * (2 * c.layers + 1)
-        transfers.append(logit_rows * c.vocab // 2 * LOGIT_BYTES)
-        return sum(self.link_latency_us / 1e3 + size / (self.link_gb_s * 1e6) for size in transfers)
+        hidden = rows * c.hidden * ACTIVATION_BYTES
+        link = self.link_gb_s, self.link_latency_us
+        if self.layout in ("tp", "multi_board"):
+            # Two all-reduces per layer and the embedding sent to chiplet 1, then half the logits sent back.
+            ms = (2 * c.layers + 1) * self._transfer_ms(hidden, *link)
+            ms += self._transfer_ms(logit_rows * c.vocab // 2 * LOGIT_BYTES, *link)
+            if self.layout == "multi_board":
+                ms += self._transfer_ms(hidden, self.board_link_gb_s, self.board_link_latency_us)
+            return ms
+        if self.layout == "ep":
+            remote = 1.0 - 0.5**c.experts_per_token  # a token with an expert on the other chiplet
+            return 2 * c.layers * self._transfer_ms(hidden * remote, *link)
+        if self.layout == "pp":
+            return self._transfer_ms(hidden, *link)
+        return 0.0
 
     def _pcie_ms(self, size: int) -> float:
-        return self.pcie_latency_us / 1e3 + size / (self.pcie_gb_s * 1e6)
+        return self._transfer_ms(size, self.pcie_gb_s, self.pcie_latency_us)
 
-    def decode_call(self, contexts: list[int]) -> CallTime:
+    def _sampling_ms(self, lanes: int) -> float:
+        per_lane = self.sampling_overhead_us / 1e3 + self.config.vocab * LOGIT_BYTES / (
+            self.dram_gb_s_per_chiplet * 1e6
+        )
+        return lanes * per_lane
+
+    def _fallback_ms(self, rows: int, host_ops: int) -> float:
+        """Each host op: its activations to the host and back over PCIe, and the host's own time."""
+        there_and_back = 2 * self._pcie_ms(rows * self.config.hidden * 4)
+        return host_ops * (there_and_back + self.host_op_ms)
+
+    def _call(
+        self, rows: int, logit_rows: int, weights_ms: float, attention_ms: float, sampling: bool, host_ops: int
+    ) -> CallTime:
+        c = self.config
+        link_ms = self._link_ms(rows, logit_rows)
+        infer_ms = self.call_overhead_ms + weights_ms + attention_ms + link_ms
+        parts: tuple[tuple[str, float], ...] = (
+            ("overhead", self.call_overhead_ms),
+            ("matmul", weights_ms),
+            ("attention", attention_ms),
+            ("link", link_ms),
+        )
+        h2d = rows * TOKEN_BYTES + (logit_rows * SAMPLING_PARAM_BYTES if sampling else 0)
+        d2h = logit_rows * TOKEN_BYTES if sampling else logit_rows * c.vocab * LOGIT_BYTES
+        return CallTime(
+            self._pcie_ms(h2d),
+            infer_ms,
+            self._pcie_ms(d2h),
+            self._sampling_ms(logit_rows) if sampling else 0.0,
+            self._fallback_ms(rows, host_ops),
+            parts,
+        )
+
+    def decode_call(self, contexts: list[int], sampling: bool = False, host_ops: int = 0) -> CallTime:
         """One decode step for lanes at these context lengths (each lane reads its own KV)."""
         c, lanes = self.config, len(contexts)
         matmul_ms = max(self._weights_ms(lanes), self._compute_ms(2.0 * c.active_parameter_count() * lanes))
         kv_bytes = sum(contexts) * self.kv_bytes_per_position() / self.chiplets
         attention_ms = kv_bytes / (self.dram_gb_s_per_chiplet * self.attention_efficiency * 1e6)
-        infer_ms = self.call_overhead_ms + matmul_ms + attention_ms + self._link_ms(lanes, lanes)
-        return CallTime(self._pcie_ms(lanes * TOKEN_BYTES), infer_ms, self._pcie_ms(lanes * c.vocab * LOGIT_BYTES))
+        return self._call(lanes, lanes, matmul_ms, attention_ms, sampling, host_ops)
 
-    def prefill_call(self, tokens: int, start: int = 0) -> CallTime:
-        """A prefill of `tokens` tokens after `start` cached ones; only the last token's logits return."""
+    def prefill_call(
+        self, tokens: int, start: int = 0, sampling: bool = False, host_ops: int = 0, sequences: int = 1
+    ) -> CallTime:
+        """A prefill of `tokens` tokens in all after `start` cached ones; the last token of each sequence
+        returns its logits."""
         c = self.config
         matmul_ms = max(self._weights_ms(tokens), self._compute_ms(2.0 * c.active_parameter_count() * tokens))
         # Causal attention: token i attends to start + i + 1 positions, 4 flops per position per head dim.
         positions = tokens * start + tokens * (tokens + 1) / 2
         attention_ms = self._compute_ms(4.0 * c.layers * c.q_heads * c.head_dim * positions)
-        infer_ms = self.call_overhead_ms + matmul_ms + attention_ms + self._link_ms(tokens, 1)
-        return CallTime(self._pcie_ms(tokens * TOKEN_BYTES), infer_ms, self._pcie_ms(c.vocab * LOGIT_BYTES))
+        return self._call(tokens, sequences, matmul_ms, attention_ms, sampling, host_ops)
 
     def decode_ms_per_token(self, context: int, batch: int = 1) -> float:
         """Time of one decode step with `batch` lanes at `context`: each lane gets one token."""
@@ -137,6 +242,75 @@ class TimingModel:
 
     def prefill_ms(self, tokens: int) -> float:
         return self.prefill_call(tokens).total_ms
+
+    def parameters_per_chiplet(self) -> float:
+        """Parameter bytes the busiest chiplet holds."""
+        c = self.config
+        total = c.parameter_count() * self.weight_bytes_per_param
+        if self.layout == "single_chiplet":
+            return total
+        if self.layout == "ep":
+            experts = c.layers * c.experts * c.expert_parameters() * self.weight_bytes_per_param
+            return total - experts / 2
+        return total / (4 if self.layout == "multi_board" else 2)
+
+
+def fit_calibration(anchors: tuple[Anchor, ...] = ANCHORS) -> Calibration:
+    """Least squares over the fitted anchors for the two inverse bandwidths, in which a decode step's
+    time is linear: t(c) = fixed(c) + weight_bytes / B + kv_bytes(c) / (B * efficiency)."""
+    unit = TimingModel(dram_gb_s_per_chiplet=1.0, attention_efficiency=1.0)
+    rows, targets = [], []
+    for anchor in anchors:
+        if not anchor.fitted:
+            continue
+        weights_ms = unit._weights_ms(1)  # ms at 1 GB/s
+        kv_ms = anchor.context * unit.kv_bytes_per_position() / unit.chiplets / 1e6
+        call = unit.decode_call([anchor.context])
+        fixed = call.total_ms - weights_ms - kv_ms
+        rows.append([weights_ms, kv_ms])
+        targets.append(1000.0 / anchor.nominal - fixed)
+    (u, w), *_ = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)
+    dram, efficiency = 1.0 / u, u / w
+    fitted = TimingModel(dram_gb_s_per_chiplet=dram, attention_efficiency=efficiency)
+    residuals = {a.point: fitted.decode_tokens_per_s(a.context) - a.nominal for a in anchors if a.fitted}
+    return Calibration(float(dram), float(efficiency), residuals)
+
+
+@dataclass(frozen=True)
+class PackageTiming:
+    """The timing model for a package, and whether it predicts at the scale the package stands for."""
+
+    model: TimingModel  # what the device's clock runs on
+    predicted: bool  # False: the package cannot run at its timing scale; the clock runs at its own size
+    scale: str  # the preset whose dimensions `model` uses, or "package"
+    note: str
+
+
+def package_timing(calbin: "Calbin") -> PackageTiming:
+    """From the package: the scale it stands for (timing_preset), layout, weight and KV dtypes, and a
+    check that its parameters and KV cache fit a chiplet at that scale."""
+    inputs: dict[str, Any] = {
+        "layout": calbin.layout,
+        "weight_bytes_per_param": WEIGHT_BYTES_PER_PARAM[calbin.weight_dtype],
+        "k_bytes": KV_BYTES[calbin.k_dtype],
+        "v_bytes": KV_BYTES[calbin.v_dtype],
+    }
+    own = TimingModel(config=calbin.config, **inputs)
+    preset = calbin.timing_preset
+    if preset is None:
+        return PackageTiming(own, True, "package", "timed at the package's own dimensions")
+    scaled = TimingModel(config=PRESETS[preset], **inputs)
+    per_chiplet = 1 if calbin.layout == "single_chiplet" else 4 if calbin.layout == "multi_board" else 2
+    kv = kv_cache_bytes(PRESETS[preset], calbin.max_seq_len, calbin.decode_lanes, calbin.k_dtype, calbin.v_dtype)
+    needed = scaled.parameters_per_chiplet() + kv / per_chiplet
+    if needed > CALCULET_2C.dram_bytes_per_chiplet:
+        note = (
+            f"no prediction at {preset} scale: a chiplet would hold {needed / 2**30:.1f} GiB of parameters and KV, "
+            f"more than its {CALCULET_2C.dram_bytes_per_chiplet / 2**30:.0f} GiB; the device clock runs at the "
+            "package's own size"
+        )
+        return PackageTiming(own, False, "package", note)
+    return PackageTiming(scaled, True, preset, f"timed at {preset} scale")
 
 
 def context_rows(model: TimingModel, contexts: list[int], batch: int = 1) -> list[dict[str, Any]]:
@@ -152,7 +326,7 @@ def context_rows(model: TimingModel, contexts: list[int], batch: int = 1) -> lis
                 "decode_tokens_per_s": round(batch * 1000.0 / ms, 3),
                 "per_sequence_tokens_per_s": round(1000.0 / ms, 3),
                 "prefill_ms": round(model.prefill_ms(context), 3),
-                "kv_cache_bytes": kv_cache_bytes(model.config, context, batch),
+                "kv_cache_bytes": context * batch * model.kv_bytes_per_position(),
             }
         )
     return rows
@@ -168,6 +342,7 @@ def calibration_rows(model: TimingModel | None = None) -> list[dict[str, Any]]:
         rows.append(
             {
                 "point": anchor.point,
+                "use": "fit" if anchor.fitted else "held out",
                 "context": anchor.context,
                 "seed_tokens_per_s": seed_range,
                 "anchor_tokens_per_s": anchor.nominal,

@@ -158,10 +158,13 @@ class Artifact(models.Model):
     ]
 
     PENDING = "pending"
+    # Stored, while a worker inspects the compressed archive it is (off the request path).
+    VERIFYING = "verifying"
     VERIFIED = "verified"
     REJECTED = "rejected"
     STATES = [
         (PENDING, pgettext_lazy("artifact state", "Pending")),
+        (VERIFYING, pgettext_lazy("artifact state", "Verifying")),
         (VERIFIED, pgettext_lazy("artifact state", "Verified")),
         (REJECTED, pgettext_lazy("artifact state", "Rejected")),
     ]
@@ -189,7 +192,7 @@ class Artifact(models.Model):
                 name="artifact_kind_valid",
             ),
             models.CheckConstraint(
-                condition=Q(state__in=["pending", "verified", "rejected"]), name="artifact_state_valid"
+                condition=Q(state__in=["pending", "verifying", "verified", "rejected"]), name="artifact_state_valid"
             ),
             models.CheckConstraint(
                 condition=Q(declared_sha256__regex=r"^[0-9a-f]{64}$"), name="artifact_declared_sha256_hex"
@@ -198,16 +201,23 @@ class Artifact(models.Model):
                 condition=~Q(state="verified") | Q(blob__isnull=False, verified_at__isnull=False),
                 name="artifact_verified_has_blob",
             ),
-            # A version, once verified, names one content: different bytes need a new version.
+            # A version, once verified (or while verifying), names one content: different bytes need a new version.
             models.UniqueConstraint(
                 fields=["organisation", "kind", "file_name", "version"],
-                condition=Q(state="verified"),
+                condition=Q(state__in=["verifying", "verified"]),
                 name="artifact_verified_version_unique",
             ),
         ]
 
     def __str__(self):
         return f"{self.file_name} {self.version}"
+
+    @property
+    def stored_blob(self) -> "Blob":
+        """The bytes as stored: a verifying or verified artifact has them; anything else asking is a bug."""
+        if self.blob is None:
+            raise ValueError(f"artifact {self.pk} ({self.state}) has no stored bytes")
+        return self.blob
 
 
 class Answer(models.Model):
@@ -261,6 +271,9 @@ class Upload(models.Model):
     offset = models.PositiveBigIntegerField(default=0)
     # The validated Upload-Metadata: kind, version, filename, sha256.
     metadata = models.JSONField(default=dict)
+    # The SHA-256 of the first `offset` bytes, as a resumable state (rehashes), written with `offset`: the
+    # next chunk, in whichever web worker, continues it without reading what is stored.
+    hash_state = models.BinaryField(default=b"", editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
     # Several uploads of the same bytes under the same name and version end in the same artifact.

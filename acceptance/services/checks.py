@@ -73,7 +73,7 @@ def _verify_digest(artifact: Artifact, path: Path) -> list[dict]:
     field = f"artifacts[{artifact.pk}]"
     sha256, size = file_sha256(path)
     found = []
-    if sha256 != artifact.declared_sha256 or sha256 != artifact.blob.sha256:
+    if sha256 != artifact.declared_sha256 or sha256 != artifact.stored_blob.sha256:
         found.append(
             finding(
                 "digest_mismatch",
@@ -81,7 +81,7 @@ def _verify_digest(artifact: Artifact, path: Path) -> list[dict]:
                 f"{artifact}: stored bytes have sha256 {sha256}, declared {artifact.declared_sha256}.",
             )
         )
-    if size != artifact.blob.size or size != artifact.declared_size:
+    if size != artifact.stored_blob.size or size != artifact.declared_size:
         found.append(
             finding(
                 "size_mismatch", field, f"{artifact}: stored bytes are {size} bytes, declared {artifact.declared_size}."
@@ -112,9 +112,12 @@ def _check_runner_bundle(artifact: Artifact, path: Path) -> list[dict]:
             member = next((m for m in archive if m.name.removeprefix("./") == RUNNER_MANIFEST and m.isfile()), None)
             if member is None:
                 return [finding("runner_manifest_missing", field, f"{artifact}: the bundle has no {RUNNER_MANIFEST}.")]
-            runner_bundle_command(archive.extractfile(member).read())
+            manifest = archive.extractfile(member)
+            if manifest is None:  # a regular file always has a reader; said here for the type checker
+                raise ValueError(f"{RUNNER_MANIFEST} cannot be read")
+            runner_bundle_command(manifest.read())
     except UnsafeArchiveError as error:
-        return [finding("bundle_unsafe", field, f"{artifact}: {error.message}")]
+        return [finding("bundle_unsafe", field, f"{artifact}: {error}")]
     except ValueError as error:
         return [finding("runner_manifest_invalid", field, f"{artifact}: {error}")]
     return []
@@ -154,8 +157,8 @@ def stage_artifact(chain: Chain, inputs: AnswerInputs, target: Target, note) -> 
         if artifact.state != Artifact.VERIFIED or artifact.blob_id is None:
             findings.append(finding("artifact_unverified", field, f"{artifact} is {artifact.state}, not verified."))
             continue
-        note(f"verifying {artifact.kind} {artifact} ({artifact.blob.size} bytes)")
-        with blob_local_path(artifact.blob) as path:
+        note(f"verifying {artifact.kind} {artifact} ({artifact.stored_blob.size} bytes)")
+        with blob_local_path(artifact.stored_blob) as path:
             digest_findings = _verify_digest(artifact, path)
             findings += digest_findings
             if digest_findings:

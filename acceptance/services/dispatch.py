@@ -13,8 +13,13 @@ from acceptance.models import Run
 
 logger = logging.getLogger(__name__)
 
+# Redis serves the lowest number first. A run whose worker was lost has waited its turn once already, so it
+# goes ahead of its target's backlog.
+SEND_PRIORITY = 6
+LOST_WORKER_PRIORITY = 0
 
-def _send(run_id: int, queue_name: str, *, declare: bool) -> None:
+
+def _send(run_id: int, queue_name: str, *, declare: bool, priority: int) -> None:
     from acceptance.tasks import run_execute_task
     from calculet.celery import app
 
@@ -24,16 +29,18 @@ def _send(run_id: int, queue_name: str, *, declare: bool) -> None:
             # binding is gone and a cached declaration would route the message nowhere. A re-send declares.
             with app.producer_or_acquire() as producer:
                 app.amqp.queues[queue_name].bind(producer.channel).declare()
-        run_execute_task.apply_async(args=[run_id], queue=queue_name)
+        run_execute_task.apply_async(args=[run_id], queue=queue_name, priority=priority)
     except Exception:  # the broker is down: the run stays queued in PostgreSQL and the sweeper re-sends it
         logger.exception("could not send run %s to queue %s; the sweeper will re-send it", run_id, queue_name)
 
 
-def run_send(run: Run, *, resend: bool = False) -> None:
+def run_send(run: Run, *, resend: bool = False, lost_worker: bool = False) -> None:
     """Send the run's task after commit. Precondition: the run was just written `queued` in this transaction.
-    `resend` for the sweeper: the broker may have lost its queues since this process last declared them."""
+    `resend` for the sweeper: the broker may have lost its queues since this process last declared them.
+    `lost_worker`: the run's last attempt lost its worker, so it goes to the front of its target's queue."""
     run_id, queue_name = run.pk, run.target.queue
-    transaction.on_commit(lambda: _send(run_id, queue_name, declare=resend))
+    priority = LOST_WORKER_PRIORITY if lost_worker else SEND_PRIORITY
+    transaction.on_commit(lambda: _send(run_id, queue_name, declare=resend, priority=priority))
 
 
 def queue_length(queue_name: str) -> int:

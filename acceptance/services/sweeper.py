@@ -2,8 +2,11 @@
 here and sent again. Celery beat runs it every ACCEPTANCE_SWEEP_INTERVAL seconds; `manage.py sweep_runs`
 runs it by hand."""
 
+import logging
+import shutil
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
@@ -18,6 +21,10 @@ from acceptance.services.targets import runs_dispatch_pending, target_accepts_ru
 from calculet.db import lock_rows
 
 SWEEPER = "sweeper"
+# The worker makes a run's working directory as `calculet-run-<run id>-<random>` under ACCEPTANCE_RUN_DIR.
+RUN_DIR_PREFIX = "calculet-run-"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -26,6 +33,36 @@ class SweepReport:
     gave_up: int = 0
     resent: int = 0
     dispatched: int = 0
+    removed_dirs: int = 0
+
+
+def run_dirs_sweep() -> int:
+    """Remove the working directories that attempts which lost their worker left under this host's
+    ACCEPTANCE_RUN_DIR (a killed worker cannot remove its own); returns how many.
+
+    A directory exists only while its attempt holds the run, and the run is `running` from its claim, which
+    commits before the directory is made. So the directories are listed first and the runs read second:
+    a run found `running` keeps all of its directories (one may be a lost attempt's, removed once the run
+    moves on); any other run's are left over.
+    """
+    found: dict[int, list[Path]] = {}
+    for path in Path(settings.ACCEPTANCE_RUN_DIR).glob(f"{RUN_DIR_PREFIX}*-*"):
+        run_number = path.name.removeprefix(RUN_DIR_PREFIX).split("-", 1)[0]
+        if run_number.isdigit() and path.is_dir() and not path.is_symlink():
+            found.setdefault(int(run_number), []).append(path)
+    running = set(Run.objects.filter(pk__in=found, state=stages.RUNNING).values_list("pk", flat=True))
+    removed = 0
+    for run_id, paths in found.items():
+        if run_id in running:
+            continue
+        for path in paths:
+            try:
+                shutil.rmtree(path)
+            except OSError:  # a runner running as the worker's own user may have locked itself a directory
+                logger.exception("could not remove the left-over run directory %s", path)
+                continue
+            removed += 1
+    return removed
 
 
 def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
@@ -37,6 +74,7 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
       again when their target accepts runs and its queue is empty: their message was lost (a broker restart or
       flush). A duplicate message is harmless: the claim lets one attempt through.
     - `pending` runs go to targets that accept runs again.
+    - Working directories left on this host by lost attempts are removed (`run_dirs_sweep`).
     """
     report = SweepReport()
     targets_refresh_health()
@@ -53,7 +91,7 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
                 report.gave_up += 1
                 continue
             run_state_move(run, stages.QUEUED)
-            run_send(run, resend=True)
+            run_send(run, resend=True, lost_worker=True)
             report.requeued += 1
     resend_after = settings.ACCEPTANCE_QUEUED_RESEND_AFTER if queued_resend_after is None else queued_resend_after
     cutoff = now - timedelta(seconds=resend_after)
@@ -73,4 +111,5 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
                 report.resent += 1
     for target in Target.objects.filter(runs__state=stages.PENDING).distinct():
         report.dispatched += runs_dispatch_pending(target)
+    report.removed_dirs = run_dirs_sweep()
     return report

@@ -7,13 +7,13 @@ target that cannot take them wait as `pending` and are sent when it can again.
 
 import datetime
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
 from acceptance import stages
 from acceptance.models import Run, Target
+from acceptance.selectors import target_health_state
 from acceptance.services.runs.state import run_state_move
 from calculet.audit import audit_record
 from calculet.db import lock_rows
@@ -122,18 +122,6 @@ def target_register(
         if set(changed) & set(VERSION_FIELDS):
             chains_refresh_for_target(target, actor=actor)
     return target
-
-
-def target_health_state(target: Target, now: datetime.datetime) -> tuple[str, str]:
-    if target.last_heartbeat_at is None:
-        return Target.OFFLINE, "no worker has reported for this target yet"
-    silent = (now - target.last_heartbeat_at).total_seconds()
-    if silent > settings.ACCEPTANCE_TARGET_OFFLINE_AFTER:
-        return Target.OFFLINE, f"no worker heartbeat for {int(silent)} s"
-    if target.last_health_check_passed is False:
-        run_note = f" (run {target.last_health_run_id})" if target.last_health_run_id else ""
-        return Target.DEGRADED, f"the last health check failed{run_note}"
-    return Target.OK, ""
 
 
 def target_accepts_runs(target: Target, now: datetime.datetime | None = None, *, claiming: bool = False) -> bool:

@@ -133,7 +133,7 @@ def _error_code(response) -> str:
 
 @dataclass
 class Package:
-    """A calbin built by the simulator and the goldens packed from it, as bytes."""
+    """A calbin built by the simulator and its golden file (`--golden-out`), as bytes."""
 
     calbin: bytes
     goldens: bytes
@@ -216,9 +216,9 @@ class VendorClient(threading.Thread):
         if calbin is None:
             return
         if self.rng.random() < 0.5:
-            golden = self.tus_upload(package.goldens, kind="golden", version=version, filename="goldens-b8.tar")
+            golden = self.tus_upload(package.goldens, kind="golden", version=version, filename="golden-b8.npz")
         else:
-            golden = self.plain_upload(package.goldens, kind="golden", version=version, filename="goldens-b8.tar")
+            golden = self.plain_upload(package.goldens, kind="golden", version=version, filename="golden-b8.npz")
         if golden is None:
             return
         capability = self.plan.questions[code]

@@ -1,11 +1,10 @@
 """What the soak starts from: its own database (dropped and created again), migrated and holding the imported
 checklist; vendor organisations with a user and a token and questions put to them, PM users — all made
-through the product's services —, and one simulator calbin per vendor with its goldens packed apart."""
+through the product's services —, and one simulator calbin per vendor with its golden file beside it."""
 
 import io
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -67,19 +66,16 @@ def database_prepare() -> None:
 
 
 def build_package(work: Path, seed: int) -> Package:
-    """`python -m npu_sim build-calbin --preset tiny --decode-batch 8 --tar`, and its goldens/ packed apart."""
+    """`python -m npu_sim build-calbin --preset tiny --decode-batch 8 --tar --golden-out FILE`: the package and
+    its golden file."""
     calbin = work / f"qwen3-tiny-b8-seed{seed}.tar"
+    golden = work / f"qwen3-tiny-b8-seed{seed}.golden.npz"
     subprocess.run(
         [sys.executable, "-m", "npu_sim", "build-calbin", "--preset", "tiny", "--decode-batch", "8",
-         "--seed", str(seed), "--out", str(calbin), "--tar"],
+         "--seed", str(seed), "--out", str(calbin), "--tar", "--golden-out", str(golden)],
         cwd=ROOT, check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    goldens = io.BytesIO()
-    with tarfile.open(calbin) as source, tarfile.open(fileobj=goldens, mode="w") as packed:
-        for member in source.getmembers():
-            if member.name == "goldens" or member.name.startswith("goldens/"):
-                packed.addfile(member, source.extractfile(member) if member.isfile() else None)
-    return Package(calbin=calbin.read_bytes(), goldens=goldens.getvalue())
+    return Package(calbin=calbin.read_bytes(), goldens=golden.read_bytes())
 
 
 def seed(*, vendors: int, questions_per_vendor: int, pms: int, work: Path) -> tuple[list[VendorPlan], list[PmPlan]]:

@@ -2,41 +2,20 @@
 
 import hashlib
 import io
-import json
 import os
 import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
-MANIFEST = "manifest.json"
+from npu_sim.calbin.findings import CalbinError, Finding
 
 # The destination handed to tarfile's data filter. Nothing is extracted there; the filter only
 # needs it to decide whether a member would land outside it.
 _FILTER_DESTINATION = os.path.abspath(os.path.join(os.sep, "calbin-package"))
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: str  # "error" or "warning"
-    field: str  # JSON path into the manifest ("submodels[0].smodel_type"), or a member/file name
-    message: str
-
-    def as_dict(self) -> dict[str, str]:
-        return asdict(self)
-
-
-class CalbinError(Exception):
-    """The package cannot be read at all; `code` is the finding code validation reports for it."""
-
-    def __init__(self, code: str, message: str) -> None:
-        self.code = code
-        super().__init__(message)
 
 
 def unsafe_path_reason(name: str) -> str | None:
@@ -59,6 +38,8 @@ class Package(Protocol):
 
     def sha256(self, name: str) -> str: ...
 
+    def names(self) -> list[str]: ...
+
 
 class DirPackage:
     def __init__(self, root: Path) -> None:
@@ -76,6 +57,10 @@ class DirPackage:
 
     def has(self, name: str) -> bool:
         return self._path(name).is_file()
+
+    def names(self) -> list[str]:
+        """Every regular file, as a relative path with forward slashes."""
+        return sorted(p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file())
 
     def read(self, name: str) -> bytes:
         return self._path(name).read_bytes()
@@ -130,6 +115,9 @@ class TarPackage:
     def has(self, name: str) -> bool:
         return unsafe_path_reason(name) is None and name in self.members
 
+    def names(self) -> list[str]:
+        return sorted(self.members)
+
     def read(self, name: str) -> bytes:
         f = self.tar.extractfile(self._member(name))
         if f is None:
@@ -159,24 +147,6 @@ def open_package(path: str | os.PathLike[str]) -> Iterator[Package]:
             raise CalbinError("package_unreadable", f"{p}: not a directory or a readable tar ({error})") from error
     else:
         raise CalbinError("package_missing", f"{p}: no such file or directory")
-
-
-def parse_manifest(package: Package) -> dict[str, Any]:
-    if not package.has(MANIFEST):
-        raise CalbinError("manifest_missing", f"{MANIFEST} is missing")
-    try:
-        manifest = json.loads(package.read(MANIFEST))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CalbinError("manifest_invalid", f"{MANIFEST} is not valid JSON: {error}") from error
-    if not isinstance(manifest, dict):
-        raise CalbinError("manifest_invalid", f"{MANIFEST} must hold a JSON object")
-    return manifest
-
-
-def read_manifest(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest of a package; only manifest.json is read."""
-    with open_package(path) as package:
-        return parse_manifest(package)
 
 
 def load_array(package: Package, name: str) -> np.ndarray:

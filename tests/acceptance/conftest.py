@@ -1,8 +1,9 @@
 """Fixtures for the acceptance tests: a vendor, a PM, a question with its capability, and a complete answer
 whose calbin the simulator built."""
 
+import hashlib
 import io
-import json
+import re
 import tarfile
 
 import pytest
@@ -86,16 +87,20 @@ def simulator_online(db):
     return target
 
 
-def edit_calbin(data: bytes, change) -> bytes:
-    """The same package with its manifest changed by `change(manifest)`."""
+def edit_calbin(data: bytes, file: str, key: str, value: str) -> bytes:
+    """The same package with `key: value` set in one of its text files and SHA256SUMS rewritten to match,
+    as a toolchain that wrote it so would have (docs/calbin-format.md)."""
     members = {}
     with tarfile.open(fileobj=io.BytesIO(data)) as archive:
         for member in archive:
             if member.isfile():
                 members[member.name] = archive.extractfile(member).read()
-    manifest = json.loads(members["manifest.json"])
-    change(manifest)
-    members["manifest.json"] = json.dumps(manifest).encode()
+    lines = members[file].decode().splitlines()
+    at_key = re.compile(rf"^{re.escape(key)}[:\s]")
+    members[file] = "".join(f"{key}: {value}\n" if at_key.match(line) else f"{line}\n" for line in lines).encode()
+    members["SHA256SUMS"] = "".join(
+        f"{hashlib.sha256(members[name]).hexdigest()}  {name}\n" for name in sorted(members) if name != "SHA256SUMS"
+    ).encode()
     return tar_bytes(members)
 
 

@@ -1,7 +1,9 @@
 """Chains and runs through the services: order of stages, staleness, the claim protocol, the sweeper,
 targets' health and maintenance, and evidence from verdicts."""
 
+import tempfile
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -243,6 +245,30 @@ def test_the_sweeper_resends_expired_leases_and_gives_up_after_three_attempts(
     assert (run.state, run.verdict) == (stages.ERROR, stages.ERROR)
     assert run.reason.startswith("infrastructure error: the run was started 3 times")
     assert RunResult.objects.filter(run=run).count() == 1
+
+
+def test_the_sweeper_removes_the_working_directories_of_lost_attempts(answer, simulator_online, settings, tmp_path):
+    run_dir = settings.ACCEPTANCE_RUN_DIR = tmp_path / "runs"
+    run_dir.mkdir()
+    chain_start_for_answer(answer.pk)
+    lost = Run.objects.get()
+    finished = pass_stage(Chain.objects.get(), stages.RUNNER)
+    assert run_claim(lost.pk, "w1")[0] == CLAIMED
+    # As the worker makes them (execution.py): calculet-run-<id>-<random>, with the run's inputs inside.
+    directories = {run.pk: tempfile.mkdtemp(prefix=f"calculet-run-{run.pk}-", dir=run_dir) for run in (lost, finished)}
+    for directory in directories.values():
+        (Path(directory) / "inputs").mkdir()
+        (Path(directory) / "inputs" / "calbin.tar").write_bytes(b"a copy of the calbin")
+    unrelated = run_dir / "calculet-run-notes"
+    unrelated.mkdir()
+
+    assert runs_sweep().removed_dirs == 1
+    assert sorted(run_dir.iterdir()) == sorted([Path(directories[lost.pk]), unrelated])  # running: kept
+
+    Run.objects.filter(pk=lost.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    report = runs_sweep()
+    assert (report.requeued, report.removed_dirs) == (1, 1)
+    assert list(run_dir.iterdir()) == [unrelated]
 
 
 def test_the_sweeper_resends_queued_runs_whose_queue_is_empty(

@@ -1,5 +1,8 @@
 """The claim and artifact stages, checked by services on real stored artifacts and simulator-built calbins."""
 
+import io
+import tarfile
+
 import pytest
 
 from acceptance import stages
@@ -10,6 +13,8 @@ from acceptance.services.inputs import answer_inputs
 from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
 from vendor.storage import artifact_storage
+
+PREFILL_INFO = "prefill/submodel_memory_reserved_info.txt"
 
 
 def chain_for(answer, target_slug="simulator") -> Chain:
@@ -88,12 +93,9 @@ def test_bytes_changed_in_storage_fail_the_digest_check(answer, calbin):
 def test_the_simulators_validator_findings_become_the_stages(
     vendor_user, organisation, question, capability, golden, calbin_bytes, tmp_path
 ):
-    def mislabel_prefill(manifest):
-        manifest["submodels"][0]["smodel_type"] = "llm_decode"
-
     bad = make_artifact(
         organisation,
-        edit_calbin(calbin_bytes, mislabel_prefill),
+        edit_calbin(calbin_bytes, PREFILL_INFO, "smodel_type", "llm_decode"),
         kind="calbin",
         version="1.0.1",
         file_name="tiny-b8.tar",
@@ -108,7 +110,7 @@ def test_the_simulators_validator_findings_become_the_stages(
     assert outcome.verdict == stages.FAIL
     mismatch = [f for f in outcome.findings if f["code"] == "smodel_type_mismatch"]
     assert mismatch and mismatch[0]["severity"] == "error"
-    assert mismatch[0]["field"] == f"artifacts[{bad.pk}].submodels[0].smodel_type"
+    assert mismatch[0]["field"] == f"artifacts[{bad.pk}].{PREFILL_INFO}:smodel_type"
 
 
 def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
@@ -147,10 +149,25 @@ def test_no_calbin_among_the_executable_assets_fails(vendor_user, organisation, 
     assert [f["code"] for f in outcome.findings] == ["calbin_missing"]
 
 
+def bundle_with_a_link_out() -> bytes:
+    """A runner bundle stored before its archive was refused: its run.py is a link out of the bundle."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        manifest = b'{"schema_version": 1, "command": ["python3", "run.py"]}'
+        info = tarfile.TarInfo("runner.json")
+        info.size = len(manifest)
+        archive.addfile(info, io.BytesIO(manifest))
+        link = tarfile.TarInfo("run.py")
+        link.type, link.linkname = tarfile.SYMTYPE, "../../../usr/bin/python3"
+        archive.addfile(link)
+    return buffer.getvalue()
+
+
 @pytest.mark.parametrize(
     ("bundle", "code"),
     [
         (tar_bytes({"run.py": b"print(1)"}), "runner_manifest_missing"),
+        (bundle_with_a_link_out(), "bundle_unsafe"),
         (tar_bytes({"runner.json": b'{"schema_version": 1, "command": "run.py"}'}), "runner_manifest_invalid"),
         (runner_bundle_bytes("print(1)"), None),
     ],
@@ -165,3 +182,7 @@ def test_runner_bundles_are_checked(
     answer = answer_submit(actor=vendor_user, question=question, data=data)
     outcome = artifact(chain_for(answer))
     assert [f["code"] for f in outcome.findings] == ([code] if code else [])
+    if code == "bundle_unsafe":
+        assert outcome.findings[0]["message"] == (
+            "runner.tar 1.0.0: Link 'run.py' points outside the archive ('../../../usr/bin/python3')."
+        )

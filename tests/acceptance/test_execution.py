@@ -84,12 +84,9 @@ def test_an_unknown_fault_scenario_is_refused_by_the_runner_as_an_error(
 def test_a_package_for_another_chip_fails_at_the_artifact_stage_before_any_runner(
     vendor_user, organisation, question, capability, golden, calbin_bytes, simulator_online, tmp_path
 ):
-    def other_chip(manifest):
-        manifest["compatibility"]["chip"] = ["calculet-4c"]
-
     package = make_artifact(
         organisation,
-        edit_calbin(calbin_bytes, other_chip),
+        edit_calbin(calbin_bytes, "package_info.txt", "compat.chip", "calculet-4c"),
         kind="calbin",
         version="3.0.0",
         file_name="t.tar",

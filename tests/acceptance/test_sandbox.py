@@ -1,8 +1,12 @@
 """The runner sandbox and the runner protocol's verdicts, on real subprocesses: no database."""
 
 import json
+import os
+import pwd
+import shutil
 import sys
-import time
+import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -77,8 +81,6 @@ def test_a_network_connection_is_denied_and_says_so(tmp_path):
 
 
 def test_without_the_python_hook_the_kernel_still_has_no_network_for_the_runner(tmp_path):
-    if sandbox.network_isolation_method() == sandbox.AUDIT_HOOK:
-        pytest.skip("this kernel refuses network namespaces; the audit hook is the only barrier (documented)")
     # -I ignores PYTHONPATH, so the audit hook is not loaded: only the namespace stands in the way.
     chunks = []
     outcome = run_sandboxed(
@@ -113,26 +115,138 @@ def test_cancelling_from_the_tick_kills_the_runner(tmp_path):
     assert outcome.limit_hit == sandbox.CANCELLED
 
 
+def processes_with(token: str) -> list[int]:
+    """Live processes whose command line carries `token` (zombies waiting to be reaped do not count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() not in (entry / "cmdline").read_bytes():
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def test_the_runner_and_its_children_are_gone_after_the_run(tmp_path):
-    code = "import subprocess, time\np = subprocess.Popen(['sleep', '60'])\nprint(p.pid, flush=True)\ntime.sleep(60)"
+    token = uuid.uuid4().hex
+    code = (
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{token}'])\n"
+        "time.sleep(60)"
+    )
     limits = Limits(**{**LIMITS.__dict__, "wall_seconds": 1})
-    outcome, output = run_python(code, tmp_path, limits)
+    outcome, _ = run_python(code, tmp_path, limits)
     assert outcome.limit_hit == sandbox.WALL_TIME
-    grandchild = int(output.split()[0])
-    # SIGKILL to the group is sent before the run returns; the kernel may take a moment to act on it.
-    deadline = time.monotonic() + 5
-    while process_alive(grandchild) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not process_alive(grandchild)
+    assert processes_with(token) == []
 
 
-def process_alive(pid: int) -> bool:
-    """Running, as opposed to gone or a zombie waiting for init to reap it."""
+def test_daemons_that_call_setsid_do_not_survive_a_runner_that_exits(tmp_path):
+    # Each child leaves the runner's session and process group and forks once more, so the daemon it leaves
+    # is orphaned; the runner exits as soon as its three daemons are up.
+    token = uuid.uuid4().hex
+    daemon = "import os, time\nos.setsid()\nif os.fork(): os._exit(0)\nopen(f'up-{os.getpid()}', 'w')\ntime.sleep(300)"
+    code = (
+        "import glob, subprocess, sys, time\n"
+        f"for _ in range(3): subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
+        "while len(glob.glob('up-*')) < 3: time.sleep(0.05)\n"
+        "print('daemons up')"
+    )
+    outcome, output = run_python(code, tmp_path)
+    assert outcome.clean_exit, outcome.reason
+    assert "daemons up" in output
+    assert processes_with(token) == []
+
+
+def test_a_forking_memory_hog_is_held_to_one_limit_for_the_whole_tree(tmp_path):
+    # Four children of 400 MiB each stay under the per-process address-space limit of 1024 MiB; together
+    # they do not.
+    code = (
+        "import os, time\n"
+        "children = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        "        block = b'x' * (400 * 1024 * 1024)\n"
+        "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "for pid in children:\n"
+        "    os.waitpid(pid, 0)\n"
+    )
+    limits = Limits(**{**LIMITS.__dict__, "memory_bytes": 1024 * 1024**2, "wall_seconds": 60})
+    outcome, _ = run_python(code, tmp_path, limits)
+    assert outcome.limit_hit == sandbox.MEMORY
+    assert "memory limit of 1024 MiB exceeded" in outcome.reason
+    assert outcome.memory_peak_bytes > 1024 * 1024**2
+    assert outcome.elapsed_seconds < 30
+    verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "runner", "")
+    assert verdict.verdict == stages.ERROR
+    assert "memory limit of 1024 MiB exceeded" in verdict.reason
+
+
+def test_a_runner_cannot_write_outside_its_directory(tmp_path):
+    # A directory anyone may write to, outside the run's: only the read-only filesystem stands in the way.
+    outside = Path(tempfile.mkdtemp(prefix="calculet-sandbox-outside-"))
+    outside.chmod(0o777)
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
+        code = (
+            "import errno, sys\n"
+            "failed = []\n"
+            f"for path in [{str(outside / 'note')!r}, {str(tmp_path.parent / ('escaped-' + tmp_path.name))!r}]:\n"
+            "    try:\n"
+            "        open(path, 'w').write('was here')\n"
+            "    except OSError as error:\n"
+            "        failed.append(errno.errorcode[error.errno])\n"
+            "open('inside', 'w').write('fine')\n"
+            "print(' '.join(failed))"
+        )
+        outcome, output = run_python(code, tmp_path)
+        assert outcome.clean_exit, outcome.reason
+        assert output.split() == ["EROFS", "EROFS"]
+        assert list(outside.iterdir()) == []
+        assert not (tmp_path.parent / f"escaped-{tmp_path.name}").exists()
+        assert (tmp_path / "inside").read_text() == "fine"
+    finally:
+        shutil.rmtree(outside)
+
+
+def test_only_the_device_nodes_given_are_in_the_sandbox(tmp_path):
+    # The runner's /dev is minimal; a hardware host gives it its board's node. /dev/kmsg stands for one here.
+    code = "import os; print(os.path.exists('/dev/kmsg'), os.path.exists('/dev/loop0'), os.path.exists('/dev/null'))"
+    chunks: list[bytes] = []
+    outcome = run_sandboxed(
+        [sys.executable, "-c", code],
+        workdir=tmp_path,
+        env=scrubbed_environment(),
+        limits=LIMITS,
+        on_output=lambda stream, chunk: chunks.append(chunk),
+        devices=("/dev/kmsg",),
+    )
+    assert outcome.clean_exit, outcome.reason
+    assert b"".join(chunks).split() == [b"True", b"False", b"True"]
+    _, without = run_python(code, tmp_path)
+    assert without.split() == ["False", "False", "True"]
+
+
+def test_the_outcome_records_the_isolation_in_force(tmp_path):
+    outcome, output = run_python("import os; print(os.getuid())", tmp_path)
+    expected_user = "nobody" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+    assert int(output) == pwd.getpwnam(expected_user).pw_uid
+    assert outcome.isolation.user == expected_user
+    assert outcome.isolation.pid_namespace is True
+    assert outcome.isolation.network == sandbox.NAMESPACE
+    assert outcome.isolation.filesystem == sandbox.READ_ONLY
+    assert outcome.isolation.memory in (sandbox.CGROUP_V2, sandbox.PSS_POLL)
+    record = protocol.outcome_verdict(outcome, tmp_path / "result.json", "runner", "").result["sandbox"]
+    assert record["pid_namespace"] is True
+    assert record["user"] == expected_user
+    assert record["filesystem"] == sandbox.READ_ONLY
+    assert record["memory_limit"] == outcome.isolation.memory
 
 
 def write_result(path: Path, **fields):
@@ -149,8 +263,11 @@ def write_result(path: Path, **fields):
     path.write_text(json.dumps(result))
 
 
+ISOLATED = sandbox.Isolation(True, sandbox.NAMESPACE, sandbox.READ_ONLY, sandbox.PSS_POLL, "nobody")
+
+
 def clean(exit_code=0) -> sandbox.Outcome:
-    return sandbox.Outcome(exit_code, None, None, "", 0.1, 0, 0, sandbox.NAMESPACE)
+    return sandbox.Outcome(exit_code, None, None, "", 0.1, 0, 0, ISOLATED)
 
 
 def test_a_well_formed_pass_is_a_pass_with_its_metrics(tmp_path):

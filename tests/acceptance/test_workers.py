@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
 from acceptance.services.targets import target_heartbeat
+from tests.acceptance.test_sandbox import processes_with
 from tests.acceptance.workers import BOARD_DOUBLE, Worker
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_question, runner_bundle_bytes
 
@@ -158,7 +160,7 @@ LONG_SOAK = {"thresholds": {"soak_requests": 64, "soak_concurrency": 2}}
 
 
 def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
-    workers, vendor_user, question, capability, calbin, golden
+    workers, settings, vendor_user, question, capability, calbin, golden, tmp_path
 ):
     simulator = workers.celery("simulator", "sim")
     answer = submit(vendor_user, question, capability, calbin, golden, **LONG_SOAK)
@@ -167,9 +169,13 @@ def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
     os.kill(simulator.wait_for_pool_child(), signal.SIGKILL)
     time.sleep(1)
     assert runner_processes(run) == []  # the runner died with its parent
+    settings.ACCEPTANCE_RUN_DIR = tmp_path / "worker-data" / "runs"  # the worker's, swept from here
+    assert len(list(settings.ACCEPTANCE_RUN_DIR.glob(f"calculet-run-{run.pk}-*"))) == 1  # the killed attempt's
     wait_until(
         lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[simulator]
     )
+    runs_sweep()
+    assert list(settings.ACCEPTANCE_RUN_DIR.glob(f"calculet-run-{run.pk}-*")) == []
     run.refresh_from_db()
     assert run.attempt == 2
     assert list(RunResult.objects.filter(run=run).values_list("attempt", "verdict")) == [(2, stages.PASS)]
@@ -178,7 +184,7 @@ def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
 
 
 def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_verdict(
-    workers, vendor_user, question, capability, calbin, golden
+    workers, vendor_user, question, capability, calbin, golden, tmp_path
 ):
     first = workers.celery("simulator", "sim-1")
     answer = submit(vendor_user, question, capability, calbin, golden, **LONG_SOAK)
@@ -187,6 +193,8 @@ def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_ver
     first.kill()
     time.sleep(1)
     assert runner_processes(run) == []
+    run_dir = tmp_path / "worker-data" / "runs"
+    assert len(list(run_dir.glob(f"calculet-run-{run.pk}-*"))) == 1  # the killed attempt's
     second = workers.celery("simulator", "sim-2")
     wait_until(
         lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[second]
@@ -195,6 +203,14 @@ def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_ver
     assert run.attempt == 2
     assert run.worker != first_worker
     assert RunResult.objects.filter(run=run).count() == 1
+    # The new worker's heartbeat removes what the killed one left on this host.
+    wait_until(
+        lambda: not list(run_dir.glob(f"calculet-run-{run.pk}-*")),
+        timeout=30,
+        what="the killed attempt's directory to go",
+        workers=[second],
+        sweep=False,
+    )
 
 
 def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
@@ -252,10 +268,28 @@ HOSTILE = {
         "import socket\nsocket.create_connection(('192.0.2.10', 443), timeout=5)\n",
         "network access denied in the sandbox",
     ),
+    # Four children of 200 MiB: each is under the limit, together they are not.
+    "forks a memory hog": (
+        "import os, time\n"
+        "for _ in range(4):\n"
+        "    if os.fork() == 0:\n"
+        "        block = b'x' * (200 * 1024**2)\n"
+        "        time.sleep(60)\n"
+        "time.sleep(60)\n",
+        "memory limit of 512 MiB exceeded",
+    ),
 }
 
 
 WELL_BEHAVED = "import os, sys\nos.execv(sys.executable, [sys.executable, '-m', 'npu_sim', 'run', *sys.argv[1:]])\n"
+# Leaves two daemons behind (each out of the runner's session and orphaned), then runs the stage properly.
+DAEMON_TOKEN = uuid.uuid4().hex
+DAEMONISES = (
+    "import os, subprocess, sys, time\n"
+    "daemon = 'import os, time\\nos.setsid()\\nif os.fork(): os._exit(0)\\ntime.sleep(300)'\n"
+    f"for _ in range(2): subprocess.Popen([sys.executable, '-c', daemon, '{DAEMON_TOKEN}']).wait()\n"
+    "os.execv(sys.executable, [sys.executable, '-m', 'npu_sim', 'run', *sys.argv[1:]])\n"
+)
 
 
 def test_misbehaving_runners_on_a_board_host_end_in_error_and_the_worker_takes_the_next_run(
@@ -278,6 +312,7 @@ def test_misbehaving_runners_on_a_board_host_end_in_error_and_the_worker_takes_t
     bundles = {
         **{name: script for name, (script, _) in HOSTILE.items()},
         "behaves": WELL_BEHAVED,
+        "daemonises": DAEMONISES,
     }
     answers = {}
     for number, (name, script) in enumerate(bundles.items(), start=40):
@@ -316,5 +351,9 @@ def test_misbehaving_runners_on_a_board_host_end_in_error_and_the_worker_takes_t
         assert run.attempt == 1
     good = wait_until(lambda: runner_run("behaves"), timeout=120, what="the well-behaved runner", workers=[board])
     assert good.verdict == stages.PASS, good.reason
+    daemonised = wait_until(lambda: runner_run("daemonises"), timeout=120, what="the daemonising runner")
+    assert daemonised.verdict == stages.PASS, daemonised.reason
+    assert daemonised.result["sandbox"]["pid_namespace"] is True
+    assert processes_with(DAEMON_TOKEN) == []
     assert board.alive()
     assert Run.objects.filter(target__slug="simulator").exclude(state=stages.PENDING).count() == 0

@@ -1,7 +1,10 @@
+import time
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.vendor.fixtures import db_snapshot, make_artifact, sha256
+from tests.acceptance.workers import Worker
+from tests.vendor.fixtures import db_snapshot, make_artifact, sha256, zero_bomb
 from vendor.models import Artifact, Blob
 
 DATA = b"golden tensor bytes " * 1000
@@ -118,3 +121,44 @@ def test_pm_may_download_any_vendors_artifact(pm, artifacts_b):
     response = pm.client().get(f"/api/v1/artifacts/{artifacts_b['golden'].pk}/download/")
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == b"golden-2.0-bolt-golden.npz"
+
+
+@pytest.fixture
+def default_worker(transactional_db, tmp_path):
+    """A real Celery worker on the default queue, where archive checks go; killed with its group afterwards."""
+    from calculet.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.flushdb()
+    worker = Worker.celery("default", "default", tmp_path)
+    deadline = time.monotonic() + 60
+    while " ready." not in worker.log_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    yield worker
+    worker.stop()
+
+
+def test_a_decompression_bomb_costs_the_request_nothing_and_is_rejected_naming_the_budget(vendor_a, default_worker):
+    bomb = zero_bomb("bz2")  # 8 GiB of zeros in about 10 KB
+    client = vendor_a.client()
+    assert client.get("/api/v1/artifacts/").status_code == 200  # this process's first request loads the API
+    started = time.monotonic()
+    response = plain_upload(client, bomb, kind="runner_bundle", file_name="runner.tar.bz2", sha256=sha256(bomb))
+    elapsed = time.monotonic() - started
+    assert response.status_code == 201, response.json()
+    assert response.json()["state"] in ("verifying", "rejected")  # the worker may already have decided
+    assert elapsed < 1.0
+    artifact = Artifact.objects.get(pk=response.json()["id"])
+    deadline = time.monotonic() + 60
+    while artifact.state == Artifact.VERIFYING and time.monotonic() < deadline:
+        time.sleep(0.1)
+        artifact.refresh_from_db()
+    assert artifact.state == Artifact.REJECTED, default_worker.log_text()[-3000:]
+    assert "ARCHIVE_MAX_RATIO allows 100 times its" in artifact.rejection_reason
+    body = vendor_a.client().get(f"/api/v1/artifacts/{artifact.pk}/").json()
+    assert (body["state"], body["rejection_reason"], body["download_url"]) == (
+        "rejected",
+        artifact.rejection_reason,
+        None,
+    )
+    assert not Blob.objects.exists()

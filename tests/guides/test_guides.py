@@ -146,7 +146,7 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
         artifact.file_name: artifact
         for artifact in Artifact.objects.filter(organisation__slug="acme").select_related("blob")
     }
-    assert sorted(artifacts) == ["goldens-b8.tar", "qwen3-tiny-b16.tar", "qwen3-tiny-b8.tar"]
+    assert sorted(artifacts) == ["golden-b8.npz", "qwen3-tiny-b16.tar", "qwen3-tiny-b8.tar"]
     assert {(a.kind, a.version, a.state) for a in artifacts.values()} == {
         ("golden", "1.0.0", "verified"),
         ("calbin", "1.0.0", "verified"),
@@ -164,7 +164,7 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
     assert (second.revision, second.complete, second.missing) == (2, True, [])
     assert second.claim.capability.slug == "decode-batch-8"
     assert list(second.executable_assets.all()) == [artifacts["qwen3-tiny-b8.tar"]]
-    assert list(second.golden_artifacts.all()) == [artifacts["goldens-b8.tar"]]
+    assert list(second.golden_artifacts.all()) == [artifacts["golden-b8.npz"]]
     assert [path["scenario"] for path in second.error_paths] == ["kv_apply_failure", "core_exception"]
 
     runs = list(Run.objects.filter(answer=second).order_by("pk").values_list("stage", "state", "target__slug"))

@@ -20,6 +20,22 @@ def built_calbin_tar(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_calbin(tmp_path_factory.mktemp("calbin") / "tiny-b8", decode_batch=8, tar=True)
 
 
+@pytest.fixture(scope="session")
+def package(tmp_path_factory: pytest.TempPathFactory):
+    """package(*features, **options): a tiny package with these features, built once per session."""
+    built: dict[tuple, Path] = {}
+
+    def make(*features: str, **options) -> Path:
+        key = (features, tuple(sorted(options.items())))
+        if key not in built:
+            name = "-".join(features) or "plain"
+            out = tmp_path_factory.mktemp("pkg") / name
+            built[key] = build_calbin(out, features=features, **{"decode_batch": 4, **options})
+        return built[key]
+
+    return make
+
+
 @pytest.fixture
 def calbin_copy(built_calbin: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(built_calbin, tmp_path / "calbin"))

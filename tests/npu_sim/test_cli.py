@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from npu_sim.calbin import read_manifest
 from npu_sim.cli import main
+from tests.npu_sim.packages import set_line
 
 PROGRESS = re.compile(r"^PROGRESS (\d+(?:\.\d+)?) (.+)$")
 
@@ -30,14 +32,12 @@ def test_build_then_validate_as_a_subprocess(tmp_path: Path):
 
 
 def test_validate_exits_non_zero_on_errors(calbin_copy: Path):
-    manifest = json.loads((calbin_copy / "manifest.json").read_text())
-    manifest["memory"]["device_memory_required"] = {"value": 16777216, "unit": "MB"}
-    (calbin_copy / "manifest.json").write_text(json.dumps(manifest))
+    set_line(calbin_copy, "model_memory_reserved_info.txt", "device_memory_required", "16777216 MB")
     checked = cli("validate", str(calbin_copy))
     assert checked.returncode == 1
     [finding] = json.loads(checked.stdout)
-    assert finding == finding | {"code": "memory_exceeds_device", "severity": "error"}
-    assert finding["field"] == "memory.device_memory_required"
+    assert finding == finding | {"code": "memory_exceeds_device", "severity": "error", "line": 3}
+    assert finding["field"] == "model_memory_reserved_info.txt:device_memory_required"
 
 
 def test_timing_json_rows():
@@ -90,7 +90,7 @@ def test_broken_jobs_exit_2_naming_the_problem(tmp_path: Path, content: str | No
 
 
 def test_help_for_each_command(capsys: pytest.CaptureFixture[str]):
-    for args in ([], ["build-calbin"], ["validate"], ["timing"], ["run"]):
+    for args in ([], ["build-calbin"], ["validate"], ["convert-calbin"], ["timing"], ["probes"], ["run"]):
         with pytest.raises(SystemExit) as exited:
             main([*args, "--help"])
         assert exited.value.code == 0
@@ -151,3 +151,94 @@ def test_every_stage_through_the_cli(built_calbin, tmp_path: Path, capsys, stage
     result = json.loads((tmp_path / "result.json").read_text())
     assert (result["stage"], result["verdict"]) == (stage, verdict)
     assert capsys.readouterr().err.splitlines()[-1] == f"verdict: {verdict}"
+
+
+@pytest.mark.parametrize(
+    "features",
+    [
+        "",
+        "sampling",
+        "s8",
+        "s8 single_chiplet",
+        "ep",
+        "pp",
+        "multi_board",
+        "single_chiplet,multi_model,residency",
+        "sampling multi_model",
+    ],
+)
+def test_each_feature_builds_validates_and_runs(tmp_path: Path, capsys, features: str):
+    out = tmp_path / "pkg"
+    assert main(["build-calbin", "--decode-batch", "4", "--features", features, "--out", str(out), "--tar"]) == 0
+    tar = Path(capsys.readouterr().out.strip())
+    assert main(["validate", str(tar)]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    job = tmp_path / "job.json"
+    job.write_text(
+        json.dumps({"schema_version": 2, "stage": "runner", "calbin": str(tar), "probes": [{"name": "health"}]})
+    )
+    device = tmp_path / "device.json"
+    device.write_text(
+        json.dumps({"calrt": "0.9.0", "calrt_features": ["multi_board"]} if "multi_board" in features else {})
+    )
+    assert (
+        main(["run", "--job", str(job), "--result", str(tmp_path / "result.json"), "--device-config", str(device)]) == 0
+    )
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["verdict"] == "pass", result["checks"] + result["probes"]
+
+
+def test_probes_lists_the_catalogue(capsys):
+    assert main(["probes", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["schema_version"] == 1 and len(listed["probes"]) == 28
+    assert main(["probes"]) == 0
+    assert "sampling (needs sampling):" in capsys.readouterr().out
+
+
+def test_build_options_reach_the_package(tmp_path: Path, capsys):
+    args = [
+        "build-calbin",
+        "--decode-batch",
+        "2",
+        "--prefill-batch",
+        "2",
+        "--prefill-lengths",
+        "16,64",
+        "--cpu-fallback",
+        "rope",
+    ]
+    args += [
+        "--s8-kv",
+        "kv",
+        "--features",
+        "s8",
+        "--golden-out",
+        str(tmp_path / "golden.npz"),
+        "--out",
+        str(tmp_path / "p"),
+    ]
+    assert main(args) == 0
+    manifest = read_manifest(tmp_path / "p")
+    assert manifest["prefill_lengths"] == [16, 64] and manifest["cpu_fallback_ops"] == ["rope"]
+    assert manifest["dtypes"]["k_cache"] == manifest["dtypes"]["v_cache"] == "s8"
+    assert (tmp_path / "golden.npz").exists()
+    assert main(["build-calbin", "--features", "tp ep", "--out", str(tmp_path / "q")]) == 2
+    assert "at most one layout" in capsys.readouterr().err
+
+
+def test_the_device_configuration_from_the_environment(built_calbin: Path, tmp_path: Path, monkeypatch):
+    config = tmp_path / "device.json"
+    config.write_text(json.dumps({"serial": "ENV-1", "firmware": "1.9.0"}))
+    monkeypatch.setenv("NPU_SIM_DEVICE_CONFIG", str(config))
+    job = tmp_path / "job.json"
+    job.write_text(
+        json.dumps(
+            {"schema_version": 2, "stage": "health", "calbin": str(built_calbin), "target": {"firmware": "1.8.0"}}
+        )
+    )
+    assert main(["run", "--job", str(job), "--result", str(tmp_path / "r.json")]) == 0
+    device = json.loads((tmp_path / "r.json").read_text())["device"]
+    assert (device["serial"], device["firmware"]) == ("ENV-1", "1.9.0")
+    config.write_text("{not json")
+    assert main(["run", "--job", str(job), "--result", str(tmp_path / "r.json")]) == 2

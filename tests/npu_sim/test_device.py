@@ -1,5 +1,3 @@
-import hashlib
-import json
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +7,7 @@ from npu_sim.client import run_request
 from npu_sim.device import BufferStatus, DeviceStatus, VirtualDevice
 from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.golden import compare
+from tests.npu_sim.packages import resum
 
 
 def error_code(action) -> ErrorCode:
@@ -33,13 +32,14 @@ def test_one_device_two_chiplets_two_cores_each():
 def test_configure_reserves_what_the_calbin_needs(built_calbin: Path):
     device = VirtualDevice()
     calbin = device.create_calbin(built_calbin)
-    needed = calbin.manifest["memory"]["dram_per_chiplet"]["value"]
+    needed = [calbin.reservations[c][0] for c in (0, 1)]
     device.configure(calbin)
-    assert [c.reserved_bytes for c in device.chiplets] == [needed, needed]
+    assert [c.reserved_bytes for c in device.chiplets] == needed
+    assert [c.sram_reserved_bytes for c in device.chiplets] == [calbin.reservations[c][1] for c in (0, 1)]
     assert error_code(lambda: device.configure(calbin)) == ErrorCode.ALREADY_CONFIGURED
     device.reset_configuration()
     assert [c.reserved_bytes for c in device.chiplets] == [0, 0]
-    small = VirtualDevice(dram_bytes_per_chiplet=needed - 1)
+    small = VirtualDevice(dram_bytes_per_chiplet=max(needed) - 1)
     assert error_code(lambda: small.configure(small.create_calbin(built_calbin))) == ErrorCode.OUT_OF_MEMORY
 
 
@@ -103,12 +103,12 @@ def test_calls_are_checked_against_the_sub_model(loaded):
 def test_counters_record_each_call(loaded):
     device, calbin, kv = loaded
     g = calbin.goldens
-    result = run_request(device, calbin, kv, 1, g["prompt_ids"].tolist(), 3)
+    result = run_request(device, calbin, kv, 1, g.prompt_ids.tolist(), 3)
     assert result.ok
     log = device.call_log
     assert [r.submodel for r in log] == ["prefill", "decode", "decode", "decode"]
     assert all(r.time.h2d_ms > 0 and r.time.infer_ms > 0 and r.time.d2h_ms > 0 for r in log)
-    assert log[0].h2d_bytes == 4 * len(g["prompt_ids"]) and log[1].d2h_bytes == 2 * calbin.config.vocab
+    assert log[0].h2d_bytes == 4 * len(g.prompt_ids) and log[1].d2h_bytes == 2 * calbin.config.vocab
     assert all(r.d2d_bytes > 0 for r in log)
     counters = device.counters()
     assert counters["calls"] == 4
@@ -119,19 +119,27 @@ def test_counters_record_each_call(loaded):
 def test_the_two_chiplet_device_reproduces_the_goldens(loaded):
     device, calbin, kv = loaded
     g = calbin.goldens
-    result = run_request(device, calbin, kv, 1, g["prompt_ids"].tolist(), 16, g["decode_input_ids"].tolist())
+    result = run_request(device, calbin, kv, 1, g.prompt_ids.tolist(), 16, g.decode_input_ids.tolist())
     assert result.ok
-    assert compare(g["decode_logits"], np.stack(result.decode_logits))["passed"]
-    assert compare(g["prefill_logits"], result.prefill_logits[None, :])["passed"]
+    assert compare(g.decode_logits, np.stack(result.decode_logits))["passed"]
+    assert compare(g.prefill_logits, result.prefill_logits[None, :])["passed"]
     assert kv.used_tokens == 0
 
 
-def test_a_tensor_file_that_is_not_npy_is_refused_even_with_a_matching_digest(calbin_copy: Path):
-    weight = calbin_copy / "weights" / "final_norm.npy"
-    weight.write_bytes(b"not an npy file")
-    manifest = json.loads((calbin_copy / "manifest.json").read_text())
-    for entry in manifest["weights"]:
-        if entry["file"] == "weights/final_norm.npy":
-            entry["sha256"] = hashlib.sha256(weight.read_bytes()).hexdigest()
-    (calbin_copy / "manifest.json").write_text(json.dumps(manifest))
+def test_a_short_parameter_block_is_refused_even_with_a_matching_digest(calbin_copy: Path):
+    block = calbin_copy / "param_blk1.bin"
+    block.write_bytes(block.read_bytes()[:-4])
+    resum(calbin_copy)
     assert error_code(lambda: VirtualDevice().create_calbin(calbin_copy)) == ErrorCode.CALBIN_INVALID
+
+
+def test_replicated_tensors_must_be_identical_in_every_block(calbin_copy: Path):
+    """The router is on both chiplets; two different copies are refused at load."""
+    table = (calbin_copy / "param_table.txt").read_text().splitlines()
+    offset = next(int(line.split()[2]) for line in table if line.startswith("1 layers.0.router "))
+    block = bytearray((calbin_copy / "param_blk1.bin").read_bytes())
+    block[offset : offset + 4] = np.float32(123.0).tobytes()
+    (calbin_copy / "param_blk1.bin").write_bytes(bytes(block))
+    resum(calbin_copy)
+    with pytest.raises(CalrtError, match="layers.0.router: the copies in different blocks differ"):
+        VirtualDevice().create_calbin(calbin_copy)

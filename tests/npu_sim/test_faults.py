@@ -10,13 +10,13 @@ from npu_sim.golden import compare
 
 def golden_request(device, calbin, kv, steps=4):
     g = calbin.goldens
-    return run_request(device, calbin, kv, 1, g["prompt_ids"].tolist(), steps, g["decode_input_ids"][:steps].tolist())
+    return run_request(device, calbin, kv, 1, g.prompt_ids.tolist(), steps, g.decode_input_ids[:steps].tolist())
 
 
 def matches_goldens(calbin, result) -> bool:
     rows, g = result.logits_rows(), calbin.goldens
-    prefill_ok = compare(g["prefill_logits"], rows[:1])["passed"]
-    return prefill_ok and compare(g["decode_logits"][: len(rows) - 1], rows[1:])["passed"]
+    prefill_ok = compare(g.prefill_logits, rows[:1])["passed"]
+    return prefill_ok and compare(g.decode_logits[: len(rows) - 1], rows[1:])["passed"]
 
 
 @pytest.mark.parametrize("kind", list(FaultKind), ids=str)

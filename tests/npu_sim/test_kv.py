@@ -18,10 +18,10 @@ def test_a08_bf16_kv_at_full_scale():
 
 
 def test_s8_v_cache_keeps_k_in_bf16():
-    assert kv_cache_bytes(FULL, 40960, 1, "s8") == 48 * 4 * 128 * 40960 * (2 + 1)
-    assert kv_cache_bytes(FULL, 40960, 8, "s8") == 8 * kv_cache_bytes(FULL, 40960, 1, "s8")
+    assert kv_cache_bytes(FULL, 40960, 1, "bf16", "s8") == 48 * 4 * 128 * 40960 * (2 + 1)
+    assert kv_cache_bytes(FULL, 40960, 8, "bf16", "s8") == 8 * kv_cache_bytes(FULL, 40960, 1, "bf16", "s8")
     with pytest.raises(ValueError):
-        kv_cache_bytes(FULL, 40960, 1, "f32")
+        kv_cache_bytes(FULL, 40960, 1, "bf16", "f32")
 
 
 def test_capacity_comes_from_lanes_and_max_seq_len():
@@ -88,21 +88,22 @@ def test_shift_drops_tokens_and_moves_the_rest_down():
     kv.allocate(1, len(tokens))
     model.prefill(kv.cache, kv.lane(1), tokens, 0)
     kv.apply(1)
-    v_before = [v[0, :, :20].copy() for v in kv.cache.v]
+    v_before = [kv.cache.v.lane(layer, 0, 20).copy() for layer in range(TINY.layers)]
 
     kv.shift(1, discard=6, keep=2)
 
     assert kv.length(1) == 14
     assert kv.used_tokens == 14
-    for v, before in zip(kv.cache.v, v_before, strict=True):
-        np.testing.assert_array_equal(v[0, :, :2], before[:, :2])
-        np.testing.assert_array_equal(v[0, :, 2:14], before[:, 8:20])
+    for layer, before in enumerate(v_before):
+        v = kv.cache.v.lane(layer, 0, 14)
+        np.testing.assert_array_equal(v[:, :2], before[:, :2])
+        np.testing.assert_array_equal(v[:, 2:14], before[:, 8:20])
     # Layer 0 keys depend only on the token and its position: a fresh prefill of the kept tokens at
     # their new positions must give the same keys.
     fresh = KvCache(TINY, 1)
     kept = np.concatenate([tokens[:2], tokens[8:]])
     model.prefill(fresh, 0, kept, 0)
-    np.testing.assert_allclose(kv.cache.k[0][0, :, :14], fresh.k[0][0, :, :14], atol=1e-4)
+    np.testing.assert_allclose(kv.cache.k.lane(0, 0, 14), fresh.k.lane(0, 0, 14), atol=1e-4)
 
 
 def test_invalid_shifts_are_refused():

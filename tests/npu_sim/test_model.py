@@ -1,6 +1,6 @@
 import numpy as np
 
-from npu_sim.model import PRESETS, KvCache, ReferenceModel, apply_rope, init_weights, rope_angles, rope_shift
+from npu_sim.model import PRESETS, KvCache, ReferenceModel, apply_rope, init_weights, rope_angles, rope_rotate
 
 TINY = PRESETS["tiny"]
 
@@ -49,7 +49,7 @@ def test_decode_lanes_are_independent_and_inactive_lanes_untouched():
     for lane, prompt in prompts.items():
         model.prefill(batched, lane, np.array(prompt), 0)
         model.prefill(alone[lane], lane, np.array(prompt), 0)
-    lane1_before = [k[1].copy() for k in batched.k]
+    lane1_before = [batched.k.lane(layer, 1, TINY.max_seq_len).copy() for layer in range(TINY.layers)]
     lanes = np.array(list(prompts))
     positions = np.array([len(p) for p in prompts.values()])
     tokens = np.array([11, 22, 33])
@@ -57,7 +57,8 @@ def test_decode_lanes_are_independent_and_inactive_lanes_untouched():
     for row, lane in enumerate(lanes):
         single = model.decode(alone[lane], np.array([lane]), tokens[row : row + 1], positions[row : row + 1])[0]
         np.testing.assert_allclose(logits[row], single, rtol=1e-4, atol=1e-4)
-    assert all(np.array_equal(k[1], before) for k, before in zip(batched.k, lane1_before, strict=True))
+    for layer, before in enumerate(lane1_before):
+        assert np.array_equal(batched.k.lane(layer, 1, TINY.max_seq_len), before)
 
 
 def test_router_renormalises_the_top_k():
@@ -89,5 +90,5 @@ def test_rope_shift_moves_keys_to_earlier_positions():
     at_10 = apply_rope(k, cos, sin)
     cos, sin = rope_angles(TINY, np.arange(3, 8))
     at_3 = apply_rope(k, cos, sin)
-    shifted = rope_shift(TINY, at_10.transpose(1, 0, 2), -7).transpose(1, 0, 2)
+    shifted = rope_rotate(TINY, at_10, np.full(5, -7))
     np.testing.assert_allclose(shifted, at_3, atol=1e-5)

@@ -1,4 +1,3 @@
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -7,10 +6,10 @@ import numpy as np
 import pytest
 
 from npu_sim.calbin import build_calbin
-from npu_sim.calbin.package import MANIFEST
 from npu_sim.errors import ErrorCode
 from npu_sim.runner import JobError, run_job
 from npu_sim.timing import TimingModel
+from tests.npu_sim.packages import change_golden
 
 
 def job(stage: str, calbin: Path, params: dict | None = None, target: dict | None = None) -> dict:
@@ -28,16 +27,13 @@ def failed_checks(result: dict) -> list[str]:
 
 
 def with_wrong_goldens(path: Path, tmp: Path) -> Path:
-    """A copy whose decode goldens are off by one BF16 step in every logit, digests updated."""
+    """A copy whose decode goldens are off by 40 BF16 steps in every logit, digests updated."""
     copy = Path(shutil.copytree(path, tmp / "wrong-goldens"))
-    golden = copy / "goldens" / "decode_logits.npy"
-    bits = np.load(golden)
-    np.save(golden, bits + np.uint16(1) * 40)
-    manifest = json.loads((copy / MANIFEST).read_text())
-    for entry in manifest["goldens"]["tensors"]:
-        if entry["name"] == "decode_logits":
-            entry["sha256"] = hashlib.sha256(golden.read_bytes()).hexdigest()
-    (copy / MANIFEST).write_text(json.dumps(manifest))
+
+    def shift(arrays):
+        arrays["decode_logits"] = arrays["decode_logits"] + np.uint16(40)
+
+    change_golden(copy, shift)
     return copy
 
 
@@ -162,7 +158,7 @@ def test_an_incompatible_target_fails_with_a_version_code(built_calbin: Path):
 
 def test_an_invalid_package_fails_its_validation_check(built_calbin: Path, tmp_path: Path):
     copy = Path(shutil.copytree(built_calbin, tmp_path / "bad"))
-    (copy / "weights" / "lm_head.npy").write_bytes(b"tampered")
+    (copy / "param_blk1.bin").write_bytes(b"tampered")
     result = run_job(job("health", copy))
     assert failed_checks(result) == ["calbin_valid"]
     assert result["metrics"]["error_code"] == int(ErrorCode.CALBIN_DIGEST_MISMATCH)
@@ -171,7 +167,7 @@ def test_an_invalid_package_fails_its_validation_check(built_calbin: Path, tmp_p
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda j: j.update(schema_version=2), "schema_version must be 1"),
+        (lambda j: j.update(schema_version=3), "schema_version must be one of 1, 2"),
         (lambda j: j.update(stage="deploy"), "stage must be one of"),
         (lambda j: j.update(calbin="/no/such/calbin"), "calbin: no such file or directory"),
         (lambda j: j.update(params={"requests": "10"}), "params.requests must be a JSON integer"),
@@ -196,5 +192,72 @@ def test_broken_stage_specific_params(built_calbin: Path):
         run_job(job("golden", built_calbin, {"tolerances": {"logits": {}}}))
     with pytest.raises(JobError, match=r"params.scenarios\[0\].expect_code must be an integer"):
         run_job(job("failure", built_calbin, {"scenarios": [{"fault": "busy"}]}))
-    with pytest.raises(JobError, match="goldens for 16 decode steps"):
+    with pytest.raises(JobError, match="the golden has 16 decode steps"):
         run_job(job("golden", built_calbin, {"decode_steps": 17}))
+
+
+def test_soak_reports_the_section_11_breakdown(built_calbin: Path):
+    params = {"requests": 6, "concurrency": 3, "prompt_tokens": 8, "output_tokens": 6}
+    report = run_job(job("soak", built_calbin, params))["metrics"]["report"]
+    assert report["fixed"] == {"prompt_tokens": 8, "output_tokens": 6, "concurrency": 3, "requests": 6}
+    modelled = report["modelled_device_ms"]
+    assert set(modelled) == {
+        "client_ttfb",
+        "service_queue",
+        "prefill",
+        "decode_step",
+        "h2d",
+        "infer",
+        "d2h",
+        "sampling",
+    }
+    assert modelled["client_ttfb"]["p50"] >= modelled["prefill"]["p50"] > 0
+    assert modelled["service_queue"]["p99"] > 0  # the third client waited for two prefills
+    assert modelled["sampling"]["count"] == 0  # greedy on the host: its time is measured, not modelled
+    measured = report["measured_wall"]
+    assert measured["simulation_s"] > 0 and measured["host_sampling_ms_per_request"]["count"] == 6
+    assert report["timing"] | {"note": None} == report["timing"] | {
+        "scale": "full",
+        "predicted": True,
+        "layout": "tp",
+        "decode_batch": 8,
+        "device_sampling": False,
+        "layers": 48,
+        "vocab": 151936,
+        "note": None,
+    }
+
+
+def soak_metrics(path: Path, **params) -> dict:
+    base = {"requests": 16, "concurrency": 16, "prompt_tokens": 8, "output_tokens": 24}
+    return run_job(job("soak", path, base | params))["metrics"]
+
+
+def test_soak_figures_depend_on_the_package(package, tmp_path: Path):
+    b8, b16 = soak_metrics(package(decode_batch=8)), soak_metrics(package(decode_batch=16))
+    assert b16["max_active"] == 16 and b8["max_active"] == 8
+    assert b16["throughput_tokens_per_s"] > b8["throughput_tokens_per_s"]
+    assert b16["decode_tokens_per_s"]["p50"] != b8["decode_tokens_per_s"]["p50"]
+    s8 = soak_metrics(package("s8", decode_batch=8))
+    assert s8["throughput_tokens_per_s"] != b8["throughput_tokens_per_s"]
+    corrupted = Path(shutil.copytree(package(decode_batch=8), tmp_path / "corrupted"))
+    data = bytearray((corrupted / "param_blk0.bin").read_bytes())
+    data[100] ^= 0xFF
+    (corrupted / "param_blk0.bin").write_bytes(bytes(data))
+    result = run_job(job("soak", corrupted, {"requests": 2}))
+    assert failed_checks(result) == ["calbin_valid"] and "throughput_tokens_per_s" not in result["metrics"]
+
+
+def test_soak_with_device_sampling_moves_token_ids(package):
+    probe = run_job(
+        {
+            "schema_version": 2,
+            "stage": "soak",
+            "calbin": str(package("sampling")),
+            "probes": [{"name": "sampling"}],
+            "params": {"requests": 4, "prompt_tokens": 8, "output_tokens": 4},
+        }
+    )["probes"][0]
+    modelled = probe["metrics"]["report"]["modelled_device_ms"]
+    assert probe["verdict"] == "pass" and modelled["sampling"]["count"] > 0
+    assert probe["metrics"]["report"]["measured_wall"]["host_sampling_ms_per_request"] is None

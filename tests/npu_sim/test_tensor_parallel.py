@@ -7,7 +7,7 @@ from npu_sim.client import greedy
 from npu_sim.dtypes import to_bf16
 from npu_sim.golden import Tolerance, compare
 from npu_sim.model import PRESETS, KvCache, ReferenceModel, init_weights
-from npu_sim.tensor_parallel import TensorParallelModel
+from npu_sim.model.tensor_parallel import TensorParallelModel
 
 # Room for a 16-token prompt and 256 decode steps.
 CONFIG = dataclasses.replace(PRESETS["tiny"], max_seq_len=512)
@@ -65,12 +65,19 @@ def test_d2d_bytes_count_every_transfer(link_dtype: str, size: int):
 def test_each_chiplet_holds_half_the_kv_heads_and_its_q_heads():
     weights = init_weights(CONFIG, 0)
     model = TensorParallelModel(CONFIG, weights)
-    k_split = model.split["layers.0.k_proj"]
-    q_split = model.split["layers.0.q_proj"]
     half_kv = CONFIG.kv_heads // 2 * CONFIG.head_dim
     half_q = CONFIG.q_heads // 2 * CONFIG.head_dim
-    assert k_split.shape == (2, CONFIG.hidden, half_kv)
-    assert np.array_equal(k_split[1], weights["layers.0.k_proj"][:, half_kv:])
-    assert np.array_equal(q_split[1], weights["layers.0.q_proj"][:, half_q:])
-    down = model.split["layers.0.experts.down"]
+    per_chiplet = half_q + 2 * half_kv
+    qkv = model.qkv[0]
+    assert qkv.shape == (CONFIG.hidden, 2 * per_chiplet)
+    chiplet_1 = qkv[:, per_chiplet:]
+    assert np.array_equal(chiplet_1[:, :half_q], weights["layers.0.q_proj"][:, half_q:])
+    assert np.array_equal(chiplet_1[:, half_q : half_q + half_kv], weights["layers.0.k_proj"][:, half_kv:])
+    assert np.array_equal(chiplet_1[:, half_q + half_kv :], weights["layers.0.v_proj"][:, half_kv:])
+    half_ffn = CONFIG.expert_ffn // 2
+    gate_up = model.gate_up[0]
+    assert gate_up.shape == (CONFIG.experts, CONFIG.hidden, 2 * CONFIG.expert_ffn)
+    assert np.array_equal(gate_up[3, :, 2 * half_ffn : 3 * half_ffn], weights["layers.0.experts.gate"][3, :, half_ffn:])
+    assert np.array_equal(gate_up[3, :, 3 * half_ffn :], weights["layers.0.experts.up"][3, :, half_ffn:])
+    down = model.down[0]
     assert down.shape == (CONFIG.experts, 2, CONFIG.expert_ffn // 2, CONFIG.hidden)

@@ -1,6 +1,18 @@
+import dataclasses
+
 import pytest
 
-from npu_sim.timing import ANCHORS, TimingModel, calibration_rows, capacity_rows, context_rows
+from npu_sim.device import VirtualDevice
+from npu_sim.model import PRESETS
+from npu_sim.timing import (
+    ANCHORS,
+    PackageTiming,
+    TimingModel,
+    calibration_rows,
+    capacity_rows,
+    context_rows,
+    fit_calibration,
+)
 
 GIB = 2**30
 
@@ -67,3 +79,45 @@ def test_kv_capacity_at_40960_and_what_larger_batches_deliver():
     lengths = [rows[b]["max_context_per_lane"] for b in (1, 4, 8, 16)]
     assert lengths == sorted(lengths, reverse=True)
     assert rows[16]["decode_tokens_per_s"] > rows[1]["decode_tokens_per_s"]
+
+
+def test_the_defaults_are_the_fit_and_the_fit_leaves_p05_at_40k_out():
+    fit = fit_calibration()
+    assert fit.dram_gb_s_per_chiplet == pytest.approx(TimingModel().dram_gb_s_per_chiplet, rel=1e-3)
+    assert fit.attention_efficiency == pytest.approx(TimingModel().attention_efficiency, rel=1e-3)
+    assert set(fit.residuals_tokens_per_s) == {"P04 short context", "P05 ~33K"}
+    assert all(abs(r) < 1e-6 for r in fit.residuals_tokens_per_s.values())
+    moved = tuple(dataclasses.replace(a, nominal=a.nominal * 2) if not a.fitted else a for a in ANCHORS)
+    assert fit_calibration(moved) == fit  # the held-out figure does not move the fit
+    held_out = [row for row in calibration_rows() if row["use"] == "held out"]
+    assert [row["context"] for row in held_out] == [40_960] and held_out[0]["within_seed_range"]
+
+
+def calbin_timing(package, *features, **options) -> PackageTiming:
+    return VirtualDevice().create_calbin(package(*features, **options)).timing
+
+
+def test_timing_comes_from_the_package(package):
+    plain = calbin_timing(package).model
+    assert plain == TimingModel()  # a float tp package stands for the current calbin at full scale
+    contexts = [512] * 8
+    s8 = calbin_timing(package, "s8").model
+    assert s8.weight_bytes_per_param == 1.0 and s8.v_bytes == 1
+    assert s8.decode_call([512]).total_ms != plain.decode_call([512]).total_ms
+    assert s8.decode_call([33_000]).total_ms < plain.decode_call([33_000]).total_ms  # half the V bytes to read
+    sampled = plain.decode_call(contexts, sampling=True)
+    assert sampled.d2h_ms < plain.decode_call(contexts).d2h_ms and sampled.sampling_ms > 0
+    ep, tp = calbin_timing(package, "ep").model, plain
+    assert ep.decode_call([512]).total_ms != tp.decode_call([512]).total_ms  # all-to-all instead of all-reduce
+    assert ep._link_ms(1, 1) != tp._link_ms(1, 1)
+    boards = calbin_timing(package, "multi_board").model
+    assert boards.decode_call([512]).total_ms > tp.decode_call([512]).total_ms  # the board link
+    assert plain.decode_call([512] * 16).total_ms > plain.decode_call([512] * 8).total_ms
+
+
+def test_a_package_the_model_cannot_run_gets_no_prediction(package):
+    fits = calbin_timing(package, "single_chiplet")
+    assert fits.predicted and fits.scale == "tiny"
+    too_big = calbin_timing(package, "single_chiplet", timing_preset="full")
+    assert not too_big.predicted and "no prediction at full scale" in too_big.note
+    assert too_big.model.config == PRESETS["tiny"]  # the clock runs at the package's own size

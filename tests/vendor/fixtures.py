@@ -1,5 +1,8 @@
 """Organisations, users with tokens, questions and artifacts for the vendor and API tests."""
 
+import bz2
+import functools
+import gzip
 import hashlib
 import io
 import tarfile
@@ -137,6 +140,17 @@ def tar_bytes(members: dict[str, bytes]) -> bytes:
             info.size = len(content)
             archive.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
+
+
+@functools.cache
+def zero_bomb(compression: str, unpacked: int = 8 * 1024**3) -> bytes:
+    """A compressed tar holding one member of `unpacked` zero bytes, made in a second: its header, then one
+    compressed 64 MiB block of zeros repeated (compressed streams may follow one another). bz2: a few KB."""
+    compress = {"bz2": bz2.compress, "gz": gzip.compress}[compression]
+    block = 64 * 1024**2
+    info = tarfile.TarInfo("zeros")
+    info.size = unpacked
+    return compress(info.tobuf()) + compress(bytes(block)) * (unpacked // block) + compress(bytes(1024))
 
 
 def make_artifact(account: Account, *, kind="golden", version="1.0", file_name="golden.npz", data=None) -> Artifact:

@@ -73,6 +73,7 @@ class ArtifactListApi(Api, ListAPIView):
     ordering_fields = ["created_at", "version", "file_name", "kind"]
     ordering = ["-created_at", "-id"]
     parser_classes = [MultiPartParser]
+    error_statuses = ["507"]
 
     @property
     def max_body_bytes(self):

@@ -207,7 +207,7 @@ class UploadListApi(TusApi, ListAPIView):
 
 
 class UploadDetailApi(TusApi):
-    error_statuses = ["410", "412", "415", "423", "460"]
+    error_statuses = ["410", "412", "415", "423", "460", "507"]
 
     def head(self, request, upload_id):
         upload = object_for_user(request.user, Upload.objects, pk=upload_id)

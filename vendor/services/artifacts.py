@@ -2,31 +2,56 @@
 
 Every way bytes arrive (a single-request upload, the last chunk of a tus upload) ends in
 `artifact_ingest`, which checks size and digest against what was declared, inspects archives without
-unpacking them, and stores the bytes once per content digest.
+unpacking them, and stores the bytes once per content digest. A compressed archive costs work in proportion
+to what it decompresses to, so it is inspected off the request path: the artifact stays `verifying` until
+the `vendor.artifact_check` task decides (`artifact_check`).
 """
 
+import bz2
+import errno
+import gzip
 import hashlib
+import logging
+import lzma
 import os
 import re
+import stat
 import tarfile
 import tempfile
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
+from typing import IO, cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from calculet.audit import audit_record
-from calculet.errors import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError
+from calculet.db import lock_rows
+from calculet.errors import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError, StorageFullError
 from vendor.access import user_membership
-from vendor.models import Artifact, Membership, Organisation
-from vendor.storage import CHUNK_BYTES, blob_store_file, file_sha256
+from vendor.models import Artifact, Blob, Membership, Organisation
+from vendor.storage import CHUNK_BYTES, artifact_storage, blob_local_path, blob_store_file, file_sha256
 
 ARCHIVE_KINDS = {Artifact.CALBIN, Artifact.RUNNER_BUNDLE, Artifact.CONTAINER_IMAGE}
 KIND_CODES = [code for code, _ in Artifact.KINDS]
 SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
 VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+\-]{0,99}$")
 FILE_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
+# The compressions tarfile reads, by their magic bytes.
+DECOMPRESSORS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
+# A tiny archive is mostly tar padding, which compresses far beyond any sensible ratio.
+RATIO_HEADROOM_BYTES = 1024 * 1024
+SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
+MAX_LINK_HOPS = 40
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+# A `verifying` artifact whose check message was lost (a broker restart) is sent again after this.
+CHECK_RESEND_AFTER = timedelta(minutes=10)
+
+logger = logging.getLogger(__name__)
 
 
 class ArtifactRejectedError(DomainError):
@@ -85,16 +110,18 @@ def artifact_metadata_clean(*, kind, version, file_name, sha256, size, field_nam
 
 
 def artifact_version_check(organisation: Organisation, metadata: dict, *, field: str = "version") -> Artifact | None:
-    """The verified artifact the declared bytes would duplicate (same name, version and digest), or None.
+    """The verified (or verifying) artifact the declared bytes would duplicate (same name, version and digest),
+    or None.
 
-    A verified version names one content: the same name and version with another digest is a ConflictError.
+    A version names one content once verified, and while being verified: the same name and version with
+    another digest is a ConflictError.
     """
     existing = Artifact.objects.filter(
         organisation=organisation,
         kind=metadata["kind"],
         file_name=metadata["filename"],
         version=metadata["version"],
-        state=Artifact.VERIFIED,
+        state__in=[Artifact.VERIFIED, Artifact.VERIFYING],
     ).first()
     if existing is None:
         return None
@@ -107,62 +134,177 @@ def artifact_version_check(organisation: Organisation, metadata: dict, *, field:
     return existing
 
 
-def archive_check(path: Path) -> None:
-    """Refuse a tar archive that could write outside its directory or blow up when unpacked.
+def _decompressor(path: Path):
+    """The opener of the compression the file starts with (gzip, bzip2 or xz), or None."""
+    with open(path, "rb") as handle:
+        head = handle.read(6)
+    return next((opener for magic, opener in DECOMPRESSORS.items() if head.startswith(magic)), None)
 
-    Reads member headers only, so nothing is unpacked: absolute names, '..', links that leave the archive,
-    device files and FIFOs are refused, as are more members or more unpacked bytes than the configured
-    limits. Python's tarfile `data` filter is applied to every member as the floor.
+
+def archive_compressed(path: Path) -> bool:
+    return _decompressor(path) is not None
+
+
+class _Budgeted:
+    """A decompressed stream that refuses to give more than `limit` bytes."""
+
+    def __init__(self, stream, limit: int, message: str):
+        self.stream, self.limit, self.message, self.given = stream, limit, message, 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        self.given += len(data)
+        if self.given > self.limit:
+            raise UnsafeArchiveError(self.message)
+        return data
+
+
+@contextmanager
+def _archive_open(path: Path) -> Iterator[tarfile.TarFile]:
+    """The archive, for reading its members in order. An uncompressed tar is read header by header, its
+    data skipped by seeking. A compressed one can only be read through, so it is decompressed as a stream
+    that stops past ARCHIVE_MAX_RATIO times its compressed size (plus RATIO_HEADROOM_BYTES) or
+    ARCHIVE_MAX_UNPACKED_BYTES, whichever is less: a bomb costs a few megabytes of work, not gigabytes."""
+    decompress = _decompressor(path)
+    if decompress is None:
+        with tarfile.open(path, "r:") as archive:
+            yield archive
+        return
+    size = path.stat().st_size
+    ratio, total = settings.ARCHIVE_MAX_RATIO, settings.ARCHIVE_MAX_UNPACKED_BYTES
+    by_ratio = ratio * size + RATIO_HEADROOM_BYTES
+    if by_ratio < total:
+        limit = by_ratio
+        message = (
+            f"The archive decompresses to more than {by_ratio} bytes: ARCHIVE_MAX_RATIO allows {ratio} times its "
+            f"{size} compressed bytes (plus {RATIO_HEADROOM_BYTES})."
+        )
+    else:
+        limit = total
+        message = f"The archive decompresses to more than ARCHIVE_MAX_UNPACKED_BYTES ({total}) bytes."
+    with (
+        decompress(path, "rb") as stream,
+        tarfile.open(fileobj=cast(IO[bytes], _Budgeted(stream, limit, message)), mode="r|") as archive,
+    ):
+        yield archive
+
+
+def archive_check(path: Path) -> None:
+    """Refuse a tar archive that could write outside its directory, or cost unbounded work to inspect.
+
+    Nothing is unpacked: every member is judged by `archive_member_check` (the rule `archive_extract` applies
+    while unpacking), and more than ARCHIVE_MAX_MEMBERS members, more than ARCHIVE_MAX_UNPACKED_BYTES in
+    their sizes, or a compressed archive past its decompression budget (`_archive_open`) is refused.
     """
-    if not tarfile.is_tarfile(path):
-        raise UnsafeArchiveError("The file is not a tar archive.")
     max_members = settings.ARCHIVE_MAX_MEMBERS
     max_bytes = settings.ARCHIVE_MAX_UNPACKED_BYTES
-    destination = str(Path(tempfile.gettempdir()) / "calculet-archive-check")
+    # A stand-in: nothing is written there; Python's data filter resolves names against a directory.
+    destination = Path(tempfile.gettempdir()) / "calculet-archive-check"
     members = 0
     unpacked = 0
+    tree = ArchiveTree()
     try:
-        with tarfile.open(path, mode="r:*") as archive:
+        with _archive_open(path) as archive:
             for member in archive:
                 members += 1
                 if members > max_members:
-                    raise UnsafeArchiveError(f"The archive holds more than {max_members} members.")
+                    raise UnsafeArchiveError(
+                        f"The archive holds more than ARCHIVE_MAX_MEMBERS ({max_members}) members."
+                    )
                 unpacked += member.size
                 if unpacked > max_bytes:
-                    raise UnsafeArchiveError(f"The archive unpacks to more than {max_bytes} bytes.")
-                _member_check(member)
-                try:
-                    tarfile.data_filter(member, destination)
-                except tarfile.FilterError as error:
-                    raise UnsafeArchiveError(f"Member {member.name!r} refused: {error}.") from error
-    except (tarfile.TarError, EOFError, OSError) as error:
+                    raise UnsafeArchiveError(
+                        f"The archive unpacks to more than ARCHIVE_MAX_UNPACKED_BYTES ({max_bytes}) bytes."
+                    )
+                archive_member_check(member, tree, str(destination))
+    except tarfile.ReadError as error:
+        raise UnsafeArchiveError(
+            f"The file is not a tar archive (optionally gzip, bzip2 or xz compressed): {error}."
+        ) from error
+    except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as error:
         raise UnsafeArchiveError(f"The archive cannot be read: {error}.") from error
 
 
-def _leaves(path: PurePosixPath) -> bool:
-    depth = 0
-    for part in path.parts:
-        depth += -1 if part == ".." else (0 if part == "." else 1)
-        if depth < 0:
-            return True
-    return False
+def archive_extract(path: Path, destination: Path) -> None:
+    """Unpack an archive into `destination` after `archive_check`, each member through `archive_member_check`
+    against what is already unpacked: the same rule the check applied."""
+    archive_check(path)
+    tree = ArchiveTree()
+    with _archive_open(path) as archive:
+        archive.extractall(destination, filter=lambda member, dest: archive_member_check(member, tree, dest))
 
 
-def _member_check(member: tarfile.TarInfo) -> None:
-    name = PurePosixPath(member.name)
-    if member.name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", member.name):
-        raise UnsafeArchiveError(f"Member {member.name!r} has an absolute path.")
-    if ".." in name.parts:
-        raise UnsafeArchiveError(f"Member {member.name!r} contains '..'.")
+class ArchiveTree:
+    """Where each symbolic link met so far in an archive points, so that a later member's name is resolved
+    through them as the filesystem will resolve it once they are unpacked."""
+
+    def __init__(self):
+        self.links: dict[PurePosixPath, str] = {}
+
+    def resolve(self, name: str, *, follow_last: bool) -> PurePosixPath | None:
+        """The place under the destination that `name` reaches through the links met so far (the last part
+        too with `follow_last`), or None when it leaves the destination or loops."""
+        pending = list(PurePosixPath(name).parts)
+        resolved: list[str] = []
+        hops = 0
+        while pending:
+            part = pending.pop(0)
+            if part == "/":
+                return None
+            if part == ".":
+                continue
+            if part == "..":
+                if not resolved:
+                    return None
+                resolved.pop()
+                continue
+            target = self.links.get(PurePosixPath(*resolved, part))
+            if target is not None and (pending or follow_last):
+                hops += 1
+                if hops > MAX_LINK_HOPS:
+                    return None
+                pending = list(PurePosixPath(target).parts) + pending
+                continue
+            resolved.append(part)
+        return PurePosixPath(*resolved)
+
+
+def archive_member_check(member: tarfile.TarInfo, tree: ArchiveTree, destination: str) -> tarfile.TarInfo:
+    """Judge one member after the members before it (recorded in `tree`); returns it as it may be unpacked.
+
+    Refused: an absolute name, a drive letter or '..' in the name; a member written through the links before
+    it to a place outside the destination (`a -> .`, then `a/b -> ..`); a symbolic link whose target, from
+    where it is, leaves the destination; a hard link to a name outside it; a device file or FIFO; the setuid,
+    setgid or sticky bit. Python's `data` filter is applied last, as the floor (it also drops group and other
+    write permission). Raises UnsafeArchiveError naming the member.
+    """
+    name = member.name
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        raise UnsafeArchiveError(f"Member {name!r} has an absolute path.")
+    if ".." in PurePosixPath(name).parts:
+        raise UnsafeArchiveError(f"Member {name!r} contains '..'.")
     if member.ischr() or member.isblk() or member.isfifo():
-        raise UnsafeArchiveError(f"Member {member.name!r} is a device file or FIFO.")
+        raise UnsafeArchiveError(f"Member {name!r} is a device file or FIFO.")
+    if member.mode & SPECIAL_BITS:
+        raise UnsafeArchiveError(f"Member {name!r} has the setuid, setgid or sticky bit (mode {member.mode:o}).")
+    place = tree.resolve(name, follow_last=False)
+    if place is None:
+        raise UnsafeArchiveError(f"Member {name!r} would be written outside the archive through a link before it.")
+    tree.links.pop(place, None)
     if member.issym() or member.islnk():
         target = member.linkname
         if target.startswith("/"):
-            raise UnsafeArchiveError(f"Link {member.name!r} points to the absolute path {target!r}.")
-        base = name.parent if member.issym() else PurePosixPath()
-        if _leaves(base / target):
-            raise UnsafeArchiveError(f"Link {member.name!r} points outside the archive ({target!r}).")
+            raise UnsafeArchiveError(f"Link {name!r} points to the absolute path {target!r}.")
+        # A symbolic link is resolved from its own directory; a hard link names a member from the top.
+        reached = tree.resolve(str(place.parent / target) if member.issym() else target, follow_last=True)
+        if reached is None:
+            raise UnsafeArchiveError(f"Link {name!r} points outside the archive ({target!r}).")
+        if member.issym():
+            tree.links[place] = target
+    try:
+        return tarfile.data_filter(member, destination)
+    except tarfile.FilterError as error:
+        raise UnsafeArchiveError(f"Member {name!r} refused: {error}.") from error
 
 
 def _reject(*, actor, organisation, metadata: dict, message: str, field: str, code: str) -> ArtifactRejectedError:
@@ -185,11 +327,13 @@ def _reject(*, actor, organisation, metadata: dict, message: str, field: str, co
 def artifact_ingest(
     *, actor, path: Path, metadata: dict, sha256: str | None = None, size: int | None = None, field_names=None
 ) -> Artifact:
-    """Turn the received bytes at `path` into a verified artifact of the actor's organisation.
+    """Turn the received bytes at `path` into an artifact of the actor's organisation: verified, or
+    `verifying` when it is a compressed archive, which the `vendor.artifact_check` task then decides
+    (`artifact_check`).
 
     Preconditions: `metadata` comes from `artifact_metadata_clean`; `sha256`/`size`, when given, were
     computed over the bytes as they arrived (otherwise they are computed here). The file at `path` is
-    consumed. Bytes whose size or digest differ from the declared ones, and archives that fail
+    consumed. Bytes whose size or digest differ from the declared ones, and uncompressed archives that fail
     `archive_check`, become a rejected artifact with the reason and no stored bytes, and
     ArtifactRejectedError is raised. The same name and version with the same bytes returns the existing
     artifact; with other bytes, ConflictError.
@@ -219,7 +363,8 @@ def artifact_ingest(
                 field=names["sha256"],
                 code="digest_mismatch",
             )
-        if metadata["kind"] in ARCHIVE_KINDS:
+        deferred = metadata["kind"] in ARCHIVE_KINDS and archive_compressed(path)
+        if metadata["kind"] in ARCHIVE_KINDS and not deferred:
             try:
                 archive_check(path)
             except UnsafeArchiveError as error:
@@ -245,20 +390,87 @@ def artifact_ingest(
                     declared_size=metadata["size"],
                     declared_sha256=metadata["sha256"],
                     blob=blob,
-                    state=Artifact.VERIFIED,
+                    state=Artifact.VERIFYING if deferred else Artifact.VERIFIED,
                     uploaded_by=actor,
-                    verified_at=timezone.now(),
+                    verified_at=None if deferred else timezone.now(),
                 )
-                audit_record(actor=actor, action="artifact.verify", obj=artifact, after=metadata)
+                action = "artifact.receive" if deferred else "artifact.verify"
+                audit_record(actor=actor, action=action, obj=artifact, after=metadata)
+                if deferred:
+                    artifact_id = artifact.pk
+                    transaction.on_commit(lambda: _check_send(artifact_id))
         except IntegrityError:
-            # Another request verified the same name and version first.
+            # Another request stored the same name and version first.
             existing = artifact_version_check(organisation, metadata, field=names["version"])
             if existing is None:
                 raise
             return existing
+        if deferred:
+            artifact.refresh_from_db()  # tasks run in-process on the laptop default: it may be decided already
         return artifact
     finally:
         path.unlink(missing_ok=True)
+
+
+def _check_send(artifact_id: int) -> None:
+    from vendor.tasks import artifact_check_task
+
+    try:
+        artifact_check_task.delay(artifact_id)
+    except Exception:  # the broker is down: the artifact stays verifying and is sent again later
+        logger.exception("could not send the check of artifact %s; it will be sent again", artifact_id)
+
+
+def artifact_check(artifact_id: int) -> Artifact:
+    """Decide a `verifying` artifact: its archive passes `archive_check` (within its decompression budget)
+    and it becomes verified, or it becomes rejected with the reason and its bytes are dropped (unless the
+    same bytes belong to another artifact). An artifact no longer `verifying` is returned unchanged, so a
+    repeated message does nothing."""
+    artifact = Artifact.objects.select_related("blob").get(pk=artifact_id)
+    if artifact.state != Artifact.VERIFYING:
+        return artifact
+    try:
+        with blob_local_path(artifact.stored_blob) as path:
+            archive_check(path)
+        problem = ""
+    except UnsafeArchiveError as error:
+        problem = str(error)
+    with transaction.atomic():
+        locked = lock_rows(Artifact.objects).get(pk=artifact_id)
+        if locked.state != Artifact.VERIFYING:
+            return locked
+        blob_id = locked.blob_id
+        if problem:
+            locked.state, locked.rejection_reason, locked.blob = Artifact.REJECTED, problem, None
+            locked.save(update_fields=["state", "rejection_reason", "blob"])
+            _blob_drop_unused(blob_id)
+            audit_record(actor=None, action="artifact.reject", obj=locked, after={"reason": problem})
+        else:
+            locked.state, locked.verified_at = Artifact.VERIFIED, timezone.now()
+            locked.save(update_fields=["state", "verified_at"])
+            audit_record(actor=None, action="artifact.verify", obj=locked, after={"sha256": locked.declared_sha256})
+    return locked
+
+
+def _blob_drop_unused(blob_id: int) -> None:
+    """Delete rejected bytes, unless another artifact holds the same ones. Inside the caller's transaction."""
+    blob = lock_rows(Blob.objects).get(pk=blob_id)
+    if blob.artifacts.exists():
+        return
+    name = blob.storage_name
+    blob.delete()
+    transaction.on_commit(lambda: artifact_storage().delete(name))
+
+
+def artifacts_check_resend(*, now=None) -> int:
+    """Send again the check of every artifact `verifying` for longer than CHECK_RESEND_AFTER (its message
+    was lost); returns how many. A check still running meanwhile is harmless: one decides, the other finds
+    it decided."""
+    cutoff = (now or timezone.now()) - CHECK_RESEND_AFTER
+    stale = list(Artifact.objects.filter(state=Artifact.VERIFYING, created_at__lte=cutoff).values_list("pk", flat=True))
+    for artifact_id in stale:
+        _check_send(artifact_id)
+    return len(stale)
 
 
 def upload_temp_dir() -> Path:
@@ -290,8 +502,10 @@ def artifact_upload(*, actor, stream, kind, version, file_name, sha256) -> Artif
                 target.write(chunk)
             target.flush()
             os.fsync(target.fileno())
-    except BaseException:
+    except BaseException as error:
         Path(name).unlink(missing_ok=True)
+        if isinstance(error, OSError) and error.errno in NO_SPACE:
+            raise StorageFullError("The artifact store is full; nothing of the file was kept.") from error
         raise
     metadata["size"] = size
     return artifact_ingest(actor=actor, path=Path(name), metadata=metadata, sha256=digest.hexdigest(), size=size)

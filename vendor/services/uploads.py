@@ -1,9 +1,10 @@
 """Resumable uploads (the tus 1.0 protocol's state, without its HTTP).
 
 The bytes of an upload go to `<UPLOAD_TEMP_DIR>/<id>.part` in constant memory. The SHA-256 of the whole
-upload is computed on the way: each process keeps a running hash per upload and offset; a chunk that
-arrives in another process, or at another offset, re-hashes the partial file once. The last byte hands
-the file to `artifact_ingest`, which verifies it against the declared digest.
+upload is computed on the way, and its state is stored with the offset after every chunk (`Upload.hash_state`,
+a `rehashes` SHA-256 state: hashlib's cannot be saved), so the next chunk continues it in whichever web
+worker it lands, never reading the bytes already stored. The last byte hands the file to `artifact_ingest`,
+which verifies it against the declared digest.
 """
 
 import datetime
@@ -11,7 +12,6 @@ import fcntl
 import hashlib
 import hmac
 import os
-import threading
 from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
@@ -19,12 +19,14 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from rehashes import PySha256
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import ConflictError, DomainError
+from calculet.errors import ConflictError, DomainError, StorageFullError
 from vendor.models import Upload
 from vendor.services.artifacts import (
+    NO_SPACE,
     ArtifactRejectedError,
     artifact_ingest,
     artifact_metadata_clean,
@@ -35,7 +37,7 @@ from vendor.services.artifacts import (
 from vendor.storage import CHUNK_BYTES
 
 METADATA_KEYS = ("kind", "version", "filename", "sha256")
-WRITEBACK_BYTES = 32 * 1024 * 1024
+WRITEBACK_BYTES = 8 * 1024 * 1024
 INGEST_FIELD_NAMES = {
     "sha256": "Upload-Metadata.sha256",
     "size": "Upload-Length",
@@ -59,31 +61,22 @@ class ChecksumMismatchError(DomainError):
     code = "checksum_mismatch"
 
 
-_running_hashes: dict = {}
-_running_hashes_lock = threading.Lock()
-
-
-def _running_hash_take(upload_id, offset: int):
-    with _running_hashes_lock:
-        entry = _running_hashes.pop(upload_id, None)
-    if entry is not None and entry[0] == offset:
-        return entry[1]
-    return None
-
-
-def _running_hash_keep(upload_id, offset: int, digest) -> None:
-    with _running_hashes_lock:
-        _running_hashes[upload_id] = (offset, digest)
-
-
-def _hash_prefix(path: Path, length: int):
-    digest = hashlib.sha256()
-    remaining = length
-    with open(path, "rb") as handle:
-        while remaining and (chunk := handle.read(min(CHUNK_BYTES, remaining))):
-            digest.update(chunk)
-            remaining -= len(chunk)
-    return digest
+def _hash_resume(upload: Upload, path: Path) -> PySha256:
+    """The SHA-256 of the upload's first `offset` bytes, continued from its stored state. Only an upload
+    without a state it can read (begun before states were stored, or cut back to what its file holds) reads
+    its stored bytes, once."""
+    if upload.offset == 0:
+        return PySha256()
+    try:
+        return PySha256.deserialize(bytes(upload.hash_state))
+    except ValueError:
+        digest = PySha256()
+        remaining = upload.offset
+        with open(path, "rb") as handle:
+            while remaining and (chunk := handle.read(min(CHUNK_BYTES, remaining))):
+                digest.update(chunk)
+                remaining -= len(chunk)
+        return digest
 
 
 def upload_path(upload: Upload) -> Path:
@@ -129,7 +122,8 @@ def _exclusive(path: Path):
     """One writer per upload across threads and processes; a second one is told the upload is busy."""
     if not path.exists():
         raise UploadExpiredError("The upload's bytes are gone; start a new upload.")
-    with open(path, "r+b") as handle:
+    # Unbuffered: a write that fails leaves nothing in a buffer to be written (or fail again) later.
+    with open(path, "r+b", buffering=0) as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
@@ -163,7 +157,7 @@ def upload_append(
         )
     path = upload_path(upload)
     with _exclusive(path) as handle:
-        upload.refresh_from_db(fields=["offset", "artifact"])
+        upload.refresh_from_db(fields=["offset", "artifact", "hash_state"])
         if upload.artifact_id is not None:
             raise ConflictError("The upload is complete.", field="Upload-Offset", code="complete")
         if offset != upload.offset:
@@ -172,27 +166,39 @@ def upload_append(
             )
         on_disk = os.fstat(handle.fileno()).st_size
         if on_disk < offset:
-            Upload.objects.filter(pk=upload.pk).update(offset=on_disk)
+            Upload.objects.filter(pk=upload.pk).update(offset=on_disk, hash_state=b"")
             raise ConflictError(f"Only {on_disk} bytes are stored; resume from there.", field="Upload-Offset")
         handle.truncate(offset)  # bytes past the recorded offset were never acknowledged
-        digest = _running_hash_take(upload.id, offset) or _hash_prefix(path, offset)
-        received, digest = _receive(handle, offset, stream, content_length, digest, chunk_checksum)
-        new_offset = offset + received
-        Upload.objects.filter(pk=upload.pk, offset=offset).update(offset=new_offset)
-        upload.offset = new_offset
-        if new_offset < upload.length:
-            _running_hash_keep(upload.id, new_offset, digest)
+        received, digest = _receive(handle, offset, stream, content_length, _hash_resume(upload, path), chunk_checksum)
+        if not received:
             return upload
-        return _upload_finish(actor=actor, upload=upload, sha256=digest.hexdigest())
+        upload.offset = offset + received
+        upload.hash_state = digest.serialize()
+        Upload.objects.filter(pk=upload.pk, offset=offset).update(offset=upload.offset, hash_state=upload.hash_state)
+        if upload.offset < upload.length:
+            return upload
+        return _upload_finish(actor=actor, upload=upload, sha256=digest.finalize())
 
 
 def _receive(handle, offset: int, stream, content_length: int, digest, chunk_checksum):
     """Copy up to `content_length` bytes from `stream` to `handle` at `offset`.
 
-    Returns (bytes kept, the upload's hash advanced over them). A chunk with a checksum is kept whole or
-    not at all."""
+    Returns (bytes kept, `digest` advanced over them). A chunk with a checksum is kept whole or not at all.
+    On a full disk nothing of the chunk is kept (the file is cut back to `offset`, the acknowledged end) and
+    StorageFullError is raised."""
+    try:
+        return _copy(handle, offset, stream, content_length, digest, chunk_checksum)
+    except OSError as error:
+        if error.errno not in NO_SPACE:
+            raise
+        handle.truncate(offset)
+        raise StorageFullError(
+            f"The artifact store is full; nothing of this chunk was kept. Resume at Upload-Offset {offset} later."
+        ) from error
+
+
+def _copy(handle, offset: int, stream, content_length: int, digest, chunk_checksum):
     chunk_digest = hashlib.new(chunk_checksum[0]) if chunk_checksum is not None else None
-    advanced = digest.copy()
     handle.seek(offset)
     received = 0
     written_back = 0
@@ -203,8 +209,10 @@ def _receive(handle, offset: int, stream, content_length: int, digest, chunk_che
             break
         if not block:
             break
-        handle.write(block)
-        advanced.update(block)
+        remaining = memoryview(block)
+        while remaining:
+            remaining = remaining[handle.write(remaining) :]
+        digest.update(block)
         if chunk_digest is not None:
             chunk_digest.update(block)
         received += len(block)
@@ -214,15 +222,14 @@ def _receive(handle, offset: int, stream, content_length: int, digest, chunk_che
     if chunk_digest is not None:
         if received < content_length:
             handle.truncate(offset)
-            return 0, digest
+            return 0, None
         if not hmac.compare_digest(chunk_digest.digest(), chunk_checksum[1]):
             handle.truncate(offset)
             raise ChecksumMismatchError(
                 "The chunk's digest does not match Upload-Checksum; it was discarded.", field="Upload-Checksum"
             )
-    handle.flush()
     os.fsync(handle.fileno())
-    return received, advanced
+    return received, digest
 
 
 def _write_back(handle, start: int, end: int) -> None:
@@ -231,14 +238,11 @@ def _write_back(handle, start: int, end: int) -> None:
     then neither waits for the disk at its end nor crowds the page cache. (Linux starts asynchronous
     writeback of dirty pages on POSIX_FADV_DONTNEED.)"""
     if hasattr(os, "posix_fadvise"):
-        handle.flush()
         os.posix_fadvise(handle.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
 
 
 def _upload_finish(*, actor, upload: Upload, sha256: str | None) -> Upload:
     """Hand the complete file to `artifact_ingest` and link the resulting artifact, verified or rejected."""
-    with _running_hashes_lock:
-        _running_hashes.pop(upload.id, None)
     metadata = {**upload.metadata, "size": upload.length}
     try:
         artifact = artifact_ingest(
@@ -270,8 +274,6 @@ def upload_terminate(*, actor, upload: Upload) -> None:
             actor=actor, action="upload.terminate", obj=locked, after={"offset": locked.offset, **locked.metadata}
         )
         locked.delete()
-        with _running_hashes_lock:
-            _running_hashes.pop(upload.id, None)
         upload_path(upload).unlink(missing_ok=True)
 
 

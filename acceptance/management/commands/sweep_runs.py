@@ -18,5 +18,6 @@ class Command(BaseCommand):
         report = runs_sweep(queued_resend_after=resend_after)
         self.stdout.write(
             f"requeued {report.requeued} (lease expired), gave up on {report.gave_up}, "
-            f"re-sent {report.resent} (message lost), dispatched {report.dispatched} (target back)"
+            f"re-sent {report.resent} (message lost), dispatched {report.dispatched} (target back), "
+            f"removed {report.removed_dirs} left-over run directories"
         )

@@ -6,7 +6,6 @@ import os
 import shlex
 import shutil
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -20,8 +19,8 @@ from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
 from npu_sim.calbin import build_calbin
-from vendor.models import Artifact, Blob
-from vendor.services.artifacts import archive_check
+from vendor.models import Artifact
+from vendor.services.artifacts import archive_extract
 from vendor.storage import blob_local_path
 
 
@@ -53,25 +52,16 @@ def _limits(inputs_bytes: int) -> Limits:
     )
 
 
-def _stored_blob(artifact: Artifact) -> Blob:
-    """The bytes of an artifact a run relies on: the artifact stage let only verified ones through."""
-    if artifact.blob is None:
-        raise ValueError(f"artifact {artifact.pk} has no verified bytes")
-    return artifact.blob
-
-
 def _copy_blob(artifact: Artifact, destination: Path) -> None:
-    with blob_local_path(_stored_blob(artifact)) as source:
+    with blob_local_path(artifact.stored_blob) as source:
         shutil.copyfile(source, destination)
 
 
 def _unpack_bundle(bundle: Artifact, destination: Path) -> list[str]:
-    """Unpack a vendor's runner bundle (already checked at the artifact stage; checked again here) and return
-    its command."""
-    with blob_local_path(_stored_blob(bundle)) as source:
-        archive_check(source)
-        with tarfile.open(source, "r:*") as archive:
-            archive.extractall(destination, filter="data")
+    """Unpack a vendor's runner bundle (already checked at the artifact stage; each member checked again as it
+    is unpacked) and return its command."""
+    with blob_local_path(bundle.stored_blob) as source:
+        archive_extract(source, destination)
     return runner_bundle_command((destination / RUNNER_MANIFEST).read_bytes())
 
 
@@ -111,6 +101,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
                 limits=_limits(inputs_bytes),
                 on_output=reporter.output,
                 on_tick=lambda: not reporter.lost,
+                devices=tuple(settings.ACCEPTANCE_RUNNER_DEVICES),
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")

@@ -8,8 +8,10 @@
   the router is replicated, and the partial expert outputs are summed across the link.
 - The LM head is split by vocabulary; chiplet 1 sends its half of the logits to chiplet 0.
 
-Weights carry a leading chiplet axis of size 2, so each chiplet only ever multiplies its own
-slice; the sum over that axis is the reduction, and every transfer is counted as D2D bytes.
+Each chiplet only ever multiplies its own slice of a weight. Where both chiplets multiply the same input
+(column splits), one matrix product computes both chiplets' columns side by side, a dot product per column
+as each chiplet would; where their inputs differ (row splits), a stacked product keeps a partial per
+chiplet. The sum over the chiplet axis is the reduction, and every transfer is counted as D2D bytes.
 """
 
 import numpy as np
@@ -23,11 +25,18 @@ CHIPLETS = 2
 LINK_DTYPES = {"float32": 4, "bfloat16": 2}
 
 
-def _split_columns(w: np.ndarray) -> np.ndarray:
-    """[..., rows, cols] -> [..., 2, rows, cols/2]: chiplet c gets the c-th half of the columns."""
-    *lead, rows, cols = w.shape
-    halves = w.reshape(*lead, rows, CHIPLETS, cols // CHIPLETS)
-    return np.ascontiguousarray(np.moveaxis(halves, -2, -3))
+def _column_halves(w: np.ndarray) -> list[np.ndarray]:
+    """[..., rows, cols] -> chiplet c's half of the columns, for c in 0, 1."""
+    return np.split(w, CHIPLETS, axis=-1)
+
+
+def _by_chiplet(*weights: np.ndarray) -> np.ndarray:
+    """The columns each chiplet computes from one input, chiplet by chiplet: [..., rows, c0's | c1's].
+
+    Chiplet c's part holds its half of each weight's columns, in the order given.
+    """
+    halves = [_column_halves(w) for w in weights]
+    return np.ascontiguousarray(np.concatenate([h[chiplet] for chiplet in range(CHIPLETS) for h in halves], axis=-1))
 
 
 def _split_rows(w: np.ndarray) -> np.ndarray:
@@ -45,15 +54,17 @@ class TensorParallelModel(ReferenceModel):
         super().__init__(config, weights)
         self.link_dtype = link_dtype
         self.d2d_bytes = 0
-        self.split: dict[str, np.ndarray] = {}
+        self.qkv: list[np.ndarray] = []  # per layer: [hidden, c0's q|k|v | c1's q|k|v]
+        self.o_proj: list[np.ndarray] = []  # per layer: [2, rows/2, hidden]
+        self.gate_up: list[np.ndarray] = []  # per layer: [experts, hidden, c0's gate|up | c1's gate|up]
+        self.down: list[np.ndarray] = []  # per layer: [experts, 2, ffn/2, hidden]
         for i in range(config.layers):
             p = f"layers.{i}."
             # Q heads of a KV head are contiguous, so half the columns is half the KV heads plus their Q heads.
-            for name in ("q_proj", "k_proj", "v_proj", "experts.gate", "experts.up"):
-                self.split[p + name] = _split_columns(weights[p + name])
-            for name in ("o_proj", "experts.down"):
-                self.split[p + name] = _split_rows(weights[p + name])
-        self.split["lm_head"] = _split_columns(weights["lm_head"])
+            self.qkv.append(_by_chiplet(weights[p + "q_proj"], weights[p + "k_proj"], weights[p + "v_proj"]))
+            self.o_proj.append(_split_rows(weights[p + "o_proj"]))
+            self.gate_up.append(_by_chiplet(weights[p + "experts.gate"], weights[p + "experts.up"]))
+            self.down.append(_split_rows(weights[p + "experts.down"]))
 
     def _send(self, values: np.ndarray) -> None:
         self.d2d_bytes += values.size * LINK_DTYPES[self.link_dtype]
@@ -71,36 +82,33 @@ class TensorParallelModel(ReferenceModel):
         return x
 
     def _qkv(self, h: np.ndarray, layer: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        c, p, rows = self.config, f"layers.{layer}.", len(h)
-
-        def heads(w: np.ndarray, count: int) -> np.ndarray:
-            # [2, rows, count/2 * d] -> [rows, count, d], chiplet 0's heads first.
-            return np.matmul(h, w).transpose(1, 0, 2).reshape(rows, count, c.head_dim)
-
-        return (
-            heads(self.split[p + "q_proj"], c.q_heads),
-            heads(self.split[p + "k_proj"], c.kv_heads),
-            heads(self.split[p + "v_proj"], c.kv_heads),
-        )
+        c, rows = self.config, len(h)
+        q_heads, kv_heads = c.q_heads // CHIPLETS, c.kv_heads // CHIPLETS
+        # [rows, chiplet, its heads: q then k then v, head_dim]
+        out = (h @ self.qkv[layer]).reshape(rows, CHIPLETS, q_heads + 2 * kv_heads, c.head_dim)
+        q = out[:, :, :q_heads].reshape(rows, c.q_heads, c.head_dim)
+        k = out[:, :, q_heads : q_heads + kv_heads].reshape(rows, c.kv_heads, c.head_dim)
+        v = out[:, :, q_heads + kv_heads :].reshape(rows, c.kv_heads, c.head_dim)
+        return q, k, v
 
     def _out_proj(self, attn: np.ndarray, layer: int) -> np.ndarray:
+        # Chiplet c holds the attention output of its heads: the c-th half of attn's columns.
         per_chiplet = attn.reshape(len(attn), CHIPLETS, -1).transpose(1, 0, 2)
-        return self._all_reduce(np.matmul(per_chiplet, self.split[f"layers.{layer}.o_proj"]))
+        return self._all_reduce(per_chiplet @ self.o_proj[layer])
 
     def _moe(self, h: np.ndarray, layer: int) -> np.ndarray:
-        p = f"layers.{layer}."
         chosen, gates = self._route(h, layer)
-        gate_w, up_w = self.split[p + "experts.gate"], self.split[p + "experts.up"]
-        down_w = self.split[p + "experts.down"]
+        half = self.config.expert_ffn // CHIPLETS
         partial = np.zeros((CHIPLETS, *h.shape), dtype=np.float32)
         for expert in np.unique(chosen):
             rows, slot = np.nonzero(chosen == expert)
-            x = h[rows]
-            act = silu(np.matmul(x, gate_w[expert])) * np.matmul(x, up_w[expert])
-            partial[:, rows] += np.matmul(act, down_w[expert]) * gates[rows, slot][:, None]
+            gate_up = (h[rows] @ self.gate_up[layer][expert]).reshape(len(rows), CHIPLETS, 2, half)
+            act = silu(gate_up[:, :, 0]) * gate_up[:, :, 1]  # [rows, chiplet, ffn/2]
+            partial[:, rows] += (act.transpose(1, 0, 2) @ self.down[layer][expert]) * gates[rows, slot][:, None]
         return self._all_reduce(partial)
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
-        halves = np.matmul(rms_norm(x, self.w["final_norm"], self.config.rms_eps), self.split["lm_head"])
-        self._send(halves[1])
-        return np.concatenate([halves[0], halves[1]], axis=-1)
+        # The LM head is split by vocabulary: chiplet 0 computes the first half, chiplet 1 the second.
+        logits = rms_norm(x, self.w["final_norm"], self.config.rms_eps) @ self.w["lm_head"]
+        self._send(logits[..., self.config.vocab // CHIPLETS :])
+        return logits

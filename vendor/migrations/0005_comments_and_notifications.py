@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('vendor', '0002_remove_answer_capability'),
+        ('vendor', '0004_upload_hash_state'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

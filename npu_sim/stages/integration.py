@@ -1,0 +1,112 @@
+"""Stage `integration`: several sequences through a server loop, each checked against its replay alone."""
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from npu_sim.golden import compare
+from npu_sim.protocol.context import JobContext, Recorder, Session, open_checked_session
+from npu_sim.protocol.job import JobError, Param, parse_fault
+from npu_sim.sampling import SamplingParams, reference_probabilities
+from npu_sim.server import Request, ServeTrace, serve
+
+PARAMS = {
+    "sequences": Param("integer", 6, minimum=1),
+    "max_new_tokens": Param("integer", 8, minimum=1),
+    "seed": Param("integer", 0),
+    "fault": Param("object", None),
+}
+
+
+def requests_for(session: Session, params: dict[str, Any], sampling: SamplingParams | None = None) -> list[Request]:
+    """Sequences of different prompt lengths and lengths to generate, arriving together."""
+    calbin = session.calbin
+    rng = np.random.default_rng(params["seed"])
+    requests = []
+    for i in range(params["sequences"]):
+        prompt_length = 3 + (7 * i) % 11
+        new_tokens = max(1, params["max_new_tokens"] - i % 3)
+        if prompt_length + new_tokens > calbin.max_seq_len:
+            raise JobError(f"params.max_new_tokens: sequences must fit {calbin.max_seq_len} positions")
+        prompt = rng.integers(0, calbin.config.vocab, prompt_length).tolist()
+        requests.append(Request(i + 1, prompt, new_tokens, sampling=sampling))
+    return requests
+
+
+def arm_fault(rec: Recorder, session: Session, params: dict[str, Any]) -> None:
+    if params.get("fault") is not None:
+        fault = parse_fault(params["fault"], "params.fault")
+        session.device.inject(fault)
+        rec.log(f"fault armed: {fault}")
+
+
+def routine(
+    rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None, retries: int = 0
+) -> ServeTrace:
+    """Serve, then check completion, overlap, KV release, and every output against the reference:
+    the same logits (greedy), or tokens the reference sampler could have drawn (device sampling)."""
+    calbin, kv = session.calbin, session.kv
+    requests = requests_for(session, params, sampling)
+    arm_fault(rec, session, params)
+    rec.progress(10, f"serving {len(requests)} sequences on {kv.lanes} lanes")
+    trace = serve(session.device, calbin, kv, requests, concurrency=kv.lanes, record_logits=True, retries=retries)
+    errors = [r for r in requests if r.error is not None]
+    rec.check(
+        "all_sequences_completed",
+        not errors,
+        f"{len(requests) - len(errors)}/{len(requests)} completed"
+        + (f"; errors: {dict(Counter(r.error.name for r in errors if r.error))}" if errors else ""),
+    )
+    rec.check(
+        "sequences_overlapped",
+        trace.max_active > 1 and trace.prefills_during_decode > 0,
+        f"up to {trace.max_active} sequences per decode step; {trace.prefills_during_decode} prefills "
+        f"while others were decoding (decode batch {kv.lanes})",
+    )
+    rec.check(
+        "kv_empty_at_end",
+        kv.used_tokens == 0 and not kv.sequences(),
+        f"{kv.used_tokens} tokens, {len(kv.sequences())} sequences left",
+    )
+    rec.progress(80, "replaying every sequence alone on the reference")
+    mismatches = []
+    for request in requests:
+        if request.error is not None:
+            continue
+        expected = calbin.reference_logits(request.prompt, request.tokens)
+        if sampling is None:
+            report = compare(expected, np.stack(request.logits))
+            if not report["passed"]:
+                mismatches.append(f"sequence {request.rid}: {'; '.join(report['failures'])}")
+            continue
+        for step, (row, token) in enumerate(zip(expected, request.tokens, strict=True)):
+            probabilities, boundary = reference_probabilities(row, sampling)
+            if probabilities[token] == 0 and not boundary[token]:
+                mismatches.append(f"sequence {request.rid} step {step}: token {token} has probability 0")
+    what = "matches its replay alone" if sampling is None else "drew only tokens the reference sampler allows"
+    rec.check(
+        "outputs_match_reference", not mismatches, "; ".join(mismatches[:5]) or f"every completed sequence {what}"
+    )
+    rec.metrics.update(
+        {
+            "sequences": len(requests),
+            "completed": len(requests) - len(errors),
+            "prefill_calls": trace.prefill_calls,
+            "decode_calls": trace.decode_calls,
+            "max_active": trace.max_active,
+            "prefills_during_decode": trace.prefills_during_decode,
+            "recoveries": trace.recoveries,
+            "device_time_ms": round(session.device.clock_ms, 3),
+            "counters": session.device.counters(),
+        }
+    )
+    return trace
+
+
+def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:
+    if params["fault"] is not None:
+        parse_fault(params["fault"], "params.fault")
+    session = open_checked_session(ctx, rec)
+    if session:
+        routine(rec, session, params)

@@ -1,0 +1,188 @@
+"""Stage `soak`: N requests at concurrency C, with the breakdown section 11 asks of a performance report.
+
+Two kinds of time, never mixed: the device's time is modelled (the timing model, from the package); the
+simulation's own wall time on this machine is measured, and so is the host's share of token choice. The
+breakdown follows section 11: client time to first byte (seen by the client, queueing included: not
+predicted_ms + prompt_ms, P03), service queueing, prefill, decode, H2D / infer / D2H per call, sampling;
+with the prompt and output tokens and the concurrency fixed and stated.
+"""
+
+import csv
+import time
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from npu_sim.device import CallRecord
+from npu_sim.protocol.context import JobContext, Recorder, Session, open_checked_session
+from npu_sim.protocol.job import JobError, Param, parse_fault
+from npu_sim.sampling import SamplingParams
+from npu_sim.server import Request, serve
+from npu_sim.stages.common import percentiles
+from npu_sim.stages.integration import arm_fault
+from npu_sim.timing import context_rows
+
+PARAMS = {
+    "requests": Param("integer", 32, minimum=1),
+    "concurrency": Param("integer", 4, minimum=1),
+    "prompt_tokens": Param("integer", 32, minimum=1),
+    "output_tokens": Param("integer", 32, minimum=1),
+    "min_decode_tokens_per_s": Param("number", None, minimum=0),
+    "seed": Param("integer", 0),
+    "fault": Param("object", None),
+}
+SOAK_CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 40960]
+
+
+def _report(
+    session: Session,
+    requests: list[Request],
+    calls: list[CallRecord],
+    params: dict[str, Any],
+    wall_s: float,
+    sampling: bool,
+) -> dict[str, Any]:
+    ok = [r for r in requests if r.error is None]
+    prefills = [r.prefill_record for r in ok if r.prefill_record is not None]
+    decodes = [c for c in calls if c.submodel != "prefill" and np.isfinite(c.end_ms)]
+    timing = session.calbin.timing
+    model = session.handle.timing
+    return {
+        "fixed": {
+            "prompt_tokens": params["prompt_tokens"],
+            "output_tokens": params["output_tokens"],
+            "concurrency": params["concurrency"],
+            "requests": params["requests"],
+        },
+        "modelled_device_ms": {
+            "client_ttfb": percentiles([r.token_ms[0] - r.arrival_ms for r in ok]),
+            "service_queue": percentiles([c.start_ms - r.arrival_ms for r in ok if (c := r.prefill_record)]),
+            "prefill": percentiles([c.end_ms - c.start_ms for c in prefills]),
+            "decode_step": percentiles([c.end_ms - c.start_ms for c in decodes]),
+            "h2d": percentiles([c.time.h2d_ms for c in calls]),
+            "infer": percentiles([c.time.infer_ms for c in calls]),
+            "d2h": percentiles([c.time.d2h_ms for c in calls]),
+            "sampling": percentiles([c.time.sampling_ms for c in calls if c.sampled]),
+        },
+        "measured_wall": {
+            "simulation_s": round(wall_s, 3),
+            "host_sampling_ms_per_request": percentiles([r.host_sampling_s * 1e3 for r in ok])
+            if not sampling
+            else None,
+            "simulation_ms_per_call": round(wall_s * 1e3 / len(calls), 3) if calls else None,
+        },
+        "timing": {
+            "scale": timing.scale,
+            "predicted": timing.predicted,
+            "note": timing.note,
+            "layout": model.layout,
+            "weight_bytes_per_param": round(model.weight_bytes_per_param, 4),
+            "kv_bytes_per_position": model.kv_bytes_per_position(),
+            "decode_batch": session.kv.lanes,
+            "device_sampling": sampling,
+            "layers": model.config.layers,
+            "vocab": model.config.vocab,
+        },
+    }
+
+
+def routine(
+    rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None, retries: int = 0
+) -> None:
+    device, calbin, kv = session.device, session.calbin, session.kv
+    if params["prompt_tokens"] + params["output_tokens"] > calbin.max_seq_len:
+        raise JobError(f"params.prompt_tokens + params.output_tokens must be at most {calbin.max_seq_len}")
+    rng = np.random.default_rng(params["seed"])
+    requests = [
+        Request(
+            i + 1,
+            rng.integers(0, calbin.config.vocab, params["prompt_tokens"]).tolist(),
+            params["output_tokens"],
+            sampling=sampling,
+        )
+        for i in range(params["requests"])
+    ]
+    arm_fault(rec, session, params)
+    finished = []
+
+    def on_finish(request: Request) -> None:
+        finished.append(request)
+        rec.progress(5 + 90 * len(finished) / len(requests), f"request {request.rid} finished")
+
+    started_ms, first_call = device.clock_ms, len(device.call_log)
+    started = time.perf_counter()
+    trace = serve(device, calbin, kv, requests, concurrency=params["concurrency"], on_finish=on_finish, retries=retries)
+    wall_s = time.perf_counter() - started
+    device_ms = device.clock_ms - started_ms
+    ok = [r for r in requests if r.error is None]
+    decode_rates = [
+        (len(r.token_ms) - 1) * 1000.0 / (r.token_ms[-1] - r.token_ms[0]) for r in ok if len(r.token_ms) > 1
+    ]
+    errors = Counter(r.error.name for r in requests if r.error is not None)
+    batch = min(params["concurrency"], kv.lanes)
+    model = session.handle.timing
+    rec.metrics.update(
+        {
+            "requests": len(requests),
+            "concurrency": params["concurrency"],
+            "decode_batch": kv.lanes,
+            "prompt_tokens": params["prompt_tokens"],
+            "output_tokens": params["output_tokens"],
+            "completed": len(ok),
+            "error_count": len(requests) - len(ok),
+            "errors": dict(errors),
+            "ttft_ms": percentiles([r.token_ms[0] - r.arrival_ms for r in ok]),
+            "inter_token_ms": percentiles(
+                [b - a for r in ok for a, b in zip(r.token_ms, r.token_ms[1:], strict=False)]
+            ),
+            "decode_tokens_per_s": percentiles(decode_rates),
+            "request_latency_ms": percentiles([r.finish_ms - r.arrival_ms for r in ok if r.finish_ms is not None]),
+            "throughput_tokens_per_s": round(sum(len(r.tokens) for r in ok) * 1000.0 / device_ms, 3)
+            if device_ms
+            else None,
+            "device_time_ms": round(device_ms, 3),
+            "max_active": trace.max_active,
+            "prefill_calls": trace.prefill_calls,
+            "decode_calls": trace.decode_calls,
+            "recoveries": trace.recoveries,
+            "retries": trace.retries,
+            "counters": device.counters(),
+            "timing_model": {"layers": model.config.layers, "vocab": model.config.vocab},
+            "context_rows": context_rows(model, SOAK_CONTEXTS, batch),
+            "report": _report(session, requests, device.call_log[first_call:], params, wall_s, sampling is not None),
+        }
+    )
+    rec.check("timing_prediction", calbin.timing.predicted, calbin.timing.note)
+    rec.check(
+        "no_errors",
+        not errors,
+        f"{len(ok)}/{len(requests)} completed" + (f"; errors: {dict(errors)}" if errors else ""),
+    )
+    if params["min_decode_tokens_per_s"] is not None:
+        p50 = rec.metrics["decode_tokens_per_s"]["p50"]
+        rec.check(
+            "min_decode_tokens_per_s",
+            p50 is not None and p50 >= params["min_decode_tokens_per_s"],
+            f"p50 per-request decode rate {p50} token/s, required {params['min_decode_tokens_per_s']}",
+        )
+    path = rec.file_path("soak-requests.csv")
+    if path is not None:
+        with path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["request", "arrival_ms", "ttft_ms", "finish_ms", "tokens", "error", "queue_ms"])
+            for r in requests:
+                queue = round(r.prefill_record.start_ms - r.arrival_ms, 3) if r.prefill_record else ""
+                ttft = round(r.token_ms[0] - r.arrival_ms, 3) if r.token_ms else ""
+                finish = round(r.finish_ms, 3) if r.finish_ms is not None else ""
+                error = r.error.name if r.error is not None else ""
+                writer.writerow([r.rid, round(r.arrival_ms, 3), ttft, finish, len(r.tokens), error, queue])
+        rec.add_file(path)
+
+
+def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:
+    if params["fault"] is not None:
+        parse_fault(params["fault"], "params.fault")
+    session = open_checked_session(ctx, rec)
+    if session:
+        routine(rec, session, params)

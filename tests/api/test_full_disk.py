@@ -1,0 +1,108 @@
+"""A full artifact disk, for real: the storage directory is a small tmpfs mounted for the test (root only, as
+the tests run here and on CI). Uploads answer 507 in the API's error format and keep nothing partial."""
+
+import base64
+import os
+import subprocess
+
+import pytest
+import requests
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.vendor.fixtures import db_snapshot, sha256
+from vendor.models import Artifact, Upload
+from vendor.services import uploads as upload_services
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MIB = 1024 * 1024
+DATA = os.urandom(12 * MIB)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """tmp_path/storage (where this test's artifacts and uploads go) on an 8 MiB tmpfs."""
+    root = tmp_path / "storage"
+    root.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "calculet-test-full", str(root)], check=True)
+    yield root
+    subprocess.run(["umount", "--lazy", str(root)], check=True)
+
+
+def grow(disk, size: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
+
+
+def tus_headers(account, **extra) -> dict:
+    return {"Authorization": f"Token {account.key}", "Tus-Resumable": "1.0.0", **extra}
+
+
+def patch(url: str, account, offset: int, body: bytes) -> requests.Response:
+    headers = tus_headers(account, **{"Upload-Offset": str(offset), "Content-Type": "application/offset+octet-stream"})
+    return requests.patch(url, data=body, headers=headers, timeout=60)
+
+
+def test_a_tus_chunk_on_a_full_disk_is_a_507_and_nothing_past_the_acknowledged_offset_is_kept(
+    live_server, vendor_a, small_disk
+):
+    metadata = ",".join(
+        f"{key} {base64.b64encode(value.encode()).decode()}"
+        for key, value in {"kind": "golden", "version": "1.0", "filename": "g.npz", "sha256": sha256(DATA)}.items()
+    )
+    created = requests.post(
+        f"{live_server.url}/api/v1/uploads/",
+        headers=tus_headers(vendor_a, **{"Upload-Length": str(len(DATA)), "Upload-Metadata": metadata}),
+        timeout=60,
+    )
+    url = created.headers["Location"]
+    assert patch(url, vendor_a, 0, DATA[: 5 * MIB]).status_code == 204
+
+    full = patch(url, vendor_a, 5 * MIB, DATA[5 * MIB : 9 * MIB])  # the disk fills about 3 MiB into it
+    assert full.status_code == 507
+    assert full.json() == {
+        "errors": [
+            {
+                "field": None,
+                "code": "insufficient_storage",
+                "message": f"The artifact store is full; nothing of this chunk was kept. Resume at Upload-Offset "
+                f"{5 * MIB} later.",
+            }
+        ]
+    }
+    upload = Upload.objects.get()
+    assert upload.offset == 5 * MIB
+    assert upload_services.upload_path(upload).stat().st_size == 5 * MIB  # cut back: the space is free again
+    assert requests.head(url, headers=tus_headers(vendor_a), timeout=60).headers["Upload-Offset"] == str(5 * MIB)
+
+    grow(small_disk, "32m")  # the operator makes room; the client resumes where the server says
+    assert patch(url, vendor_a, 5 * MIB, DATA[5 * MIB :]).status_code == 204
+    artifact = Artifact.objects.get()
+    assert artifact.state == Artifact.VERIFIED and artifact.blob.sha256 == sha256(DATA)
+
+
+def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(vendor_a, small_disk):
+    data = DATA[: 10 * MIB]
+    before = db_snapshot()
+    response = vendor_a.client().post(
+        "/api/v1/artifacts/",
+        {"kind": "golden", "version": "1.0", "sha256": sha256(data), "file": SimpleUploadedFile("golden.npz", data)},
+        format="multipart",
+    )
+    assert response.status_code == 507
+    message = "The artifact store is full; nothing of the file was kept."
+    assert response.json()["errors"] == [{"field": None, "code": "insufficient_storage", "message": message}]
+    assert db_snapshot() == before
+    assert [path for path in small_disk.rglob("*") if path.is_file()] == []
+
+
+def test_readyz_reports_storage_below_the_free_space_threshold(client, settings, small_disk):
+    settings.STORAGE_MIN_FREE_BYTES = 4 * MIB
+    assert client.get("/readyz").json()["checks"]["storage"] == "ok"
+    (small_disk / "filler").write_bytes(bytes(5 * MIB))
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    storage = response.json()["checks"]["storage"]
+    assert storage.startswith("error: ")
+    assert storage.endswith(f"bytes free under {small_disk}, below STORAGE_MIN_FREE_BYTES")
+    free = int(storage.removeprefix("error: ").split()[0])
+    assert free < 4 * MIB

@@ -1,0 +1,228 @@
+"""The probe catalogue, every probe at every stage on a package that declares what it needs, and the ways
+each one fails."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import npu_sim.probes.sampling as sampling_probe
+from npu_sim.device import DeviceIdentity
+from npu_sim.errors import ErrorCode
+from npu_sim.probes import catalogue
+from npu_sim.probes.faults import TRIGGERS
+from npu_sim.probes.observability import trace_problems
+from npu_sim.probes.spec import CHAIN_STAGES
+from npu_sim.runner import run_job
+from npu_sim.sampling import SamplingParams, device_sample
+from tests.npu_sim.packages import replace_text
+
+REQUESTED = [
+    "health", "decode_batch", "prefill_shapes", "golden", "sampling", "s8", "single_chiplet", "multi_model",
+    "residency", "tensor_parallel", "expert_parallel", "pipeline_parallel", "multi_board", "kv_manager",
+    "kv_seq_min_max", "kv_shift", "parallel_mode", "output_buffer", "fixed_task", "c_api_nonblocking",
+    "counters_trace", "cpu_fallback", "error_codes", "error_mapping", "device_reset", "full_debug",
+    "golden_readback", "fault_recovery",
+]  # fmt: skip
+TWO_BOARDS = DeviceIdentity(calrt="0.9.0", calrt_features=("multi_board",))
+STAGE_PARAMS = {
+    "runner": {},
+    "golden": {},
+    "failure": {},
+    "integration": {"sequences": 4, "max_new_tokens": 4},
+    "soak": {"requests": 4, "concurrency": 2, "prompt_tokens": 8, "output_tokens": 6},
+    "health": {},
+}
+# What each probe's package declares (besides decode batch 4), and a second package where it needs one.
+SETUP = {
+    "sampling": {"features": ("sampling",)},
+    "s8": {"features": ("s8",)},
+    "single_chiplet": {"features": ("single_chiplet",)},
+    "multi_model": {"features": ("single_chiplet", "multi_model"), "second": {"chip_affinity": 1, "seed": 1}},
+    "residency": {
+        "features": ("single_chiplet", "multi_model", "residency"),
+        "second": {"chip_affinity": 1, "seed": 1},
+    },
+    "expert_parallel": {"features": ("ep",)},
+    "pipeline_parallel": {"features": ("pp",)},
+    "multi_board": {"features": ("multi_board",), "device": TWO_BOARDS},
+    "cpu_fallback": {"options": {"cpu_fallback": ("rope",)}},
+    "decode_batch": {"params": {"batch": 4}},
+}
+
+
+def run_probe(package, name: str, stage: str, params: dict | None = None, workdir: Path | None = None) -> dict:
+    setup = SETUP.get(name, {})
+    features = setup.get("features", ())
+    main = package(*features, **setup.get("options", {}))
+    packages = {}
+    if "second" in setup:
+        packages["second"] = str(package(*features, **setup["second"]))
+    probe = {"name": name, "params": params if params is not None else setup.get("params", {})}
+    job = {
+        "schema_version": 2,
+        "stage": stage,
+        "calbin": str(main),
+        "packages": packages,
+        "probes": [probe],
+        "params": STAGE_PARAMS[stage],
+    }
+    return run_job(job, device=setup.get("device"), workdir=workdir)["probes"][0]
+
+
+def failures(probe: dict) -> list:
+    return [(c["name"], c["detail"]) for c in probe["checks"] if not c["passed"]] + probe["findings"]
+
+
+def test_the_catalogue_lists_every_probe_with_what_it_needs():
+    listed = catalogue()
+    names = [p["name"] for p in listed["probes"]]
+    assert sorted(names) == sorted(REQUESTED) and len(names) == len(set(names))
+    for probe in listed["probes"]:
+        assert set(probe) == {
+            "name",
+            "description",
+            "capabilities",
+            "features",
+            "params",
+            "metrics",
+            "thresholds",
+            "stages",
+        }
+        assert set(CHAIN_STAGES) <= set(probe["stages"]) and all(probe["stages"].values())
+        for param in probe["params"] + probe["thresholds"]:
+            assert {"name", "type", "default", "meaning"} <= set(param)
+        assert all(t["stricter"] in ("higher", "lower") for t in probe["thresholds"])
+    sampling = next(p for p in listed["probes"] if p["name"] == "sampling")
+    assert sampling["features"] == ["sampling"] and sampling["capabilities"] == ["npu-sampling"]
+    assert {
+        "name": "top_k",
+        "type": "integer",
+        "default": 40,
+        "meaning": "tokens kept before the softmax",
+        "minimum": 1,
+    } in sampling["params"]
+    json.dumps(listed)
+
+
+@pytest.mark.parametrize("name", REQUESTED)
+def test_every_probe_passes_every_stage_on_a_package_that_has_what_it_needs(package, name: str, tmp_path: Path):
+    for stage in (*CHAIN_STAGES, "health"):
+        probe = run_probe(package, name, stage, workdir=tmp_path)
+        assert probe["verdict"] == "pass", (stage, failures(probe))
+
+
+def test_decode_batch_is_not_exercised_by_another_batch(package):
+    probe = run_probe(package, "decode_batch", "runner", {"batch": 8})
+    assert probe["findings"] == [
+        {"code": "not_exercised", "message": "the package's decode batch is 4; the probe asks for 8"}
+    ]
+
+
+def test_a_wrong_sampler_fails_the_distribution_test(package, monkeypatch):
+    def one_token_too_many(logits, params: SamplingParams, uniforms):
+        return device_sample(logits, SamplingParams(params.temperature, params.top_k + 1, 1.0, params.seed), uniforms)
+
+    monkeypatch.setattr(sampling_probe, "device_sample", one_token_too_many)
+    probe = run_probe(package, "sampling", "golden")
+    assert probe["verdict"] == "fail"
+    assert "within_support" in [name for name, *_ in failures(probe)]
+
+
+def test_s8_asks_for_what_the_cache_quantises(package):
+    probe = run_probe(package, "s8", "runner", {"kv": "kv"})
+    assert probe["findings"][0]["message"] == "the package quantises V; the probe asks for K and V"
+    metrics = run_probe(package, "s8", "golden")["metrics"]
+    assert metrics["vs_float"]["max_abs"] > 0
+
+
+def test_two_models_need_the_second_package(package):
+    job = {
+        "schema_version": 2,
+        "stage": "runner",
+        "calbin": str(package("single_chiplet", "multi_model")),
+        "probes": [{"name": "multi_model"}],
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["findings"][0]["message"] == "the job names no packages.second; the probe needs a second package"
+    job["packages"] = {"second": str(package("single_chiplet"))}
+    assert run_job(job)["probes"][0]["findings"][0]["message"] == "packages.second does not declare multi_model"
+
+
+def test_two_boards_are_refused_by_calrt_0_7_6(package):
+    job = {
+        "schema_version": 2,
+        "stage": "golden",
+        "calbin": str(package("multi_board")),
+        "probes": [{"name": "multi_board"}],
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    assert [(c["name"], c["passed"]) for c in probe["checks"]] == [("refused_as_documented", True)]
+    assert "MULTI_DEVICE_UNSUPPORTED (25)" in probe["checks"][0]["detail"]
+    assert probe["findings"] == [
+        {"code": "not_exercised", "message": "the device's CalRT 0.7.6 drives one physical device (I09)"}
+    ]
+
+
+def test_parallel_mode_soak_splits_the_jobs_load_between_its_threads(package):
+    probe = run_probe(package, "parallel_mode", "soak")
+    threads = probe["metrics"]["serving_threads"]
+    assert [t["concurrency"] for t in threads.values()] == [1, 1]  # the job's concurrency 2, split
+    assert sum(t["completed"] for t in threads.values()) == STAGE_PARAMS["soak"]["requests"]
+
+
+def test_kv_shift_needs_a_second_lane_for_copy(package):
+    job = {
+        "schema_version": 2,
+        "stage": "runner",
+        "calbin": str(package(decode_batch=1)),
+        "probes": [{"name": "kv_shift"}],
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail" and probe["findings"][0]["code"] == "not_exercised"
+
+
+def test_an_undeclared_cpu_fallback_fails(package, tmp_path):
+    odd = Path(shutil.copytree(package(), tmp_path / "odd"))
+    for sub in ("prefill", "decode"):
+        replace_text(odd, f"{sub}/submodel_memory_reserved_info.txt", "op.rope: npu", "op.rope: npu\nop.cumsum: npu")
+    job = {"schema_version": 2, "stage": "runner", "calbin": str(odd), "probes": [{"name": "cpu_fallback"}]}
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    assert "not declared: ['cumsum']" in dict(failures(probe))["placement_as_declared"]
+    declared = run_probe(package, "cpu_fallback", "soak")
+    assert declared["metrics"]["observed_fallbacks"] == ["rope"] and declared["metrics"]["fallback_ms"] > 0
+
+
+def test_an_error_code_reached_wrongly_fails(package, monkeypatch):
+    patched = dict(TRIGGERS) | {ErrorCode.BUSY: lambda path, scratch: ErrorCode.SUCCESS}
+    monkeypatch.setattr("npu_sim.probes.faults.TRIGGERS", patched)
+    probe = run_probe(package, "error_codes", "runner")
+    assert dict(failures(probe))["every_code_reached"] == "BUSY gave SUCCESS"
+
+
+def test_trace_problems_are_named():
+    assert trace_problems({"events": []}) == ["the document is not an object with a traceEvents list"]
+    bad = {"traceEvents": [{"name": "x", "ph": "X", "pid": 0, "tid": 0, "ts": 0}, {"ph": "X"}]}
+    assert trace_problems(bad) == ["complete event 0 (x) has no duration", "event 1 lacks ['name', 'pid', 'tid', 'ts']"]
+
+
+def test_counters_trace_writes_a_trace_file(package, tmp_path):
+    run_probe(package, "counters_trace", "runner", workdir=tmp_path)
+    trace = json.loads((tmp_path / "counters_trace-trace.json").read_text())
+    assert trace_problems(trace) == [] and trace["otherData"]["clock"] == "modelled device time"
+
+
+def test_the_probes_share_no_state_across_sessions(package):
+    """Each stage plan runs on fresh devices: a fault armed in one probe does not reach the next."""
+    job = {
+        "schema_version": 2,
+        "stage": "failure",
+        "calbin": str(package()),
+        "probes": [{"name": "fault_recovery"}, {"name": "health"}],
+    }
+    assert [p["verdict"] for p in run_job(job)["probes"]] == ["pass", "pass"]
+    assert np.isfinite(run_job(job)["metrics"]["wall_time_s"])

@@ -1,0 +1,156 @@
+"""Resumable uploads through the service, across processes as across gunicorn workers."""
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.acceptance.workers import ROOT, worker_env
+from tests.vendor.fixtures import sha256
+from vendor.models import Artifact, Upload
+from vendor.services.uploads import upload_append, upload_create
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MIB = 1024 * 1024
+DATA = os.urandom(10 * MIB)
+
+# Appends one chunk in a process of its own, as a PATCH landing on another web worker does, and prints how many
+# bytes the append read through read(2) and friends (/proc/self/io `rchar`, page cache included).
+APPEND_IN_A_NEW_PROCESS = """
+import io, json, sys
+import django
+
+django.setup()
+from vendor.models import Upload
+from vendor.services.uploads import upload_append
+
+chunk = open(sys.argv[3], "rb").read()
+upload = Upload.objects.get(pk=sys.argv[1])
+
+
+def rchar():
+    return next(int(line.split()[1]) for line in open("/proc/self/io") if line.startswith("rchar:"))
+
+
+before = rchar()
+upload = upload_append(
+    actor=upload.user, upload=upload, offset=int(sys.argv[2]), stream=io.BytesIO(chunk), content_length=len(chunk)
+)
+read = rchar() - before
+print(json.dumps({"offset": upload.offset, "read": read}))
+"""
+
+
+def test_a_chunk_in_another_process_continues_the_hash_without_reading_the_stored_bytes(vendor_a, tmp_path):
+    upload = upload_create(
+        actor=vendor_a.user,
+        length=len(DATA),
+        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(DATA)},
+    )
+    upload = upload_append(
+        actor=vendor_a.user, upload=upload, offset=0, stream=io.BytesIO(DATA[: 8 * MIB]), content_length=8 * MIB
+    )
+    chunk = tmp_path / "chunk"
+    chunk.write_bytes(DATA[8 * MIB : 9 * MIB])
+    script = tmp_path / "append.py"
+    script.write_text(APPEND_IN_A_NEW_PROCESS)
+    env = {**worker_env(), "DJANGO_SETTINGS_MODULE": "calculet.settings", "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [sys.executable, str(script), str(upload.pk), str(8 * MIB), str(chunk)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    appended = json.loads(result.stdout.strip().splitlines()[-1])
+    assert appended["offset"] == 9 * MIB
+    # The 8 MiB stored before were not read again (a re-hash would read all of them).
+    assert appended["read"] < MIB
+
+    upload.refresh_from_db()
+    upload = upload_append(
+        actor=vendor_a.user, upload=upload, offset=9 * MIB, stream=io.BytesIO(DATA[9 * MIB :]), content_length=MIB
+    )
+    artifact = Artifact.objects.get(pk=upload.artifact_id)
+    assert artifact.state == Artifact.VERIFIED
+    assert artifact.blob.sha256 == sha256(DATA)
+
+
+def test_an_upload_without_a_stored_hash_state_hashes_its_stored_bytes_once(vendor_a):
+    upload = upload_create(
+        actor=vendor_a.user,
+        length=len(DATA),
+        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(DATA)},
+    )
+    upload_append(actor=vendor_a.user, upload=upload, offset=0, stream=io.BytesIO(DATA[:MIB]), content_length=MIB)
+    Upload.objects.filter(pk=upload.pk).update(hash_state=b"")  # begun before hash states were stored
+    upload.refresh_from_db()
+    upload = upload_append(
+        actor=vendor_a.user, upload=upload, offset=MIB, stream=io.BytesIO(DATA[MIB:]), content_length=len(DATA) - MIB
+    )
+    assert Artifact.objects.get(pk=upload.artifact_id).state == Artifact.VERIFIED
+
+
+@pytest.fixture
+def gunicorn(tmp_path):
+    """calculet.wsgi served by one gunicorn sync worker (as deployed) on the test database."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**worker_env(), "LOG_LEVEL": "WARNING"}
+    command = [str(Path(sys.executable).parent / "gunicorn"), "calculet.wsgi", "--bind", f"127.0.0.1:{port}"]
+    server = subprocess.Popen([*command, "--workers", "1"], cwd=ROOT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
+                    break
+            except requests.RequestException:
+                time.sleep(0.2)
+        (worker,) = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+        yield f"http://127.0.0.1:{port}", int(worker)
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+
+
+def minor_faults(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
+
+
+def test_a_chunk_passes_through_the_web_worker_without_faulting_in_fresh_memory(vendor_a, gunicorn):
+    # gunicorn copies a body through several megabyte buffers; served by fresh mmaps, each copy faulted a page in
+    # every 4 KiB (over 100,000 faults for this chunk), costing more than the copying itself.
+    url, worker = gunicorn
+    data = os.urandom(128 * MIB)
+    upload = upload_create(
+        actor=vendor_a.user,
+        length=len(data),
+        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(data)},
+    )
+    before = minor_faults(worker)
+    response = requests.patch(
+        f"{url}/api/v1/uploads/{upload.pk}/",
+        data=data,
+        headers={
+            "Authorization": f"Token {vendor_a.key}",
+            "Tus-Resumable": "1.0.0",
+            "Upload-Offset": "0",
+            "Content-Type": "application/offset+octet-stream",
+        },
+        timeout=300,
+    )
+    assert response.status_code == 204, response.text
+    assert minor_faults(worker) - before < len(data) // 4096 // 8
+    assert Artifact.objects.get(pk=Upload.objects.get(pk=upload.pk).artifact_id).state == Artifact.VERIFIED
