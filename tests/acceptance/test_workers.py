@@ -14,6 +14,7 @@ import pytest
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
+from acceptance.services.dispatch import queue_length
 from acceptance.services.targets import target_heartbeat
 from tests.acceptance.test_sandbox import processes_with
 from tests.acceptance.workers import BOARD_DOUBLE, Worker
@@ -238,8 +239,8 @@ def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
         )
     queued = list(Run.objects.filter(state=stages.QUEUED))
     assert len(queued) == 3
+    assert queue_length("simulator") == 3
     with app.connection_for_write() as conn:
-        assert conn.default_channel.client.llen("simulator") == 3
         conn.default_channel.client.flushdb()
     worker = workers.celery("simulator", "sim")
 
