@@ -4,6 +4,7 @@ from django.template.response import TemplateResponse
 
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
+from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.admin import ReadOnlyAdmin
 from calculet.errors import DomainError
 from evidence.grades import STATUS_CHOICES
@@ -12,7 +13,7 @@ from evidence.models import Capability
 
 class PromotionForm(forms.Form):
     to = forms.ChoiceField(choices=STATUS_CHOICES, label="New status")
-    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=REASON_MAX_CHARS)
 
 
 @admin.register(Capability)

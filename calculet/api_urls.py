@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from acceptance.api import answers, promotions, questions, runs
 from evidence import api as evidence
-from vendor.api import accounts, artifacts, audit, uploads
+from vendor.api import accounts, artifacts, audit, comments, notifications, uploads
 
 app_name = "api"
 
@@ -41,6 +41,12 @@ urlpatterns = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     path("redoc/", SpectacularRedocView.as_view(url_name="api:schema"), name="redoc"),
     path("me/", accounts.MeApi.as_view(), name="me"),
+    path(
+        "me/notification-preferences/",
+        notifications.NotificationPreferencesApi.as_view(),
+        name="notification-preferences",
+    ),
+    path("me/notifications/", notifications.NotificationListApi.as_view(), name="notification-list"),
     path("organisations/", accounts.OrganisationListApi.as_view(), name="organisation-list"),
     path("tokens/", accounts.TokenListApi.as_view(), name="token-list"),
     path("tokens/<int:token_id>/", accounts.TokenDetailApi.as_view(), name="token-detail"),
@@ -48,6 +54,10 @@ urlpatterns = [
     path("questions/<code:code>/", questions.QuestionDetailApi.as_view(), name="question-detail"),
     path("questions/<code:code>/answers/", answers.AnswerListApi.as_view(), name="answer-list"),
     path("questions/<code:code>/answers/<int:answer_id>/", answers.AnswerDetailApi.as_view(), name="answer-detail"),
+    path("questions/<code:code>/comments/", comments.CommentListApi.as_view(), name="comment-list"),
+    path(
+        "questions/<code:code>/comments/<int:comment_id>/", comments.CommentDetailApi.as_view(), name="comment-detail"
+    ),
     path("artifacts/", artifacts.ArtifactListApi.as_view(), name="artifact-list"),
     path("artifacts/<int:artifact_id>/", artifacts.ArtifactDetailApi.as_view(), name="artifact-detail"),
     path("artifacts/<int:artifact_id>/download/", artifacts.ArtifactDownloadApi.as_view(), name="artifact-download"),
@@ -64,5 +74,13 @@ urlpatterns = [
     path("targets/", runs.TargetListApi.as_view(), name="target-list"),
     path("targets/<slug:slug>/", runs.TargetDetailApi.as_view(), name="target-detail"),
     path("audit/", audit.AuditListApi.as_view(), name="audit-list"),
+    path("webhooks/", notifications.WebhookListApi.as_view(), name="webhook-list"),
+    path("webhooks/<int:hook_id>/", notifications.WebhookDetailApi.as_view(), name="webhook-detail"),
+    path("webhooks/<int:hook_id>/test/", notifications.WebhookTestApi.as_view(), name="webhook-test"),
+    path(
+        "webhooks/<int:hook_id>/deliveries/",
+        notifications.WebhookDeliveryListApi.as_view(),
+        name="webhook-delivery-list",
+    ),
     re_path(r"", not_found),
 ]

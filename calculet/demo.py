@@ -5,10 +5,13 @@ story: a vendor organisation answers V18 completely with a tiny decode-batch-8 s
 through the tus endpoint; the chain runs on the simulator target (a worker serving it runs the stages, and the
 demo waits for them); "decode batch 8" is promoted to C1 and
 a promotion to C0 is blocked for want of hardware runs. V17 is answered without a golden: the answer
-shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked.
+shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked. Two more people
+work in the integration team; V17 and V18 are assigned with due dates, and the vendor writes in V18's
+thread, mentioning the PM.
 """
 
 import base64
+import datetime
 import hashlib
 import json
 import tarfile
@@ -20,13 +23,15 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client
+from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import PromotionAttempt, Run
 from acceptance.services.targets import SIMULATOR_SLUG
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
-from vendor.models import Answer, Artifact, Organisation, Question
+from vendor.models import Answer, Artifact, Comment, Organisation, Question
+from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
 
@@ -38,6 +43,8 @@ VENDOR_USERNAME = "acme-engineer"
 CALBIN_VERSION = "0.1.0"
 CREDENTIALS_FILE = "demo-credentials.json"
 CHAIN_WAIT_SECONDS = 600
+
+TEAM = [("lin", "pm"), ("omar", "operator")]  # colleagues of the demo PM, to assign questions to
 
 COMPATIBILITY = {"calrt": ">=0.7.6,<0.8", "driver": ">=2.3", "firmware": ">=1.8", "chip": "calculet-2c"}
 ERROR_PATHS = [
@@ -91,6 +98,48 @@ def _ensure_users(report: DemoReport) -> tuple:
         raise DemoError(f"the demo vendor exists but {credentials} is gone: its token cannot be shown again")
     report.vendor_token = json.loads(credentials.read_text())["vendor_token"]
     return pm, vendor
+
+
+def _ensure_team(report: DemoReport) -> None:
+    users = get_user_model().objects
+    for username, role in TEAM:
+        if not users.filter(username=username).exists():
+            _create_login(username, INTEGRATOR_SLUG, role, "NPU integration team")
+            report.steps.append(f"created {username}, {role} of the integration team")
+
+
+def _triage(pm, vendor, report: DemoReport) -> None:
+    """V18 to a colleague, V17 to the vendor's engineer, each with a due date, once."""
+    today = timezone.localdate()
+    colleague = get_user_model().objects.get(username=TEAM[0][0])
+    for code, assignee, days in (("V18", colleague, 10), ("V17", vendor, 3)):
+        question = Question.objects.get(code=code)
+        if question.assignee_id is None:
+            due = today + datetime.timedelta(days=days)
+            question_update(actor=pm, question=question, assignee=assignee, due_date=due)
+            report.steps.append(f"assigned {code} to {assignee.username}, due {due.isoformat()}")
+
+
+def _discuss_v18(pm, vendor, report: DemoReport) -> None:
+    question = Question.objects.get(code="V18")
+    if Comment.objects.filter(question=question).exists():
+        return
+    comment_create(
+        actor=pm,
+        question=question,
+        body="Batch 8 runs on the simulator. The checklist asks for **4, 8 and 16**: when do 4 and 16 land?",
+    )
+    comment_create(
+        actor=vendor,
+        question=question,
+        body=f"Batch 4 and 16 follow with the next toolchain drop. @{PM_USERNAME}, the batch-8 calbin is linked.",
+        artifact_ids=list(
+            Artifact.objects.filter(organisation__slug=VENDOR_SLUG, kind=Artifact.CALBIN).values_list("pk", flat=True)[
+                :1
+            ]
+        ),
+    )
+    report.steps.append("started V18's discussion: the PM asks for batch 4 and 16, the vendor answers")
 
 
 def _put_to_vendor(pm, code: str, report: DemoReport) -> Question:
@@ -247,13 +296,16 @@ def _promote(pm_client: Client, slug: str, to_status: str, reason: str, report: 
 
 def demo_seed() -> DemoReport:
     report = DemoReport()
-    pm, _vendor = _ensure_users(report)
+    pm, vendor = _ensure_users(report)
+    _ensure_team(report)
     for code in ("V18", "V17"):
         _put_to_vendor(pm, code, report)
+    _triage(pm, vendor, report)
     vendor_client = Client()
     _answer_v18(vendor_client, report.vendor_token, report)
     _answer_v17(vendor_client, report.vendor_token, report)
     _wait_for_chain("V18")
+    _discuss_v18(pm, vendor, report)
     pm_client = Client()
     pm_client.force_login(pm)  # the PM acts through the API with a browser session
     _promote(pm_client, "decode-batch-8", "C1", "runner and golden passed on the simulator", report)

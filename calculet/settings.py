@@ -8,6 +8,7 @@ and SECRET_KEY.
 from pathlib import Path
 
 import environ
+from celery.schedules import crontab
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -177,6 +178,8 @@ SPECTACULAR_SETTINGS = {
         "QuestionStateEnum": "vendor.states.QUESTION_STATES",
         "CapabilityStatusEnum": "evidence.grades.STATUS_CHOICES",
         "RunStateEnum": "acceptance.models.Run.STATES",
+        "EventKindEnum": "vendor.events.CHOICES",
+        "ChoosableEventKindEnum": "vendor.events.CHOOSABLE",
     },
 }
 
@@ -215,6 +218,22 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3900)
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# A question is "due soon" from this many days before its due date (the question list, the dashboard, the daily
+# notifications).
+QUESTION_DUE_SOON_DAYS = env.int("QUESTION_DUE_SOON_DAYS", default=7)
+
+# Notifications (docs/pm-guide.md, "Notifications"): e-mail through Django's mail framework, printed to the
+# console unless EMAIL_URL names a server (smtp://user:password@host:587, smtp+tls://…); links in e-mails and
+# webhook bodies start with CALCULET_BASE_URL. Webhook deliveries are tried WEBHOOK_MAX_ATTEMPTS times, waiting
+# WEBHOOK_RETRY_SECONDS, then twice as long before each further attempt.
+EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
+vars().update(EMAIL_CONFIG)  # EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, … as the URL gives them
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="calculet <calculet@localhost>")
+CALCULET_BASE_URL = env.str("CALCULET_BASE_URL", default="http://127.0.0.1:8000")
+WEBHOOK_TIMEOUT_SECONDS = env.int("WEBHOOK_TIMEOUT_SECONDS", default=10)
+WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=6)
+WEBHOOK_RETRY_SECONDS = env.int("WEBHOOK_RETRY_SECONDS", default=30)
+
 # Acceptance runs (docs/acceptance.md). A worker renews a run's lease every ACCEPTANCE_RUN_HEARTBEAT_SECONDS;
 # the sweeper (beat, every ACCEPTANCE_SWEEP_INTERVAL) re-sends runs whose lease expired, so a killed worker's
 # run restarts within lease + sweep interval. Runner limits apply to each runner subprocess.
@@ -247,6 +266,9 @@ CELERY_TASK_ROUTES = {
     "vendor.uploads_expire": {"queue": "default"},
     "vendor.artifact_check": {"queue": "default"},
     "vendor.artifacts_check_resend": {"queue": "default"},
+    "vendor.notification_email": {"queue": "default"},
+    "vendor.webhook_deliver": {"queue": "default"},
+    "vendor.questions_due_notify": {"queue": "default"},
 }
 CELERY_BEAT_SCHEDULE = {
     "acceptance-sweep": {
@@ -264,6 +286,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "vendor.artifacts_check_resend",
         "schedule": 600,
         "options": {"expires": 600},
+    },
+    # Once a day, early: who has a question due soon or overdue (each told once per due date).
+    "vendor-questions-due": {
+        "task": "vendor.questions_due_notify",
+        "schedule": crontab(hour=6, minute=0),
+        "options": {"expires": 3600},
     },
 }
 

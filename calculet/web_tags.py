@@ -17,3 +17,10 @@ def label_filter(value, kind):
 def get_item(mapping, key):
     """`{{ counts|get_item:state }}`: a dictionary lookup by a variable key."""
     return mapping.get(key, "") if mapping else ""
+
+
+@register.inclusion_tag("char-count.html")
+def char_count(field_id: str, value, limit: int):
+    """`{% char_count "comment-body" form.body.value 4000 %}`: the characters used of a field's limit, beside the
+    field. The server's count stands without JavaScript; static/js/calculet.js keeps it live while typing."""
+    return {"field_id": field_id, "used": len(str(value or "")), "limit": limit}

@@ -43,7 +43,10 @@ class EvidenceFilterForm(forms.Form):
         ]
 
     def filter(self, items):
-        data = self.cleaned_data if self.is_valid() else {}
+        """The items the filters select; none while a filter is invalid (the page shows why)."""
+        if not self.is_valid():
+            return items.none()
+        data = self.cleaned_data
         if data.get("table"):
             items = items.filter(table__prefix=data["table"])
         if data.get("grade"):
@@ -70,8 +73,9 @@ def evidence_register(request):
         "archives": archive_list(),
         "aliases": path_alias_list(),
     }
+    status = 400 if form.errors and not web.wants_partial(request) else 200
     return web.render_page(
-        request, "evidence/evidence-register.html", context, partial="evidence-table", nav="evidence"
+        request, "evidence/evidence-register.html", context, partial="evidence-table", nav="evidence", status=status
     )
 
 

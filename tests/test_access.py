@@ -87,6 +87,22 @@ def _twins(world):
             ("post", f"/api/v1/runs/{run_b.pk}/rerun/", {}),
         ),
         ("audit log", ("get", "/audit/", {}), ("get", "/api/v1/audit/", {})),
+        (
+            "vendor A's thread",
+            ("get", "/questions/V18/comments", {}),
+            ("get", "/api/v1/questions/V18/comments/", {}),
+        ),
+        (
+            "write in vendor A's thread",
+            ("post", "/questions/V18/comments", {"body": ""}),
+            ("post", "/api/v1/questions/V18/comments/", {"body": ""}),
+        ),
+        (
+            "notification preferences",
+            ("get", "/notifications/", {}),
+            ("get", "/api/v1/me/notification-preferences/", {}),
+        ),
+        ("webhooks", ("get", "/webhooks/", {}), ("get", "/api/v1/webhooks/", {})),
     ]
 
 
@@ -102,6 +118,10 @@ EXPECTED = {
     "re-run vendor A's stage": {"pm"},
     "re-run vendor B's stage": {"pm"},
     "audit log": {"pm"},
+    "vendor A's thread": {"pm", "operator", "viewer", "vendor_a"},
+    "write in vendor A's thread": {"pm", "vendor_a"},
+    "notification preferences": {"pm", "operator", "viewer", "vendor_a", "vendor_b"},
+    "webhooks": {"pm"},
 }
 
 

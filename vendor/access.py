@@ -74,6 +74,26 @@ def may_answer(user) -> bool:
     return user_role(user) == Membership.VENDOR
 
 
+def may_discuss(user) -> bool:
+    """Who writes in a question's thread: the team's PMs, and the engineers of the vendor it is put to (which
+    question a vendor may reach, `object_for_user` decides)."""
+    return may_act_as_pm(user) or may_answer(user)
+
+
+def may_be_told(user, *, organisation_id: int | None) -> bool:
+    """Whether the user may be told of an event about a vendor's work (`organisation_id`; None for the team's
+    own decisions): the integration team of everything, a vendor's members only of their own organisation's."""
+    if may_see_all(user):
+        return True
+    membership = user_membership(user)
+    return membership is not None and organisation_id is not None and membership.organisation_id == organisation_id
+
+
+def may_manage_webhooks(user) -> bool:
+    """Webhooks carry every organisation's events to outside systems: PMs only."""
+    return may_act_as_pm(user)
+
+
 @dataclass(frozen=True)
 class Visibility:
     """Who outside the integration team sees a model's rows: those whose `owners` fields all name the
@@ -90,6 +110,8 @@ VISIBILITY: dict[str, Visibility] = {
     "vendor.answer": Visibility(owners=("organisation", "question__organisation")),
     "vendor.artifact": Visibility(owners=("organisation",)),
     "vendor.upload": Visibility(owners=("organisation",), team_sees_all=False),
+    # A thread is the team's and the vendor's it was written with, while the question is still put to them.
+    "vendor.comment": Visibility(owners=("organisation", "question__organisation")),
     "acceptance.chain": Visibility(owners=("answer__organisation", "question__organisation")),
     "acceptance.run": Visibility(owners=("answer__organisation", "chain__question__organisation")),
 }

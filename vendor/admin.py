@@ -2,9 +2,25 @@
 
 from django.contrib import admin, messages
 
-from calculet.admin import ReadOnlyAdmin, ServiceAdmin
+from calculet.admin import ReadOnlyAdmin, ReadOnlyInline, ServiceAdmin
 from calculet.errors import DomainError
-from vendor.models import Answer, ApiToken, Artifact, Blob, Membership, Organisation, Question, Section, Upload
+from vendor.models import (
+    Answer,
+    ApiToken,
+    Artifact,
+    Blob,
+    Comment,
+    CommentRevision,
+    Membership,
+    Notification,
+    NotificationEvent,
+    Organisation,
+    Question,
+    Section,
+    Upload,
+    Webhook,
+    WebhookDelivery,
+)
 from vendor.services.organisations import organisation_create, organisation_rename, token_revoke
 from vendor.services.questions import question_update
 
@@ -129,3 +145,50 @@ class AnswerAdmin(ReadOnlyAdmin):
 class UploadAdmin(ReadOnlyAdmin):
     list_display = ["id", "organisation", "user", "length", "offset", "created_at", "expires_at", "artifact"]
     list_select_related = ["organisation", "user", "artifact"]
+
+
+class CommentRevisionInline(ReadOnlyInline):
+    model = CommentRevision
+    fields = readonly_fields = ["revision", "author", "created_at", "body"]
+
+
+@admin.register(Comment)
+class CommentAdmin(ReadOnlyAdmin):
+    """Threads are written on the question page and the API (`vendor.services.comments`); here they are read."""
+
+    list_display = ["id", "question", "organisation", "author", "revision", "created_at", "edited_at"]
+    list_filter = ["organisation"]
+    list_select_related = ["question", "organisation", "author"]
+    search_fields = ["question__code", "body"]
+    exclude = ["body_html"]
+    inlines = [CommentRevisionInline]
+
+
+class NotificationInline(ReadOnlyInline):
+    model = Notification
+    fields = readonly_fields = ["user", "email", "emailed_at", "error"]
+
+
+@admin.register(NotificationEvent)
+class NotificationEventAdmin(ReadOnlyAdmin):
+    list_display = ["id", "kind", "question", "organisation", "actor_label", "created_at"]
+    list_filter = ["kind", "organisation"]
+    list_select_related = ["question", "organisation"]
+    inlines = [NotificationInline]
+
+
+@admin.register(Webhook)
+class WebhookAdmin(ReadOnlyAdmin):
+    """Hooks are made and changed on the Webhooks page and the API (`vendor.services.webhooks`, audited); the
+    secret is never shown again."""
+
+    list_display = ["name", "organisation", "url", "active", "created_at"]
+    list_select_related = ["organisation"]
+    exclude = ["secret"]
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = ["id", "hook", "event", "state", "attempts", "created_at", "finished_at"]
+    list_filter = ["state", "hook"]
+    list_select_related = ["hook", "event"]

@@ -6,7 +6,7 @@ from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from vendor import states
+from vendor import events, states
 
 
 class Organisation(models.Model):
@@ -287,3 +287,174 @@ class Upload(models.Model):
 
     def __str__(self):
         return f"upload {self.id}"
+
+
+class Comment(models.Model):
+    """A message in a question's thread, which the integration team shares with the vendor the question is put
+    to. The text is Markdown; every edit keeps the text it replaces as a `CommentRevision`."""
+
+    question = models.ForeignKey(Question, on_delete=models.PROTECT, related_name="comments")
+    # The vendor the thread was with when this was written: its engineers see it, with the team. None before
+    # the question is put to anyone: the team's alone.
+    organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="comments"
+    )
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="comments")
+    body = models.TextField()
+    # Rendered and sanitised when written (vendor.rich_text), so pages never render Markdown.
+    body_html = models.TextField()
+    artifacts = models.ManyToManyField(Artifact, blank=True, related_name="comments")
+    mentions = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="mentioned_in_comments")
+    revision = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    edited_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            models.CheckConstraint(condition=Q(revision__gte=1), name="comment_revision_positive"),
+            models.CheckConstraint(
+                condition=Q(revision=1, edited_at__isnull=True) | Q(revision__gt=1, edited_at__isnull=False),
+                name="comment_edited_has_time",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.question.code} comment {self.pk}"
+
+
+class CommentRevision(models.Model):
+    """A comment's text and attachments as one edit left them; revision 1 is the text as first written."""
+
+    comment = models.ForeignKey(Comment, on_delete=models.PROTECT, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    body = models.TextField()
+    artifact_ids = models.JSONField(default=list, blank=True)
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["comment_id", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["comment", "revision"], name="comment_revision_unique"),
+        ]
+
+    def __str__(self):
+        return f"comment {self.comment_id} r{self.revision}"
+
+
+class NotificationPreference(models.Model):
+    """What one person is told, and in which language. Without a row: every kind, in the default language."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    muted = models.JSONField(default=list, blank=True)  # event kinds (vendor.events) not to be told of
+    language = models.CharField(max_length=10, choices=settings.LANGUAGES, default=settings.LANGUAGE_CODE)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self):
+        return f"preferences of {self.user}"
+
+
+class NotificationEvent(models.Model):
+    """Something people may be told of, stored once whoever receives it. `key`, when set, makes sure the same
+    event (a due date passing) is never told twice."""
+
+    kind = models.CharField(max_length=40, choices=events.CHOICES)
+    key = models.CharField(max_length=200, blank=True)
+    question = models.ForeignKey(
+        Question, null=True, blank=True, on_delete=models.PROTECT, related_name="notification_events"
+    )
+    # The vendor whose work it is about; None for the team's own decisions (promotions), which no vendor is told.
+    organisation = models.ForeignKey(
+        Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="notification_events"
+    )
+    actor_label = models.CharField(max_length=150)
+    data = models.JSONField(default=dict, blank=True)  # what the subject and body say, and the page's path
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["key"], condition=~Q(key=""), name="notification_event_key_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.pk}"
+
+
+class Notification(models.Model):
+    """An event for one person: listed on their notifications page, and e-mailed when they have an address."""
+
+    event = models.ForeignKey(NotificationEvent, on_delete=models.CASCADE, related_name="notifications")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notifications")
+    email = models.EmailField(blank=True)  # the address it goes to, as it was when the event happened
+    emailed_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["event", "user"], name="notification_once_per_user"),
+        ]
+
+    def __str__(self):
+        return f"{self.event} for {self.user}"
+
+
+class Webhook(models.Model):
+    """An outgoing webhook: events POSTed as JSON to `url`, signed with the hook's own secret. A hook of the
+    integration team receives every event it subscribes to; a vendor's hook only those about that vendor."""
+
+    organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="webhooks")
+    name = models.CharField(max_length=100)
+    url = models.CharField(max_length=500)  # http(s), checked by vendor.services.webhooks
+    secret = models.CharField(max_length=64)  # HMAC-SHA256 key of the X-Calculet-Signature header
+    events = models.JSONField(default=list, blank=True)  # event kinds it receives; empty: all
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self):
+        return self.name
+
+
+class WebhookDelivery(models.Model):
+    """One event sent to one hook: the exact body signed, and every attempt to deliver it."""
+
+    PENDING = "pending"
+    DELIVERED = "delivered"
+    FAILED = "failed"
+    STATES = [
+        (PENDING, pgettext_lazy("delivery state", "Pending")),
+        (DELIVERED, pgettext_lazy("delivery state", "Delivered")),
+        (FAILED, pgettext_lazy("delivery state", "Failed")),
+    ]
+
+    hook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.ForeignKey(NotificationEvent, on_delete=models.CASCADE, related_name="deliveries")
+    body = models.TextField()
+    state = models.CharField(max_length=20, choices=STATES, default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    # One entry per attempt: {"at", "status" (HTTP status or null), "error", "ms"}.
+    log = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["hook", "event"], name="webhook_delivery_once"),
+            models.CheckConstraint(
+                condition=Q(state__in=["pending", "delivered", "failed"]), name="webhook_delivery_state_valid"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.event.kind} to {self.hook}"

@@ -19,6 +19,9 @@ QUESTION_STATES = [
     (DEFERRED, pgettext_lazy("question state", "Deferred")),
 ]
 
+# Questions nobody is waiting on any more: never overdue, not among a vendor's open items.
+SETTLED_STATES = frozenset({CLOSED, DEFERRED})
+
 # A PM moves questions along these edges by hand. Answers and chain verdicts move them too
 # (asked -> answered -> verifying -> closed) through the same table.
 QUESTION_TRANSITIONS: dict[str, frozenset[str]] = {

@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote
+from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.api import Api, ReasonSerializer, StrictSerializer
 from calculet.errors import ConflictError, ForbiddenError
 from evidence.grades import STATUS_CHOICES
@@ -17,7 +18,9 @@ from vendor.access import may_act_as_pm, may_see_all
 
 class PromotionInputSerializer(StrictSerializer):
     to = serializers.ChoiceField(choices=STATUS_CHOICES, help_text="The status asked for, C0–C4.")
-    reason = serializers.CharField(allow_blank=True, required=False, max_length=2000, help_text="Required to demote.")
+    reason = serializers.CharField(
+        allow_blank=True, required=False, max_length=REASON_MAX_CHARS, help_text="Required to demote."
+    )
 
 
 class PromotionOutputSerializer(serializers.Serializer):

@@ -1,4 +1,5 @@
 import django_filters
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -8,10 +9,10 @@ from acceptance.models import Run
 from acceptance.selectors import question_chains, questions_with_proof
 from calculet.api import Api, StrictSerializer
 from calculet.errors import DomainError, ForbiddenError
-from vendor import states
+from vendor import due, states
 from vendor.access import may_act_as_pm, object_for_user
 from vendor.models import Question
-from vendor.selectors import active_users, organisations
+from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due
 from vendor.services.questions import question_update
 
 
@@ -46,6 +47,7 @@ class QuestionOutputSerializer(serializers.Serializer):
     assignee = serializers.CharField(source="assignee.username", allow_null=True, default=None)
     organisation = serializers.CharField(source="organisation.slug", allow_null=True, default=None)
     due_date = serializers.DateField(allow_null=True)
+    due_status = serializers.SerializerMethodField()
     capabilities = CapabilityRefSerializer(many=True)
     chains = serializers.SerializerMethodField()
     updated_at = serializers.DateTimeField()
@@ -53,6 +55,17 @@ class QuestionOutputSerializer(serializers.Serializer):
     @extend_schema_field(ChainSerializer(many=True))
     def get_chains(self, question) -> list:
         return self.context["chains"].get(question.pk, [])
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=[due.OVERDUE, due.DUE_SOON],
+            allow_null=True,
+            help_text="overdue once the due date has passed, due_soon within QUESTION_DUE_SOON_DAYS of it; null "
+            "without a due date, otherwise, or once the question is closed or deferred.",
+        )
+    )
+    def get_due_status(self, question) -> str | None:
+        return due.due_status(question.due_date, question.state, timezone.localdate(), due_soon_days()) or None
 
 
 class QuestionFilter(django_filters.FilterSet):
@@ -62,10 +75,16 @@ class QuestionFilter(django_filters.FilterSet):
     organisation = django_filters.CharFilter(field_name="organisation__slug")
     assignee = django_filters.CharFilter(field_name="assignee__username")
     capability = django_filters.CharFilter(field_name="capabilities__slug", distinct=True)
+    due = django_filters.ChoiceFilter(
+        choices=due.DUE_STATUSES, method="filter_due", help_text="overdue, due_soon, or none (open, no due date)."
+    )
 
     class Meta:
         model = Question
-        fields = ["state", "priority", "section", "organisation", "assignee", "capability"]
+        fields = ["state", "priority", "section", "organisation", "assignee", "capability", "due"]
+
+    def filter_due(self, questions, name, value):
+        return questions_by_due(questions, value, timezone.localdate())
 
 
 class QuestionListApi(Api, ListAPIView):

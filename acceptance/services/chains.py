@@ -19,9 +19,11 @@ from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
 from evidence.models import Capability
+from vendor import events
 from vendor import states as question_states
 from vendor.access import may_act_as_pm
 from vendor.models import Answer
+from vendor.services.notifications import notify_on_commit
 from vendor.services.questions import question_state_move
 
 
@@ -107,7 +109,9 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
 
 
 def chains_refresh_for_target(target: Target, *, actor=None) -> None:
-    """Recompute the current inputs of the target's chains after its versions changed, and move them on."""
+    """Recompute the current inputs of the target's chains after its versions changed, and move them on. The
+    people of each question whose proof must now be run again on the new versions are told."""
+    told: set[int] = set()
     for chain in Chain.objects.filter(target=target).select_related("answer", "capability"):
         with transaction.atomic():
             locked = lock_rows(Chain.objects).select_related("target").get(pk=chain.pk)
@@ -115,6 +119,22 @@ def chains_refresh_for_target(target: Target, *, actor=None) -> None:
             locked.save(update_fields=["stage_digests", "updated_at"])
             _stale_outdated_runs(locked)
             chain_advance(locked, actor=actor)
+            if locked.question_id not in told:
+                told.add(locked.question_id)
+                notify_on_commit(
+                    events.REVERIFICATION_DUE,
+                    actor=actor or "system",
+                    organisation_id=chain.answer.organisation_id,
+                    question_id=locked.question_id,
+                    data={"target": target.name, "detail": _versions(target)},
+                )
+
+
+def _versions(target: Target) -> str:
+    return (
+        f"CalRT {target.calrt_version}, driver {target.driver_version}, firmware {target.firmware_version}, "
+        f"chip {target.chip}"
+    )
 
 
 def _stale_outdated_runs(chain: Chain) -> None:

@@ -13,7 +13,11 @@ from calculet.errors import DomainError, ForbiddenError
 from evidence.grades import STATUSES, status_rank
 from evidence.models import Capability
 from evidence.status_guard import gate_writes
+from vendor import events
 from vendor.access import may_act_as_pm
+from vendor.services.notifications import notify_on_commit
+
+REASON_MAX_CHARS = 2000
 
 
 def policy_current() -> dict:
@@ -37,17 +41,20 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
     """Ask the gate to move `capability` to `to_status`, and store the attempt whatever the answer.
 
     Preconditions: `to_status` is one of C0–C4 (DomainError on field "to" otherwise); a demotion (away from
-    C0) gives a reason (DomainError on field "reason"); the actor is a PM, a superuser, or a shell label
-    (ForbiddenError otherwise). Never raises for a blocked promotion: the returned attempt has
-    `allowed=False` and machine-readable `reasons`. The capability's row is locked while the policy is
-    evaluated, so of two concurrent attempts exactly one takes effect and the other sees the new status.
-    The status is written inside `gate_writes()`, with an audit row, in the same transaction.
+    C0) gives a reason, and no reason is longer than REASON_MAX_CHARS (DomainError on field "reason"); the
+    actor is a PM, a superuser, or a shell label (ForbiddenError otherwise). Never raises for a blocked
+    promotion: the returned attempt has `allowed=False` and machine-readable `reasons`. The capability's
+    row is locked while the policy is evaluated, so of two concurrent attempts exactly one takes effect and
+    the other sees the new status. The status is written inside `gate_writes()`, with an audit row, in the
+    same transaction.
     """
     if to_status not in STATUSES:
         raise DomainError(f"Unknown status {to_status!r}; one of {', '.join(STATUSES)}.", field="to")
     if not _actor_may_promote(actor):
         raise ForbiddenError("Only a PM may change a capability's status.")
     reason = (reason or "").strip()
+    if len(reason) > REASON_MAX_CHARS:
+        raise DomainError(f"A reason holds at most {REASON_MAX_CHARS} characters.", field="reason")
     policy = policy_current()
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
@@ -109,5 +116,17 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
                 before={"status": current},
                 after=summary,
             )
+        notify_on_commit(
+            events.PROMOTION_GRANTED if decision.allowed else events.PROMOTION_BLOCKED,
+            actor=actor,
+            organisation_id=None,  # the team's decision: no vendor is told
+            data={
+                "capability": locked.title,
+                "from_status": current,
+                "to_status": to_status,
+                "detail": "\n".join(item["message"] for item in decision.reasons) or reason,
+                "path": f"/capabilities/{locked.slug}/",
+            },
+        )
     attempt.capability = locked
     return attempt

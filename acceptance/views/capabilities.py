@@ -5,6 +5,7 @@ from django.views.decorators.http import require_POST
 
 from acceptance.selectors import promotion_history
 from acceptance.services import capability_promote
+from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.grades import STATUSES
@@ -27,6 +28,7 @@ def _capability_page_context(request, capability, **promotion) -> dict:
         "statuses": STATUSES,
         "status_choices": [(status, f"{status} — {labels.label('status', status)}") for status in STATUSES],
         "can_promote": may_act_as_pm(request.user),
+        "reason_max_chars": REASON_MAX_CHARS,
         "attempt": None,
         "promotion_errors": {},
         "promotion_input": {},

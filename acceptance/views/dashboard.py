@@ -17,7 +17,9 @@ from acceptance.selectors import (
 from calculet import labels, web
 from evidence.grades import STATUSES
 from evidence.selectors import capabilities_with_grades
+from vendor import due
 from vendor.access import is_vendor_member, may_see_all, user_organisation
+from vendor.selectors import due_counts, due_soon_days
 
 LIVE_RUN_LIMIT = 50
 BLOCKED_LIMIT = 50
@@ -43,6 +45,8 @@ def _team_dashboard(request):
         return web.render_page(request, "acceptance/dashboard.html", _runs_in_progress_context(), partial="live-runs")
     context = {
         "sections": section_progress(),
+        "due_counts": [(status, count) for status, count in due_counts(user=request.user).items()],
+        "due_soon_days": due_soon_days(),
         "state_choices": labels.choices("state"),
         "positions": stages.POSITIONS,
         "capabilities": capabilities_with_grades(),
@@ -56,6 +60,10 @@ def _team_dashboard(request):
 
 @web.page_for(is_vendor_member)
 def vendor_home(request):
-    """A vendor's read-only view: the questions put to their organisation, their answers, artifacts and runs."""
+    """A vendor's view: the questions put to their organisation (overdue and due-soon ones marked), their
+    answers, artifacts and runs."""
     context = {"organisation": user_organisation(request.user), **vendor_overview(user=request.user)}
+    today, soon_days = timezone.localdate(), due_soon_days()
+    for question, _answer in context["questions"]:
+        question.due_status = due.due_status(question.due_date, question.state, today, soon_days)
     return web.render_page(request, "acceptance/vendor-home.html", context, nav="vendor")

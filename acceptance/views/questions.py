@@ -10,6 +10,7 @@ from django.db.models import F, Q
 from django.http import Http404, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
@@ -23,13 +24,23 @@ from acceptance.views.plots import run_plots
 from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.selectors import question_capabilities
+from vendor import due
 from vendor import selectors as vendor_selectors
-from vendor.access import is_vendor_member, may_act_as_pm, may_open_pages, may_see_all, object_for_user
+from vendor.access import (
+    is_vendor_member,
+    may_act_as_pm,
+    may_discuss,
+    may_open_pages,
+    may_see_all,
+    object_for_user,
+)
 from vendor.claim import ELEMENTS
 from vendor.models import Question
-from vendor.services.questions import question_bulk_assign, question_update
+from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
+from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
 PAGE_SIZE = 25
+SEARCH_MAX_CHARS = 200
 SORTS = {
     "code": (F("number").asc(),),
     "priority": (F("priority").asc(), F("number").asc()),
@@ -53,10 +64,11 @@ SORT_CHOICES = [
 
 
 class QuestionFilterForm(forms.Form):
-    q = forms.CharField(required=False, label=_("Text"))
+    q = forms.CharField(required=False, max_length=SEARCH_MAX_CHARS, label=_("Text"))
     section = forms.ChoiceField(required=False, label=_("Section"))
     state = forms.ChoiceField(required=False, label=_("State"))
     priority = forms.ChoiceField(required=False, label=_("Priority"))
+    due = forms.ChoiceField(required=False, label=_("Due"))
     organisation = forms.ChoiceField(required=False, label=_("Organisation"))
     assignee = forms.ChoiceField(required=False, label=_("Assignee"))
     stage = forms.ChoiceField(required=False, label=_("Chain stage"))
@@ -69,6 +81,7 @@ class QuestionFilterForm(forms.Form):
         self.fields["section"].choices = anything + [(s.code, f"{s.code} {s.title}") for s in sections]
         self.fields["state"].choices = anything + labels.choices("state")
         self.fields["priority"].choices = anything + labels.choices("priority")
+        self.fields["due"].choices = anything + labels.choices("due")
         self.fields["organisation"].choices = anything + [(o.slug, o.name) for o in organisations]
         self.fields["assignee"].choices = (
             anything + [("none", _("nobody"))] + [(str(u.pk), u.username) for u in assignees]
@@ -83,7 +96,8 @@ class QuestionFilterForm(forms.Form):
         self.fields["sort"].choices = SORT_CHOICES
 
     def filter(self, questions, positions: dict[int, str]):
-        data = self.cleaned_data if self.is_valid() else {}
+        """The questions the valid filters select; call only after `is_valid()` held."""
+        data = self.cleaned_data
         if text := data.get("q", "").strip():
             questions = questions.filter(
                 Q(code__icontains=text)
@@ -99,6 +113,8 @@ class QuestionFilterForm(forms.Form):
             questions = questions.filter(state=data["state"])
         if data.get("priority"):
             questions = questions.filter(priority=data["priority"])
+        if data.get("due"):
+            questions = vendor_selectors.questions_by_due(questions, data["due"], timezone.localdate())
         if data.get("organisation"):
             questions = questions.filter(organisation__slug=data["organisation"])
         if data.get("assignee") == "none":
@@ -114,24 +130,39 @@ class QuestionFilterForm(forms.Form):
         return questions.order_by(*SORTS[data.get("sort") or "code"])
 
 
+def _annotate_row(question, *, positions: dict[int, str], people, today) -> None:
+    """What a row of the list shows beside the stored fields: chain position, due status, who may take it."""
+    question.position = positions.get(question.pk, "")
+    question.due_status = due.due_status(question.due_date, question.state, today, vendor_selectors.due_soon_days())
+    question.contacts = people.for_organisation(question.organisation_id)
+
+
+def _row_choices() -> dict:
+    return {"state_choices": labels.choices("state"), "priority_choices": labels.choices("priority")}
+
+
 def _question_list_context(request, params: QueryDict):
     sections = list(vendor_selectors.section_list())
-    assignees = list(vendor_selectors.team_members())
+    people = vendor_selectors.assignees()
     organisations = list(vendor_selectors.vendor_organisations())
-    form = QuestionFilterForm(params, sections=sections, organisations=organisations, assignees=assignees)
+    form = QuestionFilterForm(params, sections=sections, organisations=organisations, assignees=people.everyone())
     positions = question_positions()
-    questions = form.filter(vendor_selectors.question_list(user=request.user), positions)
+    questions = vendor_selectors.question_list(user=request.user)
+    # Filters the page cannot apply are shown as errors, and nothing is listed until they are fixed.
+    questions = form.filter(questions, positions) if form.is_valid() else questions.none()
     page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
+    today = timezone.localdate()
     for question in page:
-        question.position = positions.get(question.pk, "")
+        _annotate_row(question, positions=positions, people=people, today=today)
     return {
         "form": form,
         "page": page,
         "params": params,
         "list_url": f"{request.path}?{params.urlencode()}" if params else request.path,
-        "assignees": assignees,
-        "state_choices": labels.choices("state"),
-        "priority_choices": labels.choices("priority"),
+        "assignees": people.team,
+        "people": people,
+        **_row_choices(),
+        "search_max_chars": SEARCH_MAX_CHARS,
         "can_edit": may_act_as_pm(request.user),
         "sort": form.cleaned_data.get("sort") if form.is_valid() else "",
     }
@@ -142,7 +173,10 @@ def question_list(request):
     if is_vendor_member(request.user):  # a vendor's own questions are on their landing page
         return redirect("vendor-home")
     context = _question_list_context(request, request.GET)
-    return web.render_page(request, "acceptance/question-list.html", context, partial="question-table", nav="questions")
+    status = 400 if context["form"].errors and not web.wants_partial(request) else 200
+    return web.render_page(
+        request, "acceptance/question-list.html", context, partial="question-table", nav="questions", status=status
+    )
 
 
 def _safe_next(request, fallback: str) -> str:
@@ -152,48 +186,48 @@ def _safe_next(request, fallback: str) -> str:
     return fallback
 
 
+def _parse_person(value: str, errors: dict, field: str = "assignee"):
+    """A posted person id: the active user, or None (with an error) when there is no such person."""
+    person = vendor_selectors.active_users().filter(pk=value).first() if value.isdigit() else None
+    if person is None:
+        errors[field] = _("Choose a person from the list.")
+    return person
+
+
+def _parse_date(value: str, errors: dict, field: str = "due_date") -> datetime.date | None:
+    try:
+        return datetime.date.fromisoformat(value.strip()) if value.strip() else None
+    except ValueError:
+        errors[field] = _("Enter a date as YYYY-MM-DD.")
+        return None
+
+
 def _parse_row_changes(post, question) -> tuple[dict, dict]:
     """The posted row turned into changes against the stored question, and the input errors found."""
-    errors = {}
+    errors: dict = {}
     wanted = {}
     if "assignee" in post:
-        assignee_id = post["assignee"]
-        if assignee_id == "":
-            wanted["assignee"] = None
-        elif assignee_id.isdigit() and (user := vendor_selectors.active_users().filter(pk=assignee_id).first()):
-            wanted["assignee"] = user
-        else:
-            errors["assignee"] = _("Choose a person from the list.")
+        wanted["assignee"] = _parse_person(post["assignee"], errors) if post["assignee"] else None
     for field in ("priority", "state"):
         if field in post:
             wanted[field] = post[field]
     if "due_date" in post:
-        due = post["due_date"].strip()
-        try:
-            wanted["due_date"] = datetime.date.fromisoformat(due) if due else None
-        except ValueError:
-            errors["due_date"] = _("Enter a date as YYYY-MM-DD.")
+        wanted["due_date"] = _parse_date(post["due_date"], errors)
     current = {
         "assignee": question.assignee,
         "priority": question.priority,
         "state": question.state,
         "due_date": question.due_date,
     }
-    changes = {field: value for field, value in wanted.items() if value != current[field]}
+    changes = {field: value for field, value in wanted.items() if field not in errors and value != current[field]}
     return changes, errors
-
-
-def _visible_question(user, code) -> Question:
-    question = object_for_user(user, vendor_selectors.question_list(user=user), code=code)
-    question.position = question_positions().get(question.pk, "")
-    return question
 
 
 @require_POST
 @web.page_for(may_act_as_pm)
 def question_edit(request, code):
     """Apply one row of the list: assignee, priority, due date and state, through the question service."""
-    question = _visible_question(request.user, code)
+    question = question_page(request, code)
     changes, errors = _parse_row_changes(request.POST, question)
     if changes and not errors:
         try:
@@ -208,60 +242,105 @@ def question_edit(request, code):
         context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
         context.update(row_errors={question.code: errors}, list_url=next_url)
         return web.render_page(request, "acceptance/question-list.html", context, nav="questions", status=400)
+    if not errors:
+        question = question_page(request, code)
+    people = vendor_selectors.assignees()
+    _annotate_row(question, positions=question_positions(), people=people, today=timezone.localdate())
     context = {
-        "question": _visible_question(request.user, code) if not errors else question,
+        "question": question,
         "errors": errors,
         "saved": bool(changes) and not errors,
-        "assignees": list(vendor_selectors.team_members()),
-        "state_choices": labels.choices("state"),
-        "priority_choices": labels.choices("priority"),
+        "assignees": people.team,
+        **_row_choices(),
         "can_edit": True,
         "list_url": next_url,
     }
     return web.render_page(request, "acceptance/question-list.html", context, partial="question-row", nav="questions")
 
 
+def _parse_bulk_changes(post) -> tuple[dict, dict]:
+    """The bulk form's choices as service changes; a field left blank is left as it is on every question."""
+    errors: dict = {}
+    changes: dict = {}
+    if post.get("assignee") == "none":
+        changes["assignee"] = None
+    elif post.get("assignee"):
+        changes["assignee"] = _parse_person(post["assignee"], errors)
+    for field in ("priority", "state"):
+        if post.get(field):
+            changes[field] = post[field]
+    if post.get("clear_due"):
+        changes["due_date"] = None
+    elif post.get("due_date", "").strip():
+        changes["due_date"] = _parse_date(post["due_date"], errors)
+    return changes, errors
+
+
+BULK_INPUTS = ("assignee", "priority", "state", "due_date", "clear_due")
+BULK_LABELS = {"assignee": _("Assignee"), "priority": _("Priority"), "due_date": _("Due date"), "state": _("State")}
+
+
+def _bulk_lines(row) -> list[tuple[str, str, str]]:
+    """A previewed question's changes as (field, before, after), in words."""
+
+    def shown(field, value) -> str:
+        if value is None:
+            return "—"
+        return labels.label(field, value) if field in ("priority", "state") else value
+
+    before, after = row.before, row.after
+    return [(BULK_LABELS[name], shown(name, before[name]), shown(name, after[name])) for name in row.changes]
+
+
 @require_POST
 @web.page_for(may_act_as_pm)
-def question_bulk_assign_view(request):
+def question_bulk_edit(request):
+    """Change the ticked questions' assignee, priority, due date or state: a first post shows what would
+    change for confirmation, the confirming post (`confirm=yes`) changes all of them or none."""
     next_url = _safe_next(request, reverse("question-list"))
-    params = QueryDict(urlsplit(next_url).query)
     codes = request.POST.getlist("code")
-    assignee_id = request.POST.get("assignee", "")
-    bulk_error = ""
-    bulk_done = ""
-    assignee = vendor_selectors.active_users().filter(pk=assignee_id).first() if assignee_id.isdigit() else None
     questions = list(vendor_selectors.question_list(user=request.user).filter(code__in=codes))
-    if not codes:
-        bulk_error = _("Tick at least one question.")
-    elif len(questions) != len(set(codes)):
+    if len(questions) != len(set(codes)):
         raise Http404
-    elif assignee_id and assignee is None:
-        bulk_error = _("Choose a person from the list.")
-    else:
+    changes, errors = _parse_bulk_changes(request.POST)
+    bulk = {"codes": codes, "input": {name: request.POST.get(name, "") for name in BULK_INPUTS}, "errors": errors}
+    if not codes:
+        errors["form"] = _("Tick at least one question.")
+    elif not changes and not errors:
+        errors["form"] = _("Choose at least one thing to change.")
+    elif not errors and request.POST.get("confirm") != "yes":
         try:
-            question_bulk_assign(actor=request.user, questions=questions, assignee=assignee)
+            bulk["preview"] = question_bulk_preview(actor=request.user, questions=questions, changes=changes)
         except DomainError as error:
-            bulk_error = error.message
+            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
         else:
-            bulk_done = ngettext(
-                "Assigned %(count)d question to %(name)s.", "Assigned %(count)d questions to %(name)s.", len(questions)
-            ) % {"count": len(questions), "name": assignee.username if assignee else _("nobody")}
-    if not web.wants_partial(request) and not bulk_error:
-        return HttpResponseRedirect(next_url)
-    context = _question_list_context(request, params)
-    context.update(bulk_error=bulk_error, bulk_done=bulk_done, list_url=next_url)
+            for row in bulk["preview"]:
+                row.lines = _bulk_lines(row)
+            bulk["refused"] = any(row.error for row in bulk["preview"])
+    elif not errors:
+        try:
+            changed = question_bulk_update(actor=request.user, questions=questions, changes=changes)
+        except DomainError as error:
+            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
+        else:
+            done = ngettext("Changed %(count)d question.", "Changed %(count)d questions.", changed) % {"count": changed}
+            if not web.wants_partial(request):
+                messages.success(request, done)
+                return HttpResponseRedirect(next_url)
+            bulk = {"done": done}
+    context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
+    context.update(bulk=bulk, list_url=next_url)
     return web.render_page(
         request,
         "acceptance/question-list.html",
         context,
         partial="question-table",
         nav="questions",
-        status=200 if not bulk_error or web.wants_partial(request) else 400,
+        status=400 if errors and not web.wants_partial(request) else 200,
     )
 
 
-def _question_page_context(request, question):
+def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
     artifacts = {}
@@ -275,6 +354,7 @@ def _question_page_context(request, question):
     sees_all = may_see_all(request.user)
     return {
         **_chain_context(question, request.user),
+        **thread_context(request, question),
         "question": question,
         "answers": answers,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
@@ -284,41 +364,72 @@ def _question_page_context(request, question):
     }
 
 
+def thread_context(request, question, *, form=None, errors=None, editing=None, edit_form=None, edit_errors=None):
+    """The question's discussion as its page shows it: the thread, the form to add to it (with what was
+    typed and why it was refused), and the comment being edited, if any."""
+    can_comment = may_discuss(request.user)
+    return {
+        "comments": list(vendor_selectors.comment_list(user=request.user, question=question)),
+        "can_comment": can_comment,
+        "attachable": list(vendor_selectors.attachable_artifacts(user=request.user, question=question))
+        if can_comment
+        else [],
+        "comment_form": form or {"body": "", "artifacts": []},
+        "comment_errors": errors or {},
+        "editing": editing,
+        "edit_form": edit_form or {},
+        "edit_errors": edit_errors or {},
+        "body_max_chars": COMMENT_MAX_CHARS,
+    }
+
+
 def _ticket_context(question, errors=None, saved=False):
+    people = vendor_selectors.assignees()
     return {
         "ticket_errors": errors or {},
         "ticket_saved": saved,
         "organisations": list(vendor_selectors.vendor_organisations()),
-        "assignees": list(vendor_selectors.team_members()),
+        "assignees": people.team,
+        "contacts": people.for_organisation(question.organisation_id),
         "state_choices": labels.choices("state"),
         "priority_choices": labels.choices("priority"),
     }
 
 
-def _question_page(request, code):
-    return object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
+def question_page(request, code) -> Question:
+    question = object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
+    question.due_status = due.due_status(
+        question.due_date, question.state, timezone.localdate(), vendor_selectors.due_soon_days()
+    )
+    return question
 
 
 @web.page_for(may_open_pages)
 def question_detail(request, code):
     """The question page; vendors reach only their own organisation's questions, read-only."""
-    question = _question_page(request, code)
+    question = question_page(request, code)
     if web.wants_partial(request):
         # The live part of the page: the chain, polled while one of its runs is waiting or running.
         context = {"question": question, **_chain_context(question, request.user)}
         return web.render_page(request, "acceptance/question-detail.html", context, partial="question-chain")
-    context = _question_page_context(request, question)
+    return render_question_page(request, question)
+
+
+def render_question_page(request, question, *, status=200, thread: dict | None = None):
+    """The whole question page; `thread` replaces the discussion's context (a refused comment, an edit)."""
+    context = question_page_context(request, question)
     if context["can_edit"]:
         context.update(_ticket_context(question))
+    context.update(thread or {})
     nav = "questions" if context["sees_all"] else "vendor"
-    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav)
+    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav, status=status)
 
 
 @require_POST
 @web.page_for(may_act_as_pm)
 def question_ticket(request, code):
     """The question page's ticket form: organisation, assignee, priority, due date and state."""
-    question = _question_page(request, code)
+    question = question_page(request, code)
     changes, errors = _parse_row_changes(request.POST, question)
     if "organisation" in request.POST:
         slug = request.POST["organisation"]
@@ -335,8 +446,8 @@ def question_ticket(request, code):
     if not errors and not web.wants_partial(request):
         return HttpResponseRedirect(reverse("question-detail", args=[question.code]))
     if not errors:
-        question = _question_page(request, code)
-    context = _question_page_context(request, question)
+        question = question_page(request, code)
+    context = question_page_context(request, question)
     context.update(_ticket_context(question, errors, saved=bool(changes) and not errors))
     return web.render_page(
         request,

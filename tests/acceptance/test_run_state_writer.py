@@ -13,6 +13,7 @@ RUN_STATE_WRITER = "acceptance/services/runs/state.py"
 OTHER_STATE_WRITERS = {
     "vendor/services/questions.py": "Question.state",
     "vendor/services/artifacts.py": "Artifact.state",
+    "vendor/services/webhooks.py": "WebhookDelivery.state",
 }
 WRITE_METHODS = {"create", "update", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
 

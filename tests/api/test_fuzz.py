@@ -23,8 +23,10 @@ from acceptance.services import answer_submit, chain_start_for_answer
 from calculet.wsgi import application
 from tests.vendor.fixtures import complete_answer
 from vendor.authentication import TokenRateThrottle
+from vendor.services.comments import comment_create
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
+from vendor.services.webhooks import webhook_create
 
 # tus chunks are raw bytes, like application/octet-stream.
 schemathesis.serializer.alias("application/offset+octet-stream", "application/octet-stream")
@@ -44,7 +46,12 @@ def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts
         length=64,
         metadata={"kind": "golden", "version": "9.0", "filename": "fuzz.npz", "sha256": "c" * 64},
     )
+    comment = comment_create(actor=vendor_a.user, question=question_a, body="fuzz @alice")
+    team = pm.user.membership.organisation
+    hook = webhook_create(actor=pm.user, organisation=team, name="fuzz", url="https://example.org/hook", kinds=[])
     return {
+        "comment_id": comment.pk,
+        "hook_id": hook.pk,
         "code": question_a.code,
         "answer_id": answer.pk,
         "artifact_id": artifacts_a["golden"].pk,

@@ -1,8 +1,11 @@
+import datetime
+
 import pytest
 from rest_framework.test import APIClient
 
 from calculet.models import AuditEntry
 from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
+from vendor.models import Question
 
 
 def test_pm_sees_every_question_and_a_vendor_only_theirs(pm, vendor_a, question_a, question_b, capability):
@@ -57,9 +60,10 @@ def test_a_question_is_looked_up_by_code(pm, question_a):
 
 def test_pm_patches_a_question(pm, vendor_a):
     make_question("V18")
+    due = (datetime.date.today() + datetime.timedelta(days=23)).isoformat()
     response = pm.client().patch(
         "/api/v1/questions/V18/",
-        {"organisation": "acme", "assignee": "alice", "priority": "p0", "due_date": "2026-12-24", "state": "asked"},
+        {"organisation": "acme", "assignee": "alice", "priority": "p0", "due_date": due, "state": "asked"},
         format="json",
     )
     assert response.status_code == 200, response.json()
@@ -68,7 +72,7 @@ def test_pm_patches_a_question(pm, vendor_a):
         "acme",
         "alice",
         "p0",
-        "2026-12-24",
+        due,
         "asked",
     )
     assert AuditEntry.objects.filter(action="question.update", actor__username="pat").count() == 1
@@ -83,6 +87,7 @@ def test_pm_patches_a_question(pm, vendor_a):
         ({"assignee": "ghost"}, "assignee", "not_found"),
         ({"priority": "urgent"}, "priority", "invalid_choice"),
         ({"due_date": "soon"}, "due_date", "invalid"),
+        ({"due_date": "1900-01-01"}, "due_date", "invalid"),
         ({"state": "closed"}, "state", "invalid"),
         ({"colour": "red"}, "colour", "invalid"),
         ({"priority": ["p1"]}, "priority", "invalid_choice"),
@@ -169,3 +174,29 @@ def test_an_oversized_body_is_refused_before_it_is_read(vendor_a, question_a):
     assert response.status_code == 413
     assert response.json()["errors"][0]["field"] == "body"
     assert db_snapshot() == before
+
+
+def test_questions_say_when_they_are_due_and_filter_by_it(pm, vendor_a, settings):
+    settings.QUESTION_DUE_SOON_DAYS = 5
+    acme = vendor_a.user.membership.organisation
+    today = datetime.date.today()
+    for number, offset in ((1, -2), (2, 5), (3, 6), (4, None)):
+        make_question(f"V{number:02d}", organisation=acme)
+        due = today + datetime.timedelta(days=offset) if offset is not None else None
+        Question.objects.filter(number=number).update(due_date=due)  # V01's date was set before it passed
+    client = pm.client()
+    listed = client.get("/api/v1/questions/").json()["results"]
+    assert [(q["code"], q["due_status"]) for q in listed] == [
+        ("V01", "overdue"),
+        ("V02", "due_soon"),
+        ("V03", None),
+        ("V04", None),
+    ]
+    codes = {
+        due: [q["code"] for q in client.get(f"/api/v1/questions/?due={due}").json()["results"]]
+        for due in ("overdue", "due_soon", "none")
+    }
+    assert codes == {"overdue": ["V01"], "due_soon": ["V02"], "none": ["V04"]}
+    bad = client.get("/api/v1/questions/?due=later")
+    assert (bad.status_code, bad.json()["errors"][0]["field"]) == (400, "due")
+    assert vendor_a.client().get("/api/v1/questions/?due=overdue").json()["count"] == 1

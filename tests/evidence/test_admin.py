@@ -14,8 +14,25 @@ from evidence.models import (
     PathAlias,
     SourceReference,
 )
-from vendor.models import Answer, ApiToken, Artifact, Blob, Membership, Organisation, Question, Section, Upload
+from vendor.models import (
+    Answer,
+    ApiToken,
+    Artifact,
+    Blob,
+    Comment,
+    Membership,
+    NotificationEvent,
+    Organisation,
+    Question,
+    Section,
+    Upload,
+    Webhook,
+    WebhookDelivery,
+)
+from vendor.services.comments import comment_create
+from vendor.services.notifications import notify
 from vendor.services.organisations import token_create
+from vendor.services.webhooks import webhook_create
 
 pytestmark = pytest.mark.django_db
 
@@ -36,6 +53,10 @@ READ_ONLY_MODELS = [
     Answer,
     Upload,
     AuditEntry,
+    Comment,
+    NotificationEvent,
+    Webhook,
+    WebhookDelivery,
 ]
 
 
@@ -64,6 +85,11 @@ def pm(imported):
     )
     Answer.objects.create(question=Question.objects.get(code="V18"), organisation=vendor, revision=1)
     Upload.objects.create(organisation=vendor, length=3, expires_at=timezone.now())
+    question = Question.objects.get(code="V20")
+    Question.objects.filter(pk=question.pk).update(organisation=vendor)
+    comment_create(actor=user, question=question, body="a comment")
+    webhook_create(actor=user, organisation=team, name="chat", url="https://example.org/hook", kinds=[])
+    notify("overdue", actor="system", organisation_id=vendor.pk, question_id=question.pk)
     return user
 
 
@@ -88,6 +114,11 @@ def test_read_only_models_refuse_writes(pm_client):
         assert 'name="_save"' not in page, model
         assert pm_client.post(admin_url(model, "delete", obj.pk), {"post": "yes"}).status_code == 403, model
         assert model.objects.filter(pk=obj.pk).exists(), model
+
+
+def test_a_webhooks_secret_is_not_shown_in_the_admin(pm_client):
+    hook = Webhook.objects.get()
+    assert hook.secret not in pm_client.get(admin_url(Webhook, "change", hook.pk)).content.decode()
 
 
 def test_audit_entries_cannot_be_changed_through_the_admin(pm_client):
@@ -131,6 +162,18 @@ def test_a_refused_question_edit_changes_nothing(pm_client, pm):
     assert "Not saved" in response.content.decode()
     question.refresh_from_db()
     assert (question.priority, question.organisation) == ("p2", None)
+    assert AuditEntry.objects.count() == audit_count
+
+
+def test_a_past_due_date_is_refused_in_the_admin(pm_client):
+    question = Question.objects.get(code="V18")
+    audit_count = AuditEntry.objects.count()
+    url = admin_url(Question, "change", question.pk)
+    form = {"priority": "p2", "organisation": "", "assignee": "", "due_date": "1900-01-01"}
+    response = pm_client.post(url, form, follow=True)
+    assert "Not saved — due_date: The due date 1900-01-01 is in the past" in response.content.decode()
+    question.refresh_from_db()
+    assert question.due_date is None
     assert AuditEntry.objects.count() == audit_count
 
 

@@ -1,7 +1,8 @@
-"""The guides' examples run against a live server: docs/vendor-guide.md as the vendor, then section 7 of
+"""The guides' examples run against a live server: docs/vendor-guide.md as the vendor, then section 9 of
 docs/pm-guide.md as a PM, each as one shell session; then the database is checked for what they should
 have left behind. Run twice: with no worker serving the simulator, and with tasks run in-process."""
 
+import datetime
 import os
 import shlex
 import shutil
@@ -18,7 +19,7 @@ from acceptance.models import PromotionAttempt, Run
 from calculet.celery import app as celery_app
 from evidence.models import Capability
 from tests.guides.examples import Example, MarkerError, examples
-from vendor.models import Answer, ApiToken, Artifact, Question, Upload
+from vendor.models import Answer, ApiToken, Artifact, Comment, NotificationPreference, Question, Upload
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
 from vendor.storage import blob_local_path, file_sha256
@@ -130,6 +131,13 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
     vendor = ShellSession(tmp_path / "vendor", session_env(live_server.url, keys["vendor"], tmp_path / "vendor"))
     vendor.run_guide(VENDOR_GUIDE)
 
+    comment = Comment.objects.get(question__code="V18")
+    assert (comment.author.username, comment.revision, comment.revisions.count()) == ("alice", 2, 2)
+    assert [artifact.file_name for artifact in comment.artifacts.all()] == ["qwen3-tiny-b8.tar"]
+    assert "<strong>linked</strong>" in comment.body_html
+    preference = NotificationPreference.objects.get(user__username="alice")
+    assert (preference.muted, preference.user.email) == (["answered"], "engineer@acme.example")
+
     ci_token = ApiToken.objects.get(name="ci uploader")
     assert ci_token.user.username == "alice"
     assert ci_token.revoked_at is not None
@@ -176,7 +184,7 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
         "asked",
         "p1",
         "pat",
-        "2026-09-30",
+        (datetime.datetime.now(datetime.UTC).date() + datetime.timedelta(days=30)).isoformat(),
     )
     attempts = [
         (attempt.to_status, attempt.allowed, {reason["code"] for reason in attempt.reasons})

@@ -2,16 +2,17 @@
 
 import pytest
 from django.core.management import call_command
+from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import PromotionAttempt, Run
 from calculet.models import AuditEntry
 from evidence.models import Capability
-from vendor.models import Answer, ApiToken, Artifact
+from vendor.models import Answer, ApiToken, Artifact, Comment, Question
 
 
 def counts() -> dict[str, int]:
-    models = [Answer, Artifact, ApiToken, PromotionAttempt, Run, AuditEntry]
+    models = [Answer, Artifact, ApiToken, PromotionAttempt, Run, AuditEntry, Comment]
     return {model.__name__: model.objects.count() for model in models}
 
 
@@ -37,6 +38,14 @@ def test_seed_demo_tells_the_story_once(chain_in_process, settings, tmp_path, ca
     assert not v17.complete and v17.missing == ["golden"]
     sampling = PromotionAttempt.objects.get(capability__slug="npu-sampling")
     assert not sampling.allowed and Capability.objects.get(slug="npu-sampling").status == "C3"
+
+    v18, v17 = Question.objects.get(code="V18"), Question.objects.get(code="V17")
+    assert (v18.assignee.username, v17.assignee.username) == ("lin", "acme-engineer")
+    assert v18.due_date > v17.due_date >= timezone.localdate()
+    thread = list(Comment.objects.filter(question=v18).order_by("id"))
+    assert [comment.author.username for comment in thread] == ["pm", "acme-engineer"]
+    assert [person.username for person in thread[1].mentions.all()] == ["pm"]
+    assert thread[1].artifacts.get().kind == "calbin"
 
     token = ApiToken.objects.get(user__username="acme-engineer")
     assert token.prefix in first_output and "pm / calculet-demo" in first_output

@@ -5,6 +5,12 @@ from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from calculet.models import AuditEntry
 from tests.vendor.fixtures import complete_answer, db_snapshot, make_artifact
 from vendor.models import Answer, Artifact
+from vendor.services.notifications import notify
+
+
+def chain_starts(callbacks) -> list:
+    """What a change queued after commit besides telling people of it."""
+    return [callback for callback in callbacks if getattr(callback, "func", None) is not notify]
 
 
 def test_an_incomplete_answer_is_stored_with_what_it_lacks(vendor_a, question_a, django_capture_on_commit_callbacks):
@@ -13,7 +19,7 @@ def test_an_incomplete_answer_is_stored_with_what_it_lacks(vendor_a, question_a,
     assert answer.complete is False
     assert answer.missing == ["executable_asset", "minimal_example", "error_path", "golden", "compatibility_range"]
     assert answer.revision == 1
-    assert callbacks == []  # an incomplete answer starts no chain
+    assert chain_starts(callbacks) == []  # an incomplete answer starts no chain
     question_a.refresh_from_db()
     assert question_a.state == "answered"
     assert AuditEntry.objects.filter(action="answer.submit", object_id=str(answer.pk)).exists()
@@ -31,7 +37,7 @@ def test_a_complete_answer_queues_the_chain_after_commit(
     assert list(answer.executable_assets.all()) == [artifacts_a["calbin"]]
     assert list(answer.golden_artifacts.all()) == [artifacts_a["golden"]]
     assert answer.golden_tolerances == {"atol": 0.02}
-    assert len(callbacks) == 1
+    assert len(chain_starts(callbacks)) == 1
 
 
 def test_a_correction_is_a_new_revision_and_the_old_one_stays(vendor_a, question_a, artifacts_a):

@@ -6,7 +6,14 @@ from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.vendor.fixtures import db_snapshot, make_question
 from vendor.models import Organisation
-from vendor.services.questions import question_bulk_assign, question_state_move, question_update
+from vendor.services.questions import (
+    question_bulk_preview,
+    question_bulk_update,
+    question_state_move,
+    question_update,
+)
+
+IN_A_MONTH = datetime.date.today() + datetime.timedelta(days=30)
 
 
 def test_pm_puts_a_question_to_a_vendor_and_assigns_it(pm, vendor_a):
@@ -19,7 +26,7 @@ def test_pm_puts_a_question_to_a_vendor_and_assigns_it(pm, vendor_a):
         organisation=acme,
         assignee=vendor_a.user,
         priority="p0",
-        due_date="2026-12-01",
+        due_date=IN_A_MONTH.isoformat(),
         state="asked",
     )
 
@@ -30,7 +37,7 @@ def test_pm_puts_a_question_to_a_vendor_and_assigns_it(pm, vendor_a):
         "p0",
         "asked",
     )
-    assert question.due_date == datetime.date(2026, 12, 1)
+    assert question.due_date == IN_A_MONTH
     assert updated.pk == question.pk
     entry = AuditEntry.objects.filter(action="question.update").get()
     assert entry.before == {"organisation": None, "assignee": None, "priority": "p2", "due_date": None, "state": "new"}
@@ -38,7 +45,7 @@ def test_pm_puts_a_question_to_a_vendor_and_assigns_it(pm, vendor_a):
         "organisation": "acme",
         "assignee": "alice",
         "priority": "p0",
-        "due_date": "2026-12-01",
+        "due_date": IN_A_MONTH.isoformat(),
         "state": "asked",
     }
 
@@ -57,6 +64,8 @@ def test_an_update_that_changes_nothing_writes_no_audit_row(pm):
         ({"state": "asked"}, "state"),  # not put to any organisation yet
         ({"priority": "urgent"}, "priority"),
         ({"due_date": "next tuesday"}, "due_date"),
+        ({"due_date": "1900-01-01"}, "due_date"),
+        ({"due_date": datetime.date.today() - datetime.timedelta(days=1)}, "due_date"),
         ({"code": "V99"}, "code"),
     ],
 )
@@ -95,24 +104,84 @@ def test_only_a_pm_changes_questions(pm, viewer, vendor_a, role):
     with pytest.raises(ForbiddenError):
         question_update(actor=actor, question=question, priority="p0")
     with pytest.raises(ForbiddenError):
-        question_bulk_assign(actor=actor, questions=[question], assignee=None)
+        question_bulk_update(actor=actor, questions=[question], changes={"assignee": None})
+    with pytest.raises(ForbiddenError):
+        question_bulk_preview(actor=actor, questions=[question], changes={"assignee": None})
     question.refresh_from_db()
     assert question.priority == "p2"
 
 
-def test_bulk_assign_changes_all_or_none(pm, vendor_a):
+def test_bulk_update_changes_all_or_none(pm, vendor_a):
     acme = vendor_a.user.membership.organisation
     asked = [make_question(f"V{n}", organisation=acme) for n in (18, 19, 20)]
-    assert question_bulk_assign(actor=pm.user, questions=asked, assignee=pm.user) == 3
-    assert question_bulk_assign(actor=pm.user, questions=asked, assignee=pm.user) == 0
-    assert AuditEntry.objects.filter(action="question.update").count() == 3
+    changes = {"assignee": pm.user, "priority": "p0", "due_date": IN_A_MONTH}
+    assert question_bulk_update(actor=pm.user, questions=asked, changes=changes) == 3
+    assert question_bulk_update(actor=pm.user, questions=asked, changes=changes) == 0
+    entries = AuditEntry.objects.filter(action="question.update")
+    assert entries.count() == 3
+    assert entries.first().after == {"assignee": "pat", "priority": "p0", "due_date": IN_A_MONTH.isoformat()}
 
     unasked = make_question("V21")  # put to no organisation: a vendor engineer may not take it
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_bulk_assign(actor=pm.user, questions=[*asked, unasked], assignee=vendor_a.user)
+        question_bulk_update(actor=pm.user, questions=[*asked, unasked], changes={"assignee": vendor_a.user})
     assert error.value.field == "assignee"
+    assert error.value.message.startswith("V21: ")
     assert db_snapshot() == before
+
+
+def test_bulk_update_moves_states_by_the_transition_table(pm, vendor_a):
+    acme = vendor_a.user.membership.organisation
+    asked = make_question("V18", organisation=acme)
+    new = make_question("V19", state="new")
+    assert question_bulk_update(actor=pm.user, questions=[asked], changes={"state": "deferred"}) == 1
+    before = db_snapshot()
+    with pytest.raises(DomainError) as error:
+        question_bulk_update(actor=pm.user, questions=[asked, new], changes={"state": "asked"})
+    assert (error.value.field, error.value.message) == (
+        "state",
+        "V19: Put the question to an organisation before asking it.",
+    )
+    assert db_snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"priority": "urgent"}, "priority"),
+        ({"due_date": "1900-01-01"}, "due_date"),
+        ({"organisation": None}, "organisation"),
+        ({}, None),
+    ],
+)
+def test_bad_bulk_changes_name_the_field_and_change_nothing(pm, vendor_a, changes, field):
+    questions = [make_question("V18"), make_question("V19")]
+    before = db_snapshot()
+    with pytest.raises(DomainError) as error:
+        question_bulk_update(actor=pm.user, questions=questions, changes=changes)
+    assert error.value.field == field
+    assert db_snapshot() == before
+
+
+def test_bulk_preview_says_what_would_change_and_writes_nothing(pm, vendor_a):
+    acme = vendor_a.user.membership.organisation
+    asked = make_question("V18", organisation=acme)
+    unasked = make_question("V19")
+    before = db_snapshot()
+    rows = question_bulk_preview(actor=pm.user, questions=[unasked, asked], changes={"assignee": vendor_a.user})
+    assert db_snapshot() == before
+    assert [row.question.code for row in rows] == ["V18", "V19"]
+    assert (rows[0].before, rows[0].after, rows[0].error) == ({"assignee": None}, {"assignee": "alice"}, None)
+    assert rows[1].error.field == "assignee" and rows[1].after == {}
+
+
+def test_a_past_due_date_stays_when_other_fields_change(pm):
+    question = make_question("V18")
+    question.due_date = datetime.date(2020, 1, 1)  # set before it passed
+    question.save(update_fields=["due_date"])
+    question_update(actor=pm.user, question=question, priority="p1", due_date=datetime.date(2020, 1, 1))
+    question.refresh_from_db()
+    assert (question.priority, question.due_date) == ("p1", datetime.date(2020, 1, 1))
 
 
 def test_state_moves_follow_the_transition_table(pm, vendor_a):

@@ -1,5 +1,6 @@
 """The pages in a real Chromium, against a live server."""
 
+import datetime
 import re
 
 import pytest
@@ -9,7 +10,7 @@ from acceptance import stages
 from acceptance.models import PromotionAttempt
 from evidence.models import Capability
 from tests.web.conftest import PASSWORD, make_chain, make_run, put_to
-from vendor.models import Question
+from vendor.models import Comment, NotificationPreference, Question
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -157,3 +158,156 @@ def test_a_blocked_promotion_shows_its_reasons_and_changes_nothing(page, pm, che
     expect(page.locator("#capability-status")).to_have_text("C3")
     assert Capability.objects.get(slug="multi-board").status == "C3"
     assert still_same_document(page)
+
+
+# The PM's day in both languages: what each page must say, by language.
+WORDS = {
+    "en": {
+        "switch": None,
+        "confirm_heading": "Change 2 questions?",
+        "changed": "Changed 2 questions.",
+        "overdue": "Overdue",
+        "due_soon": "Due soon",
+        "edited": "edited",
+        "history": "History: 2 versions",
+        "saved": "Your notification preferences are saved.",
+        "comment_label": "A comment on a question I follow",
+    },
+    "zh-hans": {
+        "switch": "简体中文",
+        "confirm_heading": "确认修改 2 个问题？",
+        "changed": "已修改 2 个问题。",
+        "overdue": "已逾期",
+        "due_soon": "即将到期",
+        "edited": "已编辑",
+        "history": "历史：2 个版本",
+        "saved": "你的通知设置已保存。",
+        "comment_label": "我关注的问题有新评论时",
+    },
+}
+
+
+def in_language(page, language):
+    """Switch the interface when the language is not the default one."""
+    if WORDS[language]["switch"]:
+        page.get_by_role("button", name=WORDS[language]["switch"]).click()
+        expect(page.locator("html")).to_have_attribute("lang", language)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_bulk_edit_asks_once_then_changes_every_ticked_question(page, pm, checklist, language):
+    log_in(page, "ada")
+    page.goto("/questions/?section=12.5")
+    in_language(page, language)
+    mark_document(page)
+    for code in ("V37", "V38"):
+        page.locator(f'input[name="code"][value="{code}"]').check()
+    due = (datetime.date.today() + datetime.timedelta(days=14)).isoformat()
+    page.locator("#bulk-priority").select_option("p0")
+    page.locator("#bulk-due").fill(due)
+    page.locator("#bulk-edit button[type=submit]").click()
+
+    confirm = page.locator("#bulk-confirm")
+    expect(confirm.get_by_role("heading")).to_have_text(WORDS[language]["confirm_heading"])
+    expect(confirm.locator("tbody tr")).to_have_count(2)
+    assert not Question.objects.filter(priority="p0").exists()  # nothing changes before the confirmation
+    confirm.locator("button[type=submit]").click()
+
+    expect(page.locator("#bulk-edit").get_by_role("status")).to_have_text(WORDS[language]["changed"])
+    changed = Question.objects.filter(priority="p0", due_date=datetime.date.fromisoformat(due))
+    assert sorted(changed.values_list("code", flat=True)) == ["V37", "V38"]
+    assert still_same_document(page)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_overdue_and_due_soon_questions_stand_out_and_are_counted(page, pm, acme, checklist, language):
+    put_to(pm, acme, "V01", "V02", ask=True)
+    Question.objects.filter(code="V01").update(due_date=datetime.date.today() - datetime.timedelta(days=2))
+    Question.objects.filter(code="V02").update(due_date=datetime.date.today() + datetime.timedelta(days=1))
+    log_in(page, "ada")
+    in_language(page, language)
+    expect(page.locator("#due-count-overdue .figure")).to_have_text("1")
+    expect(page.locator("#due-count-due_soon .figure")).to_have_text("1")
+    page.locator("#due-count-overdue").click()
+    expect(page).to_have_url(re.compile(r"/questions/\?due=overdue"))
+    expect(page.locator("#question-table tbody tr")).to_have_count(1)
+    overdue = page.locator("#question-V01")
+    expect(overdue).to_have_class(re.compile(r"row-overdue"))
+    expect(overdue.locator(".badge.due")).to_have_text(WORDS[language]["overdue"])
+    border = overdue.locator("td").first.evaluate("cell => getComputedStyle(cell).boxShadow")
+    assert "180, 35, 24" in border  # the red mark beside the row (var(--danger))
+    page.goto("/questions/?section=12.1")
+    expect(page.locator("#question-V02 .badge.due")).to_have_text(WORDS[language]["due_soon"])
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_discussion_mentions_edits_and_keeps_history(
+    browser, live_server, page, pm, acme, acme_engineer, checklist, language
+):
+    put_to(pm, acme, "V18", ask=True)
+    log_in(page, "ada")
+    page.goto("/questions/V18/")
+    in_language(page, language)
+    mark_document(page)
+    text = "Is **batch 16** coming, @ann? <script>window.__hacked = 1</script>"
+    page.locator("#comment-new-body").fill(text)
+    expect(page.locator("#comment-new-body-count")).to_have_text(f"{len(text)}/10000")
+    page.locator("#comment-thread form.comment-form button[type=submit]").click()
+
+    comment = page.locator("#comment-thread article.comment").first
+    expect(comment.locator(".comment-body strong")).to_have_text("batch 16")
+    expect(comment.locator(".mention")).to_have_text("@ann")
+    expect(comment.locator(".comment-body")).to_contain_text("<script>window.__hacked = 1</script>")
+    assert page.evaluate("window.__hacked === undefined")
+    saved = Comment.objects.get()
+    assert list(saved.mentions.values_list("username", flat=True)) == ["ann"]
+
+    comment.locator(".comment-edit-link").click()
+    page.locator("#comment-edit-body").fill("Is batch 16 coming this week, @ann?")
+    page.locator("#comment-thread article.comment form button[type=submit]").click()
+    edited = page.locator(f"#comment-{saved.pk}")
+    expect(edited.locator(".badge")).to_have_text(WORDS[language]["edited"])
+    history = edited.locator("details.comment-history")
+    expect(history.locator("summary")).to_have_text(WORDS[language]["history"])
+    history.locator("summary").click()
+    expect(history.locator("pre").first).to_have_text(text)
+    assert still_same_document(page)
+
+    vendor = browser.new_context(base_url=live_server.url).new_page()
+    log_in(vendor, "ann")
+    vendor.goto("/questions/V18/")
+    expect(vendor.locator(f"#comment-{saved.pk} .comment-body")).to_contain_text("this week")
+    vendor.context.close()
+
+
+def test_a_comment_works_without_javascript(browser, live_server, pm, acme, checklist):
+    put_to(pm, acme, "V18", ask=True)
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    page = context.new_page()
+    log_in(page, "ada")
+    page.goto("/questions/V18/")
+    page.locator("#comment-new-body").fill("Plain form, no script.")
+    page.locator("#comment-thread form.comment-form button[type=submit]").click()
+    comment = Comment.objects.get()
+    expect(page).to_have_url(re.compile(rf"/questions/V18/#comment-{comment.pk}$"))
+    expect(page.locator(f"#comment-{comment.pk} .comment-body")).to_have_text("Plain form, no script.")
+    context.close()
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_notification_preferences_are_chosen_and_kept(page, pm, checklist, language):
+    log_in(page, "ada")
+    page.goto("/notifications/")
+    in_language(page, language)
+    page.locator("#notify-email").fill("ada@example.org")
+    expect(page.locator("#notify-email-count")).to_have_text("15/254")
+    page.get_by_label(WORDS[language]["comment_label"]).uncheck()
+    page.locator("#notify-language").select_option("zh-hans")
+    page.locator("#notification-preferences button[type=submit]").click()
+    expect(page.locator(".messages")).to_contain_text(WORDS[language]["saved"])
+    expect(page.get_by_label(WORDS[language]["comment_label"])).not_to_be_checked()
+    expect(page.locator("#notify-language")).to_have_value("zh-hans")
+    preference = NotificationPreference.objects.get(user=pm)
+    assert (preference.muted, preference.language) == (["comment"], "zh-hans")
+    pm.refresh_from_db()
+    assert pm.email == "ada@example.org"

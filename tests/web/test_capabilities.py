@@ -5,6 +5,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from acceptance.models import PromotionAttempt
 from acceptance.services import capability_promote
@@ -60,6 +61,41 @@ def test_a_demotion_needs_a_reason_and_then_goes_through(pm_client, checklist):
     assert capability.status == "C2"
     page = pm_client.get(reverse("capability-detail", args=[capability.slug])).content.decode()
     assert "the adapter is not wired" in page
+
+
+@pytest.mark.django_db
+def test_a_reason_has_a_length_limit_shown_with_its_count(pm_client, pm, checklist):
+    url = reverse("capability-promote", args=["kv-manager-api"])
+    page = pm_client.get(reverse("capability-detail", args=["kv-manager-api"])).content.decode()
+    assert 'maxlength="2000"' in page and 'data-for="promotion-reason" data-limit="2000"' in page
+    assert ">0/2000</span>" in page
+    body = pm_client.post(url, {"to": "C2", "reason": "x" * 2001}, **HTMX).content.decode()
+    assert "A reason holds at most 2000 characters." in body and ">2001/2000</span>" in body
+    assert not PromotionAttempt.objects.exists()
+    assert Capability.objects.get(slug="kv-manager-api").status == "C1"
+    api = APIClient()
+    api.force_login(pm)
+    response = api.post(
+        "/api/v1/capabilities/kv-manager-api/promotions/", {"to": "C2", "reason": "x" * 2001}, format="json"
+    )
+    assert (response.status_code, response.json()["errors"][0]["field"]) == (400, "reason")
+    assert not PromotionAttempt.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("params", "shown"),
+    [
+        ({"table": "Z"}, "Table: Select a valid choice. Z is not one of the available choices."),
+        ({"grade": "E9"}, "Evidence grade: Select a valid choice. E9 is not one of the available choices."),
+    ],
+)
+def test_evidence_register_shows_invalid_filters_as_errors(pm_client, checklist, params, shown):
+    response = pm_client.get(reverse("evidence-register"), params)
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert 'id="filter-errors"' in body and shown in body
+    assert 'id="evidence-B01"' not in body
 
 
 @pytest.mark.django_db

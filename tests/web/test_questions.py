@@ -13,6 +13,11 @@ from vendor.models import Question, Section
 from vendor.services.questions import question_update
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
+TODAY = datetime.date.today()
+
+
+def days(n: int) -> datetime.date:
+    return TODAY + datetime.timedelta(days=n)
 
 
 def listed_codes(response):
@@ -64,8 +69,8 @@ def test_list_filters_by_blocking_theme_state_assignee_and_organisation(pm_clien
 
 @pytest.mark.django_db
 def test_list_sorts_and_paginates(pm_client, pm, checklist):
-    question_update(actor=pm, question=Question.objects.get(code="V42"), due_date=datetime.date(2026, 9, 1))
-    question_update(actor=pm, question=Question.objects.get(code="V13"), due_date=datetime.date(2026, 10, 1))
+    question_update(actor=pm, question=Question.objects.get(code="V42"), due_date=days(10))
+    question_update(actor=pm, question=Question.objects.get(code="V13"), due_date=days(40))
     assert listed_codes(pm_client.get(reverse("question-list"), {"sort": "due"}))[:2] == ["V42", "V13"]
     assert listed_codes(pm_client.get(reverse("question-list"), {"sort": "-due"}))[:2] == ["V13", "V42"]
 
@@ -89,16 +94,16 @@ def test_htmx_asks_for_the_table_alone(pm_client, checklist):
 def test_edit_in_place_changes_the_row_and_records_it(pm_client, pm, checklist):
     response = pm_client.post(
         reverse("question-edit", args=["V10"]),
-        {"state": "new", "priority": "p0", "assignee": str(pm.pk), "due_date": "2026-09-30"},
+        {"state": "new", "priority": "p0", "assignee": str(pm.pk), "due_date": days(30).isoformat()},
         **HTMX,
     )
     assert response.status_code == 200
     body = response.content.decode()
     assert body.lstrip().startswith('<tr id="question-V10"')
     question = Question.objects.get(code="V10")
-    assert (question.priority, question.assignee, question.due_date) == ("p0", pm, datetime.date(2026, 9, 30))
+    assert (question.priority, question.assignee, question.due_date) == ("p0", pm, days(30))
     entry = AuditEntry.objects.filter(action="question.update", object_id=str(question.pk)).get()
-    assert entry.after == {"priority": "p0", "assignee": "ada", "due_date": "2026-09-30"}
+    assert entry.after == {"priority": "p0", "assignee": "ada", "due_date": days(30).isoformat()}
 
 
 @pytest.mark.django_db
@@ -159,33 +164,172 @@ def test_only_a_pm_edits(client, viewer, checklist):
 
 
 @pytest.mark.django_db
-def test_bulk_assign_assigns_the_ticked_questions(pm_client, pm, checklist):
+def test_bulk_edit_shows_the_change_then_makes_it_once_confirmed(pm_client, pm, checklist):
     colleague = make_user("cleo", "team", "operator")
     back = reverse("question-list") + "?section=12.5"
-    response = pm_client.post(
-        reverse("question-bulk-assign"), {"code": ["V37", "V38", "V41"], "assignee": colleague.pk, "next": back}, **HTMX
-    )
-    assert response.status_code == 200
-    assert "Assigned 3 questions to cleo." in response.content.decode()
-    assert listed_codes(response) == ["V37", "V38", "V39", "V40", "V41", "V42"]
-    assigned = Question.objects.filter(assignee=colleague).values_list("code", flat=True)
-    assert sorted(assigned) == ["V37", "V38", "V41"]
+    ticked = {"code": ["V37", "V38", "V41"], "next": back}
+    choices = {"assignee": str(colleague.pk), "priority": "p0", "due_date": days(14).isoformat()}
+    preview = pm_client.post(reverse("question-bulk-edit"), {**ticked, **choices}, **HTMX)
+    body = preview.content.decode()
+    assert preview.status_code == 200
+    assert "Change 3 questions?" in body and "Confirm" in body
+    assert "<del>P2 — normal</del> → <ins>P0 — blocking</ins>" in body
+    assert not Question.objects.filter(assignee=colleague).exists()
+    assert AuditEntry.objects.filter(action="question.update").count() == 0
+
+    done = pm_client.post(reverse("question-bulk-edit"), {**ticked, **choices, "confirm": "yes"}, **HTMX)
+    assert "Changed 3 questions." in done.content.decode()
+    assert listed_codes(done) == ["V37", "V38", "V39", "V40", "V41", "V42"]
+    changed = Question.objects.filter(assignee=colleague, priority="p0", due_date=days(14))
+    assert sorted(changed.values_list("code", flat=True)) == ["V37", "V38", "V41"]
+    assert AuditEntry.objects.filter(action="question.update").count() == 3
 
 
 @pytest.mark.django_db
-def test_bulk_assign_with_nothing_ticked_says_so(pm_client, checklist):
-    response = pm_client.post(reverse("question-bulk-assign"), {"assignee": ""}, **HTMX)
-    assert "Tick at least one question." in response.content.decode()
-
-
-@pytest.mark.django_db
-def test_bulk_assign_refuses_a_vendor_of_another_organisation(pm_client, pm, acme, other_engineer, checklist):
+def test_bulk_edit_moves_states_and_clears_due_dates_without_javascript(pm_client, pm, acme, checklist):
     put_to(pm, acme, "V01", "V02")
-    response = pm_client.post(
-        reverse("question-bulk-assign"), {"code": ["V01", "V02"], "assignee": other_engineer.pk}, **HTMX
-    )
-    assert "belongs to another organisation" in response.content.decode()
+    for code in ("V01", "V02"):
+        question_update(actor=pm, question=Question.objects.get(code=code), due_date=days(3))
+    back = reverse("question-list") + "?organisation=acme"
+    form = {"code": ["V01", "V02"], "state": "asked", "clear_due": "1", "next": back}
+    preview = pm_client.post(reverse("question-bulk-edit"), form)
+    assert preview.status_code == 200 and "<html" in preview.content.decode()
+    response = pm_client.post(reverse("question-bulk-edit"), {**form, "confirm": "yes"})
+    assert response.status_code == 302 and response["Location"] == back
+    assert set(Question.objects.filter(code__in=["V01", "V02"]).values_list("state", "due_date")) == {("asked", None)}
+    assert "Changed 2 questions." in pm_client.get(back).content.decode()
+
+
+@pytest.mark.django_db
+def test_bulk_edit_with_nothing_ticked_or_chosen_says_so(pm_client, checklist):
+    response = pm_client.post(reverse("question-bulk-edit"), {"priority": "p1"}, **HTMX)
+    assert "Tick at least one question." in response.content.decode()
+    response = pm_client.post(reverse("question-bulk-edit"), {"code": ["V01"]}, **HTMX)
+    assert "Choose at least one thing to change." in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_bulk_edit_preview_names_the_questions_that_refuse(pm_client, pm, acme, other_engineer, checklist):
+    put_to(pm, acme, "V01", "V02")
+    form = {"code": ["V01", "V02"], "assignee": str(other_engineer.pk)}
+    body = pm_client.post(reverse("question-bulk-edit"), form, **HTMX).content.decode()
+    assert body.count("belongs to another organisation") == 2
+    assert ">Confirm</button>" not in body
+    confirmed = pm_client.post(reverse("question-bulk-edit"), {**form, "confirm": "yes"})
+    assert confirmed.status_code == 400
+    assert "V01: User bob belongs to another organisation" in confirmed.content.decode()
     assert not Question.objects.filter(assignee=other_engineer).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("choice", "message"),
+    [
+        ({"due_date": "1900-01-01"}, "The due date 1900-01-01 is in the past"),
+        ({"due_date": "01/02/2030"}, "Enter a date as YYYY-MM-DD."),
+        ({"priority": "p9"}, "Priority is one of: p0, p1, p2, p3."),
+        ({"assignee": "99999"}, "Choose a person from the list."),
+    ],
+)
+def test_bulk_edit_refuses_bad_input_and_changes_nothing(pm_client, checklist, choice, message):
+    response = pm_client.post(reverse("question-bulk-edit"), {"code": ["V01", "V02"], **choice, "confirm": "yes"})
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert AuditEntry.objects.filter(action="question.update").count() == 0
+
+
+@pytest.mark.django_db
+def test_a_vendor_contact_is_offered_only_on_the_questions_of_their_organisation(
+    pm_client, pm, acme, other_engineer, checklist
+):
+    put_to(pm, acme, "V01")
+    colleague = make_user("cleo", "team", "viewer")
+    body = pm_client.get(reverse("question-list"), {"section": "12.1"}).content.decode()
+    v01 = body.split('id="question-V01"')[1].split("</tr>")[0]
+    v02 = body.split('id="question-V02"')[1].split("</tr>")[0]
+    assert ">ann</option>" in v01 and ">bob</option>" not in v01
+    assert ">ann</option>" not in v02
+    assert f'<option value="{colleague.pk}" >cleo</option>' in v02
+    ann = Question.objects.get(code="V01").organisation.memberships.get().user
+    response = pm_client.post(reverse("question-edit", args=["V01"]), {"assignee": str(ann.pk)}, **HTMX)
+    assert "Saved" in response.content.decode()
+    assert Question.objects.get(code="V01").assignee == ann
+
+
+@pytest.mark.django_db
+def test_a_past_due_date_is_refused_on_entry_in_the_row_and_the_ticket(pm_client, checklist):
+    response = pm_client.post(reverse("question-edit", args=["V10"]), {"due_date": "1900-01-01"}, **HTMX)
+    assert "The due date 1900-01-01 is in the past; give today or a later date." in response.content.decode()
+    response = pm_client.post(reverse("question-ticket", args=["V10"]), {"due_date": "1900-01-01"})
+    assert response.status_code == 400
+    assert "The due date 1900-01-01 is in the past" in response.content.decode()
+    assert Question.objects.get(code="V10").due_date is None
+
+
+def _set_due(question_code: str, due_date: datetime.date) -> None:
+    """A due date set earlier, which has passed since (no service sets a past date)."""
+    Question.objects.filter(code=question_code).update(due_date=due_date)
+
+
+@pytest.mark.django_db
+def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(
+    pm_client, pm, acme, acme_engineer, settings, checklist
+):
+    settings.QUESTION_DUE_SOON_DAYS = 7
+    put_to(pm, acme, "V01", "V02", "V03", "V04", ask=True)
+    _set_due("V01", days(-3))
+    _set_due("V02", days(0))
+    _set_due("V03", days(7))
+    _set_due("V04", days(8))
+    _set_due("V05", days(-1))
+    question_update(actor=pm, question=Question.objects.get(code="V05"), state="deferred")  # settled: not overdue
+    body = pm_client.get(reverse("question-list"), {"section": "12.1"}).content.decode()
+    row_classes = dict(re.findall(r'<tr id="question-(V[0-9]{2})" class="([^"]*)"', body))
+    assert (row_classes["V01"], row_classes["V02"], row_classes["V03"]) == (
+        " row-overdue",
+        " row-due_soon",
+        " row-due_soon",
+    )
+    assert (row_classes["V04"], row_classes["V05"]) == ("", "")
+    assert '<span class="badge due due-overdue">Overdue</span>' in body.split('id="question-V01"')[1].split("</tr>")[0]
+    assert listed_codes(pm_client.get(reverse("question-list"), {"due": "overdue"})) == ["V01"]
+    assert listed_codes(pm_client.get(reverse("question-list"), {"due": "due_soon"})) == ["V02", "V03"]
+    assert "V04" not in listed_codes(pm_client.get(reverse("question-list"), {"due": "due_soon"}))
+    dashboard = pm_client.get(reverse("dashboard"))
+    counted = dict(dashboard.context["due_counts"])
+    assert (counted["overdue"], counted["due_soon"]) == (1, 2)
+    assert 'href="/questions/?due=overdue&amp;sort=due"' in dashboard.content.decode()
+    pm_client.force_login(acme_engineer)  # the vendor sees its own overdue question marked
+    vendor_home = pm_client.get(reverse("vendor-home")).content.decode()
+    assert (
+        '<span class="badge due due-overdue">Overdue</span>' in vendor_home.split("V01</strong>")[1].split("</tr>")[0]
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("params", "shown"),
+    [
+        ({"section": "99.9"}, "Section: Select a valid choice. 99.9 is not one of the available choices."),
+        ({"state": "nope"}, "State: Select a valid choice. nope is not one of the available choices."),
+        ({"sort": "x"}, "Sort: Select a valid choice. x is not one of the available choices."),
+        ({"due": "later"}, "Due: Select a valid choice."),
+        ({"q": "x" * 201}, "Text: Ensure this value has at most 200 characters (it has 201)."),
+    ],
+)
+def test_invalid_filters_are_shown_as_errors_not_ignored(pm_client, checklist, params, shown):
+    response = pm_client.get(reverse("question-list"), params)
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert 'id="filter-errors"' in body and shown in body
+    assert listed_codes(response) == []
+
+
+@pytest.mark.django_db
+def test_the_search_field_shows_its_limit_and_count(pm_client, checklist):
+    body = pm_client.get(reverse("question-list"), {"q": "KV 缓存"}).content.decode()
+    assert 'maxlength="200"' in body
+    assert 'data-for="id_q" data-limit="200"' in body and ">5/200</span>" in body
 
 
 @pytest.mark.django_db

@@ -9,10 +9,11 @@ from django.db.models import Max
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
-from vendor import states
+from vendor import events, states
 from vendor.access import user_membership
 from vendor.claim import COMPATIBILITY_KEYS, VERSION_PATTERN, ClaimData, claim_missing
 from vendor.models import Answer, Artifact, Membership, Organisation, Question
+from vendor.services.notifications import notify_on_commit
 from vendor.services.questions import question_state_move
 
 ANSWER_FIELDS = {
@@ -251,6 +252,18 @@ def answer_store(*, actor, question: Question, data: dict) -> Answer:
         answer.executable_assets.set(executable_assets)
         answer.golden_artifacts.set(golden_artifacts)
         audit_record(actor=actor, action="answer.submit", obj=answer, after=answer_snapshot(answer))
+        notify_on_commit(
+            events.ANSWERED,
+            actor=actor,
+            organisation_id=organisation.pk,
+            question_id=locked.pk,
+            data={
+                "organisation": organisation.name,
+                "revision": answer.revision,
+                "detail": summary[:500],
+                "path": f"/questions/{locked.code}/#answer-{answer.pk}",
+            },
+        )
         if states.can_transition(locked.state, states.ANSWERED):
             question_state_move(
                 actor=actor, question=locked, state=states.ANSWERED, reason=f"answer r{answer.revision}"

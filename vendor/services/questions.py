@@ -1,36 +1,40 @@
 """Questions as tickets: putting them to an organisation, assigning, prioritising, moving their state."""
 
 import datetime
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
-from vendor import states
+from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
 from vendor.models import Organisation, Question
+from vendor.services.notifications import notify_on_commit
 
 EDITABLE_FIELDS = ("assignee", "priority", "due_date", "state", "organisation")
+BULK_FIELDS = ("assignee", "priority", "due_date", "state")
 PRIORITY_CODES = [code for code, _ in states.PRIORITIES]
 
 
+def _snapshot_value(name: str, value):
+    if name == "assignee":
+        return value.get_username() if value else None
+    if name == "organisation":
+        return value.slug if value else None
+    if name == "due_date":
+        return value.isoformat() if value else None
+    return value
+
+
 def _question_snapshot(question: Question, fields) -> dict:
-    values = {}
-    for name in fields:
-        if name == "assignee":
-            values[name] = question.assignee.get_username() if question.assignee else None
-        elif name == "organisation":
-            values[name] = question.organisation.slug if question.organisation else None
-        elif name == "due_date":
-            values[name] = question.due_date.isoformat() if question.due_date else None
-        else:
-            values[name] = getattr(question, name)
-    return values
+    return {name: _snapshot_value(name, getattr(question, name)) for name in fields}
 
 
-def _clean_due_date(value) -> datetime.date | None:
+def _parse_due_date(value) -> datetime.date | None:
     if value is None or value == "":
         return None
     if isinstance(value, datetime.datetime):
@@ -43,6 +47,14 @@ def _clean_due_date(value) -> datetime.date | None:
         except ValueError:
             pass
     raise DomainError("Give the due date as YYYY-MM-DD.", field="due_date")
+
+
+def _check_due_date(due_date: datetime.date | None) -> None:
+    """A new due date lies today or later; one already set stays as it is when it passes."""
+    if due_date is not None and due_date < timezone.localdate():
+        raise DomainError(
+            f"The due date {due_date.isoformat()} is in the past; give today or a later date.", field="due_date"
+        )
 
 
 def _clean_organisation(value) -> Organisation | None:
@@ -91,13 +103,63 @@ def _lock(question: Question) -> Question:
     return lock_rows(Question.objects).get(pk=question.pk)
 
 
+def _cleaned_changes(question: Question, changes: dict) -> dict:
+    """The changes that differ from the question as stored, checked against every rule; DomainError naming
+    the field for the first one refused."""
+    organisation = question.organisation
+    if "organisation" in changes:
+        organisation = _clean_organisation(changes["organisation"])
+    cleaned: dict[str, object] = {}
+    if "organisation" in changes and (organisation.pk if organisation else None) != question.organisation_id:
+        cleaned["organisation"] = organisation
+    if "priority" in changes:
+        if changes["priority"] not in PRIORITY_CODES:
+            raise DomainError(f"Priority is one of: {', '.join(PRIORITY_CODES)}.", field="priority")
+        if changes["priority"] != question.priority:
+            cleaned["priority"] = changes["priority"]
+    if "due_date" in changes:
+        due_date = _parse_due_date(changes["due_date"])
+        if due_date != question.due_date:
+            _check_due_date(due_date)
+            cleaned["due_date"] = due_date
+    if "state" in changes and changes["state"] != question.state:
+        _check_transition(question, changes["state"], organisation)
+        cleaned["state"] = changes["state"]
+    assignee = changes.get("assignee", question.assignee)
+    if "assignee" in changes or "organisation" in cleaned:
+        _check_assignee(assignee, organisation)
+    if "assignee" in changes and (assignee.pk if assignee else None) != question.assignee_id:
+        cleaned["assignee"] = assignee
+    return cleaned
+
+
+def _apply(actor, question: Question, cleaned: dict) -> None:
+    before = _question_snapshot(question, cleaned)
+    for name, value in cleaned.items():
+        setattr(question, name, value)
+    question.save(update_fields=[*cleaned, "updated_at"])
+    audit_record(
+        actor=actor, action="question.update", obj=question, before=before, after=_question_snapshot(question, cleaned)
+    )
+    if "assignee" in cleaned and (assignee := question.assignee) is not None:
+        notify_on_commit(
+            events.ASSIGNED,
+            actor=actor,
+            organisation_id=question.organisation_id,
+            question_id=question.pk,
+            named_ids=[assignee.pk],
+            data={"assignee": assignee.get_username()},
+        )
+
+
 def question_update(*, actor, question: Question, **changes) -> Question:
     """Change a question's assignee, priority, due date, state or organisation.
 
     Preconditions: `actor` is a PM of the integration team (ForbiddenError otherwise). `state` moves only
     along `vendor.states.QUESTION_TRANSITIONS`; `organisation` is a vendor organisation or None; an
-    assignee belongs to the integration team or to the question's organisation. Bad input raises
-    DomainError naming the field and changes nothing. One audit row records before and after.
+    assignee belongs to the integration team or to the question's organisation; a new due date is not in
+    the past. Bad input raises DomainError naming the field and changes nothing. One audit row records
+    before and after.
     """
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may change a question.")
@@ -106,72 +168,79 @@ def question_update(*, actor, question: Question, **changes) -> Question:
         raise DomainError(f"{unknown[0]} cannot be changed here.", field=unknown[0])
     with transaction.atomic():
         locked = _lock(question)
-        organisation = locked.organisation
-        if "organisation" in changes:
-            organisation = _clean_organisation(changes["organisation"])
-        cleaned: dict[str, object] = {}
-        if "organisation" in changes and (organisation.pk if organisation else None) != locked.organisation_id:
-            cleaned["organisation"] = organisation
-        if "priority" in changes:
-            if changes["priority"] not in PRIORITY_CODES:
-                raise DomainError(f"Priority is one of: {', '.join(PRIORITY_CODES)}.", field="priority")
-            if changes["priority"] != locked.priority:
-                cleaned["priority"] = changes["priority"]
-        if "due_date" in changes:
-            due_date = _clean_due_date(changes["due_date"])
-            if due_date != locked.due_date:
-                cleaned["due_date"] = due_date
-        if "state" in changes and changes["state"] != locked.state:
-            _check_transition(locked, changes["state"], organisation)
-            cleaned["state"] = changes["state"]
-        assignee = changes.get("assignee", locked.assignee)
-        if "assignee" in changes or "organisation" in cleaned:
-            _check_assignee(assignee, organisation)
-        if "assignee" in changes and (assignee.pk if assignee else None) != locked.assignee_id:
-            cleaned["assignee"] = assignee
-        if not cleaned:
-            return locked
-        before = _question_snapshot(locked, cleaned)
-        for name, value in cleaned.items():
-            setattr(locked, name, value)
-        locked.save(update_fields=[*cleaned, "updated_at"])
-        audit_record(
-            actor=actor, action="question.update", obj=locked, before=before, after=_question_snapshot(locked, cleaned)
-        )
+        cleaned = _cleaned_changes(locked, changes)
+        if cleaned:
+            _apply(actor, locked, cleaned)
     return locked
 
 
-def question_bulk_assign(*, actor, questions, assignee) -> int:
-    """Assign many questions at once; returns how many changed.
+@dataclass
+class BulkRow:
+    """One question of a bulk edit: what it is now and what the edit makes of it, or why it refuses."""
 
-    Preconditions as `question_update`: a PM acts, and the assignee may take every one of the questions
-    (if one refuses, none changes). One audit row per changed question.
-    """
+    question: Question
+    changes: dict
+    error: DomainError | None = None
+
+    @property
+    def before(self) -> dict:
+        return _question_snapshot(self.question, self.changes)
+
+    @property
+    def after(self) -> dict:
+        return {name: _snapshot_value(name, value) for name, value in self.changes.items()}
+
+
+def _bulk_rows(questions: list[Question], changes: dict) -> list[BulkRow]:
+    rows = []
+    for question in questions:
+        try:
+            rows.append(BulkRow(question=question, changes=_cleaned_changes(question, changes)))
+        except DomainError as error:
+            rows.append(BulkRow(question=question, changes={}, error=error))
+    return rows
+
+
+def _check_bulk(actor, changes: dict) -> None:
     if not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM may assign questions.")
+        raise ForbiddenError("Only a PM may change questions.")
+    unknown = sorted(set(changes) - set(BULK_FIELDS))
+    if unknown:
+        raise DomainError(f"{unknown[0]} cannot be changed for many questions at once.", field=unknown[0])
+    if not changes:
+        raise DomainError("Choose at least one thing to change.")
+
+
+def question_bulk_preview(*, actor, questions, changes: dict) -> list[BulkRow]:
+    """What `question_bulk_update` would do to each question, read without locking or writing: shown for
+    confirmation before anything changes."""
+    _check_bulk(actor, changes)
     ids = sorted({question.pk for question in questions})
-    changed = 0
+    found = Question.objects.select_related("organisation", "assignee").filter(pk__in=ids).order_by("number")
+    return _bulk_rows(list(found), changes)
+
+
+def question_bulk_update(*, actor, questions, changes: dict) -> int:
+    """Change the assignee, priority, due date or state of many questions at once; returns how many changed.
+
+    Preconditions as `question_update`, for every question: if one refuses, none changes, and the
+    DomainError names the question and the field. One audit row per changed question.
+    """
+    _check_bulk(actor, changes)
+    ids = sorted({question.pk for question in questions})
     with transaction.atomic():
         # Lock first, then read with the joins: a locking query must not join a column that may change.
         list(lock_rows(Question.objects).filter(pk__in=ids).order_by("pk").values_list("pk", flat=True))
         locked = list(Question.objects.select_related("organisation", "assignee").filter(pk__in=ids).order_by("pk"))
-        for question in locked:
-            _check_assignee(assignee, question.organisation)
-        for question in locked:
-            if (assignee.pk if assignee else None) == question.assignee_id:
-                continue
-            before = _question_snapshot(question, ["assignee"])
-            question.assignee = assignee
-            question.save(update_fields=["assignee", "updated_at"])
-            audit_record(
-                actor=actor,
-                action="question.update",
-                obj=question,
-                before=before,
-                after=_question_snapshot(question, ["assignee"]),
-            )
-            changed += 1
-    return changed
+        rows = _bulk_rows(locked, changes)
+        for row in rows:
+            if row.error is not None:
+                error = row.error
+                raise DomainError(f"{row.question.code}: {error.message}", field=error.field, code=error.code)
+        changed = [row for row in rows if row.changes]
+        for row in changed:
+            _apply(actor, row.question, row.changes)
+    return len(changed)
 
 
 def question_state_move(*, actor, question: Question, state: str, reason: str = "") -> Question:

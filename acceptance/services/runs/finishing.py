@@ -13,7 +13,9 @@ from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
 from calculet.db import lock_rows
 from evidence.models import EvidenceGrade, EvidenceItem
+from vendor import events
 from vendor.models import Artifact
+from vendor.services.notifications import notify_on_commit
 
 
 def run_finish(
@@ -67,6 +69,25 @@ def _finish_locked(
         target_health_record(run.target, run)
     elif chain is not None and outcome.verdict == stages.PASS:
         chain_advance(chain, inputs=inputs if chain.answer_id == run.answer_id else None)
+    elif outcome.verdict != stages.PASS and run.chain is not None and run.answer is not None:
+        _tell_failure(run, run.chain, run.answer, outcome)
+
+
+def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None:
+    """A chain's run failed or erred: its question's people and the vendor whose answer ran are told."""
+    notify_on_commit(
+        events.RUN_FAILED,
+        actor="system",
+        organisation_id=answer.organisation_id,
+        question_id=chain.question_id,
+        data={
+            "run": run.pk,
+            "stage": str(stages.STAGE_LABELS[run.stage]),
+            "verdict": outcome.verdict,
+            "target": run.target.name,
+            "detail": outcome.reason[:500],
+        },
+    )
 
 
 def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> EvidenceItem | None:

@@ -9,16 +9,20 @@ from vendor.access import may_read_audit
 from vendor.selectors import audit_entries
 
 AUDIT_PAGE_SIZE = 50
+FILTER_MAX_CHARS = 200
 
 
 class AuditFilterForm(forms.Form):
-    actor = forms.CharField(required=False, label=_("Actor"))
-    object_type = forms.CharField(required=False, label=_("Object type"))
-    object_id = forms.CharField(required=False, label=_("Object id"))
-    action = forms.CharField(required=False, label=_("Action"))
+    actor = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Actor"))
+    object_type = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Object type"))
+    object_id = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Object id"))
+    action = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Action"))
 
     def filter(self, entries):
-        data = self.cleaned_data if self.is_valid() else {}
+        """The entries the filters select; none while a filter is invalid (the page shows why)."""
+        if not self.is_valid():
+            return entries.none()
+        data = self.cleaned_data
         if actor := data.get("actor", "").strip():
             entries = entries.filter(actor_label=actor)
         if object_type := data.get("object_type", "").strip():
@@ -45,4 +49,5 @@ def audit_log(request):
     for entry in page:
         entry.changes = _changes(entry)
     context = {"form": form, "page": page, "params": request.GET}
-    return web.render_page(request, "vendor/audit-log.html", context, partial="audit-table", nav="audit")
+    status = 400 if form.errors and not web.wants_partial(request) else 200
+    return web.render_page(request, "vendor/audit-log.html", context, partial="audit-table", nav="audit", status=status)

@@ -1,0 +1,100 @@
+"""The question page's discussion: adding to the thread and editing one's own comments, in place with htmx and
+as plain forms without it. The thread's rules are `vendor.services.comments`'."""
+
+from django.http import HttpResponseRedirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_http_methods
+
+from acceptance.views.questions import question_page, render_question_page, thread_context
+from calculet import web
+from calculet.errors import DomainError
+from vendor.access import may_discuss, may_open_pages, object_for_user
+from vendor.selectors import comment_list
+from vendor.services.comments import comment_create, comment_edit
+
+THREAD_TEMPLATE = "vendor/comment-thread.html"
+
+
+def _posted(request) -> tuple[dict, dict]:
+    """What the form sent, as it will be shown again, and the input errors found."""
+    ids = request.POST.getlist("artifacts")
+    errors = {}
+    if not all(value.isdigit() for value in ids):
+        errors["artifacts"] = _("Choose artifacts from the list.")
+    form = {"body": request.POST.get("body", ""), "artifacts": [int(v) for v in ids if v.isdigit()]}
+    return form, errors
+
+
+def _refused(error: DomainError) -> dict:
+    field = error.field.split("[", 1)[0] if error.field else "form"
+    return {field if field in ("body", "artifacts") else "form": error.message}
+
+
+def _thread(request, question, *, status=200, **thread):
+    """The thread alone for htmx, the whole question page otherwise."""
+    context = {"question": question, **thread_context(request, question, **thread)}
+    if web.wants_partial(request):
+        return web.render_page(request, THREAD_TEMPLATE, context, partial="comment-thread")
+    return render_question_page(request, question, status=status, thread=context)
+
+
+def _back_to(question, comment_id: int) -> HttpResponseRedirect:
+    return HttpResponseRedirect(reverse("question-detail", args=[question.code]) + f"#comment-{comment_id}")
+
+
+@require_http_methods(["GET", "POST"])
+@web.page_for(may_open_pages)
+def comment_thread(request, code):
+    """GET: the thread (htmx refreshes it). POST: add a comment."""
+    question = question_page(request, code)
+    if request.method == "GET":
+        if not web.wants_partial(request):
+            return HttpResponseRedirect(reverse("question-detail", args=[question.code]) + "#comment-thread")
+        return _thread(request, question)
+    if not may_discuss(request.user):
+        return _thread(
+            request,
+            question,
+            status=403,
+            errors={"form": _("Only the team's PMs and the question's vendor write here.")},
+        )
+    form, errors = _posted(request)
+    if not errors:
+        try:
+            comment = comment_create(
+                actor=request.user, question=question, body=form["body"], artifact_ids=form["artifacts"]
+            )
+        except DomainError as error:
+            errors = _refused(error)
+        else:
+            if not web.wants_partial(request):
+                return _back_to(question, comment.pk)
+            return _thread(request, question)
+    return _thread(request, question, status=400, form=form, errors=errors)
+
+
+@require_http_methods(["GET", "POST"])
+@web.page_for(may_discuss)
+def comment_edit_view(request, code, comment_id):
+    """GET: one's own comment as a form (the comment alone for htmx). POST: save the edit."""
+    question = question_page(request, code)
+    comment = object_for_user(request.user, comment_list(user=request.user, question=question), pk=comment_id)
+    if request.method == "GET":
+        form = {"body": comment.body, "artifacts": [artifact.pk for artifact in comment.artifacts.all()]}
+        if web.wants_partial(request):
+            context = {"question": question, "comment": comment, **thread_context(request, question, edit_form=form)}
+            return web.render_page(request, THREAD_TEMPLATE, context, partial="comment-edit")
+        return _thread(request, question, editing=comment.pk, edit_form=form)
+    form, errors = _posted(request)
+    if not errors:
+        try:
+            comment_edit(actor=request.user, comment=comment, body=form["body"], artifact_ids=form["artifacts"])
+        except DomainError as error:
+            errors = _refused(error)
+        else:
+            if not web.wants_partial(request):
+                return _back_to(question, comment.pk)
+            return _thread(request, question)
+    status = 403 if "form" in errors else 400
+    return _thread(request, question, status=status, editing=comment.pk, edit_form=form, edit_errors=errors)

@@ -1,0 +1,88 @@
+"""The acceptance events people are told of: a run that fails or errs, the gate's decisions, proof to re-verify
+after a target's versions change."""
+
+import pytest
+
+from acceptance import stages
+from acceptance.models import Chain, Run, Target
+from acceptance.protocol import StageOutcome
+from acceptance.services import capability_promote, chain_start_for_answer, target_register
+from acceptance.services.runs.finishing import run_finish
+from tests.factories import make_user
+from vendor.models import Notification, NotificationEvent
+from vendor.services.questions import question_update
+
+
+@pytest.fixture
+def told(django_capture_on_commit_callbacks):
+    def run(change, *args, **kwargs):
+        with django_capture_on_commit_callbacks(execute=True):
+            return change(*args, **kwargs)
+
+    return run
+
+
+@pytest.fixture
+def chain(answer, simulator_online):
+    chain_start_for_answer(answer.pk)
+    return Chain.objects.get(answer=answer, target=simulator_online)
+
+
+def recipients(kind: str) -> list[str]:
+    return sorted(Notification.objects.filter(event__kind=kind).values_list("user__username", flat=True))
+
+
+@pytest.mark.parametrize("verdict", [stages.FAIL, stages.ERROR])
+def test_a_failed_or_errored_run_tells_the_assignee_and_the_vendor(
+    chain, pm_user, vendor_user, question, told, verdict
+):
+    make_user("otto", "bolt", "vendor")  # another vendor's engineer
+    question_update(actor=pm_user, question=question, assignee=pm_user)
+    run = Run.objects.get(chain=chain, stage=stages.CLAIM)
+    Run.objects.filter(pk=run.pk).update(state=stages.RUNNING, attempt=1)
+    run.refresh_from_db()
+    told(run_finish, run, worker="test", outcome=StageOutcome(verdict, "the golden does not match"), reporter=None)
+    assert recipients("run_failed") == ["pam", "val"]
+    event = NotificationEvent.objects.get(kind="run_failed")
+    assert (event.data["verdict"], event.data["detail"], event.organisation) == (
+        verdict,
+        "the golden does not match",
+        vendor_user.membership.organisation,
+    )
+
+
+def test_a_passed_run_tells_nobody(chain, pm_user, question, told):
+    run = Run.objects.get(chain=chain, stage=stages.CLAIM)
+    Run.objects.filter(pk=run.pk).update(state=stages.RUNNING, attempt=1)
+    run.refresh_from_db()
+    told(run_finish, run, worker="test", outcome=StageOutcome(stages.PASS, "fine"), reporter=None)
+    assert not NotificationEvent.objects.filter(kind="run_failed").exists()
+
+
+def test_the_gates_decisions_are_told_to_the_team_and_never_to_a_vendor(capability, pm_user, vendor_user, told):
+    other_pm = make_user("quinn", "team", "pm")
+    told(capability_promote, actor=pm_user, capability=capability, to_status="C0", reason="")
+    assert recipients("promotion_blocked") == ["quinn"]
+    told(capability_promote, actor=pm_user, capability=capability, to_status="C4", reason="not supported after all")
+    assert recipients("promotion_granted") == ["quinn"]
+    event = NotificationEvent.objects.get(kind="promotion_granted")
+    assert (event.organisation, event.data["from_status"], event.data["to_status"]) == (None, "C3", "C4")
+    assert not Notification.objects.filter(user=vendor_user).exists()
+    assert other_pm.notifications.count() == 2
+
+
+def test_new_versions_on_a_target_tell_whose_proof_must_be_re_verified(chain, pm_user, vendor_user, question, told):
+    question_update(actor=pm_user, question=question, assignee=vendor_user)
+    told(
+        target_register,
+        actor="ops",
+        slug="simulator",
+        kind=Target.SIMULATOR,
+        calrt_version="0.8.0",
+        driver_version="2.3.0",
+        firmware_version="1.8.0",
+        chip="calculet-2c",
+    )
+    assert recipients("reverification_due") == ["pam", "val"]
+    event = NotificationEvent.objects.get(kind="reverification_due")
+    assert event.question == question and "CalRT 0.8.0" in event.data["detail"]

@@ -1,0 +1,267 @@
+"""Outgoing webhooks against a real HTTP server this test starts: signed bodies, retries with backoff through real
+Celery workers, a log per hook, the test button, and a vendor's hook carrying only that vendor's events."""
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.urls import reverse
+
+from calculet.errors import DomainError, ForbiddenError
+from calculet.models import AuditEntry
+from tests.acceptance.workers import Worker
+from tests.vendor.fixtures import db_snapshot, make_account
+from vendor.models import NotificationEvent, Organisation, WebhookDelivery
+from vendor.services.comments import comment_create
+from vendor.services.notifications import notify
+from vendor.services.questions import question_update
+from vendor.services.webhooks import webhook_create, webhook_deliver, webhook_test, webhook_update
+
+
+class Receiver:
+    """A local HTTP endpoint that answers with the statuses it is given, in turn, and keeps what it got."""
+
+    def __init__(self, statuses=(204,)):
+        self.statuses = list(statuses)
+        self.received: list[dict] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.received.append({"at": time.monotonic(), "headers": dict(self.headers), "body": body})
+                status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    made = []
+
+    def start(*statuses):
+        made.append(Receiver(statuses or (204,)))
+        return made[-1]
+
+    yield start
+    for one in made:
+        one.close()
+
+
+def signed_by(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def team(pm):
+    return pm.user.membership.organisation
+
+
+def tell(kind, question, **data):
+    return notify(kind, actor="system", organisation_id=question.organisation_id, question_id=question.pk, data=data)
+
+
+def test_a_delivery_is_signed_with_the_hooks_secret(pm, question_a, receiver):
+    endpoint = receiver()
+    hook = webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=[])
+    event = tell("overdue", question_a, due_date="2026-01-01")
+    delivery = WebhookDelivery.objects.get(event=event)
+    assert webhook_deliver(delivery.pk) is None
+    (request,) = endpoint.received
+    assert request["headers"]["X-Calculet-Signature"] == signed_by(hook.secret, request["body"])
+    assert request["headers"]["X-Calculet-Event"] == "overdue"
+    assert request["headers"]["X-Calculet-Delivery"] == str(delivery.pk)
+    body = json.loads(request["body"])
+    assert (body["event"], body["question"], body["organisation"], body["summary"]) == (
+        "overdue",
+        "V18",
+        "acme",
+        "V18 is overdue: it was due on 2026-01-01",
+    )
+    assert body["url"] == "http://127.0.0.1:8000/questions/V18/"
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.attempts, delivery.log[0]["status"]) == ("delivered", 1, 204)
+
+
+def test_a_failing_endpoint_is_tried_again_later_then_given_up(pm, question_a, receiver, settings):
+    settings.WEBHOOK_MAX_ATTEMPTS = 3
+    settings.WEBHOOK_RETRY_SECONDS = 5
+    endpoint = receiver(500)
+    webhook_create(actor=pm.user, organisation=team(pm), name="down", url=endpoint.url, kinds=[])
+    delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
+    assert [webhook_deliver(delivery.pk) for _ in range(3)] == [5, 10, None]
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.attempts, [a["status"] for a in delivery.log]) == ("failed", 3, [500] * 3)
+    assert delivery.finished_at is not None
+    assert webhook_deliver(delivery.pk) is None and len(endpoint.received) == 3
+
+
+def test_an_unreachable_address_and_a_redirect_count_as_failures(pm, question_a, receiver):
+    endpoint = receiver(302)
+    webhook_create(actor=pm.user, organisation=team(pm), name="moved", url=endpoint.url, kinds=[])
+    webhook_create(actor=pm.user, organisation=team(pm), name="gone", url="http://127.0.0.1:9/nothing", kinds=[])
+    event = tell("overdue", question_a)
+    for delivery in WebhookDelivery.objects.filter(event=event):
+        assert webhook_deliver(delivery.pk) is not None
+        delivery.refresh_from_db()
+        assert delivery.state == "pending" and delivery.log[0]["error"]
+    assert len(endpoint.received) == 1
+
+
+def test_hooks_receive_the_kinds_they_subscribe_to_and_a_vendors_hook_only_its_own(
+    pm, vendor_a, vendor_b, question_a, question_b, receiver
+):
+    endpoint = receiver()
+    bolt = vendor_b.user.membership.organisation
+    everything = webhook_create(actor=pm.user, organisation=team(pm), name="all", url=endpoint.url, kinds=[])
+    overdue_only = webhook_create(
+        actor=pm.user, organisation=team(pm), name="late", url=endpoint.url, kinds=["overdue"]
+    )
+    bolts = webhook_create(actor=pm.user, organisation=bolt, name="bolt's tracker", url=endpoint.url, kinds=[])
+    switched_off = webhook_create(actor=pm.user, organisation=team(pm), name="off", url=endpoint.url, kinds=[])
+    webhook_update(actor=pm.user, hook=switched_off, active=False)
+    tell("overdue", question_a)
+    tell("overdue", question_b)
+    tell("comment", question_b)
+    notify("promotion_blocked", actor="system", organisation_id=None, data={})
+    carried = {
+        hook.name: sorted(
+            f"{d.event.kind}:{d.event.question.code if d.event.question else '-'}" for d in hook.deliveries.all()
+        )
+        for hook in (everything, overdue_only, bolts, switched_off)
+    }
+    assert carried == {
+        "all": ["comment:V19", "overdue:V18", "overdue:V19", "promotion_blocked:-"],
+        "late": ["overdue:V18", "overdue:V19"],
+        "bolt's tracker": ["comment:V19", "overdue:V19"],
+        "off": [],
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"name": ""}, "name"),
+        ({"name": "n" * 101}, "name"),
+        ({"url": "ftp://example.org/"}, "url"),
+        ({"url": "not a url"}, "url"),
+        ({"url": "https://example.org/" + "a" * 500}, "url"),
+        ({"kinds": ["everything"]}, "events"),
+        ({"kinds": "overdue"}, "events"),
+    ],
+)
+def test_bad_hooks_name_the_field_and_change_nothing(pm, changes, field):
+    before = db_snapshot()
+    arguments = {"name": "chat", "url": "https://example.org/hook", "kinds": [], **changes}
+    with pytest.raises(DomainError) as error:
+        webhook_create(actor=pm.user, organisation=team(pm), **arguments)
+    assert error.value.field == field
+    assert db_snapshot() == before
+
+
+def test_only_a_pm_manages_hooks_and_every_change_is_audited_without_the_secret(pm, viewer, vendor_a):
+    with pytest.raises(ForbiddenError):
+        webhook_create(actor=viewer.user, organisation=team(pm), name="x", url="https://example.org", kinds=[])
+    with pytest.raises(ForbiddenError):
+        webhook_create(actor=vendor_a.user, organisation=team(pm), name="x", url="https://example.org", kinds=[])
+    hook = webhook_create(actor=pm.user, organisation=team(pm), name="chat", url="https://example.org/a", kinds=[])
+    webhook_update(actor=pm.user, hook=hook, url="https://example.org/b", kinds=["mention"])
+    with pytest.raises(ForbiddenError):
+        webhook_update(actor=viewer.user, hook=hook, active=False)
+    entries = list(AuditEntry.objects.filter(object_type="vendor.webhook").order_by("id"))
+    assert [entry.action for entry in entries] == ["webhook.create", "webhook.update"]
+    assert entries[1].before["url"] == "https://example.org/a" and entries[1].after["events"] == ["mention"]
+    assert all(hook.secret not in json.dumps([e.before, e.after]) for e in entries)
+
+
+def test_the_test_button_sends_a_logged_test_delivery(client, pm, receiver):
+    endpoint = receiver()
+    hook = webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=["overdue"])
+    client.force_login(pm.user)
+    response = client.post(reverse("webhook-test", args=[hook.pk]))
+    assert response.status_code == 302
+    delivery = WebhookDelivery.objects.get(hook=hook)
+    assert delivery.event.kind == "test" and json.loads(delivery.body)["summary"] == "A test delivery from calculet"
+    webhook_deliver(delivery.pk)
+    page = client.get(reverse("webhook-detail", args=[hook.pk])).content.decode()
+    assert f'id="delivery-{delivery.pk}"' in page and "HTTP 204" in page and "Delivered" in page
+    assert AuditEntry.objects.filter(action="webhook.test").count() == 1
+    with pytest.raises(ForbiddenError):
+        webhook_test(actor=make_account("vic", "team", "viewer").user, hook=hook)
+
+
+@pytest.fixture
+def celery_worker(transactional_db, tmp_path):
+    """A real worker on the default queue, with short backoff; killed with its process group at the end."""
+    from calculet.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.flushdb()
+    log_dir = tmp_path / "worker-logs"
+    log_dir.mkdir()
+    worker = Worker.celery("default", "notifications", log_dir, WEBHOOK_RETRY_SECONDS=1, WEBHOOK_MAX_ATTEMPTS=4)
+    yield worker
+    worker.stop()
+
+
+def wait_for(predicate, *, timeout: float, what: str, worker: Worker):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen in {timeout} s; worker log:\n{worker.log_text()[-3000:]}")
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a, receiver, celery_worker):
+    endpoint = receiver(503, 500, 200)
+    hook = webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=["assigned"])
+    question_update(actor=pm.user, question=question_a, assignee=vendor_a.user)  # commits: the event is told
+    event = NotificationEvent.objects.get(kind="assigned")
+    delivery = WebhookDelivery.objects.get(hook=hook, event=event)
+    wait_for(
+        lambda: WebhookDelivery.objects.get(pk=delivery.pk).state == "delivered",
+        timeout=60,
+        what="delivery",
+        worker=celery_worker,
+    )
+    delivery.refresh_from_db()
+    assert [attempt["status"] for attempt in delivery.log] == [503, 500, 200]
+    first, second, third = (request["at"] for request in endpoint.received)
+    assert second - first >= 1 and third - second >= 2  # 1 s, then twice as long
+    for request in endpoint.received:
+        assert request["headers"]["X-Calculet-Signature"] == signed_by(hook.secret, request["body"])
+    assert json.loads(endpoint.received[-1]["body"])["data"]["assignee"] == "alice"
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
+    pm, vendor_a, vendor_b, question_a, question_b, receiver, celery_worker
+):
+    endpoint = receiver()
+    bolt = Organisation.objects.get(slug="bolt")
+    webhook_create(actor=pm.user, organisation=bolt, name="bolt", url=endpoint.url, kinds=[])
+    comment_create(actor=pm.user, question=question_a, body="for acme")
+    comment_create(actor=pm.user, question=question_b, body="for bolt")
+    wait_for(lambda: len(endpoint.received) >= 1, timeout=60, what="delivery", worker=celery_worker)
+    time.sleep(2)  # anything else would have arrived by now
+    assert [json.loads(request["body"])["question"] for request in endpoint.received] == ["V19"]

@@ -1,0 +1,181 @@
+"""A question's thread: comments by the integration team's PMs and the engineers of the vendor the question is
+put to, in Markdown, mentioning people, linking the vendor's artifacts; edits kept as revisions."""
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+
+from calculet.audit import audit_record
+from calculet.db import lock_rows
+from calculet.errors import DomainError, ForbiddenError, NotFoundError
+from vendor import events, rich_text
+from vendor.access import may_be_told, may_discuss, may_open_pages, object_for_user
+from vendor.models import Artifact, Comment, CommentRevision, Question
+from vendor.services.notifications import notify_on_commit
+
+BODY_MAX_CHARS = 10_000
+ATTACHMENTS_MAX = 20
+EXCERPT_CHARS = 500
+
+
+def _clean_body(body) -> str:
+    if not isinstance(body, str) or not body.strip():
+        raise DomainError("Write something.", field="body")
+    body = body.strip()
+    if len(body) > BODY_MAX_CHARS:
+        raise DomainError(
+            f"A comment holds at most {BODY_MAX_CHARS} characters (this one has {len(body)}).", field="body"
+        )
+    return body
+
+
+def _attachments(organisation_id: int | None, ids) -> list[Artifact]:
+    """The artifacts `ids` names, each one of the thread's vendor's (a comment links, it never uploads)."""
+    if ids is None:
+        return []
+    if not isinstance(ids, list | tuple) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+        raise DomainError("Give a list of artifact ids.", field="artifacts")
+    if len(ids) > ATTACHMENTS_MAX:
+        raise DomainError(f"Link at most {ATTACHMENTS_MAX} artifacts.", field="artifacts")
+    found = {}
+    if organisation_id is not None:
+        found = {
+            artifact.pk: artifact for artifact in Artifact.objects.filter(pk__in=ids, organisation=organisation_id)
+        }
+    for index, artifact_id in enumerate(ids):
+        if artifact_id not in found:
+            raise DomainError(
+                f"Artifact {artifact_id} not found among the artifacts of the question's vendor.",
+                field=f"artifacts[{index}]",
+                code="not_found",
+            )
+    return [found[artifact_id] for artifact_id in dict.fromkeys(ids)]
+
+
+def _mentioned(body: str, organisation_id: int | None) -> list:
+    """The people the text names with @username who may read the thread; other names stay plain text."""
+    names = rich_text.mention_candidates(body)
+    if not names:
+        return []
+    people = get_user_model().objects.filter(username__in=names, is_active=True).select_related("membership")
+    return [
+        person
+        for person in people.order_by("username")
+        if may_open_pages(person) and may_be_told(person, organisation_id=organisation_id)
+    ]
+
+
+def _thread_question(actor, question: Question) -> Question:
+    """The question as the actor may see it, fresh: the thread is with the vendor it is put to now."""
+    if not may_discuss(actor):
+        raise ForbiddenError("Only the team's PMs and the question's vendor write in its thread.")
+    return object_for_user(actor, Question.objects.select_related("organisation"), pk=question.pk)
+
+
+def _snapshot(comment: Comment, artifacts, mentioned) -> dict:
+    return {
+        "question": comment.question.code,
+        "body": comment.body,
+        "artifacts": [artifact.pk for artifact in artifacts],
+        "mentions": [person.get_username() for person in mentioned],
+    }
+
+
+def _tell(comment: Comment, actor, kind: str, mentioned) -> None:
+    """The thread's people of a new comment (less those it mentions), or those it mentions that they are."""
+    ids = [person.pk for person in mentioned]
+    notify_on_commit(
+        kind,
+        actor=actor,
+        organisation_id=comment.organisation_id,
+        question_id=comment.question_id,
+        named_ids=ids if kind == events.MENTION else [],
+        skip_ids=ids if kind == events.COMMENT else [],
+        data={
+            "comment": comment.pk,
+            "detail": comment.body[:EXCERPT_CHARS],
+            "path": f"/questions/{comment.question.code}/#comment-{comment.pk}",
+        },
+    )
+
+
+def comment_create(*, actor, question: Question, body: str, artifact_ids=None) -> Comment:
+    """Add a comment to the question's thread.
+
+    Preconditions: the actor is a PM or a vendor engineer (ForbiddenError) who may see the question
+    (NotFoundError); the body is 1–10,000 characters of Markdown; each linked artifact belongs to the
+    vendor the question is put to (at most 20). DomainError names the field and stores nothing. The thread's
+    people are told, those mentioned (who may read the thread) are told they were; one audit row.
+    """
+    question = _thread_question(actor, question)
+    body = _clean_body(body)
+    artifacts = _attachments(question.organisation_id, artifact_ids)
+    mentioned = _mentioned(body, question.organisation_id)
+    with transaction.atomic():
+        comment = Comment.objects.create(
+            question=question,
+            organisation_id=question.organisation_id,
+            author=actor,
+            body=body,
+            body_html=rich_text.render(body, {person.get_username() for person in mentioned}),
+        )
+        comment.artifacts.set(artifacts)
+        comment.mentions.set(mentioned)
+        CommentRevision.objects.create(
+            comment=comment, revision=1, body=body, artifact_ids=[a.pk for a in artifacts], author=actor
+        )
+        audit_record(actor=actor, action="comment.create", obj=comment, after=_snapshot(comment, artifacts, mentioned))
+        _tell(comment, actor, events.COMMENT, mentioned)
+        if mentioned:
+            _tell(comment, actor, events.MENTION, mentioned)
+    return comment
+
+
+def comment_edit(*, actor, comment: Comment, body: str, artifact_ids=None) -> Comment:
+    """Change a comment's text or linked artifacts; the text it replaces stays as a revision.
+
+    Preconditions: the actor wrote the comment and may still write in the thread (ForbiddenError) and see it
+    (NotFoundError); the rules of `comment_create` for the body and artifacts. People mentioned for the first
+    time are told; one audit row with before and after; nothing when nothing changed.
+    """
+    _thread_question(actor, comment.question)
+    if comment.author_id != actor.pk:
+        raise ForbiddenError("Only its author edits a comment.")
+    body = _clean_body(body)
+    artifacts = _attachments(comment.organisation_id, artifact_ids)
+    mentioned = _mentioned(body, comment.organisation_id)
+    with transaction.atomic():
+        locked = lock_rows(Comment.objects).filter(pk=comment.pk).first()
+        if locked is None:
+            raise NotFoundError(f"Comment {comment.pk} not found.")
+        locked.question = comment.question
+        earlier_artifacts = list(locked.artifacts.order_by("pk"))
+        earlier_mentions = list(locked.mentions.all())
+        if locked.body == body and [a.pk for a in earlier_artifacts] == sorted(a.pk for a in artifacts):
+            return locked
+        before = _snapshot(locked, earlier_artifacts, earlier_mentions)
+        locked.body = body
+        locked.body_html = rich_text.render(body, {person.get_username() for person in mentioned})
+        locked.revision += 1
+        locked.edited_at = timezone.now()
+        locked.save(update_fields=["body", "body_html", "revision", "edited_at"])
+        locked.artifacts.set(artifacts)
+        locked.mentions.set(mentioned)
+        CommentRevision.objects.create(
+            comment=locked,
+            revision=locked.revision,
+            body=body,
+            artifact_ids=[a.pk for a in artifacts],
+            author=actor,
+        )
+        audit_record(
+            actor=actor,
+            action="comment.edit",
+            obj=locked,
+            before=before,
+            after=_snapshot(locked, artifacts, mentioned),
+        )
+        newly = [person for person in mentioned if person not in earlier_mentions]
+        if newly:
+            _tell(locked, actor, events.MENTION, newly)
+    return locked

@@ -1,0 +1,272 @@
+"""Outgoing webhooks: made and changed by PMs (audited); each event POSTed as JSON, the exact body signed with
+HMAC-SHA256 under the hook's own secret, tried again with exponential backoff, every attempt logged.
+
+Deliveries are at least once: a receiver tells a repeat by its X-Calculet-Delivery header.
+"""
+
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+import urllib.error
+import urllib.request
+from functools import partial
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator
+from django.db import transaction
+from django.utils import timezone, translation
+
+from calculet.audit import audit_record
+from calculet.db import lock_rows
+from calculet.errors import DomainError, ForbiddenError
+from vendor import events
+from vendor.access import may_manage_webhooks
+from vendor.models import NotificationEvent, Organisation, Webhook, WebhookDelivery
+
+logger = logging.getLogger(__name__)
+
+NAME_MAX_CHARS = 100
+URL_MAX_CHARS = 500
+SIGNATURE_HEADER = "X-Calculet-Signature"
+_url_validator = URLValidator(schemes=["http", "https"])
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not a new address to post the event to."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_opener = urllib.request.build_opener(_NoRedirects)
+
+
+def webhook_signature(secret: str, body: bytes) -> str:
+    """What X-Calculet-Signature carries: "sha256=" and the hex HMAC-SHA256 of the body under the hook's secret."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _snapshot(hook: Webhook) -> dict:
+    return {
+        "organisation": hook.organisation.slug,
+        "name": hook.name,
+        "url": hook.url,
+        "events": hook.events,
+        "active": hook.active,
+    }
+
+
+def _clean_name(name) -> str:
+    name = name.strip() if isinstance(name, str) else ""
+    if not name:
+        raise DomainError("Give the hook a name.", field="name")
+    if len(name) > NAME_MAX_CHARS:
+        raise DomainError(f"A name holds at most {NAME_MAX_CHARS} characters.", field="name")
+    return name
+
+
+def _clean_url(url) -> str:
+    url = url.strip() if isinstance(url, str) else ""
+    if len(url) > URL_MAX_CHARS:
+        raise DomainError(f"An address holds at most {URL_MAX_CHARS} characters.", field="url")
+    try:
+        _url_validator(url)
+    except ValidationError as error:
+        raise DomainError("Give an http:// or https:// address.", field="url") from error
+    return url
+
+
+def _clean_events(kinds) -> list[str]:
+    if not isinstance(kinds, list) or any(not isinstance(kind, str) for kind in kinds):
+        raise DomainError("Give a list of event kinds (empty for all).", field="events")
+    unknown = sorted(set(kinds) - set(events.CHOOSABLE))
+    if unknown:
+        raise DomainError(f"Unknown event kind {unknown[0]!r}; one of: {', '.join(events.CHOOSABLE)}.", field="events")
+    return [kind for kind in events.CHOOSABLE if kind in set(kinds)]
+
+
+def _check_actor(actor) -> None:
+    if not may_manage_webhooks(actor):
+        raise ForbiddenError("Only a PM manages webhooks.")
+
+
+def webhook_create(*, actor, organisation: Organisation, name: str, url: str, kinds: list) -> Webhook:
+    """A new active hook with a fresh secret (shown to the PM once, on the page that made it).
+
+    Preconditions: a PM acts (ForbiddenError); a name of 1–100 characters; an http(s) address of at most 500;
+    `kinds` among `vendor.events.CHOOSABLE` (empty: all). The organisation decides what the hook may carry:
+    the integration team's hook every event, a vendor's hook only those about that vendor. DomainError names
+    the field; one audit row (without the secret).
+    """
+    _check_actor(actor)
+    if not isinstance(organisation, Organisation) or organisation.pk is None:
+        raise DomainError("Give an organisation.", field="organisation")
+    hook = Webhook(
+        organisation=organisation,
+        name=_clean_name(name),
+        url=_clean_url(url),
+        events=_clean_events(kinds),
+        secret=secrets.token_hex(32),
+        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+    )
+    with transaction.atomic():
+        hook.save()
+        audit_record(actor=actor, action="webhook.create", obj=hook, after=_snapshot(hook))
+    return hook
+
+
+def webhook_update(*, actor, hook: Webhook, **changes) -> Webhook:
+    """Change a hook's name, address, event kinds or whether it is active; the preconditions of
+    `webhook_create`. One audit row with before and after; nothing when nothing changed."""
+    _check_actor(actor)
+    unknown = sorted(set(changes) - {"name", "url", "kinds", "active"})
+    if unknown:
+        raise DomainError(f"{unknown[0]} cannot be changed.", field=unknown[0])
+    cleaned: dict = {}
+    if "name" in changes:
+        cleaned["name"] = _clean_name(changes["name"])
+    if "url" in changes:
+        cleaned["url"] = _clean_url(changes["url"])
+    if "kinds" in changes:
+        cleaned["events"] = _clean_events(changes["kinds"])
+    if "active" in changes:
+        if not isinstance(changes["active"], bool):
+            raise DomainError("Give true or false.", field="active")
+        cleaned["active"] = changes["active"]
+    with transaction.atomic():
+        locked = lock_rows(Webhook.objects).get(pk=hook.pk)
+        locked.organisation = hook.organisation
+        cleaned = {name: value for name, value in cleaned.items() if getattr(locked, name) != value}
+        if not cleaned:
+            return locked
+        before = _snapshot(locked)
+        for name, value in cleaned.items():
+            setattr(locked, name, value)
+        locked.save(update_fields=[*cleaned, "updated_at"])
+        audit_record(actor=actor, action="webhook.update", obj=locked, before=before, after=_snapshot(locked))
+    return locked
+
+
+def _body(event: NotificationEvent) -> str:
+    """The JSON a hook receives for an event; its summary in English, whatever the people told read."""
+    with translation.override("en"):
+        summary = events.subject(event.kind, event.data)
+    return json.dumps(
+        {
+            "event": event.kind,
+            "id": event.pk,
+            "created_at": event.created_at.isoformat(),
+            "organisation": event.organisation.slug if event.organisation else None,
+            "question": event.data.get("question"),
+            "actor": event.actor_label,
+            "summary": summary,
+            "url": events.url(event.data) or None,
+            "data": {key: value for key, value in event.data.items() if key != "path"},
+        },
+        ensure_ascii=False,
+        sort_keys=True,
+    )
+
+
+def _may_carry(hook: Webhook, event: NotificationEvent) -> bool:
+    if hook.events and event.kind not in hook.events:
+        return False
+    return hook.organisation.kind == Organisation.INTEGRATOR or hook.organisation_id == event.organisation_id
+
+
+def webhook_deliveries_create(event: NotificationEvent) -> list[WebhookDelivery]:
+    """A delivery of the event to every active hook that subscribes to it and may carry it, sent after commit.
+    Runs in the caller's transaction."""
+    hooks = [
+        hook for hook in Webhook.objects.filter(active=True).select_related("organisation") if _may_carry(hook, event)
+    ]
+    body = _body(event) if hooks else ""
+    deliveries = WebhookDelivery.objects.bulk_create(
+        [WebhookDelivery(hook=hook, event=event, body=body) for hook in hooks]
+    )
+    for delivery in deliveries:
+        transaction.on_commit(partial(_send, delivery.pk))
+    return deliveries
+
+
+def webhook_test(*, actor, hook: Webhook) -> WebhookDelivery:
+    """Send the hook a test event, logged like any other delivery. A PM acts (ForbiddenError); one audit row."""
+    _check_actor(actor)
+    with transaction.atomic():
+        event = NotificationEvent.objects.create(
+            kind=events.TEST,
+            organisation=hook.organisation if hook.organisation.kind == Organisation.VENDOR else None,
+            actor_label=actor.get_username(),
+            data={"actor": actor.get_username(), "hook": hook.name, "path": "/notifications/"},
+        )
+        delivery = WebhookDelivery.objects.create(hook=hook, event=event, body=_body(event))
+        audit_record(actor=actor, action="webhook.test", obj=hook, after={"delivery": delivery.pk})
+        transaction.on_commit(partial(_send, delivery.pk))
+    return delivery
+
+
+def _send(delivery_id: int, countdown: float = 0) -> None:
+    from vendor.tasks import webhook_deliver_task
+
+    try:
+        webhook_deliver_task.apply_async(args=[delivery_id], countdown=countdown)
+    except Exception:  # the broker is down: the delivery stays pending, with its log
+        logger.exception("could not queue webhook delivery %s", delivery_id)
+
+
+def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str]:
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with _opener.open(request, timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as response:
+            return response.status, ""
+    except urllib.error.HTTPError as error:
+        return error.code, f"HTTP {error.code} {error.reason}"
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        return None, str(getattr(error, "reason", error))[:500]
+
+
+def webhook_deliver(delivery_id: int) -> float | None:
+    """Try one delivery once: POST its body, signed; log the attempt. Returns the seconds to wait before the
+    next attempt, or None when it is done (delivered, or failed for good after WEBHOOK_MAX_ATTEMPTS, or its
+    hook deactivated)."""
+    delivery = WebhookDelivery.objects.select_related("hook", "event").get(pk=delivery_id)
+    if delivery.state != WebhookDelivery.PENDING:
+        return None
+    hook = delivery.hook
+    started = time.monotonic()
+    if hook.active:
+        body = delivery.body.encode()
+        status, error = _post(
+            hook.url,
+            body,
+            {
+                "Content-Type": "application/json",
+                "User-Agent": "calculet-webhooks/1",
+                "X-Calculet-Event": delivery.event.kind,
+                "X-Calculet-Delivery": str(delivery.pk),
+                SIGNATURE_HEADER: webhook_signature(hook.secret, body),
+            },
+        )
+        delivered = status is not None and 200 <= status < 300
+    else:
+        status, error, delivered = None, "the hook was deactivated", False
+    attempt = {"at": timezone.now().isoformat(), "status": status, "error": error}
+    attempt["ms"] = round((time.monotonic() - started) * 1000)
+    with transaction.atomic():
+        locked = lock_rows(WebhookDelivery.objects).get(pk=delivery.pk)
+        locked.attempts += 1
+        locked.log = [*locked.log, attempt]
+        if delivered:
+            locked.state = WebhookDelivery.DELIVERED
+        elif not hook.active or locked.attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
+            locked.state = WebhookDelivery.FAILED
+        if locked.state != WebhookDelivery.PENDING:
+            locked.finished_at = timezone.now()
+        locked.save(update_fields=["attempts", "log", "state", "finished_at"])
+    if locked.state != WebhookDelivery.PENDING:
+        return None
+    return settings.WEBHOOK_RETRY_SECONDS * 2 ** (locked.attempts - 1)

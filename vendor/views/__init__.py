@@ -1,0 +1,1 @@
+"""The vendor app's browser pages: the audit log, notification preferences, webhooks."""

@@ -1,0 +1,183 @@
+"""Notification pages: each person's preferences and what they were told; the PMs' webhooks with their delivery
+logs. The rules are `vendor.services.notifications` and `vendor.services.webhooks`'."""
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from calculet import web
+from calculet.errors import DomainError
+from vendor import events
+from vendor.access import may_manage_webhooks, may_open_pages
+from vendor.models import WebhookDelivery
+from vendor.selectors import (
+    notification_kinds,
+    notification_list,
+    notification_preference,
+    organisations,
+    webhook_deliveries,
+    webhook_list,
+)
+from vendor.services.notifications import EMAIL_MAX_CHARS, notification_preferences_update
+from vendor.services.webhooks import NAME_MAX_CHARS, URL_MAX_CHARS, webhook_create, webhook_test, webhook_update
+
+RECENT_NOTIFICATIONS = 50
+DELIVERIES_PAGE_SIZE = 25
+
+
+def _kinds(kinds: list[str]) -> list[tuple[str, str]]:
+    return [(kind, str(events.EVENTS[kind].label)) for kind in kinds]
+
+
+def _told(user) -> list:
+    told = list(notification_list(user=user)[:RECENT_NOTIFICATIONS])
+    for notification in told:
+        notification.summary = events.subject(notification.event.kind, notification.event.data)
+    return told
+
+
+@web.page_for(may_open_pages)
+def notification_preferences(request):
+    """What the signed-in person is told of, in which language and where; and what they were told lately."""
+    user = request.user
+    kinds = notification_kinds(user)
+    preference = notification_preference(user)
+    form = {"email": user.email, "language": preference.language, "muted": preference.muted}
+    errors: dict = {}
+    if request.method == "POST":
+        wanted = set(request.POST.getlist("events"))
+        form = {
+            "email": request.POST.get("email", ""),
+            "language": request.POST.get("language", ""),
+            "muted": [kind for kind in kinds if kind not in wanted],
+        }
+        try:
+            notification_preferences_update(actor=user, user=user, **form)
+        except DomainError as error:
+            errors[error.field or "form"] = error.message
+        else:
+            messages.success(request, _("Your notification preferences are saved."))
+            return HttpResponseRedirect(reverse("notifications"))
+    context = {
+        "form": form,
+        "errors": errors,
+        "kinds": _kinds(kinds),
+        "email_max_chars": EMAIL_MAX_CHARS,
+        "told": _told(user),
+        "may_manage_webhooks": may_manage_webhooks(user),
+    }
+    return web.render_page(
+        request, "vendor/notifications.html", context, nav="notifications", status=400 if errors else 200
+    )
+
+
+def _hook_input(post) -> dict:
+    return {
+        "organisation": post.get("organisation", ""),
+        "name": post.get("name", ""),
+        "url": post.get("url", ""),
+        "kinds": post.getlist("events"),
+        "active": post.get("active") == "on",
+    }
+
+
+def _refused(error: DomainError) -> dict:
+    return {error.field if error.field else "form": error.message}
+
+
+def _hooks_context(**extra) -> dict:
+    return {
+        "hooks": list(webhook_list()),
+        "organisations": list(organisations()),
+        "kinds": _kinds(events.CHOOSABLE),
+        "name_max_chars": NAME_MAX_CHARS,
+        "url_max_chars": URL_MAX_CHARS,
+        **extra,
+    }
+
+
+@web.page_for(may_manage_webhooks)
+def webhook_list_page(request):
+    """Every hook, and the form to make one; the new hook's secret is shown once, on the page it lands on."""
+    form = {"organisation": "", "name": "", "url": "", "kinds": [], "active": True}
+    errors: dict = {}
+    if request.method == "POST":
+        form = _hook_input(request.POST)
+        organisation = organisations().filter(slug=form["organisation"]).first()
+        if organisation is None:
+            errors["organisation"] = _("Choose an organisation from the list.")
+        else:
+            try:
+                hook = webhook_create(
+                    actor=request.user,
+                    organisation=organisation,
+                    name=form["name"],
+                    url=form["url"],
+                    kinds=form["kinds"],
+                )
+            except DomainError as error:
+                errors = _refused(error)
+            else:
+                messages.success(
+                    request,
+                    _("Webhook made. Its secret, shown this once: %(secret)s") % {"secret": hook.secret},
+                )
+                return HttpResponseRedirect(reverse("webhook-detail", args=[hook.pk]))
+    context = _hooks_context(form=form, errors=errors)
+    return web.render_page(request, "vendor/webhooks.html", context, nav="notifications", status=400 if errors else 200)
+
+
+def _detail_context(request, hook, **extra) -> dict:
+    page = Paginator(webhook_deliveries(hook), DELIVERIES_PAGE_SIZE).get_page(request.GET.get("page"))
+    return {
+        "hook": hook,
+        "deliveries": page,
+        # The log refreshes itself while a delivery on this page is still being tried.
+        "deliveries_pending": any(delivery.state == WebhookDelivery.PENDING for delivery in page),
+        "params": request.GET,
+        **_hooks_context(**extra),
+    }
+
+
+@web.page_for(may_manage_webhooks)
+def webhook_detail(request, hook_id):
+    """One hook: change it, send it a test, and read its delivery log (each attempt, and the body signed)."""
+    hook = get_object_or_404(webhook_list(), pk=hook_id)
+    form = {"name": hook.name, "url": hook.url, "kinds": hook.events, "active": hook.active}
+    errors: dict = {}
+    if request.method == "POST":
+        form = _hook_input(request.POST)
+        form.pop("organisation")
+        try:
+            webhook_update(actor=request.user, hook=hook, **form)
+        except DomainError as error:
+            errors = _refused(error)
+        else:
+            messages.success(request, _("Webhook saved."))
+            return HttpResponseRedirect(reverse("webhook-detail", args=[hook.pk]))
+    if web.wants_partial(request):
+        return web.render_page(
+            request, "vendor/webhook-detail.html", _detail_context(request, hook), partial="deliveries"
+        )
+    context = _detail_context(request, hook, form=form, errors=errors)
+    return web.render_page(
+        request, "vendor/webhook-detail.html", context, nav="notifications", status=400 if errors else 200
+    )
+
+
+@require_POST
+@web.page_for(may_manage_webhooks)
+def webhook_test_view(request, hook_id):
+    """Send the hook a test event; its delivery appears in the log like any other."""
+    hook = get_object_or_404(webhook_list(), pk=hook_id)
+    webhook_test(actor=request.user, hook=hook)
+    if web.wants_partial(request):
+        return web.render_page(
+            request, "vendor/webhook-detail.html", _detail_context(request, hook), partial="deliveries"
+        )
+    messages.success(request, _("A test event is on its way; its delivery is logged below."))
+    return HttpResponseRedirect(reverse("webhook-detail", args=[hook.pk]))
