@@ -1,3 +1,4 @@
+import io
 import os
 
 import pytest
@@ -56,3 +57,67 @@ def chain_in_process(settings, db):
     target_heartbeat(queues=["default", target_ensure_simulator().queue], worker="in-process@pytest")
     yield "in process"
     celery_app.conf.task_always_eager = previous
+
+
+CHECKLIST_COPY = "checklist_copy_"
+
+
+@pytest.fixture(scope="session")
+def checklist_tables(django_db_setup, django_db_blocker) -> tuple[list[str], list[dict]]:
+    """The bundled checklist imported once a session into the empty test database, then its rows moved aside
+    into copies of their tables (`checklist_copy_<table>`, which Django neither knows nor flushes), leaving
+    the database empty again. Returns the tables copied and the import's audit rows, for `checklist`."""
+    from django.apps import apps
+    from django.core.management import call_command
+    from django.db import connection, transaction
+
+    from calculet.models import AuditEntry, AuditHead
+
+    quote = connection.ops.quote_name
+    models = [
+        model
+        for model in apps.get_models(include_auto_created=True)
+        if model._meta.managed and not model._meta.proxy and model not in (AuditEntry, AuditHead)
+    ]
+    with django_db_blocker.unblock():
+        empty = [model for model in models if not model._base_manager.exists()]
+        call_command("import_checklist", stdout=io.StringIO())
+        audit_rows = list(AuditEntry.objects.order_by("id").values())
+        tables = [model._meta.db_table for model in empty if model._base_manager.exists()]
+        with transaction.atomic(), connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute(f"DROP TABLE IF EXISTS {quote(CHECKLIST_COPY + table)}")
+                cursor.execute(f"CREATE TABLE {quote(CHECKLIST_COPY + table)} AS SELECT * FROM {quote(table)}")
+            # Raw deletes: the audit log refuses them through the ORM, as it should everywhere else.
+            for table in [*tables, AuditEntry._meta.db_table, AuditHead._meta.db_table]:
+                cursor.execute(f"DELETE FROM {quote(table)}")
+    return tables, audit_rows
+
+
+@pytest.fixture
+def checklist(db, checklist_tables):
+    """The bundled checklist imported: 8 sections, 60 questions, 91 evidence items, the starting capabilities.
+
+    The session's one import is copied in, a statement a table, keys and all (they stay free: the sequences
+    moved past them during the import). Its audit rows are appended to the test's own chain, each hashed over
+    the row before, so the log verifies as after a real import. In a transactional test the rows are committed,
+    so a live server and real workers see them too; the flush after the test removes them."""
+    from django.db import connection, transaction
+
+    from calculet.audit import _entry_hash, _lock_head
+    from calculet.models import AuditEntry, AuditHead
+
+    tables, audit_rows = checklist_tables
+    quote = connection.ops.quote_name
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            for table in tables:
+                cursor.execute(f"INSERT INTO {quote(table)} SELECT * FROM {quote(CHECKLIST_COPY + table)}")
+        prev_hash = _lock_head().last_hash
+        entries = []
+        for row in audit_rows:
+            entry = AuditEntry(**{**row, "id": None, "prev_hash": prev_hash})
+            entry.hash = prev_hash = _entry_hash(entry)
+            entries.append(entry)
+        AuditEntry.objects.bulk_create(entries)
+        AuditHead.objects.filter(pk=1).update(last_hash=prev_hash)

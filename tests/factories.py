@@ -1,28 +1,72 @@
 """Rows the tests build on, made the way the product makes them: users through the organisations service,
-artifact bytes hashed and stored content-addressed, calbin packages built by the simulator."""
+artifacts through the upload path's `artifact_ingest`, calbin packages built by the simulator, chains on the
+simulator target. Plain functions: call them from a test or from a fixture."""
 
+import bz2
+import functools
+import gzip
+import hashlib
 import io
 import json
 import tarfile
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
-from django.utils import timezone
+from django.apps import apps
+from rest_framework.test import APIClient
 
+from acceptance import stages
+from acceptance.models import Chain, Run
+from acceptance.services import answer_submit
+from acceptance.services.targets import target_ensure_simulator
 from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from vendor.models import Artifact, Question, Section
+from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
 from vendor.services.organisations import api_user_create
-from vendor.storage import blob_store_file, file_sha256
+from vendor.services.questions import question_update
+
+PASSWORD = "a-long-test-password-9"
 
 _CALBIN_CACHE: dict[tuple[str, int], bytes] = {}
 
 
-def make_user(username: str, org_slug: str, role: str):
-    user, _key = api_user_create(username, org_slug, role, create_org=True)
-    return user
+# People
 
 
-def make_question(code: str, *, organisation=None, state: str = "asked") -> Question:
+@dataclass
+class Account:
+    """A user and their API token."""
+
+    user: object
+    key: str
+
+    def client(self) -> APIClient:
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {self.key}")
+        return client
+
+
+def make_account(username: str, organisation: str, role: str, *, organisation_name: str = "") -> Account:
+    """A user with a membership and a token, created the way the command line does (the organisation too when
+    it is new), who can also log in to the browser with PASSWORD."""
+    user, key = api_user_create(username, organisation, role, create_org=True, org_name=organisation_name)
+    user.set_password(PASSWORD)
+    user.save(update_fields=["password"])
+    return Account(user, key)
+
+
+def make_user(username: str, organisation: str, role: str, *, organisation_name: str = ""):
+    """The user of `make_account`, when the test needs no token."""
+    return make_account(username, organisation, role, organisation_name=organisation_name).user
+
+
+# Questions and capabilities
+
+
+def make_question(code: str, *, organisation=None, state: str = "new") -> Question:
+    """A question of section 12.3; `new` as every question starts, unless the test says otherwise."""
     section, _ = Section.objects.get_or_create(
         code="12.3",
         defaults={
@@ -44,11 +88,21 @@ def make_question(code: str, *, organisation=None, state: str = "asked") -> Ques
     )
 
 
-def make_capability(slug: str, *, status: str = "C3", questions=(), pinned_status: str = "") -> Capability:
+def put_to(pm, organisation, *codes, ask=False):
+    """Put the questions to `organisation`, and ask them when `ask` (an answer then moves them to answered)."""
+    for code in codes:
+        changes = {"organisation": organisation, **({"state": "asked"} if ask else {})}
+        question_update(actor=pm, question=Question.objects.get(code=code), **changes)
+
+
+def make_capability(
+    slug: str, *, title: str = "", status: str = "C3", questions=(), pinned_status: str = "", position: int = 0
+) -> Capability:
     capability = Capability.objects.create(
         slug=slug,
-        title=slug.replace("-", " "),
+        title=title or slug.replace("-", " "),
         status=status,
+        position=position,
         pinned=bool(pinned_status),
         pinned_status=pinned_status,
     )
@@ -56,13 +110,11 @@ def make_capability(slug: str, *, status: str = "C3", questions=(), pinned_statu
     return capability
 
 
-def tiny_calbin_bytes(tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny") -> bytes:
-    """A calbin tar built by the simulator (cached per process: the same preset gives the same bytes)."""
-    key = (preset, decode_batch)
-    if key not in _CALBIN_CACHE:
-        path = build_calbin(Path(tmp_dir) / f"{preset}-b{decode_batch}.tar", preset=preset, decode_batch=decode_batch)
-        _CALBIN_CACHE[key] = path.read_bytes()
-    return _CALBIN_CACHE[key]
+# Bytes
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def tar_bytes(members: dict[str, bytes], *, modes: dict[str, int] | None = None) -> bytes:
@@ -76,36 +128,68 @@ def tar_bytes(members: dict[str, bytes], *, modes: dict[str, int] | None = None)
     return buffer.getvalue()
 
 
+def tiny_calbin_bytes(tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny") -> bytes:
+    """A calbin tar built by the simulator (cached per process: the same preset gives the same bytes)."""
+    key = (preset, decode_batch)
+    if key not in _CALBIN_CACHE:
+        path = build_calbin(Path(tmp_dir) / f"{preset}-b{decode_batch}.tar", preset=preset, decode_batch=decode_batch)
+        _CALBIN_CACHE[key] = path.read_bytes()
+    return _CALBIN_CACHE[key]
+
+
 def runner_bundle_bytes(script: str, *, command=("python3", "run.py")) -> bytes:
     """A vendor runner bundle: runner.json naming the command, and the script it runs."""
     manifest = json.dumps({"schema_version": 1, "command": list(command)}).encode()
     return tar_bytes({"runner.json": manifest, "run.py": script.encode()})
 
 
+@functools.cache
+def zero_bomb(compression: str, unpacked: int = 8 * 1024**3) -> bytes:
+    """A compressed tar holding one member of `unpacked` zero bytes, made in a second: its header, then one
+    compressed 64 MiB block of zeros repeated (compressed streams may follow one another). bz2: a few KB."""
+    compress = {"bz2": bz2.compress, "gz": gzip.compress}[compression]
+    block = 64 * 1024**2
+    info = tarfile.TarInfo("zeros")
+    info.size = unpacked
+    return compress(info.tobuf()) + compress(bytes(block)) * (unpacked // block) + compress(bytes(1024))
+
+
+# Artifacts and answers
+
+
 def make_artifact(
-    organisation, data: bytes, *, kind: str, version: str, file_name: str, tmp_dir: Path, uploaded_by=None
+    uploader, data: bytes | None = None, *, kind="golden", version="1.0", file_name="golden.npz"
 ) -> Artifact:
-    """A verified artifact: the bytes hashed, stored once by digest, and the row pointing at them."""
-    path = Path(tmp_dir) / f"artifact-{kind}-{version}-{file_name}"
-    path.write_bytes(data)
-    sha256, size = file_sha256(path)
-    blob = blob_store_file(path, sha256=sha256, size=size)
-    return Artifact.objects.create(
-        organisation=organisation,
-        kind=kind,
-        version=version,
-        file_name=file_name,
-        declared_size=size,
-        declared_sha256=sha256,
-        blob=blob,
-        state=Artifact.VERIFIED,
-        uploaded_by=uploaded_by,
-        verified_at=timezone.now(),
+    """An artifact of the uploader's organisation, ingested as uploads are (`artifact_ingest`): verified, or
+    rejected with ArtifactRejectedError as an upload would be. Without `data`, a few bytes (a small tar for the
+    archive kinds) that name the artifact."""
+    if data is None:
+        content = f"{kind}-{version}-{file_name}".encode()
+        data = tar_bytes({"manifest.json": content}) if kind in ARCHIVE_KINDS else content
+    metadata = artifact_metadata_clean(
+        kind=kind, version=version, file_name=file_name, sha256=sha256(data), size=len(data)
     )
+    path = upload_temp_dir() / f"fixture-{uuid.uuid4()}"
+    path.write_bytes(data)
+    return artifact_ingest(actor=uploader, path=path, metadata=metadata)
+
+
+def complete_answer(artifacts: dict) -> dict:
+    """The payload of a complete answer from a dict of artifacts with a `calbin` and a `golden`."""
+    return {
+        "summary": "decode batch 8 calbin",
+        "version": "0.7.6",
+        "executable_assets": [artifacts["calbin"].pk],
+        "minimal_example": {"command": "calrt-run --batch 8", "description": "eight lanes"},
+        "error_paths": [{"scenario": "KV apply fails", "expect_code": 17}],
+        "golden": {"artifacts": [artifacts["golden"].pk], "tolerances": {"atol": 0.02}},
+        "compatibility": {"calrt": "0.7.6", "driver": "2.1", "firmware": "1.4", "chip": "calculet-2c"},
+    }
 
 
 def complete_answer_data(*, capability, calbin, golden, extra_assets=(), **overrides) -> dict:
-    """The payload of a complete answer (all six elements of section 13) for `answer_submit`."""
+    """The payload of a complete answer (all six elements of section 13) naming a capability, with the
+    thresholds the acceptance chain reads."""
     data = {
         "capability": capability.slug if capability else None,
         "version": "0.7.6",
@@ -119,3 +203,65 @@ def complete_answer_data(*, capability, calbin, golden, extra_assets=(), **overr
     }
     data.update(overrides)
     return data
+
+
+# Chains and runs
+
+
+def make_chain(question: Question, engineer, *, capability=None) -> Chain:
+    """A chain on the simulator for the engineer's (incomplete) answer, with no run yet."""
+    answer = answer_submit(actor=engineer, question=question, data={"summary": "see the attached bundle"})
+    digests = {stage: f"{index:064x}" for index, stage in enumerate(stages.CHAIN_STAGES, start=1)}
+    return Chain.objects.create(
+        question=question, capability=capability, answer=answer, target=target_ensure_simulator(), stage_digests=digests
+    )
+
+
+def make_run(chain: Chain, stage: str, state: str, **fields) -> Run:
+    """A run of `stage` on the chain's current inputs, in `state`, with the verdict a finished run has."""
+    verdict = {stages.PASSED: stages.PASS, stages.FAILED: stages.FAIL, stages.ERROR: stages.ERROR}.get(state, "")
+    return Run.objects.create(
+        chain=chain,
+        stage=stage,
+        target=chain.target,
+        answer=chain.answer,
+        state=state,
+        verdict=verdict,
+        inputs_digest=chain.stage_digests[stage],
+        **fields,
+    )
+
+
+# Checking that nothing changed
+
+SNAPSHOT_MODELS = [
+    "vendor.Organisation",
+    "vendor.Membership",
+    "vendor.Question",
+    "vendor.Blob",
+    "vendor.Artifact",
+    "vendor.Answer",
+    "vendor.Answer_executable_assets",
+    "vendor.Answer_golden_artifacts",
+    "vendor.Upload",
+    "vendor.Comment",
+    "vendor.Comment_artifacts",
+    "vendor.Comment_mentions",
+    "vendor.CommentRevision",
+    "vendor.NotificationPreference",
+    "vendor.NotificationEvent",
+    "vendor.Notification",
+    "vendor.Webhook",
+    "vendor.WebhookDelivery",
+    "evidence.Capability",
+    "calculet.AuditEntry",
+]
+
+
+def db_snapshot() -> dict:
+    """Every row a request could change (token bookkeeping aside), to show that nothing did."""
+    rows = {label: list(apps.get_model(label).objects.order_by("pk").values()) for label in SNAPSHOT_MODELS}
+    rows["vendor.ApiToken"] = list(
+        apps.get_model("vendor.ApiToken").objects.order_by("pk").values("pk", "name", "revoked_at", "expires_at")
+    )
+    return rows

@@ -7,8 +7,7 @@ from django.urls import reverse
 
 from acceptance import stages
 from calculet.models import AuditEntry
-from evidence.models import Capability
-from tests.web.conftest import make_chain, make_run, make_user, put_to
+from tests.factories import make_capability, make_chain, make_question, make_run, make_user, put_to
 from vendor.models import Organisation, Question
 
 ROLES = ["pm", "operator", "viewer", "vendor_a", "vendor_b", "nobody"]
@@ -23,14 +22,13 @@ def world(db):
         "vendor_a": make_user("ann", "acme", "vendor"),
         "vendor_b": make_user("bob", "bolt", "vendor"),
     }
-    from tests.vendor.fixtures import make_question
-
     make_question("V18")
     make_question("V19")
     put_to(users["pm"], Organisation.objects.get(slug="acme"), "V18", ask=True)
     put_to(users["pm"], Organisation.objects.get(slug="bolt"), "V19", ask=True)
-    capability = Capability.objects.create(slug="decode-batch-8", title="Decode batch 8", status="C3")
-    capability.questions.add(Question.objects.get(code="V18"), Question.objects.get(code="V19"))
+    capability = make_capability(
+        "decode-batch-8", title="Decode batch 8", questions=Question.objects.filter(code__in=["V18", "V19"])
+    )
     runs = {}
     for vendor, code in (("vendor_a", "V18"), ("vendor_b", "V19")):
         chain = make_chain(Question.objects.get(code=code), users[vendor], capability=capability)

@@ -40,7 +40,7 @@ def organisation(vendor_user):
 
 @pytest.fixture
 def question(organisation):
-    return make_question("V18", organisation=organisation)
+    return make_question("V18", organisation=organisation, state="asked")
 
 
 @pytest.fixture
@@ -54,17 +54,13 @@ def calbin_bytes(tmp_path_factory):
 
 
 @pytest.fixture
-def calbin(organisation, vendor_user, calbin_bytes, tmp_path):
-    return make_artifact(
-        organisation, calbin_bytes, kind="calbin", version="1.0.0", file_name="tiny-b8.tar", tmp_dir=tmp_path
-    )
+def calbin(vendor_user, calbin_bytes):
+    return make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.0", file_name="tiny-b8.tar")
 
 
 @pytest.fixture
-def golden(organisation, tmp_path):
-    return make_artifact(
-        organisation, b"golden logits", kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=tmp_path
-    )
+def golden(vendor_user):
+    return make_artifact(vendor_user, b"golden logits", kind="golden", version="1.0.0", file_name="golden.npz")
 
 
 @pytest.fixture

@@ -136,9 +136,7 @@ def test_a_new_calbin_version_makes_artifact_and_later_stages_stale(
     chain = only_chain(answer)
     pass_stages(chain, stages.SOAK)
     assert set(states(chain).values()) == {stages.PASSED}
-    calbin_v2 = make_artifact(
-        organisation, calbin_bytes, kind="calbin", version="1.0.1", file_name="tiny-b8.tar", tmp_dir=tmp_path
-    )
+    calbin_v2 = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="tiny-b8.tar")
     newer = answer_submit(
         actor=vendor_user,
         question=question,

@@ -49,9 +49,7 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c1(answer, simula
 def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
     vendor_user, organisation, question, capability, golden, calbin_bytes, simulator_online, tmp_path
 ):
-    strict = make_artifact(
-        organisation, calbin_bytes, kind="calbin", version="2.0.0", file_name="t.tar", tmp_dir=tmp_path
-    )
+    strict = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="2.0.0", file_name="t.tar")
     data = complete_answer_data(capability=capability, calbin=strict, golden=golden)
     data["golden"]["tolerances"] = {"cosine_min": 1.5}
     answer = answer_submit(actor=vendor_user, question=question, data=data)
@@ -85,12 +83,11 @@ def test_a_package_for_another_chip_fails_at_the_artifact_stage_before_any_runne
     vendor_user, organisation, question, capability, golden, calbin_bytes, simulator_online, tmp_path
 ):
     package = make_artifact(
-        organisation,
+        vendor_user,
         edit_calbin(calbin_bytes, "package_info.txt", "compat.chip", "calculet-4c"),
         kind="calbin",
         version="3.0.0",
         file_name="t.tar",
-        tmp_dir=tmp_path,
     )
     answer = answer_submit(
         actor=vendor_user,

@@ -92,9 +92,7 @@ def test_a_new_artifact_version_takes_the_proof_away(
     chain, capability, pm_user, vendor_user, question, golden, calbin_bytes, organisation, tmp_path
 ):
     pass_stages(chain, stages.GOLDEN)
-    newer_calbin = make_artifact(
-        organisation, calbin_bytes, kind="calbin", version="1.1.0", file_name="t.tar", tmp_dir=tmp_path
-    )
+    newer_calbin = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.1.0", file_name="t.tar")
     newer = answer_submit(
         actor=vendor_user,
         question=question,

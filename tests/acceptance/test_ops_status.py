@@ -9,8 +9,9 @@ from django.core.management.base import CommandError
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.models import Chain, Run, Target
+from acceptance.models import Chain, Target
 from acceptance.services import chain_start_for_answer
+from tests.factories import make_run
 
 
 @pytest.fixture
@@ -22,18 +23,6 @@ def chain(answer, simulator_online):
 def test_all_quiet_when_runs_move_and_targets_are_healthy(chain, capsys):
     call_command("ops_status")
     assert "no stuck runs; every target healthy" in capsys.readouterr().out
-
-
-def make_run(chain, stage: str, state: str, **fields) -> Run:
-    return Run.objects.create(
-        chain=chain,
-        stage=stage,
-        target=chain.target,
-        answer=chain.answer,
-        state=state,
-        inputs_digest=chain.stage_digests[stage],
-        **fields,
-    )
 
 
 def test_lists_stuck_runs_and_unhealthy_targets_and_exits_non_zero(chain, capsys):

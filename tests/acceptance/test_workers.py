@@ -225,7 +225,7 @@ def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
     target_heartbeat(queues=[simulator_target.queue], worker="about-to-start")
     answers = []
     for number in (31, 32, 33):
-        question = make_question(f"V{number}", organisation=organisation)
+        question = make_question(f"V{number}", organisation=organisation, state="asked")
         capability.questions.add(question)
         answers.append(
             submit(
@@ -317,15 +317,14 @@ def test_misbehaving_runners_on_a_board_host_end_in_error_and_the_worker_takes_t
     }
     answers = {}
     for number, (name, script) in enumerate(bundles.items(), start=40):
-        question = make_question(f"V{number}", organisation=organisation)
+        question = make_question(f"V{number}", organisation=organisation, state="asked")
         chain_capability = make_capability(f"capability-{number}", questions=[question])
         bundle = make_artifact(
-            organisation,
+            vendor_user,
             runner_bundle_bytes(script),
             kind="runner_bundle",
             version=f"{number}.0",
             file_name="runner.tar",
-            tmp_dir=tmp_path,
         )
         answers[name] = submit(
             vendor_user,

@@ -4,7 +4,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.acceptance.workers import Worker
-from tests.vendor.fixtures import db_snapshot, make_artifact, sha256, zero_bomb
+from tests.factories import db_snapshot, make_artifact, sha256, zero_bomb
 from vendor.models import Artifact, Blob
 
 DATA = b"golden tensor bytes " * 1000
@@ -74,7 +74,7 @@ def test_plain_uploads_are_limited_in_size(vendor_a, settings):
 
 
 def test_downloads_honour_ranges(vendor_a):
-    artifact = make_artifact(vendor_a, kind="golden", data=DATA)
+    artifact = make_artifact(vendor_a.user, kind="golden", data=DATA)
     client = vendor_a.client()
     url = f"/api/v1/artifacts/{artifact.pk}/download/"
     whole = client.get(url)

@@ -3,7 +3,7 @@
 import pytest
 
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import db_snapshot
+from tests.factories import db_snapshot
 from vendor.services.comments import comment_create
 
 

@@ -3,7 +3,7 @@
 import pytest
 from rest_framework.test import APIClient
 
-from tests.vendor.fixtures import db_snapshot, make_question
+from tests.factories import db_snapshot, make_question
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 import requests
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.vendor.fixtures import db_snapshot, sha256
+from tests.factories import db_snapshot, sha256
 from vendor.models import Artifact, Upload
 from vendor.services import uploads as upload_services
 

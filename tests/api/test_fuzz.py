@@ -21,7 +21,7 @@ from schemathesis.specs.openapi.checks import (
 from acceptance.models import Run
 from acceptance.services import answer_submit, chain_start_for_answer
 from calculet.wsgi import application
-from tests.vendor.fixtures import complete_answer
+from tests.factories import complete_answer
 from vendor.authentication import TokenRateThrottle
 from vendor.services.comments import comment_create
 from vendor.services.organisations import token_create

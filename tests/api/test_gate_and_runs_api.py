@@ -7,7 +7,7 @@ from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run
 from acceptance.services import answer_submit, chain_start_for_answer
 from evidence.models import Capability
-from tests.vendor.fixtures import complete_answer, db_snapshot
+from tests.factories import complete_answer, db_snapshot
 
 
 def promote(client, slug, to, reason="tested"):

@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from acceptance.models import Run
 from acceptance.services import answer_submit, chain_start_for_answer
-from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
+from tests.factories import complete_answer, db_snapshot, make_question
 from vendor.models import ApiToken
 from vendor.services.organisations import token_create, token_revoke
 from vendor.services.uploads import upload_create

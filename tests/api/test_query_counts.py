@@ -6,7 +6,7 @@ from django.test.utils import CaptureQueriesContext
 
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from evidence.models import Capability, EvidenceItem, EvidenceTable, SourceReference
-from tests.vendor.fixtures import complete_answer, make_artifact, make_question
+from tests.factories import complete_answer, make_artifact, make_question
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
 
@@ -28,7 +28,7 @@ def add_answers(vendor, question, artifacts, count):
 
 def add_artifacts(vendor, count, start):
     for number in range(start, start + count):
-        make_artifact(vendor, kind="golden", version=f"{number}.0", file_name=f"g{number}.npz")
+        make_artifact(vendor.user, kind="golden", version=f"{number}.0", file_name=f"g{number}.npz")
 
 
 def add_uploads(vendor, count, start):

@@ -4,7 +4,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
+from tests.factories import complete_answer, db_snapshot, make_question
 from vendor.models import Question
 
 

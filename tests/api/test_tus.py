@@ -14,7 +14,7 @@ from tusclient import client as tus
 from tusclient.exceptions import TusCommunicationError, TusUploadFailed
 from tusclient.uploader import Uploader
 
-from tests.vendor.fixtures import db_snapshot, sha256, tar_bytes
+from tests.factories import db_snapshot, sha256, tar_bytes
 from vendor.models import Artifact, Blob, Upload
 from vendor.services import uploads as upload_services
 

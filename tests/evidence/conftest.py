@@ -1,7 +1,7 @@
 import pytest
 from django.apps import apps
 
-from evidence.seed.importer import DEFAULT_PATH, checklist_import
+from evidence.seed.importer import DEFAULT_PATH
 
 SNAPSHOT_MODELS = [
     "evidence.ChecklistDocument",
@@ -25,11 +25,6 @@ SNAPSHOT_MODELS = [
 @pytest.fixture(scope="session")
 def seed_text() -> str:
     return DEFAULT_PATH.read_text(encoding="utf-8")
-
-
-@pytest.fixture
-def imported(db, seed_text):
-    return checklist_import(seed_text)
 
 
 def snapshot() -> dict:

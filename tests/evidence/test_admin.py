@@ -14,6 +14,7 @@ from evidence.models import (
     PathAlias,
     SourceReference,
 )
+from tests.factories import make_artifact, make_user
 from vendor.models import (
     Answer,
     ApiToken,
@@ -65,24 +66,14 @@ def admin_url(model, view, *args):
 
 
 @pytest.fixture
-def pm(imported):
+def pm(checklist):
     user = get_user_model().objects.create_superuser("lead", password=None)
     team = Organisation.objects.create(slug="team", name="Integration", kind=Organisation.INTEGRATOR)
     Membership.objects.create(user=user, organisation=team, role=Membership.PM)
     token_create(actor=None, user=user, name="laptop")
-    vendor = Organisation.objects.create(slug="chipco", name="Chip Co", kind=Organisation.VENDOR)
-    blob = Blob.objects.create(sha256="a" * 64, size=3, storage_name="aa/" + "a" * 64)
-    Artifact.objects.create(
-        organisation=vendor,
-        kind=Artifact.CALBIN,
-        version="1.0",
-        file_name="m.calbin",
-        declared_size=3,
-        declared_sha256="a" * 64,
-        blob=blob,
-        state=Artifact.VERIFIED,
-        verified_at=timezone.now(),
-    )
+    engineer = make_user("cora", "chipco", "vendor", organisation_name="Chip Co")
+    vendor = engineer.membership.organisation
+    make_artifact(engineer, kind=Artifact.CALBIN, version="1.0", file_name="m.calbin")
     Answer.objects.create(question=Question.objects.get(code="V18"), organisation=vendor, revision=1)
     Upload.objects.create(organisation=vendor, length=3, expires_at=timezone.now())
     question = Question.objects.get(code="V20")
@@ -177,7 +168,7 @@ def test_a_past_due_date_is_refused_in_the_admin(pm_client):
     assert AuditEntry.objects.count() == audit_count
 
 
-def test_a_superuser_edits_questions_as_a_pm_does(client, imported):
+def test_a_superuser_edits_questions_as_a_pm_does(client, checklist):
     """One rule for "PM or superuser": the admin's superuser triages as a PM, through the same service."""
     staff = get_user_model().objects.create_superuser("admin-without-team", password=None)
     client.force_login(staff)

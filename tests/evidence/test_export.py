@@ -42,7 +42,7 @@ def seed_tables(text: str) -> dict:
     return rows
 
 
-def test_json_matches_the_seed_row_for_row(imported, seed_text):
+def test_json_matches_the_seed_row_for_row(checklist, seed_text):
     exported = json.loads(checklist_json())
     seed = seed_tables(seed_text)
 
@@ -77,7 +77,7 @@ def test_json_matches_the_seed_row_for_row(imported, seed_text):
     assert (slugs["decode-batch-4"]["status"], slugs["decode-batch-4"]["pinned"]) == ("C3", False)
 
 
-def test_json_keeps_grades_and_statuses_apart(imported):
+def test_json_keeps_grades_and_statuses_apart(checklist):
     evidence = {e["code"]: e for e in json.loads(checklist_json())["evidence"]}
     assert (evidence["I01"]["grades"], evidence["I01"]["statuses"]) == (["E2", "E3"], ["C0"])
     assert (evidence["K05"]["grades"], evidence["K05"]["statuses"]) == (["E1"], ["C0", "C1"])
@@ -91,7 +91,7 @@ def test_json_keeps_grades_and_statuses_apart(imported):
     )
 
 
-def test_markdown_regenerates_the_checklist_with_live_columns(imported):
+def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     Question.objects.filter(code="V18").update(state="asked", priority="p0")
     text = checklist_markdown()
     headings = re.findall(r"^### (12\.\d) ", text, flags=re.MULTILINE)
@@ -105,7 +105,7 @@ def test_markdown_regenerates_the_checklist_with_live_columns(imported):
     assert all(line.count(" | ") == 7 for line in rows)
 
 
-def test_csv_is_one_row_per_question(imported):
+def test_csv_is_one_row_per_question(checklist):
     rows = list(csv.DictReader(io.StringIO(checklist_csv())))
     assert [r["code"] for r in rows] == [f"V{n:02d}" for n in range(1, 61)]
     v02 = rows[1]
@@ -114,7 +114,7 @@ def test_csv_is_one_row_per_question(imported):
     assert "decode-batch-16 C3" in rows[17]["capabilities"]
 
 
-def test_export_command_writes_stdout_or_a_file(imported, tmp_path):
+def test_export_command_writes_stdout_or_a_file(checklist, tmp_path):
     out = io.StringIO()
     call_command("export_checklist", "--format", "json", stdout=out)
     assert len(json.loads(out.getvalue())["questions"]) == 60

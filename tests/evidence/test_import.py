@@ -48,7 +48,7 @@ def bigger_seed(text: str) -> str:
     return add_rows_after(text, "V60", [f"| V{n} | 新增问题 {n} | 新增答案 {n} |" for n in range(61, 70)])
 
 
-def test_counts_on_the_real_seed(imported):
+def test_counts_on_the_real_seed(checklist):
     assert Section.objects.count() == 8
     assert Question.objects.count() == 60
     assert EvidenceItem.objects.count() == 91
@@ -63,7 +63,7 @@ def test_counts_on_the_real_seed(imported):
     assert Question.objects.get(code="V18").section.code == "12.3"
 
 
-def test_multi_status_rows_are_stored_with_their_qualifiers(imported):
+def test_multi_status_rows_are_stored_with_their_qualifiers(checklist):
     r02 = EvidenceItem.objects.get(code="R02")
     assert [g.grade for g in r02.grades.all()] == ["E1"]
     assert sorted((s.status, s.qualifier) for s in r02.statuses.all()) == [("C0", ""), ("C4", "任意寄存器")]
@@ -73,7 +73,7 @@ def test_multi_status_rows_are_stored_with_their_qualifiers(imported):
     assert EvidenceItem.objects.get(code="K03").limitation
 
 
-def test_sources_are_stored_resolved(imported):
+def test_sources_are_stored_resolved(checklist):
     r07 = SourceReference.objects.select_related("alias").get(item__code="R07")
     assert (r07.alias.name, r07.path, r07.lines, r07.line_ranges, r07.same_file) == (
         "$SRC",
@@ -89,7 +89,7 @@ def test_sources_are_stored_resolved(imported):
     ]
 
 
-def test_capabilities_are_seeded_with_their_initial_status(imported):
+def test_capabilities_are_seeded_with_their_initial_status(checklist):
     capabilities = {c.slug: c for c in Capability.objects.all()}
     pinned = {slug: (c.status, c.pinned_status, c.scope) for slug, c in capabilities.items() if c.pinned}
     assert pinned == {
@@ -139,7 +139,7 @@ def test_an_evidence_row_sets_a_new_capability_s_status(db, seed_text):
     assert Capability.objects.get(slug="fixed-task-infer").status == "C2"
 
 
-def test_import_writes_audit_rows(imported):
+def test_import_writes_audit_rows(checklist):
     entries = AuditEntry.objects.filter(actor_label=ACTOR)
     assert entries.filter(action="checklist.add", object_type="vendor.question").count() == 60
     assert entries.filter(action="checklist.add", object_type="evidence.evidenceitem").count() == 91
@@ -147,7 +147,7 @@ def test_import_writes_audit_rows(imported):
     call_command("verify_audit", stdout=io.StringIO())
 
 
-def test_second_import_changes_nothing(imported, seed_text, django_assert_num_queries):
+def test_second_import_changes_nothing(checklist, seed_text, django_assert_num_queries):
     before = snapshot()
     with django_assert_num_queries(NO_OP_QUERIES) as captured:
         report = checklist_import(seed_text)
@@ -168,11 +168,11 @@ def test_second_import_costs_the_same_queries_for_a_bigger_document(db, seed_tex
     assert not report.has_changes
 
 
-def test_command_reports_an_up_to_date_database(imported):
+def test_command_reports_an_up_to_date_database(checklist):
     assert "already up to date, nothing changed" in run_command()
 
 
-def test_changed_document_is_applied_without_losing_local_work(imported, seed_text, tmp_path):
+def test_changed_document_is_applied_without_losing_local_work(checklist, seed_text, tmp_path):
     user = get_user_model().objects.create_user("pm1")
     Question.objects.filter(code__in=["V07", "V12"]).update(assignee=user)
     old_v12 = row_line(seed_text, "V12")
@@ -223,7 +223,7 @@ def test_changed_document_is_applied_without_losing_local_work(imported, seed_te
     assert snapshot() == before
 
 
-def test_a_question_with_answers_is_kept(imported, seed_text):
+def test_a_question_with_answers_is_kept(checklist, seed_text):
     organisation = Organisation.objects.create(slug="calculet-vendor", name="Vendor", kind=Organisation.VENDOR)
     Answer.objects.create(question=Question.objects.get(code="V09"), organisation=organisation, revision=1)
     report = checklist_import(remove_row(seed_text, "V09"))
@@ -241,7 +241,7 @@ def test_a_question_with_answers_is_kept(imported, seed_text):
     ],
     ids=["missing-column", "duplicate-code", "grade-E7", "bad-code"],
 )
-def test_malformed_rows_are_rejected_naming_the_line(imported, seed_text, tmp_path, edit, problem):
+def test_malformed_rows_are_rejected_naming_the_line(checklist, seed_text, tmp_path, edit, problem):
     text = edit(seed_text)
     changed_line = next(
         n for n, (a, b) in enumerate(zip(seed_text.splitlines(), text.splitlines(), strict=True), start=1) if a != b
@@ -256,7 +256,7 @@ def test_malformed_rows_are_rejected_naming_the_line(imported, seed_text, tmp_pa
     assert snapshot() == before
 
 
-def test_a_section_heading_out_of_order_is_rejected(imported, seed_text, tmp_path):
+def test_a_section_heading_out_of_order_is_rejected(checklist, seed_text, tmp_path):
     text = seed_text.replace("## 5. 当前执行链证据", "## 6. 当前执行链证据").replace(
         "## 6. KV adapter", "## 5. KV adapter"
     )
@@ -268,7 +268,7 @@ def test_a_section_heading_out_of_order_is_rejected(imported, seed_text, tmp_pat
     assert snapshot() == before
 
 
-def test_a_failure_while_writing_rolls_everything_back(imported, seed_text, tmp_path):
+def test_a_failure_while_writing_rolls_everything_back(checklist, seed_text, tmp_path):
     EvidenceItem.objects.create(code="B09", origin=EvidenceItem.RUN, conclusion="from a run")
     text = replace_row(seed_text, "V12", "| V12 | 改过的问题 | 改过的答案 |")
     text = add_rows_after(text, "B08", ["| B09 | 新结论 | 无 | E1/C0 |"])
@@ -283,7 +283,7 @@ def test_a_missing_file_is_an_error():
         run_command("/nonexistent/checklist.md")
 
 
-def test_evidence_sections_can_trade_places(imported, seed_text):
+def test_evidence_sections_can_trade_places(checklist, seed_text):
     start = seed_text.index("## 5. 当前执行链证据")
     middle = seed_text.index("## 6. KV adapter 证据")
     end = seed_text.index("## 7. 模型结构")
@@ -302,7 +302,7 @@ def test_evidence_sections_can_trade_places(imported, seed_text):
     assert (change.before, change.after) == ({"section": 5}, {"section": 6})
 
 
-def test_the_database_refuses_what_the_document_rules_out(imported):
+def test_the_database_refuses_what_the_document_rules_out(checklist):
     item = EvidenceItem.objects.get(code="R07")
     with pytest.raises(IntegrityError), transaction.atomic():
         SourceReference.objects.create(item=item, position=9, raw="同文件 :1", same_file=True)

@@ -8,20 +8,17 @@ import shlex
 import shutil
 import subprocess
 import sys
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
 from acceptance import stages
 from acceptance.models import PromotionAttempt, Run
 from calculet.celery import app as celery_app
 from evidence.models import Capability
+from tests.factories import make_account, put_to
 from tests.guides.examples import Example, MarkerError, examples
 from vendor.models import Answer, ApiToken, Artifact, Comment, NotificationPreference, Question, Upload
-from vendor.services.organisations import api_user_create
-from vendor.services.questions import question_update
 from vendor.storage import blob_local_path, file_sha256
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,18 +99,12 @@ def chain_mode(request):
 
 
 @pytest.fixture
-def keys(db):
+def keys(checklist):
     """The checklist imported, a PM and a vendor engineer with tokens, and V18 put to the vendor."""
-    call_command("import_checklist", stdout=StringIO())
-    pm, pm_key = api_user_create("pat", "team", "pm", create_org=True)
-    vendor, vendor_key = api_user_create("alice", "acme", "vendor", create_org=True, org_name="Acme NPU")
-    question_update(
-        actor=pm,
-        question=Question.objects.get(code="V18"),
-        organisation=vendor.membership.organisation,
-        state="asked",
-    )
-    return {"pm": pm_key, "vendor": vendor_key}
+    pm = make_account("pat", "team", "pm")
+    vendor = make_account("alice", "acme", "vendor", organisation_name="Acme NPU")
+    put_to(pm.user, vendor.user.membership.organisation, "V18", ask=True)
+    return {"pm": pm.key, "vendor": vendor.key}
 
 
 def test_every_example_in_the_guides_is_marked():

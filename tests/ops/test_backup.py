@@ -8,15 +8,14 @@ from acceptance.models import Run
 from calculet.audit import audit_verify
 from calculet.backup import artifacts_verify, backup_create, backup_restore, row_counts
 from calculet.models import AuditEntry
-from tests.factories import make_artifact
-from vendor.models import Answer, Artifact, Organisation
+from tests.factories import make_artifact, make_user
+from vendor.models import Answer, Artifact
 from vendor.storage import artifact_storage
 
 
 @pytest.mark.django_db(transaction=True)
-def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path, settings, chain_in_process):
+def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path, settings, chain_in_process, checklist):
     settings.DATA_DIR = tmp_path / "data"
-    call_command("import_checklist")
     call_command("seed_demo")  # questions, answers, verified artifacts, a whole chain of runs, audit rows
     before = row_counts()
     assert all(before[label] > 0 for label in ["vendor.Answer", "vendor.Artifact", "acceptance.Run"])
@@ -41,10 +40,8 @@ def test_backup_wipe_restore_finds_every_row_and_verifies_digests(tmp_path, sett
 
 @pytest.mark.django_db(transaction=True)
 def test_restore_reports_an_artifact_whose_bytes_changed(tmp_path):
-    organisation = Organisation.objects.create(slug="acme", name="Acme NPU", kind=Organisation.VENDOR)
-    artifact = make_artifact(
-        organisation, b"calbin bytes", kind=Artifact.DOCUMENT, version="1.0", file_name="notes.txt", tmp_dir=tmp_path
-    )
+    engineer = make_user("ann", "acme", "vendor", organisation_name="Acme NPU")
+    artifact = make_artifact(engineer, b"calbin bytes", kind=Artifact.DOCUMENT, version="1.0", file_name="notes.txt")
     backup_create(tmp_path / "backup")
     stored = tmp_path / "backup" / "artifacts" / artifact.blob.storage_name
     stored.write_bytes(b"tampered")
@@ -57,8 +54,8 @@ def test_restore_reports_an_artifact_whose_bytes_changed(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_manifest_counts_the_rows_of_the_dump_and_restore_checks_them(tmp_path):
-    organisation = Organisation.objects.create(slug="acme", name="Acme NPU", kind=Organisation.VENDOR)
-    make_artifact(organisation, b"one", kind=Artifact.DOCUMENT, version="1.0", file_name="a.txt", tmp_dir=tmp_path)
+    engineer = make_user("ann", "acme", "vendor", organisation_name="Acme NPU")
+    make_artifact(engineer, b"one", kind=Artifact.DOCUMENT, version="1.0", file_name="a.txt")
     manifest = backup_create(tmp_path / "backup")
     assert manifest["counts"]["vendor.Artifact"] == 1
     # A backup whose manifest disagrees with its dump is caught on restore, not trusted.

@@ -3,8 +3,9 @@ import pytest
 from acceptance.services import answer_submit
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import complete_answer, db_snapshot, make_artifact
+from tests.factories import complete_answer, db_snapshot, make_artifact
 from vendor.models import Answer, Artifact
+from vendor.services.artifacts import ArtifactRejectedError
 from vendor.services.notifications import notify
 
 
@@ -72,15 +73,9 @@ def test_another_organisations_artifact_is_not_found(vendor_a, question_a, artif
 
 
 def test_an_unverified_artifact_is_refused(vendor_a, question_a, artifacts_a):
-    rejected = Artifact.objects.create(
-        organisation=vendor_a.user.membership.organisation,
-        kind="calbin",
-        version="9.9",
-        file_name="broken.calbin",
-        declared_size=3,
-        declared_sha256="0" * 64,
-        state=Artifact.REJECTED,
-    )
+    with pytest.raises(ArtifactRejectedError):
+        make_artifact(vendor_a.user, b"not a tar", kind="calbin", version="9.9", file_name="broken.calbin")
+    rejected = Artifact.objects.get(version="9.9", state=Artifact.REJECTED)
     data = {**complete_answer(artifacts_a), "executable_assets": [rejected.pk]}
     with pytest.raises(DomainError) as error:
         answer_submit(actor=vendor_a.user, question=question_a, data=data)
@@ -126,7 +121,7 @@ def test_a_command_alone_is_no_minimal_example_without_an_executable_asset(vendo
     data["executable_assets"] = []
     answer = answer_submit(actor=vendor_a.user, question=question_a, data=data)
     assert answer.missing == ["executable_asset", "minimal_example"]
-    example = make_artifact(vendor_a, kind="runner_bundle", version="1.0", file_name="example.tar")
+    example = make_artifact(vendor_a.user, kind="runner_bundle", version="1.0", file_name="example.tar")
     data["minimal_example"] = {"artifact": example.pk}
     answer = answer_submit(actor=vendor_a.user, question=question_a, data=data)
     assert answer.missing == ["executable_asset"]

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import make_artifact, sha256, tar_bytes, zero_bomb
+from tests.factories import make_artifact, sha256, tar_bytes, zero_bomb
 from vendor.models import Artifact, Blob
 from vendor.services.artifacts import (
     ArtifactRejectedError,
@@ -74,18 +74,18 @@ def test_a_digest_mismatch_keeps_nothing_as_a_valid_artifact(vendor_a):
 
 
 def test_a_version_names_one_content(vendor_a):
-    first = make_artifact(vendor_a, kind="golden", version="1.0", file_name="g.npz", data=b"one")
-    again = make_artifact(vendor_a, kind="golden", version="1.0", file_name="g.npz", data=b"one")
+    first = make_artifact(vendor_a.user, kind="golden", version="1.0", file_name="g.npz", data=b"one")
+    again = make_artifact(vendor_a.user, kind="golden", version="1.0", file_name="g.npz", data=b"one")
     assert again == first
     with pytest.raises(ConflictError) as error:
-        make_artifact(vendor_a, kind="golden", version="1.0", file_name="g.npz", data=b"two")
+        make_artifact(vendor_a.user, kind="golden", version="1.0", file_name="g.npz", data=b"two")
     assert error.value.field == "version"
     assert Artifact.objects.count() == 1
 
 
 def test_only_vendor_engineers_upload(pm):
     with pytest.raises(ForbiddenError):
-        make_artifact(pm, kind="golden")
+        make_artifact(pm.user, kind="golden")
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import db_snapshot, make_account, make_artifact, make_question
+from tests.factories import db_snapshot, make_account, make_artifact, make_question
 from vendor.models import Comment, CommentRevision, NotificationEvent
 from vendor.selectors import comment_list
 from vendor.services.comments import comment_create, comment_edit
@@ -196,8 +196,8 @@ def test_only_the_author_edits(pm, vendor_a, question_a):
 
 
 def test_an_artifact_linked_once_can_be_replaced(vendor_a, question_a):
-    first = make_artifact(vendor_a, kind="document", version="1", file_name="a.pdf")
-    second = make_artifact(vendor_a, kind="document", version="2", file_name="a.pdf")
+    first = make_artifact(vendor_a.user, kind="document", version="1", file_name="a.pdf")
+    second = make_artifact(vendor_a.user, kind="document", version="2", file_name="a.pdf")
     comment = comment_create(actor=vendor_a.user, question=question_a, body="v1", artifact_ids=[first.pk])
     comment_edit(actor=vendor_a.user, comment=comment, body="v2", artifact_ids=[second.pk])
     assert list(comment.artifacts.all()) == [second]

@@ -10,7 +10,7 @@ from django.utils import translation
 from acceptance.services import answer_submit
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import complete_answer, db_snapshot, make_account, make_question
+from tests.factories import complete_answer, db_snapshot, make_account, make_question
 from vendor import events
 from vendor.models import Notification, NotificationEvent, Question
 from vendor.services.comments import comment_create

@@ -4,7 +4,7 @@ import pytest
 
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
-from tests.vendor.fixtures import db_snapshot, make_question
+from tests.factories import db_snapshot, make_question
 from vendor.models import Organisation
 from vendor.services.questions import (
     question_bulk_preview,

@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from tests.acceptance.workers import ROOT, worker_env
-from tests.vendor.fixtures import sha256
+from tests.factories import sha256
 from vendor.models import Artifact, Upload
 from vendor.services.uploads import upload_append, upload_create
 

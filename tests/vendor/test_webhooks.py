@@ -14,7 +14,7 @@ from django.urls import reverse
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.acceptance.workers import Worker
-from tests.vendor.fixtures import db_snapshot, make_account
+from tests.factories import db_snapshot, make_account
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notify

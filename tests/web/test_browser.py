@@ -9,7 +9,7 @@ from playwright.sync_api import expect, sync_playwright
 from acceptance import stages
 from acceptance.models import PromotionAttempt
 from evidence.models import Capability
-from tests.web.conftest import PASSWORD, make_chain, make_run, put_to
+from tests.factories import PASSWORD, make_chain, make_run, put_to
 from vendor.models import Comment, NotificationPreference, Question
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from calculet.models import AuditEntry
-from tests.web.conftest import make_user, put_to
+from tests.factories import make_user, put_to
 from vendor.models import Comment, Question
 from vendor.services.comments import comment_create
 

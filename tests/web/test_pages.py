@@ -14,7 +14,7 @@ from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote, run_rerun
 from calculet.models import AuditEntry
 from evidence.models import Capability
-from tests.web.conftest import make_chain, make_run, put_to
+from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

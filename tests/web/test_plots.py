@@ -6,7 +6,7 @@ from acceptance import stages
 from calculet import plots
 from npu_sim.golden import compare
 from npu_sim.timing import TimingModel, context_rows
-from tests.web.conftest import make_chain, make_run, put_to
+from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
 
 

@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from acceptance import stages
 from calculet.models import AuditEntry
-from tests.web.conftest import make_chain, make_run, make_user, put_to
+from tests.factories import make_chain, make_run, make_user, put_to
 from vendor.models import Question, Section
 from vendor.services.questions import question_update
 
