@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.apps import apps
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance import stages
-from acceptance.models import Chain, Run
+from acceptance.models import Chain, Run, RunResult
 from acceptance.services import answer_submit
 from acceptance.services.targets import target_ensure_simulator
 from evidence.models import Capability
@@ -230,6 +231,18 @@ def make_run(chain: Chain, stage: str, state: str, **fields) -> Run:
         inputs_digest=chain.stage_digests[stage],
         **fields,
     )
+
+
+def pass_stage(chain: Chain, stage: str) -> Run:
+    """Record a passed run of `stage` on the chain's current inputs, as a worker would have."""
+    run = make_run(chain, stage, stages.PASSED, attempt=1, progress=100, finished_at=timezone.now())
+    RunResult.objects.create(run=run, attempt=1, verdict=stages.PASS)
+    return run
+
+
+def pass_stages(chain: Chain, upto: str) -> list[Run]:
+    """Passed runs of every stage of the chain up to `upto`, in order."""
+    return [pass_stage(chain, stage) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]]
 
 
 # Checking that nothing changed

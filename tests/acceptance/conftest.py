@@ -8,8 +8,6 @@ import tarfile
 
 import pytest
 
-from acceptance import stages
-from acceptance.models import Run, RunResult
 from acceptance.services import answer_submit
 from acceptance.services.targets import target_heartbeat
 from tests.factories import (
@@ -98,24 +96,3 @@ def edit_calbin(data: bytes, file: str, key: str, value: str) -> bytes:
         f"{hashlib.sha256(members[name]).hexdigest()}  {name}\n" for name in sorted(members) if name != "SHA256SUMS"
     ).encode()
     return tar_bytes(members)
-
-
-def pass_stage(chain, stage: str) -> Run:
-    """Record a passed run of `stage` on the chain's current inputs, as a worker would have."""
-    run = Run.objects.create(
-        chain=chain,
-        stage=stage,
-        target=chain.target,
-        answer=chain.answer,
-        state=stages.PASSED,
-        verdict=stages.PASS,
-        attempt=1,
-        inputs_digest=chain.stage_digests[stage],
-        progress=100,
-    )
-    RunResult.objects.create(run=run, attempt=1, verdict=stages.PASS)
-    return run
-
-
-def pass_stages(chain, upto: str) -> list[Run]:
-    return [pass_stage(chain, stage) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]]

@@ -28,8 +28,7 @@ from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.targets import target_health_check_start, target_heartbeat
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
-from tests.acceptance.conftest import pass_stage, pass_stages
-from tests.factories import complete_answer_data, make_artifact
+from tests.factories import complete_answer_data, make_artifact, pass_stage, pass_stages
 
 
 def states(chain) -> dict:

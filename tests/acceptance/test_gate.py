@@ -17,8 +17,7 @@ from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
-from tests.acceptance.conftest import pass_stages
-from tests.factories import complete_answer_data, make_artifact, make_capability, make_user
+from tests.factories import complete_answer_data, make_artifact, make_capability, make_user, pass_stages
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run
 from acceptance.services import answer_submit, chain_start_for_answer
 from evidence.models import Capability
-from tests.factories import complete_answer, db_snapshot
+from tests.factories import complete_answer, db_snapshot, pass_stages
 
 
 def promote(client, slug, to, reason="tested"):
@@ -173,21 +173,6 @@ def test_targets_are_readable(chains, vendor_a):
     assert vendor_a.client().get("/api/v1/targets/nowhere/").status_code == 404
 
 
-def pass_stages(chain, stage_names):
-    """Store passed runs for `stage_names` on the chain's current inputs, as workers would after running them."""
-    for stage in stage_names:
-        Run.objects.create(
-            chain=chain,
-            stage=stage,
-            target=chain.target,
-            answer=chain.answer,
-            state=stages.PASSED,
-            verdict=stages.PASS,
-            inputs_digest=chain.stage_digests[stage],
-            finished_at=timezone.now(),
-        )
-
-
 def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_a, artifacts_a, capability):
     answer = answer_submit(
         actor=vendor_a.user,
@@ -196,7 +181,7 @@ def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_
     )
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
-    pass_stages(chain, stages.CHAIN_STAGES)  # every stage, but on the simulator only
+    pass_stages(chain, stages.CHAIN_STAGES[-1])  # every stage, but on the simulator only
 
     c0 = promote(pm.client(), capability.slug, "C0")
     assert c0.status_code == 409
