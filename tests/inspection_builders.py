@@ -1,7 +1,11 @@
 """Real inputs for the inspection checks, built in the test: a shared library with gcc, an OCI image
 archive with tarfile and hashlib, and JSON Schemas for the simulator's package metadata and trace."""
 
+import hashlib
+import io
+import json
 import subprocess
+import tarfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -85,3 +89,85 @@ def example_source(entry_points: list[str]) -> str:
         )
         + "\n"
     )
+
+
+# OCI image archives
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+SPDX = {
+    "spdxVersion": "SPDX-2.3",
+    "dataLicense": "CC0-1.0",
+    "SPDXID": "SPDXRef-DOCUMENT",
+    "name": "calcc-compiler",
+    "packages": [{"SPDXID": "SPDXRef-calcc", "name": "calcc", "versionInfo": "575c2d"}],
+}
+CYCLONEDX = {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "application", "name": "tvm"}]}
+
+
+def tar_bytes(files: dict[str, bytes], *, compress: bool = False) -> bytes:
+    """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(files[name]), 0o644
+            archive.addfile(info, io.BytesIO(files[name]))
+    return buffer.getvalue()
+
+
+def add_blob(files: dict[str, bytes], data: bytes, media_type: str, **extra: object) -> dict:
+    """Put `data` in the layout's blobs; its descriptor."""
+    digest = hashlib.sha256(data).hexdigest()
+    files[f"blobs/sha256/{digest}"] = data
+    return {"mediaType": media_type, "digest": f"sha256:{digest}", "size": len(data), **extra}
+
+
+def oci_image_files(*, sbom: str | None = "file", licence: bool = True) -> dict[str, bytes]:
+    """The members of an OCI image layout with one layer; the SBOM as a file of the archive (`file`), as an
+    attached SPDX artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none."""
+    files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
+    layer = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, compress=True)
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
+    }
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": add_blob(files, json.dumps(config).encode(), OCI_CONFIG),
+        "layers": [add_blob(files, layer, OCI_LAYER)],
+    }
+    manifests = [add_blob(files, json.dumps(manifest).encode(), OCI_MANIFEST)]
+    if sbom == "file":
+        files["sbom.spdx.json"] = json.dumps(SPDX).encode()
+    elif sbom == "cyclonedx":
+        files["bom.json"] = json.dumps(CYCLONEDX).encode()
+    elif sbom == "artifact":
+        artifact = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": "application/spdx+json",
+            "config": add_blob(files, b"{}", "application/vnd.oci.empty.v1+json"),
+            "layers": [add_blob(files, json.dumps(SPDX).encode(), "application/spdx+json")],
+            "subject": manifests[0],
+        }
+        manifests.append(add_blob(files, json.dumps(artifact).encode(), OCI_MANIFEST))
+    if licence:
+        files["LICENSE"] = b"Licensed for evaluation in the buyer's CI.\n"
+    files["index.json"] = json.dumps({"schemaVersion": 2, "manifests": manifests}).encode()
+    return files
+
+
+def write_oci_archive(path: Path, files: dict[str, bytes]) -> Path:
+    path.write_bytes(tar_bytes(files))
+    return path
+
+
+def only_manifest(files: dict[str, bytes]) -> tuple[str, dict]:
+    """The blob name and document of the image's (first) manifest."""
+    descriptor = json.loads(files["index.json"])["manifests"][0]
+    name = "blobs/sha256/" + descriptor["digest"].split(":")[1]
+    return name, json.loads(files[name])
