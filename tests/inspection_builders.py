@@ -171,3 +171,80 @@ def only_manifest(files: dict[str, bytes]) -> tuple[str, dict]:
     descriptor = json.loads(files["index.json"])["manifests"][0]
     name = "blobs/sha256/" + descriptor["digest"].split(":")[1]
     return name, json.loads(files[name])
+
+
+# JSON Schemas
+
+# A vendor's metadata schema that holds: sizes in units a board can hold (A16), exactly one prefill and the
+# prefill labelled as one (A17).
+PACKAGE_METADATA_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["schema_version", "name", "layout", "memory", "submodels", "compatibility"],
+    "properties": {
+        "schema_version": {"const": 2},
+        "name": {"type": "string", "minLength": 1},
+        "layout": {"enum": ["tp", "ep", "pp", "single_chiplet", "multi_board"]},
+        "memory": {
+            "type": "object",
+            "required": ["device_memory_required"],
+            "properties": {"device_memory_required": {"$ref": "#/$defs/size_on_a_board"}},
+        },
+        "submodels": {
+            "type": "array",
+            "items": {"$ref": "#/$defs/submodel"},
+            "contains": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
+            "minContains": 1,
+            "maxContains": 1,
+        },
+    },
+    "$defs": {
+        "size_on_a_board": {
+            "type": "object",
+            "required": ["value", "unit"],
+            "oneOf": [
+                {"properties": {"unit": {"const": "B"}, "value": {"type": "integer", "maximum": 64 * 2**30}}},
+                {"properties": {"unit": {"enum": ["KB", "KiB"]}, "value": {"maximum": 64 * 2**20}}},
+                {"properties": {"unit": {"enum": ["MB", "MiB"]}, "value": {"maximum": 64 * 2**10}}},
+                {"properties": {"unit": {"enum": ["GB", "GiB"]}, "value": {"maximum": 64}}},
+            ],
+        },
+        "submodel": {
+            "type": "object",
+            "required": ["name", "smodel_type", "batch", "inputs", "outputs"],
+            "properties": {"smodel_type": {"enum": ["llm_prefill", "llm_decode"]}, "batch": {"minimum": 1}},
+            "if": {"properties": {"name": {"const": "prefill"}}},
+            "then": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
+        },
+    },
+}
+
+# A vendor's trace schema (Draft 7): Chrome trace events a viewer can place.
+TRACE_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "required": ["traceEvents", "displayTimeUnit"],
+    "properties": {
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "traceEvents": {"type": "array", "items": {"$ref": "#/definitions/event"}},
+    },
+    "definitions": {
+        "event": {
+            "type": "object",
+            "required": ["name", "ph", "pid"],
+            "allOf": [
+                {
+                    "if": {"not": {"properties": {"ph": {"const": "M"}}}},
+                    "then": {"required": ["tid", "ts"], "properties": {"ts": {"type": "number"}}},
+                },
+                {
+                    "if": {"properties": {"ph": {"const": "X"}}},
+                    "then": {"required": ["dur"], "properties": {"dur": {"type": "number", "minimum": 0}}},
+                },
+            ],
+        }
+    },
+}
+
+# Fails: accepts anything, so the seed's defects too.
+PERMISSIVE_SCHEMA = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
