@@ -1,5 +1,8 @@
-"""Real inputs for the inspection checks, built in the test: a shared library with gcc, an OCI image
-archive with tarfile and hashlib, and JSON Schemas for the simulator's package metadata and trace."""
+"""Real inputs for the inspection checks (acceptance/inspection/), built in the test: headers and a shared
+library with g++ and a minimal example (`build_sdk`, `example_source`), an OCI image archive with tarfile
+and hashlib (`build_oci_archive`, or `oci_image_files` to break one), JSON Schemas of the simulator's
+package metadata and trace that pass and one that fails, and sources with a build command
+(`build_project`)."""
 
 import gzip
 import hashlib
@@ -268,3 +271,19 @@ TRACE_SCHEMA = {
 
 # Fails: accepts anything, so the seed's defects too.
 PERMISSIVE_SCHEMA = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+
+
+# Build commands
+
+
+def build_project(root: Path, *, reproducible: bool = True) -> Path:
+    """An answer's sources with `sh build.sh` writing `out/` (a compiled kernel and a package file); when not
+    `reproducible`, the build also stamps the time it ran into `out/built-at`."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "kernel.c").write_text("int kernel(int x) { return 2 * x + 1; }\n")
+    stamp = "" if reproducible else "date +%s%N > out/built-at\n"
+    (root / "build.sh").write_text(
+        "set -e\nmkdir -p out\ncc -O2 -c kernel.c -o out/kernel.o\nprintf 'calbin v2\\n' > out/package_info.txt\n"
+        + stamp
+    )
+    return root
