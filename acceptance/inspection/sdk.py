@@ -11,6 +11,7 @@ whose last scopes must match. A header declares it when, comments removed, it ca
 member, the same header declares `class Class` or `struct Class`.
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -87,8 +88,10 @@ def _read_headers(headers_dir: Path, report: Report) -> dict[str, str]:
         report.add("headers_missing", f"the headers directory {headers_dir.name} does not exist")
         return {}
     headers = {}
-    for path in sorted(headers_dir.rglob("*")):
-        if path.suffix.lower() in HEADER_SUFFIXES and path.is_file() and not path.is_symlink():
+    # Links are not followed: a delivery's headers are its own files.
+    paths = [Path(root, name) for root, _dirs, files in os.walk(headers_dir) for name in files]
+    for path in sorted(paths):
+        if path.suffix.lower() in HEADER_SUFFIXES and not path.is_symlink() and path.is_file():
             if path.stat().st_size > MAX_HEADER_BYTES:
                 report.add("header_too_large", f"{path.name} is larger than {MAX_HEADER_BYTES} bytes")
                 continue
@@ -154,11 +157,12 @@ def _check_versions(
         if not versions:
             report.add("version_unknown", f"neither the library nor a header says its version (expected {expected})")
         elif versions != {expected}:
+            said = sorted(v for v in versions if v)
             report.add(
                 "version_mismatch",
-                f"the SDK is version {', '.join(sorted(v for v in versions if v))}, not {expected}",
+                f"the answer names version {expected}, the SDK says {', '.join(said)}",
                 expected=expected,
-                found=sorted(v for v in versions if v),
+                found=said,
             )
 
 
@@ -248,10 +252,11 @@ def build_example(headers_dir: Path, library: Path, source: Path, *, limits: Lim
     report.checked["compiler"] = {"path": compiler, "version": (version.splitlines() or [""])[0]}
     with tempfile.TemporaryDirectory(prefix="calculet-build-") as scratch:
         workdir = Path(scratch)
-        shutil.copytree(headers_dir, workdir / "include", symlinks=False)
+        # Links are copied as links: the compiler's user, not this process, decides what they may reach.
+        shutil.copytree(headers_dir, workdir / "include", symlinks=True)
         (workdir / "lib").mkdir()
-        shutil.copy2(library, workdir / "lib" / library.name)
-        shutil.copy2(source, workdir / source.name)
+        shutil.copy2(library, workdir / "lib" / library.name, follow_symlinks=False)
+        shutil.copy2(source, workdir / source.name, follow_symlinks=False)
         argv = [compiler, "-Iinclude", source.name, f"lib/{library.name}", "-o", "example", "-Wl,-rpath,$ORIGIN/lib"]
         ran = run_isolated(argv, workdir=workdir, limits=limits)
         report.checked["command"] = argv
