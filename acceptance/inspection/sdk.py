@@ -7,8 +7,9 @@ pyelftools (`.dynsym`); C++ names are demangled with the system's `c++filt` when
 matched in their mangled form.
 
 An entry point is `Name`, a function or a member of any class, or `Class::Name` (any number of scopes),
-whose last scopes must match. A header declares it when, comments removed, it calls `Name(` and, for a
-member, the same header declares `class Class` or `struct Class`.
+whose last scopes must match. A header (`.h`, `.hpp` and the like, or a text file without a suffix as C++'s
+own) declares it when, comments removed, it names `Name(` and, for a member, the same header declares
+`class Class` or `struct Class`.
 """
 
 import os
@@ -91,12 +92,16 @@ def _read_headers(headers_dir: Path, report: Report) -> dict[str, str]:
     # Links are not followed: a delivery's headers are its own files.
     paths = [Path(root, name) for root, _dirs, files in os.walk(headers_dir) for name in files]
     for path in sorted(paths):
-        if path.suffix.lower() in HEADER_SUFFIXES and not path.is_symlink() and path.is_file():
-            if path.stat().st_size > MAX_HEADER_BYTES:
-                report.add("header_too_large", f"{path.name} is larger than {MAX_HEADER_BYTES} bytes")
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            headers[str(path.relative_to(headers_dir))] = COMMENTS.sub(" ", text)
+        # C++ headers may have no suffix (`<vector>`); such a file counts when it is text.
+        if path.is_symlink() or not path.is_file() or path.suffix.lower() not in HEADER_SUFFIXES | {""}:
+            continue
+        if path.stat().st_size > MAX_HEADER_BYTES:
+            report.add("header_too_large", f"{path.name} is larger than {MAX_HEADER_BYTES} bytes")
+            continue
+        data = path.read_bytes()
+        if not path.suffix and b"\0" in data[:8192]:
+            continue
+        headers[str(path.relative_to(headers_dir))] = COMMENTS.sub(" ", data.decode("utf-8", errors="replace"))
     if not headers:
         report.add("headers_missing", f"no header files under {headers_dir.name}")
     return headers

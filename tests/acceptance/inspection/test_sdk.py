@@ -167,3 +167,14 @@ def test_links_in_a_delivery_are_not_followed(tmp_path):
     report = check_sdk(headers, library, ["RelocateTensorAddress"])
     assert report.checked["headers"] == ["calrt/calrt.h"]
     assert report.entry_points["RelocateTensorAddress"]["declared_in"] is None
+
+
+def test_a_cxx_header_without_a_suffix_declares_and_a_binary_does_not(tmp_path):
+    headers, library = build_sdk(tmp_path / "sdk", ["OutputBuf::Wait"])
+    (headers / "calrt" / "calrt.h").write_text("#pragma once\n#include <calrt/buffer>\n")
+    (headers / "calrt" / "buffer").write_text("namespace calrt { class OutputBuf { public: int Wait(int value); }; }\n")
+    (headers / "calrt" / "blob").write_bytes(b"\0\0 int AllocDevMem(int value);")
+    report = check_sdk(headers, library, ["OutputBuf::Wait", "AllocDevMem"])
+    assert report.entry_points["OutputBuf::Wait"]["declared_in"] == "calrt/buffer"
+    assert report.entry_points["AllocDevMem"]["declared_in"] is None
+    assert "calrt/blob" not in report.checked["headers"]
