@@ -15,7 +15,7 @@ from acceptance.policy import AnswerFacts, ChainFacts
 from evidence.models import Capability
 from vendor import states as question_states
 from vendor.access import objects_for_user
-from vendor.models import Answer, Artifact, Question, Section
+from vendor.models import Answer, Artifact, Deliverable, Question, Section
 from vendor.selectors import answer_list, artifact_list, question_list
 
 # What a list or a progress bar needs; the full log and result stay in the database until asked for.
@@ -160,9 +160,10 @@ def question_chain_rows(*, user, question: Question) -> list[ChainView]:
 
 
 def questions_with_proof(*, user) -> QuerySet[Question]:
-    """The questions the user may see, with the capabilities each can move."""
+    """The questions the user may see, with the capabilities each can move and what each must deliver."""
     return question_list(user=user).prefetch_related(
-        Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug"))
+        Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")),
+        Prefetch("deliverables", queryset=Deliverable.objects.order_by("position", "key")),
     )
 
 
