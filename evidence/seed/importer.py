@@ -26,7 +26,7 @@ from evidence.models import (
     SourceReference,
 )
 from evidence.seed.capabilities import CAPABILITIES, QUESTION_CAPABILITIES, CapabilitySeed
-from evidence.seed.deliverables_minimal import QUESTION_DELIVERABLES
+from evidence.seed.deliverables import QUESTION_DELIVERABLES
 from evidence.seed.parser import ParsedChecklist, ParsedItem, parse_checklist
 from vendor import states
 from vendor.models import Deliverable, Question, Section
