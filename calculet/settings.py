@@ -180,6 +180,8 @@ SPECTACULAR_SETTINGS = {
         "RunStateEnum": "acceptance.models.Run.STATES",
         "EventKindEnum": "vendor.events.CHOICES",
         "ChoosableEventKindEnum": "vendor.events.CHOOSABLE",
+        "DeliverableKindEnum": "vendor.models.Deliverable.KINDS",
+        "DeliverableStateEnum": "vendor.models.Deliverable.STATES",
     },
 }
 
@@ -263,6 +265,7 @@ ACCEPTANCE_PROMOTION_POLICY = None
 CELERY_TASK_ROUTES = {
     "acceptance.runs_sweep": {"queue": "default"},
     "acceptance.targets_health_check": {"queue": "default"},
+    "acceptance.deliverable_check": {"queue": "default"},
     "vendor.uploads_expire": {"queue": "default"},
     "vendor.artifact_check": {"queue": "default"},
     "vendor.artifacts_check_resend": {"queue": "default"},

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from acceptance.views import capabilities, comments, dashboard, questions
+from acceptance.views import capabilities, comments, dashboard, deliverables, questions, reports
 from evidence import views as evidence_views
 from vendor.views import audit, notifications
 
@@ -23,6 +23,11 @@ urlpatterns = [
     path("questions/<str:code>/edit", questions.question_edit, name="question-edit"),
     path("questions/<str:code>/ticket", questions.question_ticket, name="question-ticket"),
     path("questions/<str:code>/comments", comments.comment_thread, name="comment-thread"),
+    path(
+        "questions/<str:code>/deliverables/<slug:key>/review",
+        deliverables.deliverable_review,
+        name="deliverable-review",
+    ),
     path("questions/<str:code>/comments/<int:comment_id>/edit", comments.comment_edit_view, name="comment-edit"),
     path("evidence/", evidence_views.evidence_register, name="evidence-register"),
     path("capabilities/", evidence_views.capability_matrix, name="capability-matrix"),
@@ -34,7 +39,7 @@ urlpatterns = [
     path("webhooks/", notifications.webhook_list_page, name="webhook-list"),
     path("webhooks/<int:hook_id>/", notifications.webhook_detail, name="webhook-detail"),
     path("webhooks/<int:hook_id>/test", notifications.webhook_test_view, name="webhook-test"),
-    path("reports/", evidence_views.reports, name="reports"),
-    path("reports/checklist.<str:fmt>", evidence_views.report_checklist, name="report-checklist"),
+    path("reports/", reports.reports, name="reports"),
+    path("reports/checklist.<str:fmt>", reports.report_checklist, name="report-checklist"),
     path("reports/capability-matrix.csv", evidence_views.report_capability_matrix, name="report-capability-matrix"),
 ]

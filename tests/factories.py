@@ -23,7 +23,7 @@ from acceptance.services import answer_submit
 from acceptance.services.targets import target_ensure_simulator
 from evidence.models import Capability
 from npu_sim.calbin import build_calbin
-from vendor.models import Artifact, Question, Section
+from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
@@ -66,8 +66,11 @@ def make_user(username: str, organisation: str, role: str, *, organisation_name:
 # Questions and capabilities
 
 
-def make_question(code: str, *, organisation=None, state: str = "new") -> Question:
-    """A question of section 12.3; `new` as every question starts, unless the test says otherwise."""
+def make_question(
+    code: str, *, organisation=None, state: str = "new", deliverable: str | None = "package"
+) -> Question:
+    """A question of section 12.3; `new` as every question starts, unless the test says otherwise. Every
+    imported question owes at least one deliverable: by default this one owes a model package."""
     section, _ = Section.objects.get_or_create(
         code="12.3",
         defaults={
@@ -78,7 +81,7 @@ def make_question(code: str, *, organisation=None, state: str = "new") -> Questi
             "acceptance_header": "需要的答案",
         },
     )
-    return Question.objects.create(
+    question = Question.objects.create(
         code=code,
         number=int(code[1:]),
         section=section,
@@ -87,6 +90,36 @@ def make_question(code: str, *, organisation=None, state: str = "new") -> Questi
         organisation=organisation,
         state=state,
     )
+    if deliverable is not None:
+        Deliverable.objects.create(question=question, key=deliverable, kind=Deliverable.CALBIN, title="Model package")
+    return question
+
+
+def make_deliverable(
+    question: Question,
+    key: str,
+    *,
+    kind: str = Deliverable.CALBIN,
+    capabilities=(),
+    checklist=(),
+    schema_of: str = "",
+    position: int = 0,
+) -> Deliverable:
+    """A deliverable as the import makes it: owed, linked to the capabilities it proves."""
+    if kind == Deliverable.SCHEMA and not schema_of:
+        schema_of = "package-metadata"
+    deliverable = Deliverable.objects.create(
+        question=question,
+        key=key,
+        kind=kind,
+        title=key.replace("-", " "),
+        position=position,
+        checklist=list(checklist),
+        schema_of=schema_of,
+    )
+    for capability in capabilities:
+        capability.deliverables.add(deliverable)
+    return deliverable
 
 
 def put_to(pm, organisation, *codes, ask=False):
@@ -211,7 +244,11 @@ def complete_answer_data(*, capability, calbin, golden, extra_assets=(), **overr
 
 def make_chain(question: Question, engineer, *, capability=None) -> Chain:
     """A chain on the simulator for the engineer's (incomplete) answer, with no run yet."""
-    answer = answer_submit(actor=engineer, question=question, data={"summary": "see the attached bundle"})
+    deliverables = question.deliverables.order_by("position")
+    if capability is not None and deliverables.filter(capabilities=capability).exists():
+        deliverables = deliverables.filter(capabilities=capability)
+    data = {"summary": "see the attached bundle", "deliverable": deliverables.first().key}
+    answer = answer_submit(actor=engineer, question=question, data=data)
     digests = {stage: f"{index:064x}" for index, stage in enumerate(stages.CHAIN_STAGES, start=1)}
     return Chain.objects.create(
         question=question, capability=capability, answer=answer, target=target_ensure_simulator(), stage_digests=digests
