@@ -27,7 +27,7 @@ def pm(db):
 def v09(db):
     engineer = make_user("ann", "acme", "vendor")
     acme = Organisation.objects.get(slug="acme")
-    question = make_question("V09", organisation=acme, deliverable=None)
+    question = make_question("V09", organisation=acme, state="asked", deliverable=None)
     capability = make_capability("reproducible-compile", status="C3", questions=[question])
     deliverable = make_deliverable(question, "ci-licence", kind="document", checklist=CHECKLIST)
     answer_submit(actor=engineer, question=question, data={"summary": "the signed letter is attached"})
