@@ -249,6 +249,8 @@ def runs_stuck(now: datetime) -> QuerySet[Run]:
 
 def target_health_state(target: Target, now: datetime) -> tuple[str, str]:
     """A target's health at `now`, from its worker's last heartbeat and its last health check."""
+    if target.kind == Target.HARDWARE and not target.runner_command:
+        return Target.DEGRADED, "no hardware runner command is registered: the target runs nothing"
     if target.last_heartbeat_at is None:
         return Target.OFFLINE, "no worker has reported for this target yet"
     silent = (now - target.last_heartbeat_at).total_seconds()

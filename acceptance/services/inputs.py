@@ -5,7 +5,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from acceptance import protocol, stages
+from acceptance import protocol, recipes, stages
 from acceptance.models import Target
 from vendor.claim import ClaimData
 from vendor.models import Answer, Artifact
@@ -71,12 +71,43 @@ def runner_stage_params(stage: str, answer: Answer) -> dict:
     )
 
 
+def threshold_overrides(thresholds: dict) -> dict[str, dict[str, float]]:
+    """The answer's probe thresholds: its "<probe>.<threshold>" keys, by probe."""
+    overrides: dict[str, dict[str, float]] = {}
+    for key, value in thresholds.items():
+        probe, dot, name = key.partition(".")
+        if dot:
+            overrides.setdefault(probe, {})[name] = value
+    return overrides
+
+
+def answer_recipe(capability_slug: str, thresholds: dict) -> recipes.Recipe:
+    """The capability's recipe with the answer's thresholds. Raises ValueError naming the probe and threshold
+    when one loosens a default or is unknown (answers are checked when submitted: `answer_submit`)."""
+    return recipes.tightened(recipes.recipe_for(capability_slug), threshold_overrides(thresholds))
+
+
+def chain_probes(capability_slug: str | None, answer: Answer) -> tuple[list[dict], int | None]:
+    """The probes a chain's runner stages send, and the recipe's version: none without a capability."""
+    if not capability_slug:
+        return [], None
+    try:
+        recipe = answer_recipe(capability_slug, answer.thresholds)
+    except ValueError:
+        # Stored before thresholds were checked against the recipe: the defaults, never looser.
+        recipe = recipes.recipe_for(capability_slug)
+    probes = [{"name": p.name, "params": {**p.params, **p.thresholds}} for p in recipe.probes]
+    return probes, recipe.version
+
+
 def _digest(previous: str, value) -> str:
     encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(previous.encode() + b"\n" + encoded).hexdigest()
 
 
-def stage_digests(inputs: AnswerInputs, capability_id: int | None, target: Target) -> dict[str, str]:
+def stage_digests(
+    inputs: AnswerInputs, capability_id: int | None, target: Target, capability_slug: str | None = None
+) -> dict[str, str]:
     """Per stage, a digest of everything it and the stages before it consume.
 
     Each stage's digest chains the one before, so a changed input makes its stage and every stage after
@@ -106,8 +137,12 @@ def stage_digests(inputs: AnswerInputs, capability_id: int | None, target: Targe
         },
     )
     previous = digests[stages.ARTIFACT]
+    probes, recipe_version = chain_probes(capability_slug, inputs.answer)
     for stage in stages.RUNNER_STAGES:
-        previous = digests[stage] = _digest(previous, {stage: runner_stage_params(stage, inputs.answer)})
+        value = {stage: runner_stage_params(stage, inputs.answer)}
+        if probes:  # a chain without probes keeps the digests it always had
+            value["probes"] = {"recipe": recipe_version, "probes": probes}
+        previous = digests[stage] = _digest(previous, value)
     return digests
 
 

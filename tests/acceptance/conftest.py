@@ -20,6 +20,7 @@ from tests.factories import (
     make_user,
     tar_bytes,
     tiny_calbin_bytes,
+    tiny_golden_bytes,
 )
 
 
@@ -61,9 +62,10 @@ def calbin(organisation, vendor_user, calbin_bytes, tmp_path):
 
 
 @pytest.fixture
-def golden(organisation, tmp_path):
+def golden(organisation, tmp_path_factory, tmp_path):
+    golden_bytes = tiny_golden_bytes(tmp_path_factory.mktemp("calbin"))
     return make_artifact(
-        organisation, b"golden logits", kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=tmp_path
+        organisation, golden_bytes, kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=tmp_path
     )
 
 

@@ -29,12 +29,16 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c1(answer, simula
     drive(chain)
     rows = selectors.chain_stages(chain)
     assert [(stage, state) for stage, state, _ in rows] == [(stage, stages.PASSED) for stage in stages.CHAIN_STAGES]
-    golden = chain.runs.get(stage=stages.GOLDEN)
-    assert golden.metrics["tensors"]["decode_logits"]["cosine"] >= 0.9999
-    assert "histogram" in golden.metrics["tensors"]["decode_logits"]
+    # Every runner stage sent the capability's recipe: decode at batch 8, each lane against the vendor's golden.
+    for run in chain.runs.filter(stage__in=stages.RUNNER_STAGES):
+        assert run.probes == [{"name": "decode_batch", "params": {"batch": 8}}] and run.recipe_version == 1
+        assert [(p["name"], p["verdict"]) for p in run.result["probes"]] == [("decode_batch", "pass")]
+    golden = chain.runs.get(stage=stages.GOLDEN).result["probes"][0]
+    assert golden["metrics"]["worst_lane_cosine"] >= 0.9999
     soak = chain.runs.get(stage=stages.SOAK)
-    assert soak.params["requests"] == 8 and soak.metrics["completed"] == 8
-    assert soak.metrics["decode_tokens_per_s"]["p50"] >= soak.params["min_decode_tokens_per_s"]
+    soak_probe = soak.result["probes"][0]["metrics"]
+    assert soak.params["requests"] == 8 and soak_probe["completed"] == 8
+    assert soak_probe["decode_tokens_per_s"]["p50"] >= soak.params["min_decode_tokens_per_s"]
     assert "PROGRESS" not in soak.log_tail or soak.progress == 100
     assert soak.log and soak.result["sandbox"]["network_isolation"]
     answer.question.refresh_from_db()
@@ -62,7 +66,7 @@ def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
     assert states[stages.GOLDEN] == stages.FAILED
     assert states[stages.FAILURE] == stages.PENDING
     run = chain.runs.get(stage=stages.GOLDEN)
-    assert "golden:" in run.reason and "cosine" in run.reason
+    assert "decode_batch (lane_goldens:" in run.reason and "cosine" in run.reason
     assert not Run.objects.filter(stage=stages.FAILURE).exists()
 
 

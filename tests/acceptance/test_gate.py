@@ -33,6 +33,7 @@ def hardware_chain(answer, chain):
         actor="ops",
         slug="board-1",
         kind=Target.HARDWARE,
+        runner_command="board-runner --device 0",
         calrt_version="0.7.6",
         driver_version="2.3.0",
         firmware_version="1.8.0",

@@ -4,8 +4,8 @@ and what follows — the chain's next stage after a pass, or the target's health
 from django.db import transaction
 
 from acceptance import stages
-from acceptance.models import Chain, Run, Target
-from acceptance.protocol import StageOutcome
+from acceptance.models import Chain, Run
+from acceptance.protocol import StageOutcome, device_attested
 from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
@@ -91,12 +91,14 @@ def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None
 
 
 def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> EvidenceItem | None:
-    """A runner stage's pass or fail is evidence about the chain's capability: grade E0 when measured on a
-    hardware target, E4 on the simulator (a model of the device, not the device)."""
+    """A runner stage's pass or fail is evidence about the chain's capability, graded by what was checked: E0
+    only when measured on a board that reported itself (identity and versions matching the target's
+    registration, not a test double); E4 otherwise — the simulator, or a double of a board, is a model of
+    the device."""
     capability = chain.capability
     if capability is None:
         return None
-    grade = "E0" if run.target.kind == Target.HARDWARE else "E4"
+    grade = "E0" if device_attested(outcome.result, run.target.kind) else "E4"
     passed_or_failed = "passed" if outcome.verdict == stages.PASS else "failed"
     calbin = next((a for a in run.inputs.get("artifacts", []) if a["kind"] == Artifact.CALBIN), None)
     calbin_note = f" with {calbin['file_name']} {calbin['version']}" if calbin else ""
