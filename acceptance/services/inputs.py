@@ -81,21 +81,25 @@ def threshold_overrides(thresholds: dict) -> dict[str, dict[str, float]]:
     return overrides
 
 
-def answer_recipe(capability_slug: str, thresholds: dict) -> recipes.Recipe:
-    """The capability's recipe with the answer's thresholds. Raises ValueError naming the probe and threshold
-    when one loosens a default or is unknown (answers are checked when submitted: `answer_submit`)."""
-    return recipes.tightened(recipes.recipe_for(capability_slug), threshold_overrides(thresholds))
+def answer_recipe(capability_slug: str, thresholds: dict) -> recipes.Recipe | None:
+    """The capability's recipe with the answer's thresholds, or None for a capability without a recipe.
+    Raises ValueError naming the probe and threshold when one loosens the recipe, is out of bounds or unknown
+    (answers are checked when submitted: `answer_submit`)."""
+    recipe = recipes.RECIPES.get(capability_slug)
+    if recipe is None:
+        return None
+    return recipes.tightened(recipe, threshold_overrides(thresholds))
 
 
 def chain_probes(capability_slug: str | None, answer: Answer) -> tuple[list[dict], int | None]:
-    """The probes a chain's runner stages send, and the recipe's version: none without a capability."""
-    if not capability_slug:
+    """The probes a chain's runner stages send, and the recipe's version: none without a recipe."""
+    recipe = recipes.RECIPES.get(capability_slug or "")
+    if recipe is None:
         return [], None
     try:
-        recipe = answer_recipe(capability_slug, answer.thresholds)
+        recipe = recipes.tightened(recipe, threshold_overrides(answer.thresholds))
     except ValueError:
-        # Stored before thresholds were checked against the recipe: the defaults, never looser.
-        recipe = recipes.recipe_for(capability_slug)
+        pass  # stored before thresholds were checked against the recipe: its own, never looser
     probes = [{"name": p.name, "params": {**p.params, **p.thresholds}} for p in recipe.probes]
     return probes, recipe.version
 
