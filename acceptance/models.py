@@ -226,6 +226,8 @@ class PromotionAttempt(models.Model):
         "vendor.Answer", null=True, blank=True, on_delete=models.SET_NULL, related_name="promotion_attempts"
     )
     runs = models.ManyToManyField(Run, blank=True, related_name="promotion_attempts")
+    # The CalRT/driver/firmware/chip versions of the evidence the new status rests on.
+    versions = models.JSONField(default=dict, blank=True)
     artifacts = models.ManyToManyField("vendor.Artifact", blank=True, related_name="promotion_attempts")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,6 +1,7 @@
 """What each stage of a chain runs on: the answer's structured fields, its artifact versions, the target's
 versions, and the digests that tell a run on current inputs from a stale one."""
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
@@ -96,10 +97,9 @@ def chain_probes(capability_slug: str | None, answer: Answer) -> tuple[list[dict
     recipe = recipes.RECIPES.get(capability_slug or "")
     if recipe is None:
         return [], None
-    try:
+    # An answer stored before thresholds were checked against the recipe keeps the recipe's: never looser.
+    with contextlib.suppress(ValueError):
         recipe = recipes.tightened(recipe, threshold_overrides(answer.thresholds))
-    except ValueError:
-        pass  # stored before thresholds were checked against the recipe: its own, never looser
     probes = [{"name": p.name, "params": {**p.params, **p.thresholds}} for p in recipe.probes]
     return probes, recipe.version
 

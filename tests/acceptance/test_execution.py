@@ -7,7 +7,7 @@ from acceptance import selectors, stages
 from acceptance.models import Chain, Run
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from acceptance.services.runs.execute import run_execute
-from tests.acceptance.conftest import edit_calbin
+from tests.acceptance.conftest import edit_calbin, sdk_checked
 from tests.factories import complete_answer_data, make_artifact
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -23,7 +23,9 @@ def drive(chain: Chain, limit: int = 20) -> None:
     raise AssertionError("the chain did not settle")
 
 
-def test_a_complete_answer_passes_all_seven_stages_and_reaches_c1(answer, simulator_online, pm_user):
+def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_the_sdk_check(
+    answer, simulator_online, pm_user
+):
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
     drive(chain)
@@ -43,11 +45,23 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c1(answer, simula
     assert soak.log and soak.result["sandbox"]["network_isolation"]
     answer.question.refresh_from_db()
     assert answer.question.state == "closed"
-    attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
+    blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
+    assert [r["code"] for r in blocked.reasons] == ["no_sdk_evidence"]
+    attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C2", reason="")
     assert attempt.allowed, attempt.reasons
+    assert attempt.versions == {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
+    sdk_checked(chain.capability)
+    assert capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="").allowed
     blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C0", reason="")
     assert not blocked.allowed
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
+    # Every runner verdict on the simulator is evidence of grade E4.
+    grades = {
+        g
+        for run in chain.runs.filter(stage__in=stages.RUNNER_STAGES)
+        for g in run.evidence.grades.values_list("grade", flat=True)
+    }
+    assert grades == {"E4"}
 
 
 def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(

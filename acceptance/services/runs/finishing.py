@@ -12,6 +12,7 @@ from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
 from calculet.db import lock_rows
+from evidence.grades import status_rank
 from evidence.models import EvidenceGrade, EvidenceItem
 from vendor import events
 from vendor.models import Artifact
@@ -71,6 +72,19 @@ def _finish_locked(
         chain_advance(chain, inputs=inputs if chain.answer_id == run.answer_id else None)
     elif outcome.verdict != stages.PASS and run.chain is not None and run.answer is not None:
         _tell_failure(run, run.chain, run.answer, outcome)
+        _reverify_on_commit(run, run.chain, outcome)
+
+
+def _reverify_on_commit(run: Run, chain: Chain, outcome: StageOutcome) -> None:
+    """A chain's stage failed or could not run: if its capability stands above C3, the system checks that the
+    current evidence still supports it, and demotes it if not (`capability_reverify`)."""
+    from acceptance.services.promotion import capability_reverify
+
+    capability = chain.capability
+    if capability is None or status_rank(capability.status) >= status_rank("C3"):
+        return
+    cause = f"run {run.pk} ({run.stage} on {run.target.slug}) ended {outcome.verdict}: {outcome.reason[:300]}"
+    transaction.on_commit(lambda: capability_reverify(capability, cause=cause))
 
 
 def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None:
