@@ -157,3 +157,16 @@ def sdk_checked(capability, *, calrt: str = "0.7.6") -> None:
     )
     EvidenceGrade.objects.create(item=item, grade="E2")
     capability.evidence.add(item)
+
+
+def drive(chain, limit: int = 20) -> None:
+    """Execute queued runs of the chain in this process, in order, through the service a worker task calls,
+    until none is left."""
+    from acceptance.services.runs.execute import run_execute
+
+    for _ in range(limit):
+        run = chain.runs.filter(state=stages.QUEUED).order_by("id").first()
+        if run is None:
+            return
+        run_execute(run.pk, worker="in-process")
+    raise AssertionError("the chain did not settle")

@@ -6,21 +6,10 @@ import pytest
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
-from acceptance.services.runs.execute import run_execute
-from tests.acceptance.conftest import edit_calbin, sdk_checked
+from tests.acceptance.conftest import drive, edit_calbin, sdk_checked
 from tests.factories import complete_answer_data, make_artifact
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def drive(chain: Chain, limit: int = 20) -> None:
-    """Execute queued runs of the chain, in order, until none is left."""
-    for _ in range(limit):
-        run = chain.runs.filter(state=stages.QUEUED).order_by("id").first()
-        if run is None:
-            return
-        run_execute(run.pk, worker="in-process")
-    raise AssertionError("the chain did not settle")
 
 
 def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_the_sdk_check(
