@@ -18,6 +18,7 @@ from vendor.models import (
     Artifact,
     Comment,
     CommentRevision,
+    Deliverable,
     Membership,
     Notification,
     NotificationPreference,
@@ -212,3 +213,8 @@ def webhook_list() -> QuerySet[Webhook]:
 
 def webhook_deliveries(hook: Webhook) -> QuerySet[WebhookDelivery]:
     return WebhookDelivery.objects.filter(hook=hook).select_related("event").order_by("-id")
+
+
+def deliverables_owed(question: Question) -> list[Deliverable]:
+    """The question's deliverables not yet accepted (owed or rejected), in their order."""
+    return list(question.deliverables.exclude(state=Deliverable.ACCEPTED).order_by("position", "key"))

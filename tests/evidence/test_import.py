@@ -25,7 +25,7 @@ from .conftest import add_rows_after, line_number, remove_row, replace_row, row_
 pytestmark = pytest.mark.django_db
 
 # Loading everything the document describes, plus the transaction's savepoint and the advisory lock.
-NO_OP_QUERIES = 16
+NO_OP_QUERIES = 19
 
 
 def run_command(*args) -> str:
