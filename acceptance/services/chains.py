@@ -193,18 +193,19 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
 def _deliverable_accept_on_proof(chain: Chain) -> None:
     """A calbin deliverable is accepted when a chain of an answer that delivers it has passed every stage for
     one of the capabilities it proves: its probes ran through runner, golden, failure, integration and soak."""
-    deliverable = chain.answer.deliverable
+    deliverable, capability = chain.answer.deliverable, chain.capability
     if (
         deliverable is None
+        or capability is None
         or deliverable.kind != Deliverable.CALBIN
         or deliverable.state == Deliverable.ACCEPTED
-        or not deliverable.capabilities.filter(pk=chain.capability_id).exists()
+        or not deliverable.capabilities.filter(pk=capability.pk).exists()
     ):
         return
     deliverable_accept(
         deliverable,
         actor="system",
-        reason=f"every stage passed for {chain.capability.slug} on {chain.target.slug} with answer "
+        reason=f"every stage passed for {capability.slug} on {chain.target.slug} with answer "
         f"{chain.answer_id} (revision {chain.answer.revision})",
     )
 
