@@ -161,7 +161,7 @@ def question_chain_rows(*, user, question: Question) -> list[ChainView]:
                     "run": run,
                     "active": run is not None and run.state in stages.ACTIVE_STATES,
                     "earlier": earlier[:RUNS_PER_STAGE],
-                    "probes": _probe_rows(run.result_probes or []) if run else [],
+                    "probes": _probe_rows(getattr(run, "result_probes", None) or []) if run else [],
                 }
             )
         views.append(ChainView(chain=chain, rows=rows))
@@ -403,8 +403,10 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
             run = current.get(stage)
             if run is None:
                 continue
-            device = run.result_device or {}
-            probes_passed[stage] = {p.get("name") for p in run.result_probes or [] if p.get("verdict") == stages.PASS}
+            # Annotated by latest_runs.
+            device = getattr(run, "result_device", None) or {}
+            probes = getattr(run, "result_probes", None) or []
+            probes_passed[stage] = {p.get("name") for p in probes if p.get("verdict") == stages.PASS}
             attested[stage] = device_attested({"device": device}, chain.target.kind)
             if device:
                 versions = {key: str(device.get(key, "")) for key in VERSION_KEYS}
