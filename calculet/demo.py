@@ -5,8 +5,8 @@ story: a vendor organisation answers V18 completely with a tiny decode-batch-8 s
 through the tus endpoint; the chain runs on the simulator target (a worker serving it runs the stages, and the
 demo waits for them); "decode batch 8" is promoted to C2 (its probe passed every stage on the simulator: E4)
 and a promotion to C0 is blocked for want of the SDK check and of hardware runs. V17 is answered without a
-golden: the answer shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked. Two more people
-work in the integration team; V17 and V18 are assigned with due dates, and the vendor writes in V18's
+golden: the answer shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked.
+Two more people work in the integration team; V17 and V18 are assigned with due dates, and the vendor writes in V18's
 thread, mentioning the PM.
 """
 
