@@ -5,10 +5,11 @@ from django.template.response import TemplateResponse
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
 from acceptance.services.promotion import REASON_MAX_CHARS
-from calculet.admin import ReadOnlyAdmin
+from calculet.admin import ReadOnlyAdmin, ServiceAdmin
 from calculet.errors import DomainError
 from evidence.grades import STATUS_CHOICES
 from evidence.models import Capability
+from evidence.services import CAPABILITY_TEXT_FIELDS, capability_update
 
 
 class PromotionForm(forms.Form):
@@ -17,8 +18,9 @@ class PromotionForm(forms.Form):
 
 
 @admin.register(Capability)
-class CapabilityAdmin(admin.ModelAdmin):
-    """Capabilities. The status is read-only: it moves only through the promotion gate, by the action below."""
+class CapabilityAdmin(ServiceAdmin):
+    """Capabilities. The status is read-only: it moves only through the promotion gate, by the action below.
+    Text and links to questions and evidence are saved through `capability_update`, which audits them."""
 
     list_display = ["slug", "title", "status", "pinned", "pinned_status", "status_changed_at"]
     list_filter = ["status", "pinned"]
@@ -30,8 +32,15 @@ class CapabilityAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
-    def has_delete_permission(self, request, obj=None):
-        return False
+    def service_save(self, request, obj, form, change):
+        capability_update(
+            actor=request.user,
+            capability=obj,
+            changes={field: form.cleaned_data[field] for field in CAPABILITY_TEXT_FIELDS if field in form.cleaned_data},
+            questions=form.cleaned_data.get("questions"),
+            evidence=form.cleaned_data.get("evidence"),
+            deliverables=form.cleaned_data.get("deliverables"),
+        )
 
     @admin.action(description="Change status through the promotion gate…")
     def change_status(self, request, queryset):
@@ -66,9 +75,10 @@ class CapabilityAdmin(admin.ModelAdmin):
 
 
 @admin.register(Target)
-class TargetAdmin(admin.ModelAdmin):
-    """Targets. Versions are saved through `target_register` (which makes dependent stages stale); health
-    comes from heartbeats and health checks; maintenance is switched by the actions."""
+class TargetAdmin(ServiceAdmin):
+    """Targets. Versions and the runner command are saved through `target_register` (which makes dependent
+    stages stale and refuses a hardware target without a runner command); health comes from heartbeats and
+    health checks; maintenance is switched by the actions."""
 
     list_display = ["slug", "kind", "queue", "health", "maintenance", "calrt_version", "last_heartbeat_at"]
     list_filter = ["kind", "health", "maintenance"]
@@ -81,6 +91,7 @@ class TargetAdmin(admin.ModelAdmin):
         "driver_version",
         "firmware_version",
         "chip",
+        "runner_command",
         "health",
         "health_reason",
         "maintenance",
@@ -105,10 +116,7 @@ class TargetAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, "slug", "kind", "queue"] if obj else self.readonly_fields
 
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def save_model(self, request, obj, form, change):
+    def service_save(self, request, obj, form, change):
         saved = target_register(
             actor=request.user,
             slug=obj.slug,
@@ -119,6 +127,7 @@ class TargetAdmin(admin.ModelAdmin):
             driver_version=obj.driver_version,
             firmware_version=obj.firmware_version,
             chip=obj.chip,
+            runner_command=obj.runner_command,
         )
         obj.pk = saved.pk
 

@@ -8,12 +8,15 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTransform
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
-from evidence.models import Capability
+from acceptance.protocol import VERSION_KEYS, device_attested
+from acceptance.recipes import RECIPES
+from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
 from vendor.access import objects_for_user
 from vendor.models import Answer, Artifact, Deliverable, DocumentReview, Question, Section
@@ -61,7 +64,12 @@ def latest_runs(chain_ids: list[int]) -> dict[tuple[int | None, str], Run]:
     }
     rows = Chain.objects.filter(pk__in=chain_ids).annotate(**newest).values_list(*newest)
     run_ids = [run_id for row in rows for run_id in row if run_id is not None]
-    runs = Run.objects.filter(pk__in=run_ids).defer(*RUN_SUMMARY_DEFER)
+    # Of the deferred result, the probes' verdicts and the device that reported them, in the same query.
+    runs = (
+        Run.objects.filter(pk__in=run_ids)
+        .defer(*RUN_SUMMARY_DEFER)
+        .annotate(result_probes=KeyTransform("probes", "result"), result_device=KeyTransform("device", "result"))
+    )
     return {(run.chain_id, run.stage): run for run in runs}
 
 
@@ -154,10 +162,28 @@ def question_chain_rows(*, user, question: Question) -> list[ChainView]:
                     "run": run,
                     "active": run is not None and run.state in stages.ACTIVE_STATES,
                     "earlier": earlier[:RUNS_PER_STAGE],
+                    "probes": _probe_rows(getattr(run, "result_probes", None) or []) if run else [],
                 }
             )
         views.append(ChainView(chain=chain, rows=rows))
     return views
+
+
+def _probe_rows(probes: list[dict]) -> list[dict]:
+    """Each probe of a run as the page shows it: its verdict, findings, and its plain-number metrics."""
+    return [
+        {
+            "name": probe.get("name", "?"),
+            "verdict": probe.get("verdict", ""),
+            "findings": probe.get("findings", []),
+            "metrics": {
+                key: value
+                for key, value in (probe.get("metrics") or {}).items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            },
+        }
+        for probe in probes
+    ]
 
 
 def questions_with_proof(*, user) -> QuerySet[Question]:
@@ -253,6 +279,8 @@ def runs_stuck(now: datetime) -> QuerySet[Run]:
 
 def target_health_state(target: Target, now: datetime) -> tuple[str, str]:
     """A target's health at `now`, from its worker's last heartbeat and its last health check."""
+    if target.kind == Target.HARDWARE and not target.runner_command:
+        return Target.DEGRADED, "no hardware runner command is registered: the target runs nothing"
     if target.last_heartbeat_at is None:
         return Target.OFFLINE, "no worker has reported for this target yet"
     silent = (now - target.last_heartbeat_at).total_seconds()
@@ -280,26 +308,117 @@ def promotion_history(capability) -> QuerySet[PromotionAttempt]:
 
 
 def promotions_blocked_since(dt: datetime) -> QuerySet[PromotionAttempt]:
+    """The latest blocked attempt of each capability since `dt`, newest first: what each is still missing,
+    not every click."""
+    latest = (
+        PromotionAttempt.objects.filter(capability=OuterRef("capability"), allowed=False, created_at__gte=dt)
+        .order_by("-id")
+        .values("id")[:1]
+    )
     return (
-        PromotionAttempt.objects.filter(allowed=False, created_at__gte=dt)
+        PromotionAttempt.objects.filter(allowed=False, created_at__gte=dt, pk=Subquery(latest))
         .select_related("capability", "actor")
         .order_by("-id")
     )
 
 
+@dataclass
+class StatusBasis:
+    """What a capability's status rests on: the versions its evidence was measured on (above C3), and the
+    chains whose proof must run again on the current versions before it holds."""
+
+    versions: dict
+    since_attempt: PromotionAttempt | None
+    reverification_due: list[dict]
+    lapsed_evidence: int
+
+
+def capability_status_basis(capability) -> StatusBasis:
+    """The versions of the attempt that set the current status, and, while the status is above C3, each chain
+    of the capability whose runner stages are not passed on the current versions (stale, waiting, failed)."""
+    attempt = (
+        PromotionAttempt.objects.filter(capability=capability, allowed=True, to_status=capability.status)
+        .order_by("-id")
+        .first()
+    )
+    due = []
+    if capability.status in ("C0", "C1", "C2"):
+        chains = list(Chain.objects.filter(capability=capability).select_related("target"))
+        for chain_id, rows in chains_stages(chains).items():
+            chain = next(c for c in chains if c.pk == chain_id)
+            waiting = [(stage, state) for stage, state, _ in rows if state != stages.PASSED]
+            if waiting:
+                due.append({"chain": chain, "target": chain.target, "stages": waiting})
+    lapsed = capability.evidence.filter(current=False).exclude(origin=EvidenceItem.SEED).count()
+    return StatusBasis(
+        versions=attempt.versions if attempt else {},
+        since_attempt=attempt,
+        reverification_due=due,
+        lapsed_evidence=lapsed,
+    )
+
+
+def _sdk_checked_versions(capability) -> list[dict]:
+    """The versions of the current E2 evidence from the SDK check linked to the capability. The seed's own
+    snapshot is not a check of anything the vendor delivered, and lapsed evidence counts as E3."""
+    return list(
+        capability.evidence.filter(grades__grade="E2", origin=EvidenceItem.CHECK, current=True).values_list(
+            "versions", flat=True
+        )
+    )
+
+
 def capability_gate_facts(capability) -> list[AnswerFacts]:
     """What the promotion gate needs about a capability: for each answer its chains currently check (newest
-    answer first), every chain's stage states on its current inputs. Three queries whatever the run count."""
+    answer first), every chain's stage states on its current inputs and what its runner stages proved (the
+    probes that passed, whether a board attested them, the versions the device reported), and whether the
+    SDK check found the capability at the answer's version. A fixed number of queries whatever the run count."""
     chains = list(
         Chain.objects.filter(capability=capability)
-        .select_related("target", "answer")
+        .select_related("target", "answer__deliverable")
         .order_by("-answer__created_at", "-answer_id", "id")
     )
+    own_deliverables = set(capability.deliverables.values_list("pk", flat=True))
+    # A deliverable that names no capability is judged by its runs alone, as its answers' claims are.
+    proving = set(
+        Capability.deliverables.through.objects.filter(
+            deliverable_id__in={chain.answer.deliverable_id for chain in chains}
+        ).values_list("deliverable_id", flat=True)
+    )
     latest = latest_runs([chain.pk for chain in chains])
+    sdk_versions = _sdk_checked_versions(capability)
     by_answer: dict[int, AnswerFacts] = {}
     for chain in chains:
-        facts = by_answer.setdefault(chain.answer_id, AnswerFacts(answer_id=chain.answer_id, chains=[]))
+        answer = chain.answer
+        facts = by_answer.setdefault(
+            chain.answer_id,
+            AnswerFacts(
+                answer_id=chain.answer_id,
+                chains=[],
+                complete=answer.complete,
+                version=answer.version,
+                # An answer from before questions had deliverables proves what its runs' probes covered.
+                on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
+                deliverable=answer.deliverable.key if answer.deliverable else "",
+                sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
+            ),
+        )
         rows = _stage_rows(chain, latest)
+        current = {stage: run for stage, state, run in rows if run is not None and state != stages.STALE}
+        probes_passed: dict[str, set[str]] = {}
+        attested: dict[str, bool] = {}
+        versions: dict[str, str] = {}
+        for stage in stages.RUNNER_STAGES:
+            run = current.get(stage)
+            if run is None:
+                continue
+            # Annotated by latest_runs.
+            device = getattr(run, "result_device", None) or {}
+            probes = getattr(run, "result_probes", None) or []
+            probes_passed[stage] = {p.get("name") for p in probes if p.get("verdict") == stages.PASS}
+            attested[stage] = device_attested({"device": device}, chain.target.kind)
+            if device:
+                versions = {key: str(device.get(key, "")) for key in VERSION_KEYS}
         facts.chains.append(
             ChainFacts(
                 chain_id=chain.pk,
@@ -307,9 +426,18 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 target_kind=chain.target.kind,
                 stage_states={stage: state for stage, state, _ in rows},
                 stage_run_ids={stage: run.pk for stage, _, run in rows if run is not None},
+                probes_passed=probes_passed,
+                attested=attested,
+                versions=versions,
             )
         )
     return list(by_answer.values())
+
+
+def capability_recipe_probes(capability) -> list[str]:
+    """The probe names of the capability's recipe (none when it has no recipe)."""
+    recipe = RECIPES.get(capability.slug)
+    return [probe.name for probe in recipe.probes] if recipe else []
 
 
 # What a calbin deliverable's chains on one kind of target have shown.

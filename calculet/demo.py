@@ -3,10 +3,10 @@
 `demo_seed()` is idempotent: each step looks for what it would create and skips it when present. The
 story: a vendor organisation answers V18 completely with a tiny decode-batch-8 simulator calbin uploaded
 through the tus endpoint; the chain runs on the simulator target (a worker serving it runs the stages, and the
-demo waits for them); "decode batch 8" is promoted to C1 and
-a promotion to C0 is blocked for want of hardware runs. V17 is answered without a golden: the answer
-shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked. Two more people
-work in the integration team; V17 and V18 are assigned with due dates, and the vendor writes in V18's
+demo waits for them); "decode batch 8" is promoted to C2 (its probe passed every stage on the simulator: E4)
+and a promotion to C0 is blocked for want of the SDK check and of hardware runs. V17 is answered without a
+golden: the answer shows what is missing and a promotion of the pinned "NPU sampling" capability is blocked.
+Two more people work in the integration team; V17 and V18 are assigned with due dates, and the vendor writes in V18's
 thread, mentioning the PM.
 """
 
@@ -310,7 +310,7 @@ def demo_seed() -> DemoReport:
     _discuss_v18(pm, vendor, report)
     pm_client = Client()
     pm_client.force_login(pm)  # the PM acts through the API with a browser session
-    _promote(pm_client, "decode-batch-8", "C1", "runner and golden passed on the simulator", report)
+    _promote(pm_client, "decode-batch-8", "C2", "its probe passed every stage on the simulator", report)
     _promote(pm_client, "decode-batch-8", "C0", "asked for C0 with simulator runs only", report)
     _promote(pm_client, "npu-sampling", "C2", "vendor says sampling runs on the NPU", report)
     return report

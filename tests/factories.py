@@ -20,8 +20,11 @@ from rest_framework.test import APIClient
 from acceptance import stages
 from acceptance.models import Chain, Run, RunResult
 from acceptance.services import answer_submit
+from acceptance.services.inputs import chain_probes
+from acceptance.services.runs.execute import run_execute
 from acceptance.services.targets import target_ensure_simulator
-from evidence.models import Capability
+from evidence.models import Capability, EvidenceItem
+from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
 from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
@@ -30,7 +33,7 @@ from vendor.services.questions import question_update
 
 PASSWORD = "a-long-test-password-9"
 
-_CALBIN_CACHE: dict[tuple[str, int], bytes] = {}
+_CALBIN_CACHE: dict[tuple[str, int, tuple[str, ...]], tuple[bytes, bytes]] = {}
 
 
 # People
@@ -66,9 +69,7 @@ def make_user(username: str, organisation: str, role: str, *, organisation_name:
 # Questions and capabilities
 
 
-def make_question(
-    code: str, *, organisation=None, state: str = "new", deliverable: str | None = "package"
-) -> Question:
+def make_question(code: str, *, organisation=None, state: str = "new", deliverable: str | None = "package") -> Question:
     """A question of section 12.3; `new` as every question starts, unless the test says otherwise. Every
     imported question owes at least one deliverable: by default this one owes a model package."""
     section, _ = Section.objects.get_or_create(
@@ -162,13 +163,34 @@ def tar_bytes(members: dict[str, bytes], *, modes: dict[str, int] | None = None)
     return buffer.getvalue()
 
 
+def tiny_package_bytes(
+    tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny", features: tuple[str, ...] = ()
+) -> tuple[bytes, bytes]:
+    """A calbin tar built by the simulator and the golden file a vendor delivers with it (cached per process:
+    the same options give the same bytes)."""
+    key = (preset, decode_batch, tuple(sorted(features)))
+    if key not in _CALBIN_CACHE:
+        name = f"{preset}-b{decode_batch}-{'-'.join(key[2]) or 'plain'}"
+        golden = Path(tmp_dir) / f"{name}-golden.npz"
+        path = build_calbin(
+            Path(tmp_dir) / f"{name}.tar",
+            preset=preset,
+            decode_batch=decode_batch,
+            features=features,
+            golden_out=golden,
+        )
+        _CALBIN_CACHE[key] = (path.read_bytes(), golden.read_bytes())
+    return _CALBIN_CACHE[key]
+
+
 def tiny_calbin_bytes(tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny") -> bytes:
     """A calbin tar built by the simulator (cached per process: the same preset gives the same bytes)."""
-    key = (preset, decode_batch)
-    if key not in _CALBIN_CACHE:
-        path = build_calbin(Path(tmp_dir) / f"{preset}-b{decode_batch}.tar", preset=preset, decode_batch=decode_batch)
-        _CALBIN_CACHE[key] = path.read_bytes()
-    return _CALBIN_CACHE[key]
+    return tiny_package_bytes(tmp_dir, decode_batch=decode_batch, preset=preset)[0]
+
+
+def tiny_golden_bytes(tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny") -> bytes:
+    """The golden file the vendor delivers with `tiny_calbin_bytes`' package."""
+    return tiny_package_bytes(tmp_dir, decode_batch=decode_batch, preset=preset)[1]
 
 
 def runner_bundle_bytes(script: str, *, command=("python3", "run.py")) -> bytes:
@@ -270,16 +292,64 @@ def make_run(chain: Chain, stage: str, state: str, **fields) -> Run:
     )
 
 
-def pass_stage(chain: Chain, stage: str) -> Run:
-    """Record a passed run of `stage` on the chain's current inputs, as a worker would have."""
-    run = make_run(chain, stage, stages.PASSED, attempt=1, progress=100, finished_at=timezone.now())
+def pass_stage(chain: Chain, stage: str, *, device: dict | None = None) -> Run:
+    """Record a passed run of `stage` on the chain's current inputs, as a worker would have: a runner stage
+    with the capability's recipe probes, each passed, on the device the target is registered as (a hardware
+    target's device reports itself as a board unless `device` says otherwise)."""
+    probes, recipe_version, result = [], None, {}
+    if stage in stages.RUNNER_STAGES:
+        probes, recipe_version = chain_probes(chain.capability.slug if chain.capability else None, chain.answer)
+        registered = chain.target.as_job_target()
+        result = {
+            "probes": [{**probe, "verdict": stages.PASS, "findings": []} for probe in probes],
+            "device": device
+            or {"kind": chain.target.kind, **{key: registered[key] for key in ("calrt", "driver", "firmware", "chip")}},
+        }
+    run = make_run(
+        chain,
+        stage,
+        stages.PASSED,
+        attempt=1,
+        progress=100,
+        finished_at=timezone.now(),
+        probes=probes,
+        recipe_version=recipe_version,
+        result=result,
+    )
     RunResult.objects.create(run=run, attempt=1, verdict=stages.PASS)
     return run
 
 
-def pass_stages(chain: Chain, upto: str) -> list[Run]:
+def pass_stages(chain: Chain, upto: str, *, device: dict | None = None) -> list[Run]:
     """Passed runs of every stage of the chain up to `upto`, in order."""
-    return [pass_stage(chain, stage) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]]
+    return [
+        pass_stage(chain, stage, device=device) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]
+    ]
+
+
+def sdk_checked(capability, *, calrt: str = "0.7.6"):
+    """E2 evidence for the capability, as the SDK check records it: its entry points found in the delivered
+    headers and as defined dynamic symbols of the same-version library."""
+    return evidence_record(
+        origin=EvidenceItem.CHECK,
+        grade="E2",
+        conclusion=f"SDK entry points of {capability.slug} present in CalRT {calrt}",
+        organisation=None,
+        capabilities=[capability],
+        versions={"calrt": calrt},
+        code_prefix="CHECK-SDK",
+    )
+
+
+def drive(chain: Chain, limit: int = 20) -> None:
+    """Execute queued runs of the chain in this process, in order, through the service a worker task calls,
+    until none is left."""
+    for _ in range(limit):
+        run = chain.runs.filter(state=stages.QUEUED).order_by("id").first()
+        if run is None:
+            return
+        run_execute(run.pk, worker="in-process")
+    raise AssertionError("the chain did not settle")
 
 
 # Checking that nothing changed

@@ -45,6 +45,11 @@ class RunDetailOutputSerializer(RunOutputSerializer):
     result = serializers.JSONField()
     inputs = serializers.JSONField(help_text="The artifact and target versions the run was made for.")
     params = serializers.JSONField()
+    probes = serializers.JSONField(
+        help_text="The capability's recipe probes the job sent, thresholds among their params; each probe's "
+        "verdict, checks, metrics and findings are in result.probes."
+    )
+    recipe_version = serializers.IntegerField(allow_null=True)
 
 
 class RunFilter(django_filters.FilterSet):
@@ -102,12 +107,19 @@ class TargetOutputSerializer(serializers.Serializer):
     driver_version = serializers.CharField()
     firmware_version = serializers.CharField()
     chip = serializers.CharField()
+    hardware_runner = serializers.SerializerMethodField(
+        help_text="Whether a hardware target has its runner command registered; without one it runs nothing "
+        "(it never falls back to the simulator). Always false for a simulator."
+    )
     health = serializers.ChoiceField(choices=Target.HEALTH_STATES)
     health_reason = serializers.CharField()
     maintenance = serializers.BooleanField()
     last_heartbeat_at = serializers.DateTimeField(allow_null=True)
     last_health_check_at = serializers.DateTimeField(allow_null=True)
     last_health_check_passed = serializers.BooleanField(allow_null=True)
+
+    def get_hardware_runner(self, target) -> bool:
+        return target.kind == Target.HARDWARE and bool(target.runner_command)
 
 
 class TargetListApi(Api, ListAPIView):

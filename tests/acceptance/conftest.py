@@ -18,6 +18,7 @@ from tests.factories import (
     make_user,
     tar_bytes,
     tiny_calbin_bytes,
+    tiny_golden_bytes,
 )
 
 
@@ -57,8 +58,9 @@ def calbin(vendor_user, calbin_bytes):
 
 
 @pytest.fixture
-def golden(vendor_user):
-    return make_artifact(vendor_user, b"golden logits", kind="golden", version="1.0.0", file_name="golden.npz")
+def golden(vendor_user, tmp_path_factory):
+    golden_bytes = tiny_golden_bytes(tmp_path_factory.mktemp("calbin"))
+    return make_artifact(vendor_user, golden_bytes, kind="golden", version="1.0.0", file_name="golden.npz")
 
 
 @pytest.fixture

@@ -8,8 +8,7 @@ from acceptance.services.reviews import document_review
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
-from tests.factories import make_capability, make_deliverable, make_question, make_user
-from tests.factories import db_snapshot
+from tests.factories import db_snapshot, make_capability, make_deliverable, make_question, make_user
 from vendor import states
 from vendor.models import Deliverable, DocumentReview, Organisation
 

@@ -3,8 +3,7 @@
 import pytest
 
 from evidence.models import Capability
-from tests.factories import make_deliverable
-from tests.factories import complete_answer, db_snapshot, make_question
+from tests.factories import complete_answer, db_snapshot, make_deliverable, make_question
 from vendor.models import Answer, Organisation
 
 pytestmark = pytest.mark.django_db

@@ -76,7 +76,7 @@ def test_unproven_chain_stages_are_named(pm, vendor_a, question_a, artifacts_a, 
         data={**complete_answer(artifacts_a), "capability": capability.slug},
     )
     chain_start_for_answer(answer.pk)
-    response = promote(pm.client(), capability.slug, "C1")
+    response = promote(pm.client(), capability.slug, "C2")
     assert response.status_code == 409
     codes = {reason["code"] for reason in response.json()["reasons"]}
     assert codes <= {"stage_not_passed", "stage_stale"} and codes
@@ -187,8 +187,14 @@ def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_
     assert c0.status_code == 409
     assert "no_hardware_runs" in [reason["code"] for reason in c0.json()["reasons"]]
     c1 = promote(pm.client(), capability.slug, "C1")
-    assert c1.status_code == 201, c1.json()
-    assert (c1.json()["from_status"], c1.json()["to_status"], c1.json()["answer"]) == ("C3", "C1", answer.pk)
-    assert c1.json()["runs"]
+    assert c1.status_code == 409
+    assert [reason["code"] for reason in c1.json()["reasons"]] == ["no_sdk_evidence"]
+    c2 = promote(pm.client(), capability.slug, "C2")
+    assert c2.status_code == 201, c2.json()
+    assert (c2.json()["from_status"], c2.json()["to_status"], c2.json()["answer"]) == ("C3", "C2", answer.pk)
+    assert c2.json()["runs"] and c2.json()["versions"]["calrt"] == "0.7.6"
     capability.refresh_from_db()
-    assert capability.status == "C1"
+    assert capability.status == "C2"
+    again = promote(pm.client(), capability.slug, "C2")
+    assert again.status_code == 409 and again.json()["errors"][0]["field"] == "to"
+    assert PromotionAttempt.objects.filter(capability=capability, to_status="C2").count() == 1

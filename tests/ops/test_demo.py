@@ -29,10 +29,10 @@ def test_seed_demo_tells_the_story_once(chain_in_process, settings, tmp_path, ca
     chain_runs = Run.objects.filter(chain__question__code="V18")
     assert sorted(chain_runs.values_list("stage", flat=True)) == sorted(stages.CHAIN_STAGES)
     assert set(chain_runs.values_list("state", flat=True)) == {stages.PASSED}
-    assert Capability.objects.get(slug="decode-batch-8").status == "C1"
+    assert Capability.objects.get(slug="decode-batch-8").status == "C2"
     blocked_c0 = PromotionAttempt.objects.get(capability__slug="decode-batch-8", to_status="C0")
     assert not blocked_c0.allowed
-    assert [reason["code"] for reason in blocked_c0.reasons] == ["no_hardware_runs"]
+    assert [reason["code"] for reason in blocked_c0.reasons] == ["no_sdk_evidence", "no_hardware_runs"]
 
     v17 = Answer.objects.get(question__code="V17")
     assert not v17.complete and v17.missing == ["golden"]

@@ -4,8 +4,7 @@ import pytest
 
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
-from tests.factories import make_deliverable
-from tests.factories import db_snapshot, make_question
+from tests.factories import db_snapshot, make_deliverable, make_question
 from vendor import states
 from vendor.models import Deliverable, Organisation
 from vendor.selectors import deliverables_owed

@@ -6,6 +6,7 @@ import os
 import shlex
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from django.conf import settings
 
 from acceptance import stages
 from acceptance.models import Run, Target
-from acceptance.protocol import StageOutcome, build_job, outcome_verdict
+from acceptance.protocol import StageOutcome, build_job, device_findings, outcome_verdict
 from acceptance.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command
 from acceptance.services.inputs import AnswerInputs
@@ -65,21 +66,67 @@ def _unpack_bundle(bundle: Artifact, destination: Path) -> list[str]:
     return runner_bundle_command((destination / RUNNER_MANIFEST).read_bytes())
 
 
+def no_hardware_runner(target: Target) -> StageOutcome:
+    return StageOutcome(
+        stages.ERROR,
+        f"{target.slug} is a hardware target with no hardware runner command registered: nothing ran "
+        "(a hardware target never falls back to the bundled simulator)",
+        findings=[
+            {
+                "code": "no_hardware_runner",
+                "severity": "error",
+                "field": "target.runner_command",
+                "message": "no hardware runner command is registered for this target",
+            }
+        ],
+    )
+
+
+def _golden_for_job(inputs: AnswerInputs, calbin_artifact: Artifact, destination: Path) -> tuple[str | None, str]:
+    """The golden the job compares against, and its source: the package's own goldens only when the answer
+    names the package itself as its golden; otherwise the golden file the vendor delivered (none: the golden
+    comparisons are not exercised)."""
+    if any(a.pk == calbin_artifact.pk for a in inputs.golden_artifacts):
+        return None, "package"
+    delivered = next((a for a in inputs.golden_artifacts if a.kind == Artifact.GOLDEN), None)
+    if delivered is None:
+        return None, "vendor"
+    _copy_blob(delivered, destination)
+    return str(destination), "vendor"
+
+
 def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None = None) -> StageOutcome:
-    """Run the run's runner stage in the sandbox: on the answer's calbin, or on the known-good package for a
-    health job (`inputs` None)."""
+    """Run the run's runner stage in the sandbox: on the answer's calbin with the capability's probes and the
+    vendor's golden, or on the known-good package for a health job (`inputs` None).
+
+    A hardware target runs its registered hardware runner (or the vendor's runner bundle) and nothing else; a
+    simulator target runs the simulator as a device with the target's registered versions. Either way the
+    device the result reports must be the target's registration, or the run ends in error
+    (`version_mismatch`).
+    """
     target: Target = run.target
+    if target.kind == Target.HARDWARE and not target.runner_command:
+        return no_hardware_runner(target)
     with tempfile.TemporaryDirectory(prefix=f"calculet-run-{run.pk}-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
         workdir = Path(tmp)
         (workdir / "inputs").mkdir()
         calbin = workdir / "inputs" / "calbin.tar"
-        command, cwd = default_runner_command(), workdir
+        golden, golden_source = None, "package"
+        extra_env = {}
+        if target.kind == Target.HARDWARE:
+            command, cwd = shlex.split(target.runner_command), workdir
+        else:
+            command, cwd = default_runner_command(), workdir
+            device_config = workdir / "inputs" / "device.json"
+            device_config.write_text(json.dumps(_device_config(target)))
+            extra_env["NPU_SIM_DEVICE_CONFIG"] = str(device_config)
         if inputs is None:
             reporter.note("preparing the known-good package")
             shutil.copyfile(health_package(), calbin)
         else:
             calbin_artifact = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
             _copy_blob(calbin_artifact, calbin)
+            golden, golden_source = _golden_for_job(inputs, calbin_artifact, workdir / "inputs" / "golden.npz")
             bundle = next((a for a in inputs.executable_assets if a.kind == Artifact.RUNNER_BUNDLE), None)
             # On a board the vendor's runner drives the device; on the simulator, only the simulator judges.
             if bundle is not None and target.kind == Target.HARDWARE:
@@ -88,7 +135,15 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
                 reporter.note(f"runner bundle {bundle} unpacked")
         inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
         job_path, result_path = workdir / "job.json", workdir / "result.json"
-        job = build_job(stage=run.stage, calbin=str(calbin), params=run.params, target=target.as_job_target())
+        job = build_job(
+            stage=run.stage,
+            calbin=str(calbin),
+            params=run.params,
+            target=target.as_job_target(),
+            probes=run.probes,
+            golden=golden,
+            golden_source=golden_source,
+        )
         job_path.write_text(json.dumps(job, indent=2))
         argv = [*command, "--job", str(job_path), "--result", str(result_path)]
         reporter.note(f"{shlex.join(argv)} (network isolation: {network_isolation_method()})")
@@ -97,7 +152,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
                 argv,
                 workdir=workdir,
                 cwd=cwd,
-                env=scrubbed_environment(),
+                env=scrubbed_environment(extra_env),
                 limits=_limits(inputs_bytes),
                 on_output=reporter.output,
                 on_tick=lambda: not reporter.lost,
@@ -105,4 +160,112 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
-        return outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
+        verdict = _attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
+    if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
+        verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
+    return verdict
+
+
+EXAMPLE_OUTPUT_KEEP = 4000
+
+
+def minimal_example_run(run: Run, reporter: RunReporter, inputs: AnswerInputs) -> dict:
+    """Run the answer's minimal example in a sandbox of its own (docs/runner-protocol.md: it is not part of the
+    job): the example the vendor delivered unpacked in `example/`, its command run there with `CALBIN` naming
+    the package. Returns what happened, its output included."""
+    answer = inputs.answer
+    artifact = inputs.minimal_example_artifact
+    command = shlex.split(answer.minimal_example_command or "")
+    if artifact is None or not command:
+        return {
+            "ran": False,
+            "command": answer.minimal_example_command,
+            "detail": "the answer delivers no example file to run with its command"
+            if artifact is None
+            else "the answer gives no command to run its example",
+        }
+    output: list[bytes] = []
+    with tempfile.TemporaryDirectory(prefix=f"calculet-run-{run.pk}-example-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
+        workdir = Path(tmp)
+        example = workdir / "example"
+        example.mkdir()
+        calbin_artifact = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
+        _copy_blob(calbin_artifact, workdir / "calbin.tar")
+        with blob_local_path(artifact.stored_blob) as source:
+            if tarfile.is_tarfile(source):
+                archive_extract(source, example)
+            else:
+                shutil.copyfile(source, example / Path(artifact.file_name).name)
+        inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
+        reporter.note(f"minimal example: {shlex.join(command)}")
+
+        def keep(stream: str, chunk: bytes) -> None:
+            output.append(chunk)
+            reporter.output(stream, chunk)
+
+        try:
+            outcome = run_sandboxed(
+                command,
+                workdir=workdir,
+                cwd=example,
+                env=scrubbed_environment({"CALBIN": str(workdir / "calbin.tar")}),
+                limits=_limits(inputs_bytes),
+                on_output=keep,
+                on_tick=lambda: not reporter.lost,
+                devices=tuple(settings.ACCEPTANCE_RUNNER_DEVICES),
+            )
+        except OSError as error:
+            return {"ran": False, "command": shlex.join(command), "detail": f"could not be started: {error}"}
+    text = b"".join(output).decode(errors="replace")
+    return {
+        "ran": True,
+        "command": shlex.join(command),
+        "exit_code": outcome.exit_code,
+        "limit": outcome.limit_hit,
+        "passed": outcome.clean_exit,
+        "detail": outcome.reason,
+        "output": text[-EXAMPLE_OUTPUT_KEEP:],
+    }
+
+
+def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
+    """The runner stage's verdict with its minimal example: recorded in the result; one that ran and failed
+    fails the stage."""
+    result = {**outcome.result, "minimal_example": example}
+    if not example["ran"] or example["passed"]:
+        return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, outcome.metrics, result)
+    finding = {
+        "code": "minimal_example_failed",
+        "severity": "error",
+        "field": "minimal_example",
+        "message": f"the minimal example ({example['command']}) ended with {example['detail']}",
+    }
+    reason = finding["message"] if outcome.verdict == stages.PASS else f"{outcome.reason}; {finding['message']}"
+    return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
+
+
+def _device_config(target: Target) -> dict:
+    """The simulator plays the device the target is registered as."""
+    return {
+        "calrt": target.calrt_version,
+        "driver": target.driver_version,
+        "firmware": target.firmware_version,
+        "chip": target.chip,
+    }
+
+
+def _attested(outcome: StageOutcome, target: Target) -> StageOutcome:
+    """A verdict stands only when the device the runner reports is the target as registered: otherwise the
+    run proves nothing about the target, and ends in error with what differs."""
+    if outcome.verdict == stages.ERROR:
+        return outcome
+    wrong = device_findings(outcome.result, target.as_job_target())
+    if not wrong:
+        return outcome
+    return StageOutcome(
+        stages.ERROR,
+        "the device is not the target as registered: " + "; ".join(f["message"] for f in wrong),
+        findings=[*wrong, *outcome.findings],
+        metrics=outcome.metrics,
+        result=outcome.result,
+    )
