@@ -42,8 +42,8 @@ def acme(engineer):
 
 
 @pytest.fixture
-def golden(acme, tmp_path):
-    return make_artifact(acme, b"golden", kind="golden", version="1.0", file_name="golden.npz", tmp_dir=tmp_path)
+def golden(engineer):
+    return make_artifact(engineer, b"golden", kind="golden", version="1.0", file_name="golden.npz")
 
 
 def sdk_archive(tmp_path, *, undefined=()) -> bytes:
@@ -56,12 +56,10 @@ def sdk_archive(tmp_path, *, undefined=()) -> bytes:
 
 def answer_with(engineer, acme, golden, tmp_path, *, code, kind, artifact_kind, data: bytes, capability_slug, **extra):
     """A complete answer delivering `data` (as an artifact of `artifact_kind`) for the question's deliverable."""
-    question = make_question(code, organisation=acme, deliverable=None)
+    question = make_question(code, organisation=acme, state="asked", deliverable=None)
     capability = make_capability(capability_slug, questions=[question])
     deliverable = make_deliverable(question, "delivery", kind=kind, capabilities=[capability], **extra)
-    artifact = make_artifact(
-        acme, data, kind=artifact_kind, version="0.7.6", file_name=f"delivery-{kind}", tmp_dir=tmp_path
-    )
+    artifact = make_artifact(engineer, data, kind=artifact_kind, version="0.7.6", file_name=f"delivery-{kind}")
     answer_data = complete_answer_data(capability=capability, calbin=artifact, golden=golden, deliverable="delivery")
     answer = answer_submit(actor=engineer, question=question, data=answer_data)
     return answer, deliverable, capability
@@ -160,9 +158,7 @@ def test_a_schema_that_holds_is_accepted_and_one_accepting_a16_is_rejected(engin
 
     lax = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
     lax["properties"]["memory"] = {"type": "object"}  # any unit, any size: A16 gets through
-    artifact = make_artifact(
-        acme, json.dumps(lax).encode(), kind="schema", version="0.7.7", file_name="s.json", tmp_dir=tmp_path
-    )
+    artifact = make_artifact(engineer, json.dumps(lax).encode(), kind="schema", version="0.7.7", file_name="s.json")
     data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
     second = answer_submit(actor=engineer, question=deliverable.question, data=data)
     decided = deliverable_check_answer(second.pk)
@@ -171,10 +167,10 @@ def test_a_schema_that_holds_is_accepted_and_one_accepting_a16_is_rejected(engin
 
 
 def test_an_incomplete_answer_is_not_accepted_even_when_the_check_passes(engineer, acme, golden, tmp_path):
-    question = make_question("V01", organisation=acme, deliverable=None)
+    question = make_question("V01", organisation=acme, state="asked", deliverable=None)
     make_deliverable(question, "compiler-container", kind="container_image")
     image = make_artifact(
-        acme, tar_bytes(oci_image_files()), kind="container_image", version="1", file_name="i.tar", tmp_dir=tmp_path
+        engineer, tar_bytes(oci_image_files()), kind="container_image", version="1", file_name="i.tar"
     )
     answer = answer_submit(actor=engineer, question=question, data={"executable_assets": [image.pk]})
     decided = deliverable_check_answer(answer.pk)

@@ -33,16 +33,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 VERSIONS = {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
 
 
-def package(organisation, tmp_path, *, decode_batch=8, features=(), version="1.0.0"):
+def package(uploader, tmp_path, *, decode_batch=8, features=(), version="1.0.0"):
     """The simulator's package with the features it declares, and the golden file delivered with it."""
     calbin_bytes, golden_bytes = tiny_package_bytes(tmp_path, decode_batch=decode_batch, features=tuple(features))
     name = f"b{decode_batch}-{'-'.join(features) or 'f32'}"
-    calbin = make_artifact(
-        organisation, calbin_bytes, kind="calbin", version=version, file_name=f"{name}.tar", tmp_dir=tmp_path
-    )
-    golden = make_artifact(
-        organisation, golden_bytes, kind="golden", version=version, file_name=f"{name}.npz", tmp_dir=tmp_path
-    )
+    calbin = make_artifact(uploader, calbin_bytes, kind="calbin", version=version, file_name=f"{name}.tar")
+    golden = make_artifact(uploader, golden_bytes, kind="golden", version=version, file_name=f"{name}.npz")
     return calbin, golden
 
 
@@ -73,9 +69,9 @@ def probe_findings(run: Run) -> list[tuple[str, str]]:
 def test_a_package_that_does_not_exercise_the_capability_fails_and_proves_nothing(
     vendor_user, organisation, pm_user, simulator_online, tmp_path, code, slug, pinned, decode_batch, features, probe
 ):
-    question = make_question(code, organisation=organisation)
+    question = make_question(code, organisation=organisation, state="asked")
     capability = make_capability(slug, status="C3", pinned_status=pinned, questions=[question])
-    calbin, golden = package(organisation, tmp_path, decode_batch=decode_batch, features=features)
+    calbin, golden = package(vendor_user, tmp_path, decode_batch=decode_batch, features=features)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
 
     runner = chain.runs.get(stage=stages.RUNNER)
@@ -97,9 +93,9 @@ def test_the_same_probe_passes_on_the_package_that_has_the_feature(
 ):
     """The counterpart of the wrong proofs: an S8 package answering S8 V-cache passes every stage and
     reaches C2 on the simulator, its answer's tightened threshold in every job."""
-    question = make_question("V25", organisation=organisation)
+    question = make_question("V25", organisation=organisation, state="asked")
     capability = make_capability("s8-v-cache-calbin", status="C3", questions=[question])
-    calbin, golden = package(organisation, tmp_path, features=("s8",))
+    calbin, golden = package(vendor_user, tmp_path, features=("s8",))
     answer = answer_with(
         vendor_user, question, capability, calbin, golden, thresholds={"s8.cosine_min_vs_float": 0.9991}
     )
@@ -114,9 +110,9 @@ def test_the_same_probe_passes_on_the_package_that_has_the_feature(
 
 
 def test_a_loosened_threshold_is_refused_naming_it_and_stores_nothing(vendor_user, organisation, tmp_path):
-    question = make_question("V17", organisation=organisation)
+    question = make_question("V17", organisation=organisation, state="asked")
     capability = make_capability("npu-sampling", status="C3", pinned_status="C3", questions=[question])
-    calbin, golden = package(organisation, tmp_path, features=("sampling",))
+    calbin, golden = package(vendor_user, tmp_path, features=("sampling",))
     with pytest.raises(DomainError) as error:
         answer_with(vendor_user, question, capability, calbin, golden, thresholds={"sampling.min_p_value": 0.0001})
     assert error.value.field == "thresholds.sampling.min_p_value"
@@ -144,7 +140,7 @@ def test_a_board_reporting_another_calrt_than_its_registration_ends_the_run_in_e
         chip="calculet-2c",
     )
     target_heartbeat(queues=["board-1"], worker="board-host")
-    calbin, golden = package(organisation, tmp_path)
+    calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
     runner = chain.runs.get(stage=stages.RUNNER)
     assert runner.state == stages.ERROR, runner.reason
@@ -166,7 +162,7 @@ def test_the_board_double_says_what_it_is_and_its_evidence_is_e4(
         **{f"{key}_version" if key != "chip" else key: value for key, value in VERSIONS.items()},
     )
     target_heartbeat(queues=["board-1"], worker="board-host")
-    calbin, golden = package(organisation, tmp_path)
+    calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
     runner = chain.runs.get(stage=stages.RUNNER)
     assert runner.state == stages.PASSED
@@ -176,7 +172,7 @@ def test_the_board_double_says_what_it_is_and_its_evidence_is_e4(
 
 
 def test_c4_to_c3_without_an_answer_is_blocked(pm_user, organisation):
-    question = make_question("V50", organisation=organisation)
+    question = make_question("V50", organisation=organisation, state="asked")
     capability = make_capability("device-reset", status="C4", questions=[question])
     attempt = capability_promote(actor=pm_user, capability=capability, to_status="C3", reason="")
     assert not attempt.allowed
@@ -187,7 +183,7 @@ def test_c4_to_c3_without_an_answer_is_blocked(pm_user, organisation):
 def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
     vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
 ):
-    calbin, golden = package(organisation, tmp_path)
+    calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
     promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
     assert promoted.allowed and promoted.versions["calrt"] == "0.7.6"
@@ -231,10 +227,9 @@ def test_the_runner_stage_runs_the_answers_minimal_example_and_records_its_outpu
 ):
     script = EXAMPLE.replace('int(os.environ.get("EXAMPLE_EXIT", "0"))', str(exit_code))
     example = make_artifact(
-        organisation, tar_bytes({"run.py": script.encode()}), kind="sdk", version="1.0",
-        file_name="example.tar", tmp_dir=tmp_path,
-    )  # fmt: skip
-    calbin, golden = package(organisation, tmp_path)
+        vendor_user, tar_bytes({"run.py": script.encode()}), kind="sdk", version="1.0", file_name="example.tar"
+    )
+    calbin, golden = package(vendor_user, tmp_path)
     answer = answer_with(
         vendor_user, question, capability, calbin, golden,
         minimal_example={"artifact": example.pk, "command": "python3 run.py", "description": "validate and exit"},
