@@ -214,6 +214,7 @@ def _answer_v18(client: Client, token: str, report: DemoReport) -> None:
         golden_id = _tus_upload(client, token, golden, kind=Artifact.GOLDEN, version=CALBIN_VERSION)
     report.steps.append(f"uploaded the decode-batch-8 calbin and its goldens through tus ({artifact_id}, {golden_id})")
     answer = {
+        "deliverable": "package-batch-8",
         "summary": "Decode batch 8 calbin for Qwen3-MoE (tiny preset), with goldens from the reference model.",
         "capability": "decode-batch-8",
         "version": CALBIN_VERSION,
@@ -244,6 +245,7 @@ def _answer_v17(client: Client, token: str, report: DemoReport) -> None:
         .first()
     )
     answer = {
+        "deliverable": "sampling-package",
         "summary": "Sampling runs on the NPU; no golden yet.",
         "capability": "npu-sampling",
         "version": CALBIN_VERSION,

@@ -69,7 +69,14 @@ class EvidenceTable(models.Model):
 class EvidenceItem(models.Model):
     SEED = "seed"
     RUN = "run"
-    ORIGINS = [(SEED, "Source document"), (RUN, "Acceptance run")]
+    CHECK = "check"
+    REVIEW = "review"
+    ORIGINS = [
+        (SEED, "Source document"),
+        (RUN, "Acceptance run"),
+        (CHECK, "Static check of delivered artifacts"),
+        (REVIEW, "Document review"),
+    ]
 
     code = models.CharField(max_length=40, unique=True)
     table = models.ForeignKey(EvidenceTable, null=True, blank=True, on_delete=models.PROTECT, related_name="items")
@@ -82,18 +89,31 @@ class EvidenceItem(models.Model):
     explanation = models.TextField(blank=True)
     defect = models.BooleanField(default=False)
     limitation = models.BooleanField(default=False)
+    # Whose delivery it is about; None for the seed's items, which everyone reads.
+    organisation = models.ForeignKey(
+        "vendor.Organisation", null=True, blank=True, on_delete=models.PROTECT, related_name="evidence_items"
+    )
+    # The versions it was measured or checked on: calrt, driver, firmware, chip, where known.
+    versions = models.JSONField(default=dict, blank=True)
+    deliverable = models.ForeignKey(
+        "vendor.Deliverable", null=True, blank=True, on_delete=models.PROTECT, related_name="evidence_items"
+    )
+    # False once its versions are no longer the target's: it then counts as E3 (to be checked again).
+    current = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["table__section", "position", "code"]
         constraints = [
-            models.CheckConstraint(condition=Q(origin__in=["seed", "run"]), name="evidence_origin_valid"),
             models.CheckConstraint(
-                condition=Q(origin="run") | Q(table__isnull=False), name="evidence_seed_item_has_table"
+                condition=Q(origin__in=["seed", "run", "check", "review"]), name="evidence_origin_valid"
             ),
             models.CheckConstraint(
-                condition=Q(origin="run") | Q(code__regex=r"^[A-Z][0-9]{2}$"), name="evidence_seed_code_format"
+                condition=~Q(origin="seed") | Q(table__isnull=False), name="evidence_seed_item_has_table"
+            ),
+            models.CheckConstraint(
+                condition=~Q(origin="seed") | Q(code__regex=r"^[A-Z][0-9]{2}$"), name="evidence_seed_code_format"
             ),
         ]
 
@@ -196,6 +216,8 @@ class Capability(models.Model):
     scope = models.CharField(max_length=200, blank=True)
     evidence = models.ManyToManyField(EvidenceItem, blank=True, related_name="capabilities")
     questions = models.ManyToManyField("vendor.Question", blank=True, related_name="capabilities")
+    # The deliverables (calbin, sdk) whose acceptance proves this capability.
+    deliverables = models.ManyToManyField("vendor.Deliverable", blank=True, related_name="capabilities")
     position = models.PositiveIntegerField(default=0)
     status_changed_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

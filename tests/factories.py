@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from evidence.models import Capability
 from npu_sim.calbin import build_calbin
-from vendor.models import Artifact, Question, Section
+from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.organisations import api_user_create
 from vendor.storage import blob_store_file, file_sha256
 
@@ -22,7 +22,9 @@ def make_user(username: str, org_slug: str, role: str):
     return user
 
 
-def make_question(code: str, *, organisation=None, state: str = "asked") -> Question:
+def make_question(
+    code: str, *, organisation=None, state: str = "asked", deliverable: str | None = "package"
+) -> Question:
     section, _ = Section.objects.get_or_create(
         code="12.3",
         defaults={
@@ -33,7 +35,7 @@ def make_question(code: str, *, organisation=None, state: str = "asked") -> Ques
             "acceptance_header": "需要的答案",
         },
     )
-    return Question.objects.create(
+    question = Question.objects.create(
         code=code,
         number=int(code[1:]),
         section=section,
@@ -42,6 +44,37 @@ def make_question(code: str, *, organisation=None, state: str = "asked") -> Ques
         organisation=organisation,
         state=state,
     )
+    # Every imported question owes at least one deliverable; by default this one owes a model package.
+    if deliverable is not None:
+        Deliverable.objects.create(question=question, key=deliverable, kind=Deliverable.CALBIN, title="Model package")
+    return question
+
+
+def make_deliverable(
+    question: Question,
+    key: str,
+    *,
+    kind: str = Deliverable.CALBIN,
+    capabilities=(),
+    checklist=(),
+    schema_of: str = "",
+    position: int = 0,
+) -> Deliverable:
+    """A deliverable as the import makes it: owed, linked to the capabilities it proves."""
+    if kind == Deliverable.SCHEMA and not schema_of:
+        schema_of = "package-metadata"
+    deliverable = Deliverable.objects.create(
+        question=question,
+        key=key,
+        kind=kind,
+        title=key.replace("-", " "),
+        position=position,
+        checklist=list(checklist),
+        schema_of=schema_of,
+    )
+    for capability in capabilities:
+        capability.deliverables.add(deliverable)
+    return deliverable
 
 
 def make_capability(slug: str, *, status: str = "C3", questions=(), pinned_status: str = "") -> Capability:

@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 
 from calculet.admin import ReadOnlyAdmin, ReadOnlyInline, ServiceAdmin
 from calculet.errors import DomainError
+from vendor import states
 from vendor.models import (
     Answer,
     ApiToken,
@@ -11,6 +12,7 @@ from vendor.models import (
     Blob,
     Comment,
     CommentRevision,
+    Deliverable,
     Membership,
     Notification,
     NotificationEvent,
@@ -22,7 +24,7 @@ from vendor.models import (
     WebhookDelivery,
 )
 from vendor.services.organisations import organisation_create, organisation_rename, token_revoke
-from vendor.services.questions import question_update
+from vendor.services.questions import question_bulk_update, question_update
 
 
 @admin.register(Organisation)
@@ -104,8 +106,29 @@ class QuestionAdmin(ServiceAdmin):
         "created_at",
         "updated_at",
     ]
-    readonly_fields = ["code", "section", "question", "acceptance", "state", "created_at", "updated_at"]
+    readonly_fields = [
+        "code",
+        "section",
+        "question",
+        "acceptance",
+        "state",
+        "state_reason",
+        "created_at",
+        "updated_at",
+    ]
     autocomplete_fields = ["assignee"]
+    actions = ["close"]
+
+    @admin.action(description="Close the selected questions (every deliverable must be accepted)")
+    def close(self, request, queryset):
+        try:
+            changed = question_bulk_update(
+                actor=request.user, questions=list(queryset), changes={"state": states.CLOSED}
+            )
+        except DomainError as error:
+            self.message_user(request, error.message, messages.ERROR)
+        else:
+            self.message_user(request, f"{changed} questions closed.", messages.SUCCESS)
 
     def has_add_permission(self, request, obj=None):
         return False
@@ -117,6 +140,17 @@ class QuestionAdmin(ServiceAdmin):
     def service_save(self, request, obj, form, change):
         changes = {name: form.cleaned_data[name] for name in form.changed_data}
         question_update(actor=request.user, question=obj, **changes)
+
+
+@admin.register(Deliverable)
+class DeliverableAdmin(ReadOnlyAdmin):
+    """Deliverables come from the seed data (import_checklist); they are accepted or rejected by document
+    reviews, static checks and chains (`vendor.services.deliverables`), never edited here."""
+
+    list_display = ["question", "key", "kind", "state", "decided_at", "decided_by"]
+    list_filter = ["kind", "state"]
+    list_select_related = ["question", "decided_by"]
+    search_fields = ["question__code", "key", "title"]
 
 
 @admin.register(Blob)

@@ -105,6 +105,8 @@ class Question(models.Model):
         Organisation, null=True, blank=True, on_delete=models.PROTECT, related_name="questions"
     )
     due_date = models.DateField(null=True, blank=True)
+    # Why a PM deferred the question or will not fix it; cleared when it moves on.
+    state_reason = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -148,6 +150,7 @@ class Artifact(models.Model):
     GOLDEN = "golden"
     RUNNER_BUNDLE = "runner_bundle"
     DOCUMENT = "document"
+    SCHEMA = "schema"
     KINDS = [
         (CALBIN, _("calbin package")),
         (SDK, _("SDK")),
@@ -155,6 +158,7 @@ class Artifact(models.Model):
         (GOLDEN, _("golden tensors")),
         (RUNNER_BUNDLE, _("runner bundle")),
         (DOCUMENT, _("document")),
+        (SCHEMA, _("JSON Schema")),
     ]
 
     PENDING = "pending"
@@ -188,7 +192,9 @@ class Artifact(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["calbin", "sdk", "container_image", "golden", "runner_bundle", "document"]),
+                condition=Q(
+                    kind__in=["calbin", "sdk", "container_image", "golden", "runner_bundle", "document", "schema"]
+                ),
                 name="artifact_kind_valid",
             ),
             models.CheckConstraint(
@@ -220,6 +226,73 @@ class Artifact(models.Model):
         return self.blob
 
 
+class Deliverable(models.Model):
+    """One thing a question's answer must deliver, accepted according to its kind (docs/acceptance.md).
+
+    A question closes only when every one of its deliverables is accepted (vendor.services.deliverables).
+    """
+
+    CALBIN = "calbin"
+    SDK = "sdk"
+    CONTAINER_IMAGE = "container_image"
+    SCHEMA = "schema"
+    DOCUMENT = "document"
+    KINDS = [
+        (CALBIN, _("calbin package")),
+        (SDK, _("SDK headers and library")),
+        (CONTAINER_IMAGE, _("container image")),
+        (SCHEMA, _("machine-readable schema")),
+        (DOCUMENT, _("document")),
+    ]
+
+    OWED = "owed"
+    ACCEPTED = "accepted"
+    REJECTED = "rejected"
+    STATES = [
+        (OWED, pgettext_lazy("deliverable state", "Owed")),
+        (ACCEPTED, pgettext_lazy("deliverable state", "Accepted")),
+        (REJECTED, pgettext_lazy("deliverable state", "Rejected")),
+    ]
+
+    question = models.ForeignKey(Question, on_delete=models.PROTECT, related_name="deliverables")
+    key = models.SlugField(max_length=100)
+    kind = models.CharField(max_length=20, choices=KINDS)
+    title = models.CharField(max_length=300)
+    position = models.PositiveSmallIntegerField(default=0)
+    state = models.CharField(max_length=20, choices=STATES, default=OWED)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    # Document deliverables: the items a PM ticks when reviewing the document.
+    checklist = models.JSONField(default=list, blank=True)
+    # Schema deliverables: what the schema describes ("package-metadata" or "trace").
+    schema_of = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["question__number", "position", "key"]
+        constraints = [
+            models.UniqueConstraint(fields=["question", "key"], name="deliverable_key_unique"),
+            models.CheckConstraint(
+                condition=Q(kind__in=["calbin", "sdk", "container_image", "schema", "document"]),
+                name="deliverable_kind_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(state="owed", decided_at__isnull=True)
+                | Q(state__in=["accepted", "rejected"], decided_at__isnull=False),
+                name="deliverable_decided_has_time",
+            ),
+            models.CheckConstraint(
+                condition=~Q(kind="schema") | Q(schema_of__in=["package-metadata", "trace"]),
+                name="deliverable_schema_names_subject",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.question.code} {self.key}"
+
+
 class Answer(models.Model):
     """One revision of an organisation's answer to a question, with section 13's six elements.
 
@@ -227,6 +300,10 @@ class Answer(models.Model):
     """
 
     question = models.ForeignKey(Question, on_delete=models.PROTECT, related_name="answers")
+    # What this answer delivers; None only for answers written before questions had deliverables.
+    deliverable = models.ForeignKey(
+        Deliverable, null=True, blank=True, on_delete=models.PROTECT, related_name="answers"
+    )
     organisation = models.ForeignKey(Organisation, on_delete=models.PROTECT, related_name="answers")
     revision = models.PositiveIntegerField()
     author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="answers")
@@ -258,6 +335,26 @@ class Answer(models.Model):
 
     def __str__(self):
         return f"{self.question.code} answer r{self.revision}"
+
+
+class DocumentReview(models.Model):
+    """A PM's review of a document deliverable against its checklist: who, when, each item ticked or not
+    (with a note), and the reason. Written only by `acceptance.services.reviews.document_review`."""
+
+    deliverable = models.ForeignKey(Deliverable, on_delete=models.PROTECT, related_name="reviews")
+    answer = models.ForeignKey(Answer, on_delete=models.PROTECT, related_name="document_reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    # One entry per checklist item, in order: {"item": text, "ticked": bool, "note": text}.
+    items = models.JSONField(default=list)
+    reason = models.TextField()
+    accepted = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"review of {self.deliverable} ({'accepted' if self.accepted else 'rejected'})"
 
 
 class Upload(models.Model):

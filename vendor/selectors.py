@@ -18,6 +18,7 @@ from vendor.models import (
     Artifact,
     Comment,
     CommentRevision,
+    Deliverable,
     Membership,
     Notification,
     NotificationPreference,
@@ -41,7 +42,7 @@ def answer_list(*, user, question: Question | None = None) -> QuerySet[Answer]:
     if question is not None:
         answers = answers.filter(question=question)
     return (
-        answers.select_related("question", "organisation", "author", "minimal_example_artifact")
+        answers.select_related("question", "deliverable", "organisation", "author", "minimal_example_artifact")
         .prefetch_related(
             Prefetch("executable_assets", queryset=Artifact.objects.order_by("pk")),
             Prefetch("golden_artifacts", queryset=Artifact.objects.order_by("pk")),
@@ -212,3 +213,8 @@ def webhook_list() -> QuerySet[Webhook]:
 
 def webhook_deliveries(hook: Webhook) -> QuerySet[WebhookDelivery]:
     return WebhookDelivery.objects.filter(hook=hook).select_related("event").order_by("-id")
+
+
+def deliverables_owed(question: Question) -> list[Deliverable]:
+    """The question's deliverables not yet accepted (owed or rejected), in their order."""
+    return list(question.deliverables.exclude(state=Deliverable.ACCEPTED).order_by("position", "key"))

@@ -11,7 +11,7 @@ from calculet.api import Api, StrictSerializer
 from calculet.errors import DomainError, ForbiddenError
 from vendor import due, states
 from vendor.access import may_act_as_pm, object_for_user
-from vendor.models import Question
+from vendor.models import Deliverable, Question
 from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due
 from vendor.services.questions import question_update
 
@@ -35,6 +35,17 @@ class ChainSerializer(serializers.Serializer):
     stages = ChainStageSerializer(many=True)
 
 
+class DeliverableSerializer(serializers.Serializer):
+    key = serializers.SlugField()
+    kind = serializers.ChoiceField(choices=Deliverable.KINDS)
+    title = serializers.CharField()
+    state = serializers.ChoiceField(
+        choices=Deliverable.STATES, help_text="owed until accepted; rejected names why in `reason`."
+    )
+    reason = serializers.CharField()
+    decided_at = serializers.DateTimeField(allow_null=True)
+
+
 class QuestionOutputSerializer(serializers.Serializer):
     code = serializers.CharField()
     number = serializers.IntegerField()
@@ -43,12 +54,16 @@ class QuestionOutputSerializer(serializers.Serializer):
     question = serializers.CharField()
     acceptance = serializers.CharField()
     state = serializers.ChoiceField(choices=states.QUESTION_STATES)
+    state_reason = serializers.CharField(help_text="Why the question is deferred or won't be fixed; empty otherwise.")
     priority = serializers.ChoiceField(choices=states.PRIORITIES)
     assignee = serializers.CharField(source="assignee.username", allow_null=True, default=None)
     organisation = serializers.CharField(source="organisation.slug", allow_null=True, default=None)
     due_date = serializers.DateField(allow_null=True)
     due_status = serializers.SerializerMethodField()
     capabilities = CapabilityRefSerializer(many=True)
+    deliverables = DeliverableSerializer(
+        many=True, help_text="What the answer must deliver; the question closes when every one is accepted."
+    )
     chains = serializers.SerializerMethodField()
     updated_at = serializers.DateTimeField()
 
@@ -114,7 +129,12 @@ class QuestionUpdateInputSerializer(StrictSerializer):
     assignee = serializers.CharField(allow_null=True, required=False, help_text="A username, or null to unassign.")
     priority = serializers.ChoiceField(choices=states.PRIORITIES, required=False)
     due_date = serializers.DateField(allow_null=True, required=False)
-    state = serializers.ChoiceField(choices=states.QUESTION_STATES, required=False)
+    state = serializers.ChoiceField(
+        choices=states.QUESTION_STATES,
+        required=False,
+        help_text="closed only when every deliverable is accepted; deferred and wont_fix need a state_reason.",
+    )
+    state_reason = serializers.CharField(allow_blank=True, required=False, max_length=2000)
     organisation = serializers.CharField(
         allow_null=True, required=False, help_text="The slug of the vendor organisation the question is put to."
     )

@@ -167,6 +167,9 @@ def _question_move(chain: Chain, state: str, reason: str) -> None:
 def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = None) -> Run | None:
     """Queue the chain's next stage when the one before it has passed on the current inputs.
 
+    A chain that has passed every stage does not close its question: the question closes when every one of
+    its deliverables is accepted (vendor.services.deliverables).
+
     Precondition: runs inside a transaction holding the row locks of the chain and its question (the lock
     order, `acceptance.services.locking`); `inputs`, when given, are those of the chain's current answer.
     Returns the run it created, if any.
@@ -175,8 +178,6 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
     action, stage = stages.chain_next(rows)
     if action == stages.RUN and stage is not None:
         return run_create(chain=chain, stage=stage, actor=actor, inputs=inputs)
-    if action == stages.DONE:
-        _question_move(chain, question_states.CLOSED, f"every stage passed on {chain.target.slug}")
     return None
 
 

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from acceptance import stages
 from acceptance.models import Run
-from acceptance.selectors import question_chain_rows, question_positions
+from acceptance.selectors import question_chain_rows, question_deliverables, question_positions
 from acceptance.services import run_rerun
 from acceptance.views.plots import run_plots
 from calculet import labels, web
@@ -51,7 +51,7 @@ SORTS = {
     "-updated": (F("updated_at").desc(), F("number").asc()),
 }
 ROW_FIELDS = frozenset({"assignee", "priority", "due_date", "state"})
-TICKET_FIELDS = ROW_FIELDS | {"organisation"}
+TICKET_FIELDS = ROW_FIELDS | {"organisation", "state_reason"}
 SORT_CHOICES = [
     ("code", _("Code")),
     ("priority", _("Priority")),
@@ -208,7 +208,7 @@ def _parse_row_changes(post, question) -> tuple[dict, dict]:
     wanted = {}
     if "assignee" in post:
         wanted["assignee"] = _parse_person(post["assignee"], errors) if post["assignee"] else None
-    for field in ("priority", "state"):
+    for field in ("priority", "state", "state_reason"):
         if field in post:
             wanted[field] = post[field]
     if "due_date" in post:
@@ -217,6 +217,7 @@ def _parse_row_changes(post, question) -> tuple[dict, dict]:
         "assignee": question.assignee,
         "priority": question.priority,
         "state": question.state,
+        "state_reason": question.state_reason,
         "due_date": question.due_date,
     }
     changes = {field: value for field, value in wanted.items() if field not in errors and value != current[field]}
@@ -233,7 +234,9 @@ def question_edit(request, code):
         try:
             question_update(actor=request.user, question=question, **changes)
         except DomainError as error:
-            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
+            # The row has no reason box: a missing reason is shown under the state it is needed for.
+            field = "state" if error.field == "state_reason" else error.field
+            errors[field if field in ROW_FIELDS else "form"] = error.message
     next_url = _safe_next(request, reverse("question-list"))
     if not web.wants_partial(request):
         if not errors:
@@ -266,7 +269,7 @@ def _parse_bulk_changes(post) -> tuple[dict, dict]:
         changes["assignee"] = None
     elif post.get("assignee"):
         changes["assignee"] = _parse_person(post["assignee"], errors)
-    for field in ("priority", "state"):
+    for field in ("priority", "state", "state_reason"):
         if post.get(field):
             changes[field] = post[field]
     if post.get("clear_due"):
@@ -276,15 +279,21 @@ def _parse_bulk_changes(post) -> tuple[dict, dict]:
     return changes, errors
 
 
-BULK_INPUTS = ("assignee", "priority", "state", "due_date", "clear_due")
-BULK_LABELS = {"assignee": _("Assignee"), "priority": _("Priority"), "due_date": _("Due date"), "state": _("State")}
+BULK_INPUTS = ("assignee", "priority", "state", "state_reason", "due_date", "clear_due")
+BULK_LABELS = {
+    "assignee": _("Assignee"),
+    "priority": _("Priority"),
+    "due_date": _("Due date"),
+    "state": _("State"),
+    "state_reason": _("Reason"),
+}
 
 
 def _bulk_lines(row) -> list[tuple[str, str, str]]:
     """A previewed question's changes as (field, before, after), in words."""
 
     def shown(field, value) -> str:
-        if value is None:
+        if value is None or value == "":
             return "—"
         return labels.label(field, value) if field in ("priority", "state") else value
 
@@ -352,6 +361,7 @@ def question_page_context(request, question):
         for artifact in linked:
             artifacts.setdefault(artifact.pk, artifact)
     sees_all = may_see_all(request.user)
+    deliverables = question_deliverables(question)
     return {
         **_chain_context(question, request.user),
         **thread_context(request, question),
@@ -359,6 +369,8 @@ def question_page_context(request, question):
         "answers": answers,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
         "capabilities": question_capabilities(question) if sees_all else [],
+        "deliverables": deliverables,
+        "owed_count": sum(1 for view in deliverables if view.owed),
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
     }

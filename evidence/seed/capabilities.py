@@ -133,24 +133,19 @@ FROM_QUESTIONS = [
 
 CAPABILITIES: list[CapabilitySeed] = PINNED + FROM_EVIDENCE + FROM_QUESTIONS
 
-# The capabilities an answer to each question could move.
+# The capabilities an answer to each question could move: those a package, SDK, image or schema it must
+# deliver can prove (evidence/seed/deliverables.py). A question whose answer is only written (V02, V09,
+# V60 ...) moves none: a document closes a question, never moves a capability. A batch is proven by its own
+# package (V18), not by V24's lane rules; residency by V35, sampling by V17.
 QUESTION_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "V01": ("reproducible-compile",),
-    "V02": ("reproducible-compile",),
     "V03": ("reproducible-compile",),
-    "V04": ("reproducible-compile",),
     "V05": ("reproducible-compile",),
     "V06": ("reproducible-compile",),
     "V07": ("reproducible-compile",),
     "V08": ("calbin-metadata-schema", "golden-readback"),
-    "V09": ("reproducible-compile",),
-    "V10": ("custom-kernel-sdk",),
     "V11": ("custom-kernel-sdk",),
     "V12": ("custom-kernel-sdk",),
-    "V13": ("custom-kernel-sdk",),
-    "V14": ("custom-kernel-sdk",),
-    "V15": ("custom-kernel-sdk", "expert-parallel"),
-    "V16": ("custom-kernel-sdk",),
     "V17": ("npu-sampling",),
     "V18": ("decode-batch-4", "decode-batch-8", "decode-batch-16"),
     "V19": ("prefill-batch-dynamic-shape",),
@@ -158,12 +153,13 @@ QUESTION_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "V21": ("parallel-mode", "fixed-task-infer"),
     "V22": ("output-buffer-wait", "device-counters-trace"),
     "V23": ("output-buffer-wait", "c-api-nonblocking"),
-    "V24": ("kv-manager-api", "kv-batch-layout", "decode-batch-4", "decode-batch-8", "decode-batch-16"),
+    "V24": ("kv-manager-api", "kv-batch-layout"),
     "V25": ("kv-batch-layout", "s8-v-cache-calbin"),
     "V26": ("kv-manager-api", "kv-seq-min-max"),
     "V27": ("kv-manager-api", "error-mapping"),
+    "V28": ("device-counters-trace",),
     "V30": ("single-chiplet", "two-models-one-chiplet"),
-    "V31": ("single-chiplet", "two-models-one-chiplet", "dynamic-resident-multi-model"),
+    "V31": ("single-chiplet", "two-models-one-chiplet"),
     "V32": ("pipeline-parallel", "expert-parallel"),
     "V33": ("calbin-metadata-schema",),
     "V35": ("two-models-one-chiplet", "dynamic-resident-multi-model"),
@@ -183,9 +179,7 @@ QUESTION_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "V53": ("error-codes", "error-mapping"),
     "V54": ("device-reset",),
     "V55": ("enginecore",),
-    "V56": ("enginecore",),
-    "V57": ("enginecore", "npu-sampling"),
+    "V57": ("enginecore",),
     "V58": ("enginecore",),
     "V59": ("enginecore",),
-    "V60": ("enginecore",),
 }

@@ -26,9 +26,10 @@ from evidence.models import (
     SourceReference,
 )
 from evidence.seed.capabilities import CAPABILITIES, QUESTION_CAPABILITIES, CapabilitySeed
+from evidence.seed.deliverables import QUESTION_DELIVERABLES
 from evidence.seed.parser import ParsedChecklist, ParsedItem, parse_checklist
 from vendor import states
-from vendor.models import Question, Section
+from vendor.models import Deliverable, Question, Section
 
 ACTOR = "import_checklist"
 DEFAULT_PATH = Path(__file__).resolve().parent.parent / "data" / "checklist.md"
@@ -82,6 +83,8 @@ def checklist_import(text: str) -> ImportReport:
       is kept and reported;
     - capabilities are created with their initial status; an existing capability's status is never
       changed (the promotion gate owns it): a difference is reported instead; links are added, never removed;
+    - each question's deliverables are created and updated from the seed data; one the data dropped is removed
+      while still owed and unanswered, kept and reported otherwise; its capability links are added, never removed;
     - every addition, change and removal is audited with the actor label "import_checklist".
     """
     parsed = parse_checklist(text)
@@ -143,6 +146,7 @@ class _Import:
         self.sync_questions()
         self.remove_unused_sections()
         self.sync_capabilities()
+        self.sync_deliverables()
         audit_record_many(self.audit_rows)
         return self.report
 
@@ -171,6 +175,12 @@ class _Import:
         self.evidence_links = set(evidence_through.objects.values_list("capability_id", "evidenceitem_id"))
         question_through = Capability.questions.through
         self.question_links = set(question_through.objects.values_list("capability_id", "question_id"))
+        self.deliverables = {(d.question_id, d.key): d for d in Deliverable.objects.all()}
+        self.answered_deliverables = set(
+            Deliverable.objects.filter(answers__isnull=False).values_list("pk", flat=True).distinct()
+        )
+        deliverable_through = Capability.deliverables.through
+        self.deliverable_links = set(deliverable_through.objects.values_list("capability_id", "deliverable_id"))
 
     # Audit and report: audit rows are collected and written together at the end of the transaction.
 
@@ -476,7 +486,7 @@ class _Import:
         gone = [obj for code, obj in self.questions.items() if code not in listed]
         if not gone:
             return
-        annotations = _local_work_annotations(Question, (Capability,))
+        annotations = _local_work_annotations(Question, (Capability, Deliverable))
         default_priority = Question._meta.get_field("priority").default
         # Locked, so an assignment made while this runs either shows here or waits for the removal.
         flagged = lock_rows(Question.objects).filter(pk__in=[o.pk for o in gone]).annotate(**annotations)
@@ -492,15 +502,23 @@ class _Import:
                 reasons.append(f"state {obj.state}")
             if obj.priority != default_priority:
                 reasons.append(f"priority {obj.priority}")
+            if any(d.state != Deliverable.OWED for d in self.deliverables_of(obj)):
+                reasons.append("deliverables decided")
             if reasons:
                 self.report.kept.append(
                     ("question", obj.code, f"no longer in the document, has local work ({', '.join(reasons)})")
                 )
                 continue
             before = _values(obj, ["code", "question", "acceptance"])
+            for deliverable in self.deliverables_of(obj):
+                del self.deliverables[(obj.pk, deliverable.key)]
+                deliverable.delete()
             obj.delete()
             del self.questions[obj.code]
             self.removed("questions", obj, obj.code, before)
+
+    def deliverables_of(self, question: Question) -> list[Deliverable]:
+        return [d for (question_id, _), d in self.deliverables.items() if question_id == question.pk]
 
     def remove_unused_sections(self) -> None:
         listed = {s.code for s in self.parsed.sections}
@@ -593,3 +611,69 @@ class _Import:
         question_through.objects.bulk_create(
             [question_through(capability_id=c, question_id=q) for c, q in question_rows]
         )
+
+    def sync_deliverables(self) -> None:
+        new = []
+        for code, seeds in QUESTION_DELIVERABLES.items():
+            question = self.questions.get(code)
+            if question is None:
+                self.report.notes.append(f"deliverables of {code}: the question is not imported")
+                continue
+            for position, seed in enumerate(seeds, start=1):
+                wanted = {
+                    "kind": seed.kind,
+                    "title": seed.title,
+                    "position": position,
+                    "checklist": list(seed.checklist),
+                    "schema_of": seed.schema_of,
+                }
+                obj = self.deliverables.get((question.pk, seed.key))
+                if obj is None:
+                    new.append((f"{code} {seed.key}", {"question_id": question.pk, "key": seed.key, **wanted}))
+                else:
+                    self.update("deliverable", obj, f"{code} {seed.key}", wanted)
+        for obj in self.create("deliverables", Deliverable, new):
+            self.deliverables[(obj.question_id, obj.key)] = obj
+        self.remove_deliverables()
+        self.link_deliverables()
+
+    def remove_deliverables(self) -> None:
+        listed = {
+            (self.questions[code].pk, seed.key)
+            for code, seeds in QUESTION_DELIVERABLES.items()
+            if code in self.questions
+            for seed in seeds
+        }
+        for ref, obj in list(self.deliverables.items()):
+            if ref in listed:
+                continue
+            label = f"{obj.question.code} {obj.key}"
+            if obj.state != Deliverable.OWED or obj.pk in self.answered_deliverables or obj.evidence_items.exists():
+                self.report.kept.append(
+                    ("deliverable", label, "no longer in the seed data, already answered or decided")
+                )
+                continue
+            before = _values(obj, ["key", "kind", "title"])
+            obj.delete()
+            del self.deliverables[ref]
+            self.removed("deliverables", obj, label, before)
+
+    def link_deliverables(self) -> None:
+        """Link each deliverable to the capabilities it proves (never unlinking one linked by hand)."""
+        rows = []
+        for code, seeds in QUESTION_DELIVERABLES.items():
+            if code not in self.questions:
+                continue
+            for seed in seeds:
+                obj = self.deliverables[(self.questions[code].pk, seed.key)]
+                for slug in seed.capabilities:
+                    capability = self.capabilities.get(slug)
+                    if capability is None:
+                        self.report.notes.append(f"deliverable {code} {seed.key}: unknown capability {slug}")
+                    elif (capability.pk, obj.pk) not in self.deliverable_links:
+                        rows.append((capability.pk, obj.pk))
+                        self.audit(
+                            action="checklist.link", obj=obj, after={"capability": slug, "deliverable": seed.key}
+                        )
+        through = Capability.deliverables.through
+        through.objects.bulk_create([through(capability_id=c, deliverable_id=d) for c, d in rows])

@@ -200,3 +200,29 @@ def test_questions_say_when_they_are_due_and_filter_by_it(pm, vendor_a, settings
     bad = client.get("/api/v1/questions/?due=later")
     assert (bad.status_code, bad.json()["errors"][0]["field"]) == (400, "due")
     assert vendor_a.client().get("/api/v1/questions/?due=overdue").json()["count"] == 1
+
+
+def test_a_hand_set_closed_is_refused_naming_the_deliverables_owed(pm, vendor_a, question_a):
+    from tests.factories import make_deliverable
+
+    Question.objects.filter(pk=question_a.pk).update(state="verifying")
+    make_deliverable(question_a, "package-batch-4")
+    make_deliverable(question_a, "package-batch-16")
+    before = db_snapshot()
+    response = pm.client().patch("/api/v1/questions/V18/", {"state": "closed"}, format="json")
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert (error["field"], error["code"]) == ("state", "deliverables_owed")
+    assert "package-batch-4" in error["message"] and "package-batch-16" in error["message"]
+    assert db_snapshot() == before
+
+
+def test_deferring_through_the_api_needs_a_reason(pm, vendor_a, question_a):
+    response = pm.client().patch("/api/v1/questions/V18/", {"state": "deferred"}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == "state_reason"
+    response = pm.client().patch(
+        "/api/v1/questions/V18/", {"state": "deferred", "state_reason": "after CalRT 0.8"}, format="json"
+    )
+    assert response.status_code == 200, response.json()
+    assert (response.json()["state"], response.json()["state_reason"]) == ("deferred", "after CalRT 0.8")

@@ -20,6 +20,7 @@ from vendor.models import (
     Artifact,
     Blob,
     Comment,
+    Deliverable,
     Membership,
     NotificationEvent,
     Organisation,
@@ -51,6 +52,7 @@ READ_ONLY_MODELS = [
     Blob,
     Artifact,
     Answer,
+    Deliverable,
     Upload,
     AuditEntry,
     Comment,
@@ -231,4 +233,19 @@ def test_a_refused_organisation_changes_nothing(pm_client):
     )
     assert "Not saved" in response.content.decode() or "already exists" in response.content.decode()
     assert Organisation.objects.filter(slug="chipco").count() == 1
+    assert AuditEntry.objects.count() == audit_count
+
+
+def test_the_admins_close_action_refuses_while_deliverables_are_owed(pm_client, pm):
+    question = Question.objects.get(code="V18")
+    Question.objects.filter(pk=question.pk).update(state="verifying")
+    audit_count = AuditEntry.objects.count()
+    response = pm_client.post(
+        admin_url(Question, "changelist"), {"action": "close", "_selected_action": [question.pk]}, follow=True
+    )
+    page = response.content.decode()
+    assert "V18 cannot be closed while 3 of its deliverables are not accepted" in page
+    assert "package-batch-4" in page
+    question.refresh_from_db()
+    assert question.state == "verifying"
     assert AuditEntry.objects.count() == audit_count

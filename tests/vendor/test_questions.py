@@ -134,7 +134,12 @@ def test_bulk_update_moves_states_by_the_transition_table(pm, vendor_a):
     acme = vendor_a.user.membership.organisation
     asked = make_question("V18", organisation=acme)
     new = make_question("V19", state="new")
-    assert question_bulk_update(actor=pm.user, questions=[asked], changes={"state": "deferred"}) == 1
+    assert (
+        question_bulk_update(
+            actor=pm.user, questions=[asked], changes={"state": "deferred", "state_reason": "waiting for 0.8"}
+        )
+        == 1
+    )
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
         question_bulk_update(actor=pm.user, questions=[asked, new], changes={"state": "asked"})

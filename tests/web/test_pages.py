@@ -38,7 +38,7 @@ def test_dashboard_counts_questions_by_state_and_chain_stage(pm_client, pm, acme
     positions = dict(zip(response.context["positions"], section.position_counts, strict=True))
     assert positions[stages.GOLDEN] == 1 and positions[stages.ARTIFACT] == 1 and sum(positions.values()) == 2
     states = dict(zip([s for s, _ in response.context["state_choices"]], section.state_counts, strict=True))
-    assert states == {"new": 8, "asked": 0, "answered": 2, "verifying": 0, "closed": 0, "deferred": 0}
+    assert states == {"new": 8, "asked": 0, "answered": 2, "verifying": 0, "closed": 0, "deferred": 0, "wont_fix": 0}
 
 
 @pytest.mark.django_db

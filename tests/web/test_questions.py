@@ -282,7 +282,9 @@ def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(
     _set_due("V03", days(7))
     _set_due("V04", days(8))
     _set_due("V05", days(-1))
-    question_update(actor=pm, question=Question.objects.get(code="V05"), state="deferred")  # settled: not overdue
+    question_update(
+        actor=pm, question=Question.objects.get(code="V05"), state="deferred", state_reason="not this release"
+    )  # settled: not overdue
     body = pm_client.get(reverse("question-list"), {"section": "12.1"}).content.decode()
     row_classes = dict(re.findall(r'<tr id="question-(V[0-9]{2})" class="([^"]*)"', body))
     assert (row_classes["V01"], row_classes["V02"], row_classes["V03"]) == (
@@ -363,3 +365,34 @@ def test_list_filters_by_chain_stage_reached(pm_client, pm, acme, acme_engineer,
     assert not_started == [f"V{n}" for n in range(20, 28)]
     body = pm_client.get(reverse("question-list"), {"section": "12.3"}).content.decode()
     assert "Numerical golden" in body.split('id="question-V18"')[1].split("</tr>")[0]
+
+
+def _verifying_v18_owing_batches(pm, acme):
+    put_to(pm, acme, "V18")
+    Question.objects.filter(code="V18").update(state="verifying")
+    return Question.objects.get(code="V18")
+
+
+@pytest.mark.django_db
+def test_edit_in_place_refuses_closed_naming_what_is_owed(pm_client, pm, acme, checklist):
+    _verifying_v18_owing_batches(pm, acme)
+    audit_rows = AuditEntry.objects.count()
+    response = pm_client.post(reverse("question-edit", args=["V18"]), {"state": "closed"}, **HTMX)
+    body = response.content.decode()
+    assert 'class="has-error"' in body
+    assert "V18 cannot be closed while 3 of its deliverables are not accepted" in body
+    assert "package-batch-4" in body and "package-batch-16" in body
+    assert Question.objects.get(code="V18").state == "verifying"
+    assert AuditEntry.objects.count() == audit_rows
+
+
+@pytest.mark.django_db
+def test_bulk_edit_refuses_closed_naming_what_is_owed(pm_client, pm, acme, checklist):
+    _verifying_v18_owing_batches(pm, acme)
+    form = {"code": ["V18"], "state": "closed"}
+    preview = pm_client.post(reverse("question-bulk-edit"), form, **HTMX).content.decode()
+    assert "package-batch-8" in preview and ">Confirm</button>" not in preview
+    confirmed = pm_client.post(reverse("question-bulk-edit"), {**form, "confirm": "yes"})
+    assert confirmed.status_code == 400
+    assert "V18: V18 cannot be closed while 3 of its deliverables" in confirmed.content.decode()
+    assert Question.objects.get(code="V18").state == "verifying"

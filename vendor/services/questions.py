@@ -13,10 +13,11 @@ from calculet.errors import DomainError, ForbiddenError
 from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
 from vendor.models import Organisation, Question
+from vendor.selectors import deliverables_owed
 from vendor.services.notifications import notify_on_commit
 
-EDITABLE_FIELDS = ("assignee", "priority", "due_date", "state", "organisation")
-BULK_FIELDS = ("assignee", "priority", "due_date", "state")
+EDITABLE_FIELDS = ("assignee", "priority", "due_date", "state", "state_reason", "organisation")
+BULK_FIELDS = ("assignee", "priority", "due_date", "state", "state_reason")
 PRIORITY_CODES = [code for code, _ in states.PRIORITIES]
 
 
@@ -97,6 +98,35 @@ def _check_transition(question: Question, target: str, organisation: Organisatio
         )
     if target == states.ASKED and organisation is None:
         raise DomainError("Put the question to an organisation before asking it.", field="state")
+    if target == states.CLOSED:
+        _check_nothing_owed(question)
+
+
+def _check_nothing_owed(question: Question) -> None:
+    """A question closes only when every deliverable is accepted: refused, naming what is still owed."""
+    if not question.deliverables.exists():
+        raise DomainError(
+            f"{question.code} cannot be closed: it has no deliverable to accept. Defer it or mark it won't fix, "
+            "with a reason.",
+            field="state",
+            code="deliverables_owed",
+        )
+    owed = deliverables_owed(question)
+    if owed:
+        listed = "; ".join(f"{d.key} ({d.kind}, {d.state})" for d in owed)
+        raise DomainError(
+            f"{question.code} cannot be closed while {len(owed)} of its deliverables are not accepted: {listed}. "
+            "A question closes when its last deliverable is accepted; otherwise defer it or mark it won't fix, "
+            "with a reason.",
+            field="state",
+            code="deliverables_owed",
+        )
+
+
+def _check_state_reason(target: str, reason: str) -> None:
+    if target in states.STATES_NEEDING_REASON and not reason.strip():
+        label = dict(states.QUESTION_STATES)[target]
+        raise DomainError(f"Give the reason the question is set to {label}.", field="state_reason")
 
 
 def _lock(question: Question) -> Question:
@@ -124,7 +154,18 @@ def _cleaned_changes(question: Question, changes: dict) -> dict:
             cleaned["due_date"] = due_date
     if "state" in changes and changes["state"] != question.state:
         _check_transition(question, changes["state"], organisation)
+        reason = str(changes.get("state_reason") or "")
+        _check_state_reason(changes["state"], reason)
         cleaned["state"] = changes["state"]
+        reason = reason.strip() if changes["state"] in states.STATES_NEEDING_REASON else ""
+        if reason != question.state_reason:
+            cleaned["state_reason"] = reason
+    elif (
+        # A new reason for the state the question is already in.
+        question.state in states.STATES_NEEDING_REASON
+        and str(changes.get("state_reason") or "").strip() not in ("", question.state_reason)
+    ):
+        cleaned["state_reason"] = str(changes["state_reason"]).strip()
     assignee = changes.get("assignee", question.assignee)
     if "assignee" in changes or "organisation" in cleaned:
         _check_assignee(assignee, organisation)
@@ -156,10 +197,11 @@ def question_update(*, actor, question: Question, **changes) -> Question:
     """Change a question's assignee, priority, due date, state or organisation.
 
     Preconditions: `actor` is a PM of the integration team (ForbiddenError otherwise). `state` moves only
-    along `vendor.states.QUESTION_TRANSITIONS`; `organisation` is a vendor organisation or None; an
-    assignee belongs to the integration team or to the question's organisation; a new due date is not in
-    the past. Bad input raises DomainError naming the field and changes nothing. One audit row records
-    before and after.
+    along `vendor.states.QUESTION_TRANSITIONS`; Closed only when every deliverable of the question is accepted
+    (the error names those still owed); Deferred and Won't fix only with a `state_reason`; `organisation` is
+    a vendor organisation or None; an assignee belongs to the integration team or to the question's
+    organisation; a new due date is not in the past. Bad input raises DomainError naming the field and
+    changes nothing. One audit row records before and after.
     """
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may change a question.")
@@ -244,9 +286,11 @@ def question_bulk_update(*, actor, questions, changes: dict) -> int:
 
 
 def question_state_move(*, actor, question: Question, state: str, reason: str = "") -> Question:
-    """Move a question's state on behalf of the system (an answer arrived, a chain passed or failed).
+    """Move a question's state on behalf of the system (an answer arrived, a chain started, the last
+    deliverable was accepted).
 
-    Preconditions: the move is an edge of `vendor.states.QUESTION_TRANSITIONS` (DomainError otherwise).
+    Preconditions: the move is an edge of `vendor.states.QUESTION_TRANSITIONS` and, to Closed, every
+    deliverable is accepted (DomainError otherwise).
     Runs in the caller's transaction when there is one; writes one audit row.
     """
     with transaction.atomic():

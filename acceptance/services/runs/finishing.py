@@ -16,7 +16,8 @@ from acceptance.services.locking import run_lock
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
-from evidence.models import EvidenceGrade, EvidenceItem
+from evidence.models import EvidenceItem
+from evidence.services import evidence_record
 from vendor import events
 from vendor.models import Artifact
 from vendor.services.notifications import notify_on_commit
@@ -132,17 +133,24 @@ def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> Evidence
     passed_or_failed = "passed" if outcome.verdict == stages.PASS else "failed"
     calbin = next((a for a in run.inputs.get("artifacts", []) if a["kind"] == Artifact.CALBIN), None)
     calbin_note = f" with {calbin['file_name']} {calbin['version']}" if calbin else ""
-    item = EvidenceItem.objects.create(
-        code=f"RUN-{run.pk}",
+    return evidence_record(
         origin=EvidenceItem.RUN,
+        grade=grade,
         conclusion=(
             f"{stages.STAGE_LABELS[run.stage]} {passed_or_failed} on {run.target.name} ({run.target.kind})"
             f"{calbin_note}."
         ),
+        organisation=run.answer.organisation if run.answer else None,
+        capabilities=[capability],
+        versions=_run_versions(run),
+        deliverable=run.answer.deliverable if run.answer else None,
+        code_prefix=f"RUN-{run.pk}",
         source_text=f"acceptance run {run.pk}, answer {run.answer_id}, target {run.target.slug}",
-        grade_text=grade,
-        explanation=outcome.reason[:2000],
+        explanation=outcome.reason,
     )
-    EvidenceGrade.objects.create(item=item, grade=grade)
-    capability.evidence.add(item)
-    return item
+
+
+def _run_versions(run: Run) -> dict[str, str]:
+    """The target's versions as the run was sent with them."""
+    sent = run.inputs.get("target", {})
+    return {key: sent[key] for key in ("calrt", "driver", "firmware", "chip") if sent.get(key)}

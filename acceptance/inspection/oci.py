@@ -1,0 +1,277 @@
+"""An OCI image archive (`docker save --format oci`, `skopeo copy oci-archive:`, `podman save`), verified
+offline: the layout, the index, every manifest, config and layer blob present with the digest and size
+its descriptor names, an SBOM and a licence.
+
+Blobs are hashed as they stream out of the tar, a megabyte at a time; only the JSON documents (index,
+manifests, configs, SBOM) are read whole, each up to a bound. Where the SBOM is:
+
+- a file of the archive outside `blobs/` (`*.spdx.json`, `*.cdx.json`, `sbom.json`, `bom.json`);
+- a blob whose descriptor's media type or artifact type is SPDX or CycloneDX JSON (an attached artifact
+  in the layout, a referrer listed in the index);
+- or a separate file passed in as `sbom` (an artifact attached in the registry and pulled apart).
+
+SPDX 2.x (`spdxVersion` "SPDX-2.*") and CycloneDX JSON (`bomFormat` "CycloneDX") are accepted. The
+licence is a file of the archive outside `blobs/` named LICENSE, LICENCE, COPYING or NOTICE (any case,
+any extension), or a blob whose descriptor titles it so (`org.opencontainers.image.title`).
+"""
+
+import hashlib
+import json
+import re
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from acceptance.inspection import Report
+
+CHUNK = 1024 * 1024
+MAX_JSON_BYTES = 8 * 1024 * 1024
+MAX_SBOM_BYTES = 64 * 1024 * 1024
+MAX_MEMBERS = 100_000
+MAX_INDEX_DEPTH = 4
+INDEX_MEDIA_TYPES = {
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+}
+MANIFEST_MEDIA_TYPES = {
+    "application/vnd.oci.image.manifest.v1+json",
+    "application/vnd.docker.distribution.manifest.v2+json",
+}
+SBOM_MEDIA_TYPES = {"application/spdx+json", "application/vnd.cyclonedx+json", "application/vnd.syft+json"}
+SBOM_FILE = re.compile(r"(\.spdx\.json|\.cdx\.json|^sbom\.json|^bom\.json)$", re.IGNORECASE)
+LICENCE_FILE = re.compile(r"^(licen[cs]e|copying|notice)([._-].*)?$", re.IGNORECASE)
+DIGEST = re.compile(r"^(sha256:[a-f0-9]{64}|sha512:[a-f0-9]{128})$")
+TITLE = "org.opencontainers.image.title"
+
+
+@dataclass
+class ImageReport(Report):
+    blobs: dict[str, dict] = field(default_factory=dict)  # digest -> {"size", "media_type", "verified"}
+    sbom: dict[str, Any] | None = None
+    licence: str | None = None
+
+
+def check_oci_archive(path: Path, *, sbom: Path | None = None) -> ImageReport:
+    report = ImageReport()
+    path = Path(path)
+    report.checked["archive"] = {"name": path.name, "size": path.stat().st_size if path.is_file() else None}
+    if not path.is_file():
+        report.add("archive_missing", f"the image archive {path.name} does not exist")
+        return report
+    try:
+        with tarfile.open(path, "r:*") as archive:
+            _Inspection(archive, report).run()
+    except (tarfile.TarError, EOFError, OSError) as error:
+        report.add("archive_unreadable", f"{path.name} is not a readable tar archive: {error}")
+        return report
+    if sbom is not None:
+        _check_sbom_bytes(_read_bounded_file(Path(sbom), report), f"attached {Path(sbom).name}", report)
+    if report.sbom is None and not any(f.code.startswith("sbom") for f in report.findings):
+        report.add("sbom_missing", "no SBOM (SPDX or CycloneDX JSON) in the archive or attached to it")
+    if report.licence is None:
+        report.add("licence_missing", "no licence file (LICENSE, LICENCE, COPYING, NOTICE) in the archive")
+    return report
+
+
+class _Inspection:
+    def __init__(self, archive: tarfile.TarFile, report: ImageReport):
+        self.archive = archive
+        self.report = report
+        self.members: dict[str, tarfile.TarInfo] = {}
+
+    def run(self) -> None:
+        for count, member in enumerate(self.archive):
+            if count >= MAX_MEMBERS:
+                self.report.add("archive_too_many_members", f"more than {MAX_MEMBERS} members: not an image layout")
+                return
+            if member.isfile():
+                self.members[str(PurePosixPath(member.name.removeprefix("./")))] = member
+        files = sorted(name for name in self.members if not name.startswith("blobs/"))
+        self.report.checked["files"] = files
+        self._check_layout()
+        for name in files:
+            basename = PurePosixPath(name).name
+            if SBOM_FILE.search(basename) and self.report.sbom is None:
+                _check_sbom_bytes(self._read_member(name, MAX_SBOM_BYTES, "sbom"), name, self.report)
+            if LICENCE_FILE.match(basename) and self.report.licence is None:
+                self.report.licence = name
+        index = self._read_json("index.json", "index")
+        if index is not None:
+            self._walk_index(index, "index.json", depth=0)
+
+    def _check_layout(self) -> None:
+        layout = self._read_json("oci-layout", "layout")
+        if layout is None:
+            return
+        version = layout.get("imageLayoutVersion") if isinstance(layout, dict) else None
+        self.report.checked["layout_version"] = version
+        if version != "1.0.0":
+            self.report.add("layout_invalid", f"oci-layout's imageLayoutVersion is {version!r}, not '1.0.0'")
+
+    def _read_member(self, name: str, limit: int, what: str) -> bytes | None:
+        member = self.members.get(name)
+        if member is None:
+            return None
+        if member.size > limit:
+            self.report.add(f"{what}_too_large", f"{name} is {member.size} bytes, more than {limit}", path=name)
+            return None
+        stream = self.archive.extractfile(member)
+        return stream.read() if stream is not None else None
+
+    def _read_json(self, name: str, what: str) -> Any:
+        if name not in self.members:
+            self.report.add(f"{what}_missing", f"{name} is missing from the archive", path=name)
+            return None
+        data = self._read_member(name, MAX_JSON_BYTES, what)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            self.report.add(f"{what}_invalid", f"{name} is not JSON: {error}", path=name)
+            return None
+
+    def _walk_index(self, index: Any, where: str, depth: int) -> None:
+        manifests = index.get("manifests") if isinstance(index, dict) else None
+        if not isinstance(manifests, list) or not manifests or index.get("schemaVersion") != 2:
+            self.report.add("index_invalid", f"{where} is not an image index (schemaVersion 2, manifests)", path=where)
+            return
+        self.report.checked.setdefault("manifests", [])
+        for descriptor in manifests:
+            document = self._blob_json(descriptor, f"a manifest of {where}", "manifest")
+            if document is None:
+                continue
+            media_type = descriptor.get("mediaType") or document.get("mediaType")
+            if media_type in INDEX_MEDIA_TYPES:
+                if depth + 1 >= MAX_INDEX_DEPTH:
+                    self.report.add("index_too_deep", f"indexes nest more than {MAX_INDEX_DEPTH} deep", path=where)
+                else:
+                    self._walk_index(document, descriptor["digest"], depth + 1)
+                continue
+            self.report.checked["manifests"].append(descriptor["digest"])
+            self._check_manifest(document, descriptor)
+
+    def _check_manifest(self, manifest: Any, descriptor: dict) -> None:
+        where = descriptor["digest"]
+        config, layers = manifest.get("config"), manifest.get("layers")
+        if manifest.get("schemaVersion") != 2 or not isinstance(config, dict) or not isinstance(layers, list):
+            self.report.add(
+                "manifest_invalid", f"manifest {where} has no schemaVersion 2, config and layers", path=where
+            )
+            return
+        artifact = manifest.get("artifactType") or descriptor.get("artifactType") or config.get("mediaType")
+        is_sbom_artifact = artifact in SBOM_MEDIA_TYPES
+        config_document = self._blob_json(config, f"the config of {where}", "config")
+        if config_document is not None and not isinstance(config_document, dict):
+            self.report.add("config_invalid", f"the config of {where} is not a JSON object", path=config["digest"])
+        for layer in layers:
+            if not self._verify_blob(layer, f"a layer of {where}"):
+                continue
+            title = (layer.get("annotations") or {}).get(TITLE, "")
+            if layer.get("mediaType") in SBOM_MEDIA_TYPES or (is_sbom_artifact and self.report.sbom is None):
+                name = _blob_name(layer["digest"])
+                _check_sbom_bytes(
+                    self._read_member(name, MAX_SBOM_BYTES, "sbom"), f"blob {layer['digest']}", self.report
+                )
+            if title and LICENCE_FILE.match(PurePosixPath(title).name) and self.report.licence is None:
+                self.report.licence = f"{title} ({layer['digest']})"
+
+    def _verify_blob(self, descriptor: Any, what: str) -> bool:
+        """The blob a descriptor names is in the archive with its size and digest."""
+        if not isinstance(descriptor, dict) or not DIGEST.match(str(descriptor.get("digest", ""))):
+            self.report.add("descriptor_invalid", f"{what} has no valid digest: {str(descriptor)[:200]}")
+            return False
+        digest, size = descriptor["digest"], descriptor.get("size")
+        record = self.report.blobs.setdefault(
+            digest, {"size": size, "media_type": descriptor.get("mediaType"), "verified": False}
+        )
+        if record["verified"]:
+            return True
+        name = _blob_name(digest)
+        member = self.members.get(name)
+        if member is None:
+            self.report.add("blob_missing", f"{what}: blob {digest} is missing", digest=digest)
+            return False
+        if size != member.size:
+            self.report.add(
+                "size_mismatch",
+                f"{what}: blob {digest} is {member.size} bytes, its descriptor says {size}",
+                digest=digest,
+                size=member.size,
+                expected=size,
+            )
+            return False
+        algorithm, expected = digest.split(":")
+        actual = _hash_stream(self.archive.extractfile(member), algorithm)
+        if actual != expected:
+            self.report.add(
+                "digest_mismatch",
+                f"{what}: blob {digest} hashes to {algorithm}:{actual}",
+                digest=digest,
+                actual=f"{algorithm}:{actual}",
+            )
+            return False
+        record["verified"] = True
+        return True
+
+    def _blob_json(self, descriptor: Any, what: str, kind: str) -> Any:
+        if not self._verify_blob(descriptor, what):
+            return None
+        document = self._read_json(_blob_name(descriptor["digest"]), kind)
+        if document is not None and not isinstance(document, dict):
+            self.report.add(f"{kind}_invalid", f"{what} is not a JSON object", path=descriptor["digest"])
+            return None
+        return document
+
+
+def _blob_name(digest: str) -> str:
+    algorithm, hexdigest = digest.split(":")
+    return f"blobs/{algorithm}/{hexdigest}"
+
+
+def _hash_stream(stream: IO[bytes] | None, algorithm: str) -> str:
+    hasher = hashlib.new(algorithm)
+    if stream is not None:
+        while chunk := stream.read(CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def _read_bounded_file(path: Path, report: Report) -> bytes | None:
+    if not path.is_file():
+        report.add("sbom_missing", f"the attached SBOM {path.name} does not exist")
+        return None
+    if path.stat().st_size > MAX_SBOM_BYTES:
+        report.add("sbom_too_large", f"the attached SBOM {path.name} is larger than {MAX_SBOM_BYTES} bytes")
+        return None
+    return path.read_bytes()
+
+
+def _check_sbom_bytes(data: bytes | None, where: str, report: ImageReport) -> None:
+    if data is None:
+        return
+    try:
+        document = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        report.add("sbom_invalid", f"the SBOM {where} is not JSON: {error}", where=where)
+        return
+    described = _sbom_format(document)
+    if described is None:
+        report.add("sbom_invalid", f"the SBOM {where} is neither SPDX 2.x nor CycloneDX JSON", where=where)
+        return
+    sbom_format, version, packages = described
+    report.sbom = {"where": where, "format": sbom_format, "version": version, "packages": packages}
+
+
+def _sbom_format(document: Any) -> tuple[str, str, int] | None:
+    if not isinstance(document, dict):
+        return None
+    spdx = document.get("spdxVersion")
+    if isinstance(spdx, str) and spdx.startswith("SPDX-2.") and isinstance(document.get("packages", []), list):
+        return "SPDX", spdx.removeprefix("SPDX-"), len(document.get("packages", []))
+    spec = document.get("specVersion")
+    if document.get("bomFormat") == "CycloneDX" and isinstance(spec, str):
+        components = document.get("components", [])
+        return "CycloneDX", spec, len(components) if isinstance(components, list) else 0
+    return None

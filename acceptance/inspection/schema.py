@@ -1,0 +1,110 @@
+"""A vendor's JSON Schema for its package metadata (V08, V33, V43, V46, V47, V48) or its trace (V37).
+
+The schema must itself be valid JSON Schema (Draft 2020-12 or Draft 7, as its `$schema` says; 2020-12
+when it says nothing), must accept what the simulator makes of the current format (samples.py: the
+metadata npu_sim's reader gives for packages it built, a trace it exported) and anything the answer adds
+(`also_accept`, e.g. the vendor's own current package's metadata), and must reject the seed's defects
+(A16's impossible unit, A17's prefill labelled llm_decode; for a trace, an impossible time unit and
+events a viewer cannot place). References are resolved only inside the schema: nothing is fetched.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import SchemaError
+from referencing.exceptions import Unresolvable
+
+from acceptance.inspection import Report
+from acceptance.inspection.samples import samples_for
+
+DRAFTS: dict[str, type[Any]] = {
+    "https://json-schema.org/draft/2020-12/schema": jsonschema.Draft202012Validator,
+    "http://json-schema.org/draft-07/schema": jsonschema.Draft7Validator,
+}
+ERRORS_KEPT = 5
+
+
+@dataclass
+class SchemaReport(Report):
+    draft: str | None = None
+
+
+def check_schema(schema: Any, subject: str, *, also_accept: Mapping[str, Any] | None = None) -> SchemaReport:
+    samples = samples_for(subject)  # raises ValueError for an unknown subject
+    report = SchemaReport()
+    report.checked["subject"] = subject
+    validator = _validator(schema, report)
+    if validator is None:
+        return report
+    accept = [(s.name, s.description, s.document) for s in samples.accept]
+    accept += [(name, "given with the answer", document) for name, document in (also_accept or {}).items()]
+    report.checked["accepted"], report.checked["rejected"] = {}, {}
+    for name, description, document in accept:
+        errors = _errors(validator, document, name, report)
+        if errors is None:
+            continue
+        report.checked["accepted"][name] = not errors
+        if errors:
+            report.add(
+                "rejects_current",
+                f"the schema rejects {name} ({description}): {errors[0]}",
+                sample=name,
+                errors=errors,
+            )
+    for sample in samples.reject:
+        errors = _errors(validator, sample.document, sample.name, report)
+        if errors is None:
+            continue
+        report.checked["rejected"][sample.name] = errors[:1]
+        if not errors:
+            report.add(
+                "accepts_defect",
+                f"the schema accepts {sample.name} ({sample.description})",
+                sample=sample.name,
+            )
+    return report
+
+
+def _validator(schema: Any, report: SchemaReport) -> Any:
+    if not isinstance(schema, dict):
+        report.add("schema_invalid", f"a schema must be a JSON object, not {type(schema).__name__}")
+        return None
+    declared = str(schema.get("$schema", "https://json-schema.org/draft/2020-12/schema")).rstrip("#")
+    cls = DRAFTS.get(declared)
+    if cls is None:
+        report.add(
+            "schema_draft_unsupported",
+            f"$schema {declared!r} is neither Draft 2020-12 nor Draft 7",
+            declared=declared,
+        )
+        return None
+    report.draft = declared
+    report.checked["draft"] = declared
+    try:
+        cls.check_schema(schema)
+    except SchemaError as error:
+        report.add(
+            "schema_invalid",
+            f"the schema is not valid {declared}: {error.message} at {_path(error.absolute_path)}",
+            path=_path(error.absolute_path),
+        )
+        return None
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+def _errors(validator: Any, document: Any, name: str, report: SchemaReport) -> list[str] | None:
+    """The first few reasons the schema rejects `document` (empty: it accepts it); None when the schema
+    could not be applied at all (a reference it cannot resolve)."""
+    try:
+        errors = sorted(validator.iter_errors(document), key=lambda e: list(e.absolute_path))
+    except Unresolvable as error:
+        if not any(f.code == "schema_unresolvable" for f in report.findings):
+            report.add("schema_unresolvable", f"a reference of the schema cannot be resolved: {error}")
+        return None
+    return [f"{_path(e.absolute_path)}: {e.message}"[:500] for e in errors[:ERRORS_KEPT]]
+
+
+def _path(parts: Any) -> str:
+    return "/" + "/".join(str(part) for part in parts)

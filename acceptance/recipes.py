@@ -1,0 +1,159 @@
+"""How each capability is proven: its recipe, as data beside the promotion policy. No ORM here.
+
+A recipe names the simulator probes that exercise the capability (`python -m npu_sim probes`, the
+catalogue in npu_sim/probes), with the parameters and default thresholds they run with, and the SDK entry
+points the capability needs (checked in the delivered headers and the library's dynamic symbols).
+
+- Parameters are written out in full, so a recipe keeps meaning what it meant when the simulator's
+  defaults change; a change to a recipe's probes, parameters or thresholds is a new `version`.
+- Thresholds are the catalogue's defaults. An answer may tighten them (`tightened`), never loosen them:
+  each threshold's stricter direction is the catalogue's.
+- SDK entry points are the names the seed itself gives (sections 6 and 10; V20, V45, V50, V54):
+  `Class::method` for a C++ member, a bare name for a function or a member of a class the seed does not
+  name. A capability whose seed rows name no call has none; its SDK deliverable is checked against the
+  names the answer declares.
+- A capability the simulator cannot exercise (a compiler, a schema, a separate SDK) has no probes: its
+  container image, schema or SDK deliverable proves it.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+
+from npu_sim.probes import PROBES
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    name: str
+    params: Mapping[str, object] = field(default_factory=dict)
+    thresholds: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    capability: str
+    version: int
+    probes: tuple[ProbeSpec, ...] = ()
+    sdk_entry_points: tuple[str, ...] = ()
+
+
+LAYOUT_THRESHOLDS = {"cosine_min": 0.9999, "top1_min": 0.99, "max_rel": 0.01}
+SAMPLING = ProbeSpec(
+    "sampling",
+    {"temperature": 0.8, "top_k": 40, "top_p": 0.95, "seed": 1234, "draws": 50000},
+    {"min_p_value": 0.001},
+)
+S8_V = ProbeSpec("s8", {"kv": "v"}, {"cosine_min_vs_float": 0.999, "top1_min_vs_float": 0.9, "max_rel_vs_float": 0.05})
+MULTI_BOARD = ProbeSpec("multi_board", {"link_gb_s": 25.0, "link_latency_us": 10.0}, LAYOUT_THRESHOLDS)
+SINGLE_CHIPLET = ProbeSpec("single_chiplet")
+MULTI_MODEL = ProbeSpec("multi_model")
+PARALLEL_MODE = ProbeSpec("parallel_mode", {"threads": 4, "jobs_per_thread": 6, "max_in_flight": 4})
+FAULT_RECOVERY = ProbeSpec("fault_recovery")
+ERROR_MAPPING = ProbeSpec("error_mapping", {"retries": 2})
+KV_MANAGER_CALLS = tuple(
+    f"KvManager::{name}" for name in ("canAllocate", "Allocate", "Free", "Apply", "DoShift", "Clear")
+)
+
+
+def decode_batch(batch: int) -> ProbeSpec:
+    return ProbeSpec("decode_batch", {"batch": batch})
+
+
+_RECIPES = [
+    # Pinned (section 13): they move only on new artifacts and real tests.
+    Recipe("multi-board", 1, (MULTI_BOARD,)),
+    # Two single-chiplet packages configured on one chiplet: the job's second package is the other model.
+    Recipe("two-models-one-chiplet", 1, (SINGLE_CHIPLET, MULTI_MODEL)),
+    Recipe("expert-parallel", 1, (ProbeSpec("expert_parallel", {}, LAYOUT_THRESHOLDS),)),
+    Recipe("dynamic-resident-multi-model", 1, (ProbeSpec("residency"),)),
+    Recipe("npu-sampling", 1, (SAMPLING,)),
+    # On a CalRT 0.7.6 device the probe ends not_exercised (I09): the capability stays C4.
+    Recipe("multi-physical-device-calrt-0-7-6", 1, (MULTI_BOARD,)),
+    # From the evidence rows.
+    Recipe("kv-seq-min-max", 1, (ProbeSpec("kv_seq_min_max"),)),
+    Recipe("kv-manager-api", 1, (ProbeSpec("kv_manager"), ProbeSpec("kv_shift")), KV_MANAGER_CALLS),
+    # K08: the batch layout and the S8 V cache; batch 4 is the smallest V18 asks for.
+    Recipe("kv-batch-layout", 1, (decode_batch(4), S8_V)),
+    Recipe("s8-v-cache-calbin", 1, (S8_V,)),
+    Recipe("fixed-task-infer", 1, (ProbeSpec("fixed_task"),)),
+    Recipe("output-buffer-wait", 1, (ProbeSpec("output_buffer"), FAULT_RECOVERY), ("OutputBuf::Wait",)),
+    Recipe("parallel-mode", 1, (PARALLEL_MODE,), ("VirtualDevice::SubmitJob", "VirtualDevice::EnableParallelMode")),
+    Recipe("golden-readback", 1, (ProbeSpec("golden_readback"),)),
+    Recipe("device-counters-trace", 1, (ProbeSpec("counters_trace"),)),
+    Recipe("c-api-nonblocking", 1, (ProbeSpec("c_api_nonblocking"), PARALLEL_MODE)),
+    Recipe("full-debug", 1, (ProbeSpec("full_debug"),)),
+    Recipe("error-codes", 1, (ProbeSpec("error_codes"),)),
+    Recipe("error-mapping", 1, (ERROR_MAPPING, FAULT_RECOVERY)),
+    Recipe(
+        "device-reset",
+        1,
+        (ProbeSpec("device_reset"), FAULT_RECOVERY),
+        (
+            "VirtualDevice::ResetCCU",
+            "VirtualDevice::ResetConfiguration",
+            "VirtualDevice::ResetDevice",
+            "ClearDynamicMem",
+            "ClearAllDevMem",
+        ),
+    ),
+    # I05: absent from 0.7.6's headers and symbols; the version that adds them must carry both.
+    Recipe("pdf-relocate-alloc", 1, (), ("RelocateTensorAddress", "AllocDevMem")),
+    Recipe("reproducible-compile", 1),
+    Recipe("calbin-metadata-schema", 1),
+    Recipe("enginecore", 1),
+    # From the questions.
+    Recipe("decode-batch-4", 1, (decode_batch(4),)),
+    Recipe("decode-batch-8", 1, (decode_batch(8),)),
+    Recipe("decode-batch-16", 1, (decode_batch(16),)),
+    Recipe("prefill-batch-dynamic-shape", 1, (ProbeSpec("prefill_shapes"),)),
+    Recipe("single-chiplet", 1, (SINGLE_CHIPLET,)),
+    Recipe("pipeline-parallel", 1, (ProbeSpec("pipeline_parallel", {}, LAYOUT_THRESHOLDS),)),
+    Recipe("custom-kernel-sdk", 1, (ProbeSpec("cpu_fallback"),)),
+]
+
+RECIPES: Mapping[str, Recipe] = MappingProxyType({recipe.capability: recipe for recipe in _RECIPES})
+
+
+def recipe_for(slug: str) -> Recipe:
+    try:
+        return RECIPES[slug]
+    except KeyError:
+        raise KeyError(f"no proof recipe for capability {slug!r}") from None
+
+
+def tightened(recipe: Recipe, overrides: Mapping[str, Mapping[str, float]]) -> Recipe:
+    """The recipe with an answer's thresholds: `{probe name: {threshold: value}}`. Raises ValueError naming
+    the probe and threshold when one is unknown, not a number, outside the threshold's bounds, or looser
+    than the recipe's."""
+    by_name = {probe.name: probe for probe in recipe.probes}
+    for probe_name, values in overrides.items():
+        if probe_name not in by_name:
+            raise ValueError(f"{recipe.capability}: probe {probe_name!r} is not in its recipe")
+        for threshold, value in values.items():
+            _check_override(recipe.capability, by_name[probe_name], threshold, value)
+    return replace(
+        recipe,
+        probes=tuple(
+            replace(probe, thresholds={**probe.thresholds, **overrides.get(probe.name, {})}) for probe in recipe.probes
+        ),
+    )
+
+
+def _check_override(capability: str, probe: ProbeSpec, threshold: str, value: object) -> None:
+    where = f"{capability}: probe {probe.name} threshold {threshold}"
+    declared = {spec.name: spec for spec in PROBES[probe.name].thresholds}
+    if threshold not in probe.thresholds or threshold not in declared:
+        raise ValueError(f"{capability}: probe {probe.name} has no threshold {threshold!r}")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"{where} must be a number, not {value!r}")
+    spec = declared[threshold]
+    if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
+        raise ValueError(f"{where} must be {spec.expectation()}, not {value:g}")
+    default = probe.thresholds[threshold]
+    looser = value < default if spec.stricter == "higher" else value > default
+    if looser:
+        direction = "lower" if spec.stricter == "higher" else "higher"
+        raise ValueError(
+            f"{where}: {value:g} is {direction} than the recipe's {default:g}; an answer may only tighten it"
+        )

@@ -1,0 +1,595 @@
+"""What an answer to each question must deliver, from the seed's acceptance column (section 12), its evidence
+grades (section 1) and its closing rule (section 13). Data only: the import reads it.
+
+A deliverable's kind says how it is accepted:
+
+- `calbin`: a model package (or the runtime running one); the probes of each capability it names run
+  through the chain (runner, golden, failure, integration, soak) on a target. One package proves only
+  what it is: V18's batches 4, 8 and 16 are three deliverables.
+- `sdk`: headers and a library of one version; the entry points each capability needs are declared in
+  the headers and defined in the library's dynamic symbols, and the answer's minimal example builds.
+- `container_image`: an OCI image archive that verifies offline (layout, manifest, layer digests) with an
+  SBOM and a licence file; where the answer gives a build command, it is run twice and must give the
+  same bytes (V03).
+- `schema`: a JSON Schema that accepts the current package's metadata (`schema_of` "package-metadata")
+  or a trace ("trace"), and rejects the seed's A16 and A17 defects.
+- `document`: a written answer, reviewed by a PM against `checklist` (items from the acceptance form).
+  A document closes a question; it never moves a capability, so it names none.
+
+Every capability that capabilities.QUESTION_CAPABILITIES links to a question is proven by one of that
+question's calbin, sdk, container_image or schema deliverables.
+"""
+
+from dataclasses import dataclass
+
+KINDS = ("calbin", "sdk", "container_image", "schema", "document")
+SCHEMA_SUBJECTS = ("package-metadata", "trace")
+
+
+@dataclass(frozen=True)
+class DeliverableSeed:
+    key: str  # unique within the question
+    kind: str  # one of KINDS
+    title: str
+    capabilities: tuple[str, ...] = ()  # the capabilities it proves (none for a document)
+    checklist: tuple[str, ...] = ()  # document only: what the PM checks
+    schema_of: str = ""  # schema only: one of SCHEMA_SUBJECTS
+
+
+def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "calbin", title, capabilities=capabilities)
+
+
+def sdk(key: str, title: str, *capabilities: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "sdk", title, capabilities=capabilities)
+
+
+def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "container_image", title, capabilities=capabilities)
+
+
+def schema(key: str, title: str, schema_of: str, *capabilities: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of)
+
+
+def document(key: str, title: str, *checklist: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "document", title, checklist=checklist)
+
+
+COMPILE = "reproducible-compile"
+METADATA = "calbin-metadata-schema"
+
+QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
+    # 12.1 Compiler and reproducible supply chain
+    "V01": (image("compiler-container", "Compiler container at a fixed digest", COMPILE),),
+    "V02": (
+        document(
+            "release-statement",
+            "Whether calcc and TVM may be released to us",
+            "States whether calcc 575c2d… may be released, as binary or source",
+            "States whether TVM 7aebd1… may be released, as binary or source",
+            "Maps each released binary to its source and commit",
+        ),
+    ),
+    "V03": (image("compile-script", "One-step compile of the current Qwen3 package, reproducible", COMPILE),),
+    "V04": (
+        document(
+            "original-onnx",
+            "The original ONNX and its SHA-256",
+            "The ONNX file is delivered",
+            "Its SHA-256 matches the hash 316f06… both sub-models record (C02)",
+            "Any external data files are delivered with their SHA-256",
+        ),
+    ),
+    "V05": (
+        document(
+            "onnx-requirements",
+            "ONNX input requirements",
+            "Names the ONNX dialect and the opsets accepted",
+            "Says which dynamic shapes are accepted and how they are declared",
+            "Says how external data must be laid out",
+        ),
+        image("onnx-checker", "ONNX input checker as a runnable image", COMPILE),
+    ),
+    "V06": (
+        image("quantisation-tool", "Quantisation tool with a replayable configuration", COMPILE),
+        document(
+            "calibration-description",
+            "Calibration set and quantisation rules",
+            "Describes the calibration set's format, size and origin",
+            "States the W8A8 rules (which tensors, granularity, scales)",
+            "States the W4AF16 rules",
+            "Names the layers kept in higher precision",
+        ),
+    ),
+    "V07": (image("component-manifest", "Manifest and SBOM of passes, codegen, C oplib and kernels", COMPILE),),
+    "V08": (
+        schema("metadata-schema", "Package metadata schema", "package-metadata", METADATA),
+        calbin("golden-package", "Package whose golden reads back and reproduces", "golden-readback"),
+        sdk("package-parser", "Package parser and golden reader in the SDK", "golden-readback"),
+        document(
+            "package-format",
+            "Versioned package format document and parser",
+            "The document carries a format version",
+            "Describes every file of the package and every metadata field",
+            "Says how the golden is generated",
+            "A parser is delivered for the same version",
+        ),
+    ),
+    "V09": (
+        document(
+            "ci-licence",
+            "Written licence to use the compiler in our CI",
+            "Written authorisation to run the compiler and its licence in our CI",
+            "The deployment method (offline, licence server, host binding)",
+            "Limits: hosts, seats, term",
+        ),
+    ),
+    # 12.2 Operators and kernels
+    "V10": (
+        document(
+            "support-matrix",
+            "Operator, shape, dtype and quantisation support matrix",
+            "Covers every op with its shapes, dtypes and quantisation",
+            "Distinguishes prefill from decode",
+            "Distinguishes chip models",
+        ),
+    ),
+    "V11": (
+        calbin("cpu-fallback-package", "Package with a CPU-fallback op, visible in the profile", "custom-kernel-sdk"),
+        document(
+            "fallback-semantics",
+            "CPU fallback semantics",
+            "Says whether a CPU fallback exists and when it is taken",
+            "Says how a fallback shows in the profile and trace",
+            "States its performance and correctness semantics",
+        ),
+    ),
+    "V12": (
+        sdk("kernel-sdk", "Custom op/kernel SDK headers and library", "custom-kernel-sdk"),
+        document(
+            "kernel-sdk-guide",
+            "Custom kernel SDK guide",
+            "A worked example of a custom op",
+            "The ABI a kernel must follow",
+            "How to use the debugger",
+            "Which performance counters a kernel can read",
+        ),
+    ),
+    "V13": (
+        document(
+            "fusion-control",
+            "Fusion pass control and A/B",
+            "The compile flags that enable and disable each fusion",
+            "An unfused golden to compare a fused package against",
+        ),
+    ),
+    "V14": (
+        document(
+            "flash-attention-bounds",
+            "Flash attention bounds and fallback",
+            "Supported sequence, batch, head and dtype ranges",
+            "What happens outside them (fallback)",
+        ),
+    ),
+    "V15": (
+        document(
+            "grouped-moe-contract",
+            "Grouped MoE kernel contract",
+            "Token bucket sizes",
+            "Top-k and expert limits",
+            "The kernel's numerical error",
+        ),
+    ),
+    "V16": (
+        document(
+            "router-precision",
+            "Router and top-k precision policy",
+            "Whether the router and top-k may stay in BF16 or FP32",
+            "The mixed-precision policy and how to select it",
+        ),
+    ),
+    "V17": (
+        calbin("sampling-package", "Package that samples on the NPU", "npu-sampling"),
+        document(
+            "sampling-contract",
+            "Sampling output and parameters",
+            "The output format (token ids, per lane)",
+            "The random number generator and how it is seeded",
+            "The sampling parameters supported and their ranges",
+        ),
+    ),
+    # 12.3 Batch, concurrency and KV
+    "V18": (
+        calbin("package-batch-4", "Model package at decode batch 4", "decode-batch-4"),
+        calbin("package-batch-8", "Model package at decode batch 8", "decode-batch-8"),
+        calbin("package-batch-16", "Model package at decode batch 16", "decode-batch-16"),
+    ),
+    "V19": (
+        calbin("prefill-shape-package", "Package with its prefill shape profile", "prefill-batch-dynamic-shape"),
+        document(
+            "shape-profile",
+            "Prefill shape profile and slicing semantics",
+            "The prefill batches and lengths (or dynamic ranges) supported",
+            "How an input is padded or sliced to them",
+        ),
+    ),
+    "V20": (
+        sdk(
+            "parallel-mode-sdk", "Parallel mode and non-blocking C API in the SDK", "parallel-mode", "c-api-nonblocking"
+        ),
+        calbin(
+            "parallel-mode-runs", "Parallel mode exercised from several threads", "parallel-mode", "c-api-nonblocking"
+        ),
+    ),
+    "V21": (
+        sdk("fixed-task-sdk", "Fixed task and SubmitJob in the SDK", "fixed-task-infer", "parallel-mode"),
+        calbin("overlap-runs", "PING/PONG overlap exercised", "fixed-task-infer", "parallel-mode"),
+        document(
+            "ping-pong",
+            "What PING/PONG is",
+            "Says whether PING/PONG is a buffer bank, an engine or a command slot",
+            "An overlap timing diagram",
+            "A worked example",
+        ),
+    ),
+    "V22": (
+        sdk(
+            "buffer-counters-sdk",
+            "OutputBuf states and counters in the SDK",
+            "output-buffer-wait",
+            "device-counters-trace",
+        ),
+        document(
+            "buffer-counter-definitions",
+            "OutputBuf states and counters defined",
+            "Each state's meaning and transitions",
+            "Each counter's unit",
+            "Which reads are atomic",
+            "When each counter is cleared",
+        ),
+    ),
+    "V23": (
+        sdk("cancel-timeout-sdk", "Job cancel and timeout in the SDK", "output-buffer-wait", "c-api-nonblocking"),
+        document(
+            "job-lifecycle",
+            "Cancel and timeout lifecycle",
+            "What happens to in-flight DMA on cancel or timeout",
+            "What happens to the job's KV",
+            "When its buffers may be reused",
+        ),
+    ),
+    "V24": (
+        calbin(
+            "lane-mapping-runs", "Lanes and KV slots mapped, masked and reused", "kv-manager-api", "kv-batch-layout"
+        ),
+        document(
+            "lane-slot-rules",
+            "Batch lane and KV slot rules",
+            "How a sequence maps to a lane and a KV slot",
+            "How an inactive lane is masked",
+            "When and how a slot is reclaimed",
+        ),
+    ),
+    "V25": (
+        calbin("s8-v-cache-package", "Package with an S8 V cache", "s8-v-cache-calbin", "kv-batch-layout"),
+        document(
+            "s8-cache-spec",
+            "S8 cache specification",
+            "Whether only V or both K and V are quantised",
+            "Its accuracy against BF16",
+            "Its layout",
+            "Its capacity formula",
+        ),
+    ),
+    "V26": (
+        calbin("kv-shift-runs", "The llama.cpp KV edits through DoShift", "kv-manager-api", "kv-seq-min-max"),
+        document(
+            "doshift-table",
+            "DoShift against llama.cpp KV semantics",
+            "A table of remove, copy, keep, add, div and state against DoShift",
+            "What is refused and how",
+        ),
+    ),
+    "V27": (
+        calbin("kv-recovery-runs", "KV failure and rollback exercised", "kv-manager-api", "error-mapping"),
+        document(
+            "kv-recovery-contract",
+            "KV failure recovery contract",
+            "Which state rolls back after a KV failure",
+            "Request-level recovery",
+            "Device-level recovery",
+        ),
+    ),
+    # 12.4 Chiplets, memory and topology
+    "V28": (
+        sdk("memory-metrics-sdk", "Memory and topology readable through the runtime", "device-counters-trace"),
+        document(
+            "memory-topology-spec",
+            "Official memory and topology specification",
+            "DRAM and SRAM per chiplet and per board",
+            "Bandwidths",
+            "The interconnect topology",
+        ),
+    ),
+    "V29": (
+        document(
+            "tensor-parallel-split",
+            "The current two-chiplet TP split",
+            "The matrix dimensions split in each layer",
+            "Where gather, reduce and D2D happen",
+        ),
+    ),
+    "V30": (
+        calbin(
+            "single-chiplet-package",
+            "Small single-chiplet package with chip affinity",
+            "single-chiplet",
+            "two-models-one-chiplet",
+        ),
+    ),
+    "V31": (
+        calbin(
+            "two-models-runs", "Two independent models configured at once", "two-models-one-chiplet", "single-chiplet"
+        ),
+        document(
+            "isolation-contract",
+            "Two-model isolation contract",
+            "Addresses of each model",
+            "Queues of each model",
+            "What a reset of one does to the other",
+            "Fault isolation between them",
+        ),
+    ),
+    "V32": (
+        calbin("pipeline-parallel-package", "Package laid out pipeline-parallel", "pipeline-parallel"),
+        calbin("expert-parallel-package", "Package laid out expert-parallel", "expert-parallel"),
+        document(
+            "layout-cost-model",
+            "TP, PP and EP compared",
+            "The same model compiled TP, PP and EP",
+            "How the compiler chooses (its cost model)",
+        ),
+    ),
+    "V33": (
+        schema(
+            "memory-unit-schema",
+            "Metadata schema with device_memory_required's unit fixed",
+            "package-metadata",
+            METADATA,
+        ),
+    ),
+    "V34": (
+        document(
+            "reservation-scope",
+            "Reservation scope",
+            "Whether a reservation is per chiplet or a board-wide logical address",
+            "What a chip mask means",
+            "Address aliases and physical allocation",
+        ),
+    ),
+    "V35": (
+        calbin(
+            "resident-packages",
+            "Packages loaded and unloaded while another serves",
+            "dynamic-resident-multi-model",
+            "two-models-one-chiplet",
+        ),
+        document(
+            "residency-contract",
+            "Resident model contract",
+            "Model handles",
+            "Namespaces",
+            "Quotas",
+            "Unloading",
+        ),
+    ),
+    "V36": (
+        calbin(
+            "multi-board-runs",
+            "A model across two physical devices",
+            "multi-board",
+            "multi-physical-device-calrt-0-7-6",
+        ),
+        document(
+            "multi-device-roadmap",
+            "Multi-device roadmap",
+            "The version that supports several physical devices",
+            "Its API",
+            "How to migrate from 0.7.6",
+        ),
+    ),
+    # 12.5 Trace, counters and performance
+    "V37": (
+        schema("trace-schema", "Trace schema", "trace", "device-counters-trace"),
+        sdk("trace-sdk", "Trace and full debug in the SDK", "device-counters-trace", "full-debug"),
+        document(
+            "trace-format",
+            "Trace format",
+            "Every field and its meaning",
+            "The clock and its unit",
+            "The overhead of tracing",
+            "A parser and an example trace",
+        ),
+    ),
+    "V38": (
+        sdk("counters-sdk", "Per-op and per-chip counters in the SDK", "device-counters-trace"),
+        document(
+            "counter-list",
+            "Counter list",
+            "Per-op and per-chip cycles",
+            "D2D, DDR and PCIe bytes",
+            "When each counter resets",
+        ),
+    ),
+    "V39": (
+        document(
+            "model-workload-api",
+            "GetModelWorloadByName defined",
+            "The formal API definition",
+            "The unit of what it returns",
+            "How the misspelt name stays compatible",
+        ),
+    ),
+    "V40": (
+        document(
+            "dynamic-d2d",
+            "Static command size against dynamic traffic",
+            "How static command dataSize relates to real traffic",
+            "How dynamic D2D traffic is computed",
+        ),
+    ),
+    "V41": (
+        document(
+            "telemetry-api",
+            "Temperature, power, frequency and throttle API",
+            "The API for each reading",
+            "Sampling frequency",
+            "Units",
+        ),
+    ),
+    "V42": (calbin("golden-runs", "The current package's golden passes on a runner", "golden-readback"),),
+    # 12.6 Metadata and compatibility defects
+    "V43": (
+        schema(
+            "submodel-type-schema", "Metadata schema that refuses a mislabelled prefill", "package-metadata", METADATA
+        ),
+        document(
+            "submodel-type-fix",
+            "The prefill's smodel_type fixed",
+            "The version that fixes the prefill's label",
+            "How runtimes treat packages with the old label",
+        ),
+    ),
+    "V44": (
+        document(
+            "versioned-api-docs",
+            "API documentation per version",
+            "Every name and return type that differs between the PDF and 0.7.6",
+            "A document per released version",
+        ),
+    ),
+    "V45": (
+        sdk("relocation-api", "RelocateTensorAddress and AllocDevMem in the SDK", "pdf-relocate-alloc"),
+        document(
+            "relocation-doc",
+            "Relocation and allocation documentation",
+            "The version that has them, or the erratum removing them from the documentation",
+        ),
+    ),
+    "V46": (
+        schema("compat-schema", "Machine-readable compatibility rules", "package-metadata", METADATA),
+        calbin("compat-refusal-runs", "Incompatible packages refused with their error codes", "error-codes"),
+    ),
+    "V47": (
+        schema(
+            "versioned-metadata-schema", "Versioned metadata schema with required fields", "package-metadata", METADATA
+        ),
+    ),
+    "V48": (
+        schema("field-units-schema", "Metadata schema with every field's unit", "package-metadata", METADATA),
+        document(
+            "field-definitions",
+            "Metadata field definitions",
+            "Each address, size, workload and memory field's unit",
+            "Spelling fixed",
+            "Ambiguities resolved",
+        ),
+    ),
+    # 12.7 Reset, recovery and operations
+    "V49": (
+        calbin("exception-recovery-runs", "Recovery after a core exception", "output-buffer-wait", "device-reset"),
+        document(
+            "recovery-domain",
+            "Minimal recovery domain",
+            "Whether KV and DRAM can be trusted after a CCU exception",
+            "The smallest domain to reset",
+        ),
+    ),
+    "V50": (
+        calbin("reset-scope-runs", "Each reset's reach exercised", "device-reset"),
+        document(
+            "reset-scope",
+            "Reset scope",
+            "Effect of ResetCCU, ResetConfiguration and ResetDevice on in-flight jobs",
+            "On the other chiplet and its models",
+            "On the driver's state",
+        ),
+    ),
+    "V51": (
+        calbin("reset-drain-runs", "Reset after drain and release exercised", "device-reset"),
+        document(
+            "reset-state-machine",
+            "Reset state machine",
+            "Whether drain or Release is required before a reset",
+            "The state machine",
+            "Its timeouts",
+        ),
+    ),
+    "V52": (calbin("reconfigure-runs", "Runnable example: reset, configure, load, serve", "device-reset"),),
+    "V53": (
+        calbin("error-classification-runs", "Error codes classified and retried", "error-codes", "error-mapping"),
+        document(
+            "retry-policy",
+            "Retry, backoff and isolation",
+            "Error codes classified (retry, reset, isolate)",
+            "The recommended retry and backoff",
+            "When to take a device out of service",
+        ),
+    ),
+    "V54": (
+        sdk("clear-memory-sdk", "ClearDynamicMem and ClearAllDevMem in the SDK", "device-reset"),
+        document(
+            "clear-memory-constraints",
+            "Memory clearing constraints",
+            "Thread safety",
+            "What data each call destroys",
+        ),
+    ),
+    # 12.8 cal-llm / EngineCore
+    "V55": (sdk("enginecore-sdk", "EngineCore headers, library and package", "enginecore"),),
+    "V56": (
+        document(
+            "enginecore-architecture",
+            "EngineCore architecture and support",
+            "Whether EngineCore replaces CalRT or wraps it",
+            "The support period of each",
+        ),
+    ),
+    "V57": (
+        sdk("enginecore-api", "EngineCore batch, KV, cancel, sampling and profile API", "enginecore"),
+        document(
+            "enginecore-contract",
+            "EngineCore API contract",
+            "Batch, KV, cancel, sampling and profile: what each supports",
+            "An example of each",
+        ),
+    ),
+    "V58": (
+        image("conversion-tool", "Package conversion tool", "enginecore"),
+        document(
+            "enginecore-compat",
+            "EngineCore compatibility with current packages",
+            "A compatibility matrix against current packages",
+            "How to use the conversion tool",
+        ),
+    ),
+    "V59": (
+        image("migration-image", "Runnable EngineCore image", "enginecore"),
+        document(
+            "migration-plan",
+            "Migration, A/B and rollback",
+            "The migration path from the current production",
+            "How to run A/B",
+            "How to roll back",
+        ),
+    ),
+    "V60": (
+        document(
+            "version-policy",
+            "API/ABI stability and release policy",
+            "What API and ABI stability is promised, per version",
+            "Release dates",
+        ),
+    ),
+}

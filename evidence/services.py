@@ -1,0 +1,77 @@
+"""Writing evidence that is not the seed's: what runs measured, static checks found and document reviews
+recorded. `evidence_record` is the one writer of such rows."""
+
+from collections.abc import Iterable, Mapping
+
+from django.db import transaction
+
+from calculet.audit import audit_record
+from calculet.errors import DomainError
+from evidence.grades import GRADES
+from evidence.models import Capability, EvidenceGrade, EvidenceItem
+
+RECORDED_ORIGINS = (EvidenceItem.RUN, EvidenceItem.CHECK, EvidenceItem.REVIEW)
+VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
+
+
+def evidence_record(
+    *,
+    origin: str,
+    grade: str,
+    conclusion: str,
+    organisation,
+    capabilities: Iterable[Capability] = (),
+    versions: Mapping[str, str] | None = None,
+    deliverable=None,
+    code_prefix: str,
+    source_text: str = "",
+    explanation: str = "",
+    actor="system",
+) -> EvidenceItem:
+    """Store one evidence row with its grade, link it to the capabilities it is about, and audit it.
+
+    Preconditions: `origin` is run, check or review (the seed's rows come only from the import); `grade` is
+    one of E0–E4; `versions` names only calrt, driver, firmware and chip. The code is `code_prefix` followed
+    by the row's own number, so it is unique. Runs in the caller's transaction when there is one.
+    """
+    if origin not in RECORDED_ORIGINS:
+        raise DomainError(f"Evidence of origin {origin!r} is not recorded here.", field="origin")
+    if grade not in GRADES:
+        raise DomainError(f"Unknown evidence grade {grade!r}; one of: {', '.join(GRADES)}.", field="grade")
+    versions = {key: str(value) for key, value in (versions or {}).items() if value}
+    unknown = sorted(set(versions) - set(VERSION_KEYS))
+    if unknown:
+        raise DomainError(f"Unknown version key {unknown[0]!r}; one of: {', '.join(VERSION_KEYS)}.", field="versions")
+    with transaction.atomic():
+        item = EvidenceItem.objects.create(
+            code=f"{code_prefix}-pending",
+            origin=origin,
+            conclusion=conclusion,
+            source_text=source_text,
+            grade_text=grade,
+            explanation=explanation[:2000],
+            organisation=organisation,
+            versions=versions,
+            deliverable=deliverable,
+        )
+        item.code = f"{code_prefix}-{item.pk}"
+        item.save(update_fields=["code"])
+        EvidenceGrade.objects.create(item=item, grade=grade)
+        capabilities = list(capabilities)
+        for capability in capabilities:
+            capability.evidence.add(item)
+        audit_record(
+            actor=actor,
+            action="evidence.record",
+            obj=item,
+            after={
+                "code": item.code,
+                "origin": origin,
+                "grade": grade,
+                "organisation": organisation.slug if organisation else None,
+                "capabilities": [capability.slug for capability in capabilities],
+                "deliverable": deliverable.pk if deliverable else None,
+                "versions": versions,
+            },
+        )
+    return item

@@ -1,0 +1,155 @@
+import hashlib
+import json
+import tracemalloc
+
+import pytest
+
+from acceptance.inspection.oci import check_oci_archive
+from tests.inspection_builders import (
+    OCI_LAYER,
+    SPDX,
+    add_blob,
+    oci_image_files,
+    only_manifest,
+    tar_bytes,
+    write_oci_archive,
+)
+
+
+def codes(report) -> list[str]:
+    return [f.code for f in report.findings]
+
+
+@pytest.mark.parametrize("sbom", ["file", "artifact", "cyclonedx"])
+def test_a_complete_image_passes(tmp_path, sbom):
+    files = oci_image_files(sbom=sbom)
+    report = check_oci_archive(write_oci_archive(tmp_path / "image.oci.tar", files))
+    assert report.passed, report.findings
+    assert report.checked["layout_version"] == "1.0.0"
+    blobs = [name.split("/")[-1] for name in files if name.startswith("blobs/")]
+    assert {digest.split(":")[1] for digest, b in report.blobs.items() if b["verified"]} == set(blobs)
+    assert report.licence == "LICENSE"
+    assert report.sbom["format"] == ("CycloneDX" if sbom == "cyclonedx" else "SPDX")
+    assert report.as_dict()["passed"] is True
+
+
+def test_a_gzipped_archive_is_read_too(tmp_path):
+    path = tmp_path / "image.oci.tar.gz"
+    path.write_bytes(tar_bytes(oci_image_files(), compress=True))
+    assert check_oci_archive(path).passed
+
+
+def test_an_sbom_attached_apart(tmp_path):
+    files = oci_image_files(sbom=None)
+    archive = write_oci_archive(tmp_path / "image.oci.tar", files)
+    assert codes(check_oci_archive(archive)) == ["sbom_missing"]
+    attached = tmp_path / "image.spdx.json"
+    attached.write_text(json.dumps(SPDX))
+    report = check_oci_archive(archive, sbom=attached)
+    assert report.passed and report.sbom["where"] == "attached image.spdx.json"
+    attached.write_text(json.dumps({"name": "not an sbom"}))
+    assert codes(check_oci_archive(archive, sbom=attached)) == ["sbom_invalid"]
+
+
+def test_a_layer_changed_after_the_manifest_fails_with_its_digest(tmp_path):
+    files = oci_image_files()
+    _, manifest = only_manifest(files)
+    layer = manifest["layers"][0]["digest"]
+    name = "blobs/sha256/" + layer.split(":")[1]
+    files[name] = files[name][:-1] + bytes([files[name][-1] ^ 1])  # same size, one bit off
+    report = check_oci_archive(write_oci_archive(tmp_path / "image.oci.tar", files))
+    assert codes(report) == ["digest_mismatch"]
+    assert report.findings[0].detail["digest"] == layer
+    assert report.findings[0].detail["actual"] == "sha256:" + hashlib.sha256(files[name]).hexdigest()
+
+
+def test_a_missing_layer_and_a_wrong_size(tmp_path):
+    files = oci_image_files()
+    manifest_name, manifest = only_manifest(files)
+    del files["blobs/sha256/" + manifest["layers"][0]["digest"].split(":")[1]]
+    report = check_oci_archive(write_oci_archive(tmp_path / "missing.oci.tar", files))
+    assert codes(report) == ["blob_missing"]
+    assert report.findings[0].detail["digest"] == manifest["layers"][0]["digest"]
+
+    files = oci_image_files()
+    manifest_name, manifest = only_manifest(files)
+    manifest["config"]["size"] += 1
+    del files[manifest_name]
+    index = json.loads(files["index.json"])
+    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
+    files["index.json"] = json.dumps(index).encode()
+    report = check_oci_archive(write_oci_archive(tmp_path / "size.oci.tar", files))
+    assert codes(report) == ["size_mismatch"]
+    assert report.findings[0].detail["expected"] == report.findings[0].detail["size"] + 1
+
+
+def test_a_missing_manifest_layout_and_index(tmp_path):
+    files = oci_image_files()
+    manifest_name, _ = only_manifest(files)
+    del files[manifest_name]
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "a.tar", files))) == ["blob_missing"]
+
+    files = oci_image_files()
+    del files["oci-layout"]
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "b.tar", files))) == ["layout_missing"]
+
+    files = oci_image_files()
+    files["oci-layout"] = b'{"imageLayoutVersion": "2.0.0"}'
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "c.tar", files))) == ["layout_invalid"]
+
+    files = oci_image_files()
+    del files["index.json"]
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "d.tar", files))) == ["index_missing"]
+
+    files = oci_image_files()
+    files["index.json"] = b"{not json"
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "e.tar", files))) == ["index_invalid"]
+
+
+def test_no_sbom_and_no_licence_are_named(tmp_path):
+    report = check_oci_archive(write_oci_archive(tmp_path / "bare.tar", oci_image_files(sbom=None, licence=False)))
+    assert codes(report) == ["sbom_missing", "licence_missing"]
+    files = oci_image_files(sbom=None)
+    files["sbom.spdx.json"] = json.dumps({"spdxVersion": "SPDX-3.0", "packages": []}).encode()
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "v3.tar", files))) == ["sbom_invalid"]
+
+
+def test_a_licence_as_a_titled_blob(tmp_path):
+    files = oci_image_files(licence=False)
+    manifest_name, manifest = only_manifest(files)
+    manifest["layers"].append(
+        add_blob(files, b"Apache-2.0\n", "text/plain", annotations={"org.opencontainers.image.title": "LICENSE.txt"})
+    )
+    del files[manifest_name]
+    index = json.loads(files["index.json"])
+    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
+    files["index.json"] = json.dumps(index).encode()
+    report = check_oci_archive(write_oci_archive(tmp_path / "image.tar", files))
+    assert report.passed, report.findings
+    assert report.licence.startswith("LICENSE.txt (sha256:")
+
+
+def test_what_is_not_an_archive(tmp_path):
+    junk = tmp_path / "junk.tar"
+    junk.write_bytes(b"\x00not a tar at all" * 10)
+    assert codes(check_oci_archive(junk)) == ["archive_unreadable"]
+    assert codes(check_oci_archive(tmp_path / "absent.tar")) == ["archive_missing"]
+
+
+def test_a_large_layer_is_hashed_in_bounded_memory(tmp_path):
+    files = oci_image_files()
+    manifest_name, manifest = only_manifest(files)
+    big = bytes(range(256)) * (256 * 1024)  # 64 MiB
+    manifest["layers"].append(add_blob(files, big, OCI_LAYER))
+    del files[manifest_name]
+    index = json.loads(files["index.json"])
+    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
+    files["index.json"] = json.dumps(index).encode()
+    archive = write_oci_archive(tmp_path / "big.tar", files)
+    del files, big
+    tracemalloc.start()
+    report = check_oci_archive(archive)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert report.passed, report.findings
+    assert peak < 16 * 1024 * 1024, peak

@@ -1,0 +1,157 @@
+import shutil
+import subprocess
+
+import pytest
+
+from acceptance.inspection import sdk
+from acceptance.inspection.sdk import build_example, check_sdk
+from acceptance.recipes import recipe_for
+from tests.inspection_builders import build_sdk, example_source
+
+KV = list(recipe_for("kv-manager-api").sdk_entry_points)
+RESET = list(recipe_for("device-reset").sdk_entry_points)
+
+
+def nm_defined(library) -> str:
+    """The seed's own command (section 2), to hold the check to it."""
+    return subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True).stdout
+
+
+def test_entry_points_declared_and_defined_pass(tmp_path):
+    headers, library = build_sdk(tmp_path, KV + RESET)
+    report = check_sdk(headers, library, KV + RESET, version="0.7.6")
+    assert report.passed, report.findings
+    assert report.library_version == "0.7.6"
+    assert report.entry_points["KvManager::DoShift"] == {
+        "declared_in": "calrt/calrt.h",
+        "symbol": "calrt::KvManager::DoShift(int)",
+    }
+    assert report.entry_points["ClearAllDevMem"]["symbol"] == "ClearAllDevMem"
+    assert report.checked["library"]["soname"] == "libcalrt-linux-x86_64.so.0.7.6"
+    assert report.checked["demangled_with"] == "c++filt"
+    assert report.as_dict()["passed"] is True
+
+
+def test_a_declared_call_the_library_lacks_fails_by_name(tmp_path):
+    headers, library = build_sdk(tmp_path, KV, undefined=("KvManager::DoShift",))
+    assert "DoShift" not in nm_defined(library)
+    report = check_sdk(headers, library, KV)
+    assert [(f.code, f.detail) for f in report.findings] == [
+        ("entry_point_not_defined", {"entry_point": "KvManager::DoShift"})
+    ]
+    assert (
+        "KvManager::DoShift is not a defined dynamic symbol of libcalrt-linux-x86_64.so.0.7.6"
+        in report.findings[0].message
+    )
+
+
+def test_a_call_neither_declared_nor_defined_is_both_findings(tmp_path):
+    headers, library = build_sdk(tmp_path, KV)
+    report = check_sdk(headers, library, ["RelocateTensorAddress", "AllocDevMem"])
+    assert sorted((f.code, f.detail["entry_point"]) for f in report.findings) == [
+        ("entry_point_not_declared", "AllocDevMem"),
+        ("entry_point_not_declared", "RelocateTensorAddress"),
+        ("entry_point_not_defined", "AllocDevMem"),
+        ("entry_point_not_defined", "RelocateTensorAddress"),
+    ]
+
+
+def test_a_member_of_another_class_does_not_count(tmp_path):
+    headers, library = build_sdk(tmp_path, ["OutputBuf::Apply"])
+    report = check_sdk(headers, library, ["KvManager::Apply"])
+    assert {f.code for f in report.findings} == {"entry_point_not_declared", "entry_point_not_defined"}
+
+
+def test_without_cxxfilt_mangled_names_are_matched(tmp_path, monkeypatch):
+    headers, library = build_sdk(tmp_path, KV + ["ClearDynamicMem"], undefined=("KvManager::Free",))
+    real_which = shutil.which
+    monkeypatch.setattr(sdk.shutil, "which", lambda name: None if name == "c++filt" else real_which(name))
+    report = check_sdk(headers, library, KV + ["ClearDynamicMem"])
+    assert report.checked["demangled_with"] is None
+    assert report.entry_points["KvManager::Apply"]["symbol"] == "_ZN5calrt9KvManager5ApplyEi"
+    assert [f.detail for f in report.findings] == [{"entry_point": "KvManager::Free"}]
+
+
+def test_versions_must_agree(tmp_path):
+    headers, library = build_sdk(tmp_path, KV, version="0.8.0", header_version="0.7.6")
+    report = check_sdk(headers, library, KV, version="0.8.0")
+    assert [(f.code, f.message) for f in report.findings] == [
+        ("version_mismatch", "calrt/calrt.h says version 0.7.6, the library is 0.8.0"),
+        ("version_mismatch", "the SDK is version 0.7.6, 0.8.0, not 0.8.0"),
+    ]
+
+
+def test_the_wrong_version_fails(tmp_path):
+    headers, library = build_sdk(tmp_path, KV)
+    report = check_sdk(headers, library, KV, version="0.8.0")
+    assert [(f.code, f.detail) for f in report.findings] == [
+        ("version_mismatch", {"expected": "0.8.0", "found": ["0.7.6"]})
+    ]
+
+
+def test_what_is_not_an_sdk(tmp_path):
+    headers, library = build_sdk(tmp_path, KV)
+    not_elf = tmp_path / "libfake.so"
+    not_elf.write_text("not a library")
+    assert [f.code for f in check_sdk(headers, not_elf, KV).findings] == ["library_not_elf"]
+    assert [f.code for f in check_sdk(headers, tmp_path / "nothing.so", KV).findings] == ["library_missing"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    codes = [f.code for f in check_sdk(empty, library, KV).findings]
+    assert codes[0] == "headers_missing" and set(codes[1:]) == {"entry_point_not_declared"}
+    assert [f.code for f in check_sdk(headers, library, []).findings] == ["no_entry_points"]
+
+
+def test_comments_do_not_declare(tmp_path):
+    headers, library = build_sdk(tmp_path, KV)
+    (headers / "calrt" / "extra.h").write_text(
+        "// int AllocDevMem(int size);\n/* class VirtualDevice { int ResetCCU(); } */\n"
+    )
+    report = check_sdk(headers, library, ["AllocDevMem"])
+    assert report.entry_points["AllocDevMem"] == {"declared_in": None, "symbol": None}
+
+
+def test_the_minimal_example_builds_in_the_sandbox(tmp_path):
+    headers, library = build_sdk(tmp_path, KV + RESET)
+    source = tmp_path / "example.cpp"
+    source.write_text(example_source(KV + RESET))
+    report = build_example(headers, library, source)
+    assert report.passed, report.findings
+    assert report.compiler and report.checked["compiler"]["version"]
+    assert report.checked["sandbox"]["exit_code"] == 0
+
+
+def test_an_example_calling_a_missing_symbol_fails_to_link(tmp_path):
+    headers, library = build_sdk(tmp_path, KV, undefined=("KvManager::Clear",))
+    source = tmp_path / "example.cpp"
+    source.write_text(example_source(KV))
+    report = build_example(headers, library, source)
+    assert [f.code for f in report.findings] == ["build_failed"]
+    assert "KvManager::Clear" in report.findings[0].detail["output_tail"]
+
+
+def test_an_example_that_does_not_compile_fails(tmp_path):
+    headers, library = build_sdk(tmp_path, KV)
+    source = tmp_path / "example.c"
+    source.write_text("int main(void) { return undeclared_call(); }\n")
+    report = build_example(headers, library, source)
+    assert [f.code for f in report.findings] == ["build_failed"]
+    assert "undeclared_call" in report.findings[0].detail["output_tail"]
+
+
+def test_no_compiler_is_said_plainly(tmp_path, monkeypatch):
+    headers, library = build_sdk(tmp_path, KV)
+    source = tmp_path / "example.cpp"
+    source.write_text(example_source(KV))
+    monkeypatch.setattr(sdk.shutil, "which", lambda name: None)
+    report = build_example(headers, library, source)
+    assert [f.code for f in report.findings] == ["compiler_missing"]
+    assert report.compiler is None
+
+
+@pytest.mark.parametrize("name", ["example.py", "example"])
+def test_an_example_in_another_language_is_refused(tmp_path, name):
+    headers, library = build_sdk(tmp_path, KV)
+    source = tmp_path / name
+    source.write_text("print(1)\n")
+    assert [f.code for f in build_example(headers, library, source).findings] == ["source_unsupported"]

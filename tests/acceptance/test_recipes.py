@@ -1,0 +1,130 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from acceptance.recipes import RECIPES, ProbeSpec, Recipe, recipe_for, tightened
+from evidence.seed.capabilities import CAPABILITIES
+from evidence.seed.deliverables import QUESTION_DELIVERABLES
+from npu_sim.probes import parse_probe_request
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> dict[str, dict]:
+    """The probes as the simulator's command prints them, the form a runner is told about."""
+    printed = subprocess.run(
+        [sys.executable, "-m", "npu_sim", "probes", "--json"], capture_output=True, text=True, check=True
+    ).stdout
+    return {probe["name"]: probe for probe in json.loads(printed)["probes"]}
+
+
+def test_every_capability_has_one_recipe():
+    assert set(RECIPES) == {seed.slug for seed in CAPABILITIES}
+    for slug, recipe in RECIPES.items():
+        assert recipe.capability == slug
+        assert recipe.version >= 1
+    with pytest.raises(KeyError, match="no-such"):
+        recipe_for("no-such")
+
+
+def test_recipe_probes_exist_exercise_their_capability_and_carry_the_declared_thresholds(catalogue):
+    for recipe in RECIPES.values():
+        for index, probe in enumerate(recipe.probes):
+            declared = catalogue[probe.name]
+            assert recipe.capability in declared["capabilities"], (recipe.capability, probe.name)
+            # Every parameter written out, each within the catalogue's bounds (the runner's own parser).
+            assert set(probe.params) == {p["name"] for p in declared["params"]}, (recipe.capability, probe.name)
+            request = parse_probe_request(index, {"name": probe.name, "params": {**probe.params, **probe.thresholds}})
+            assert request.params == {**probe.params, **probe.thresholds}
+            # The thresholds are the catalogue's defaults, all of them.
+            assert dict(probe.thresholds) == {t["name"]: t["default"] for t in declared["thresholds"]}, probe.name
+
+
+def test_a_capability_with_probes_in_the_catalogue_has_them_in_its_recipe(catalogue):
+    exercised = {slug for probe in catalogue.values() for slug in probe["capabilities"]}
+    for slug in exercised:
+        assert RECIPES[slug].probes, slug
+    # Those without probes are proven by an SDK, image or schema deliverable instead.
+    without = {slug for slug, recipe in RECIPES.items() if not recipe.probes}
+    assert without == {"pdf-relocate-alloc", "reproducible-compile", "calbin-metadata-schema", "enginecore"}
+    kinds = {slug: set() for slug in without}
+    for deliverables in QUESTION_DELIVERABLES.values():
+        for d in deliverables:
+            for slug in set(d.capabilities) & without:
+                kinds[slug].add(d.kind)
+    assert all(kinds[slug] and "calbin" not in kinds[slug] for slug in without), kinds
+
+
+def test_each_decode_batch_is_its_own_batch():
+    assert [recipe_for(f"decode-batch-{n}").probes for n in (4, 8, 16)] == [
+        (ProbeSpec("decode_batch", {"batch": 4}),),
+        (ProbeSpec("decode_batch", {"batch": 8}),),
+        (ProbeSpec("decode_batch", {"batch": 16}),),
+    ]
+
+
+def test_sdk_entry_points_are_the_seed_s_names():
+    assert recipe_for("kv-manager-api").sdk_entry_points == (
+        "KvManager::canAllocate",
+        "KvManager::Allocate",
+        "KvManager::Free",
+        "KvManager::Apply",
+        "KvManager::DoShift",
+        "KvManager::Clear",
+    )
+    assert recipe_for("pdf-relocate-alloc").sdk_entry_points == ("RelocateTensorAddress", "AllocDevMem")
+    for recipe in RECIPES.values():
+        assert len(set(recipe.sdk_entry_points)) == len(recipe.sdk_entry_points)
+        assert all(name.replace("::", "").isidentifier() for name in recipe.sdk_entry_points)
+
+
+def test_an_answer_tightens_thresholds():
+    recipe = recipe_for("npu-sampling")
+    tighter = tightened(recipe, {"sampling": {"min_p_value": 0.01}})
+    assert tighter.probes[0].thresholds == {"min_p_value": 0.01}
+    assert tighter.probes[0].params == recipe.probes[0].params
+    assert (tighter.capability, tighter.version) == (recipe.capability, recipe.version)
+    assert recipe.probes[0].thresholds == {"min_p_value": 0.001}  # the recipe itself is unchanged
+    s8 = tightened(recipe_for("s8-v-cache-calbin"), {"s8": {"max_rel_vs_float": 0.01, "cosine_min_vs_float": 0.9999}})
+    assert s8.probes[0].thresholds == {
+        "cosine_min_vs_float": 0.9999,
+        "top1_min_vs_float": 0.9,
+        "max_rel_vs_float": 0.01,
+    }
+    # The same value is no loosening.
+    assert tightened(recipe, {"sampling": {"min_p_value": 0.001}}) == recipe
+    # A recipe of several probes: only the one named changes.
+    layout = tightened(recipe_for("kv-batch-layout"), {"s8": {"top1_min_vs_float": 0.95}})
+    assert [p.thresholds.get("top1_min_vs_float") for p in layout.probes] == [None, 0.95]
+
+
+@pytest.mark.parametrize(
+    ("capability", "overrides", "message"),
+    [
+        (
+            "npu-sampling",
+            {"sampling": {"min_p_value": 0.0001}},
+            "probe sampling threshold min_p_value: 0.0001 is lower",
+        ),
+        ("s8-v-cache-calbin", {"s8": {"max_rel_vs_float": 0.1}}, "probe s8 threshold max_rel_vs_float: 0.1 is higher"),
+        ("npu-sampling", {"sampling": {"max_p_value": 0.5}}, "probe sampling has no threshold 'max_p_value'"),
+        ("npu-sampling", {"sampling": {"top_k": 10}}, "probe sampling has no threshold 'top_k'"),
+        ("npu-sampling", {"s8": {"max_rel_vs_float": 0.01}}, "probe 's8' is not in its recipe"),
+        ("npu-sampling", {"sampling": {"min_p_value": 2}}, "min_p_value must be a number in 0..1, not 2"),
+        ("npu-sampling", {"sampling": {"min_p_value": "0.5"}}, "min_p_value must be a number, not '0.5'"),
+        ("decode-batch-8", {"decode_batch": {"worst_lane_cosine": 0.99}}, "decode_batch has no threshold"),
+    ],
+)
+def test_loosening_or_unknown_overrides_are_refused_by_name(capability, overrides, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")) as raised:
+        tightened(recipe_for(capability), overrides)
+    assert str(raised.value).startswith(capability)
+
+
+def test_a_recipe_is_frozen():
+    recipe = Recipe("x", 1)
+    with pytest.raises(AttributeError):
+        recipe.version = 2  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        RECIPES["x"] = recipe  # type: ignore[index]

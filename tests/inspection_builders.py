@@ -1,0 +1,250 @@
+"""Real inputs for the inspection checks, built in the test: a shared library with gcc, an OCI image
+archive with tarfile and hashlib, and JSON Schemas for the simulator's package metadata and trace."""
+
+import hashlib
+import io
+import json
+import subprocess
+import tarfile
+from collections import defaultdict
+from pathlib import Path
+
+CALRT_VERSION = "0.7.6"
+
+
+# SDKs
+
+
+def sdk_header(entry_points: list[str], version: str = CALRT_VERSION) -> str:
+    """A header declaring each entry point: `Class::Name` as a member of `calrt::Class`, `Name` as a C call."""
+    members: dict[str, list[str]] = defaultdict(list)
+    functions = []
+    for entry in entry_points:
+        if "::" in entry:
+            owner, name = entry.split("::")
+            members[owner].append(name)
+        else:
+            functions.append(entry)
+    lines = ["#pragma once", f'#define CALRT_VERSION "{version}"', "namespace calrt {"]
+    for owner, names in members.items():
+        lines += [f"class {owner} {{", " public:", *(f"  int {name}(int value);" for name in names), "};"]
+    lines += ["}  // namespace calrt", 'extern "C" {', *(f"int {name}(int value);" for name in functions), "}"]
+    return "\n".join(lines) + "\n"
+
+
+def build_sdk(
+    root: Path,
+    entry_points: list[str],
+    *,
+    undefined: tuple[str, ...] = (),
+    version: str = CALRT_VERSION,
+    header_version: str | None = None,
+) -> tuple[Path, Path]:
+    """Headers declaring every entry point and `libcalrt-linux-x86_64.so.<version>` defining all but
+    `undefined`, built with g++. Returns (headers directory, library)."""
+    include = root / "include" / "calrt"
+    include.mkdir(parents=True)
+    (include / "calrt.h").write_text(sdk_header(entry_points, header_version or version))
+    body = ['#include "calrt/calrt.h"']
+    for entry in entry_points:
+        if entry in undefined:
+            continue
+        if "::" in entry:
+            body.append(f"int calrt::{entry}(int value) {{ return value + 1; }}")
+        else:
+            body.append(f'extern "C" int {entry}(int value) {{ return value + 2; }}')
+    source = root / "calrt.cpp"
+    source.write_text("\n".join(body) + "\n")
+    library = root / "lib" / f"libcalrt-linux-x86_64.so.{version}"
+    library.parent.mkdir()
+    subprocess.run(
+        [
+            "g++",
+            "-shared",
+            "-fPIC",
+            f"-I{root / 'include'}",
+            f"-Wl,-soname,{library.name}",
+            str(source),
+            "-o",
+            str(library),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return root / "include", library
+
+
+def example_source(entry_points: list[str]) -> str:
+    """A minimal C++ example calling each entry point once."""
+    calls = []
+    for n, entry in enumerate(entry_points):
+        if "::" in entry:
+            owner, name = entry.split("::")
+            calls.append(f"  {{ calrt::{owner} object; total += object.{name}({n}); }}")
+        else:
+            calls.append(f"  total += {entry}({n});")
+    return (
+        "\n".join(
+            ['#include "calrt/calrt.h"', "int main() {", "  int total = 0;", *calls, "  return total > 0 ? 0 : 1;", "}"]
+        )
+        + "\n"
+    )
+
+
+# OCI image archives
+
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+SPDX = {
+    "spdxVersion": "SPDX-2.3",
+    "dataLicense": "CC0-1.0",
+    "SPDXID": "SPDXRef-DOCUMENT",
+    "name": "calcc-compiler",
+    "packages": [{"SPDXID": "SPDXRef-calcc", "name": "calcc", "versionInfo": "575c2d"}],
+}
+CYCLONEDX = {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "application", "name": "tvm"}]}
+
+
+def tar_bytes(files: dict[str, bytes], *, compress: bool = False) -> bytes:
+    """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(files[name]), 0o644
+            archive.addfile(info, io.BytesIO(files[name]))
+    return buffer.getvalue()
+
+
+def add_blob(files: dict[str, bytes], data: bytes, media_type: str, **extra: object) -> dict:
+    """Put `data` in the layout's blobs; its descriptor."""
+    digest = hashlib.sha256(data).hexdigest()
+    files[f"blobs/sha256/{digest}"] = data
+    return {"mediaType": media_type, "digest": f"sha256:{digest}", "size": len(data), **extra}
+
+
+def oci_image_files(*, sbom: str | None = "file", licence: bool = True) -> dict[str, bytes]:
+    """The members of an OCI image layout with one layer; the SBOM as a file of the archive (`file`), as an
+    attached SPDX artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none."""
+    files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
+    layer = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, compress=True)
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
+    }
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": OCI_MANIFEST,
+        "config": add_blob(files, json.dumps(config).encode(), OCI_CONFIG),
+        "layers": [add_blob(files, layer, OCI_LAYER)],
+    }
+    manifests = [add_blob(files, json.dumps(manifest).encode(), OCI_MANIFEST)]
+    if sbom == "file":
+        files["sbom.spdx.json"] = json.dumps(SPDX).encode()
+    elif sbom == "cyclonedx":
+        files["bom.json"] = json.dumps(CYCLONEDX).encode()
+    elif sbom == "artifact":
+        artifact = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": "application/spdx+json",
+            "config": add_blob(files, b"{}", "application/vnd.oci.empty.v1+json"),
+            "layers": [add_blob(files, json.dumps(SPDX).encode(), "application/spdx+json")],
+            "subject": manifests[0],
+        }
+        manifests.append(add_blob(files, json.dumps(artifact).encode(), OCI_MANIFEST))
+    if licence:
+        files["LICENSE"] = b"Licensed for evaluation in the buyer's CI.\n"
+    files["index.json"] = json.dumps({"schemaVersion": 2, "manifests": manifests}).encode()
+    return files
+
+
+def write_oci_archive(path: Path, files: dict[str, bytes]) -> Path:
+    path.write_bytes(tar_bytes(files))
+    return path
+
+
+def only_manifest(files: dict[str, bytes]) -> tuple[str, dict]:
+    """The blob name and document of the image's (first) manifest."""
+    descriptor = json.loads(files["index.json"])["manifests"][0]
+    name = "blobs/sha256/" + descriptor["digest"].split(":")[1]
+    return name, json.loads(files[name])
+
+
+# JSON Schemas
+
+# A vendor's metadata schema that holds: sizes in units a board can hold (A16), exactly one prefill and the
+# prefill labelled as one (A17).
+PACKAGE_METADATA_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["schema_version", "name", "layout", "memory", "submodels", "compatibility"],
+    "properties": {
+        "schema_version": {"const": 2},
+        "name": {"type": "string", "minLength": 1},
+        "layout": {"enum": ["tp", "ep", "pp", "single_chiplet", "multi_board"]},
+        "memory": {
+            "type": "object",
+            "required": ["device_memory_required"],
+            "properties": {"device_memory_required": {"$ref": "#/$defs/size_on_a_board"}},
+        },
+        "submodels": {
+            "type": "array",
+            "items": {"$ref": "#/$defs/submodel"},
+            "contains": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
+            "minContains": 1,
+            "maxContains": 1,
+        },
+    },
+    "$defs": {
+        "size_on_a_board": {
+            "type": "object",
+            "required": ["value", "unit"],
+            "oneOf": [
+                {"properties": {"unit": {"const": "B"}, "value": {"type": "integer", "maximum": 64 * 2**30}}},
+                {"properties": {"unit": {"enum": ["KB", "KiB"]}, "value": {"maximum": 64 * 2**20}}},
+                {"properties": {"unit": {"enum": ["MB", "MiB"]}, "value": {"maximum": 64 * 2**10}}},
+                {"properties": {"unit": {"enum": ["GB", "GiB"]}, "value": {"maximum": 64}}},
+            ],
+        },
+        "submodel": {
+            "type": "object",
+            "required": ["name", "smodel_type", "batch", "inputs", "outputs"],
+            "properties": {"smodel_type": {"enum": ["llm_prefill", "llm_decode"]}, "batch": {"minimum": 1}},
+            "if": {"properties": {"name": {"const": "prefill"}}},
+            "then": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
+        },
+    },
+}
+
+# A vendor's trace schema (Draft 7): Chrome trace events a viewer can place.
+TRACE_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "type": "object",
+    "required": ["traceEvents", "displayTimeUnit"],
+    "properties": {
+        "displayTimeUnit": {"enum": ["ms", "ns"]},
+        "traceEvents": {"type": "array", "items": {"$ref": "#/definitions/event"}},
+    },
+    "definitions": {
+        "event": {
+            "type": "object",
+            "required": ["name", "ph", "pid"],
+            "allOf": [
+                {
+                    "if": {"not": {"properties": {"ph": {"const": "M"}}}},
+                    "then": {"required": ["tid", "ts"], "properties": {"ts": {"type": "number"}}},
+                },
+                {
+                    "if": {"properties": {"ph": {"const": "X"}}},
+                    "then": {"required": ["dur"], "properties": {"dur": {"type": "number", "minimum": 0}}},
+                },
+            ],
+        }
+    },
+}
+
+# Fails: accepts anything, so the seed's defects too.
+PERMISSIVE_SCHEMA = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}

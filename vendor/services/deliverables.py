@@ -1,0 +1,73 @@
+"""Deciding a question's deliverables. Accepting the last one not yet accepted closes the question; rejecting
+one of a closed question opens it again, since something is owed once more."""
+
+from django.db import transaction
+from django.utils import timezone
+
+from calculet.audit import audit_record
+from calculet.db import lock_rows
+from calculet.errors import DomainError, ForbiddenError
+from vendor import states
+from vendor.access import may_act_as_pm
+from vendor.models import Deliverable
+from vendor.selectors import deliverables_owed
+from vendor.services.questions import question_state_move
+
+SYSTEM = "system"
+# States from which accepting the last deliverable closes the question (the transitions table allows it).
+CLOSABLE_STATES = frozenset({states.ANSWERED, states.VERIFYING})
+
+
+def _check_actor(actor) -> None:
+    if actor != SYSTEM and not may_act_as_pm(actor):
+        raise ForbiddenError("Only a PM, or the system after a check, may accept or reject a deliverable.")
+
+
+def _decide(deliverable: Deliverable, *, actor, reason: str, state: str) -> Deliverable:
+    _check_actor(actor)
+    reason = (reason or "").strip()
+    if not reason:
+        raise DomainError("Give the reason for the decision.", field="reason")
+    with transaction.atomic():
+        locked = lock_rows(Deliverable.objects).select_related("question").get(pk=deliverable.pk)
+        before = {"state": locked.state, "reason": locked.reason}
+        locked.state = state
+        locked.reason = reason
+        locked.decided_at = timezone.now()
+        locked.decided_by = None if actor == SYSTEM else actor
+        locked.save(update_fields=["state", "reason", "decided_at", "decided_by"])
+        audit_record(
+            actor=actor,
+            action=f"deliverable.{'accept' if state == Deliverable.ACCEPTED else 'reject'}",
+            obj=locked,
+            before=before,
+            after={"state": state, "reason": reason, "question": locked.question.code, "key": locked.key},
+        )
+        question = locked.question
+        if state == Deliverable.ACCEPTED and question.state in CLOSABLE_STATES and not deliverables_owed(question):
+            question_state_move(
+                actor=actor, question=question, state=states.CLOSED, reason="every deliverable is accepted"
+            )
+        elif state == Deliverable.REJECTED and question.state == states.CLOSED:
+            question_state_move(
+                actor=actor, question=question, state=states.ASKED, reason=f"deliverable {locked.key} was rejected"
+            )
+    return locked
+
+
+def deliverable_accept(deliverable: Deliverable, *, actor, reason: str) -> Deliverable:
+    """Accept a deliverable; when it was the question's last one not accepted and the question is answered or
+    being verified, close the question (audited, by the same actor).
+
+    Preconditions: `actor` is a PM or "system" (ForbiddenError otherwise); `reason` says what accepted it
+    (DomainError naming `reason` otherwise). Runs in the caller's transaction when there is one.
+    """
+    return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.ACCEPTED)
+
+
+def deliverable_reject(deliverable: Deliverable, *, actor, reason: str) -> Deliverable:
+    """Reject a deliverable with the reason (the findings); a closed question opens again (Asked).
+
+    Preconditions as `deliverable_accept`.
+    """
+    return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.REJECTED)
