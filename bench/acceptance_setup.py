@@ -14,6 +14,9 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "calculet.settings")
 BENCH_TMP = Path(tempfile.mkdtemp(prefix="calculet-bench-"))
 os.environ["STORAGE_ROOT"] = str(BENCH_TMP / "storage")
+# This process's sweeper removes run directories of finished runs under the data folder: keep it off the
+# checkout's, where the tests' in-process runs work.
+os.environ["CALCULET_DATA_DIR"] = str(BENCH_TMP / "data")
 
 import django  # noqa: E402
 

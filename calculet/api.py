@@ -3,6 +3,7 @@ error format in the schema, a body size limit, strict input."""
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import exceptions, serializers
 from rest_framework.pagination import PageNumberPagination
@@ -84,6 +85,18 @@ class StrictSerializer(serializers.Serializer):
             if unknown:
                 raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
         return super().to_internal_value(data)
+
+
+class StrictSerializerSchema(OpenApiSerializerExtension):
+    """In the schema, a strict serializer's object refuses unknown keys (`additionalProperties: false`), as the
+    serializer does, so a generated client cannot send one."""
+
+    target_class = StrictSerializer
+    match_subclasses = True
+
+    def map_serializer(self, auto_schema, direction):
+        schema = auto_schema._map_basic_serializer(self.target, direction)
+        return {**schema, "additionalProperties": False}
 
 
 class BinaryRenderer(JSONRenderer):

@@ -65,13 +65,13 @@ class EvidenceListApi(Api, ListAPIView):
     ordering_fields = ["code", "position"]
 
     def get_queryset(self):
-        return evidence_list()
+        return evidence_list(user=self.request.user)
 
 
 class EvidenceDetailApi(Api):
     @extend_schema(responses=EvidenceOutputSerializer)
     def get(self, request, code):
-        item = evidence_list().filter(code=code).first()
+        item = evidence_list(user=request.user).filter(code=code).first()
         if item is None:
             raise NotFoundError(f"Evidence {code} not found.")
         return Response(EvidenceOutputSerializer(item).data)
@@ -98,11 +98,16 @@ class CapabilityOutputSerializer(serializers.Serializer):
 
 class CapabilityFilter(django_filters.FilterSet):
     status = django_filters.ChoiceFilter(choices=STATUS_CHOICES)
-    question = django_filters.CharFilter(field_name="questions__code", distinct=True)
+    question = django_filters.CharFilter(
+        method="linked_to", help_text="A question's code: the capabilities it links, if it is one you may see."
+    )
 
     class Meta:
         model = Capability
         fields = ["status", "pinned", "question"]
+
+    def linked_to(self, queryset, name, value):
+        return queryset.filter(pk__in=capability_list(user=self.request.user, question=value).values("pk"))
 
 
 class CapabilityListApi(Api, ListAPIView):

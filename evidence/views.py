@@ -63,7 +63,8 @@ class EvidenceFilterForm(forms.Form):
 @web.page_for(may_open_pages)
 def evidence_register(request):
     form = EvidenceFilterForm(request.GET, tables=list(evidence_table_list()))
-    page = Paginator(form.filter(evidence_list()), EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
+    items = form.filter(evidence_list(user=request.user))
+    page = Paginator(items, EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
     context = {
         "form": form,
         "page": page,
@@ -79,7 +80,7 @@ def evidence_register(request):
 
 @web.page_for(may_open_pages)
 def capability_matrix(request):
-    context = {"capabilities": capabilities_with_grades(), "statuses": STATUSES}
+    context = {"capabilities": capabilities_with_grades(user=request.user), "statuses": STATUSES}
     return web.render_page(request, "evidence/capability-matrix.html", context, nav="capabilities")
 
 
@@ -90,7 +91,7 @@ def report_capability_matrix(request):
     response["Content-Disposition"] = 'attachment; filename="calculet-capability-matrix.csv"'
     writer = csv.writer(response)
     writer.writerow(["slug", "title", "status", "pinned_status", "scope", "evidence_grades", "evidence"])
-    for capability in capability_matrix_rows():
+    for capability in capability_matrix_rows(user=request.user):
         writer.writerow(
             [
                 capability.slug,

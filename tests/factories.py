@@ -23,7 +23,7 @@ from acceptance.services import answer_submit
 from acceptance.services.inputs import chain_probes
 from acceptance.services.runs.execute import run_execute
 from acceptance.services.targets import target_ensure_simulator
-from evidence.models import Capability, EvidenceItem
+from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
 from vendor.models import Artifact, Deliverable, Question, Section
@@ -143,6 +143,31 @@ def make_capability(
     )
     capability.questions.add(*questions)
     return capability
+
+
+def make_seed_evidence(code: str, *, grade: str, capabilities=()) -> EvidenceItem:
+    """An item of the seed's register (no organisation: everyone reads it), in a table of its own letter."""
+    table, _ = EvidenceTable.objects.get_or_create(
+        prefix=code[0], defaults={"section": 90 + ord(code[0]) % 10, "title": f"table {code[0]}"}
+    )
+    item = EvidenceItem.objects.create(code=code, table=table, conclusion=f"seed item {code}", grade_text=grade)
+    item.grades.create(grade=grade)
+    for capability in capabilities:
+        capability.evidence.add(item)
+    return item
+
+
+def make_run_evidence(run, *, grade: str, capability) -> EvidenceItem:
+    """The evidence a finished runner stage records, through the one writer of it, for the run's organisation."""
+    return evidence_record(
+        origin=EvidenceItem.RUN,
+        grade=grade,
+        conclusion=f"{run.stage} passed on {run.target.name}.",
+        organisation=run.answer.organisation,
+        capabilities=[capability],
+        code_prefix=f"RUN-{run.pk}",
+        source_text=f"acceptance run {run.pk}, answer {run.answer_id}",
+    )
 
 
 # Bytes

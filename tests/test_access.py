@@ -7,7 +7,17 @@ from django.urls import reverse
 
 from acceptance import stages
 from calculet.models import AuditEntry
-from tests.factories import make_capability, make_chain, make_question, make_run, make_user, put_to
+from evidence.models import Capability
+from tests.factories import (
+    make_capability,
+    make_chain,
+    make_question,
+    make_run,
+    make_run_evidence,
+    make_seed_evidence,
+    make_user,
+    put_to,
+)
 from vendor.models import Organisation, Question
 
 ROLES = ["pm", "operator", "viewer", "vendor_a", "vendor_b", "nobody"]
@@ -152,3 +162,60 @@ def test_a_vendor_sees_the_same_questions_on_its_page_and_in_the_api(world):
     api = client.get("/api/v1/questions/").json()
     assert [question["code"] for question in api["results"]] == ["V18"]
     assert "V18" in page and "V19" not in page
+
+
+# Whose run evidence each role reads, beside the seed's public evidence.
+RUN_EVIDENCE_READERS = {
+    "pm": {"vendor_a", "vendor_b"},
+    "operator": {"vendor_a", "vendor_b"},
+    "viewer": {"vendor_a", "vendor_b"},
+    "vendor_a": {"vendor_a"},
+    "vendor_b": {"vendor_b"},
+}
+QUESTION_OF = {"vendor_a": "V18", "vendor_b": "V19"}
+
+
+@pytest.fixture
+def evidence(world):
+    """The seed's public item (E2) and each vendor's run evidence on the shared capability: A's graded E4
+    (simulator), B's E0 (hardware), so the capability matrix's grades tell whose evidence it counted."""
+    capability = Capability.objects.get(slug="decode-batch-8")
+    codes = {"seed": make_seed_evidence("Z01", grade="E2", capabilities=[capability]).code}
+    for vendor, grade in (("vendor_a", "E4"), ("vendor_b", "E0")):
+        codes[vendor] = make_run_evidence(world["runs"][QUESTION_OF[vendor]], grade=grade, capability=capability).code
+    return codes
+
+
+@pytest.mark.parametrize("role", sorted(RUN_EVIDENCE_READERS))
+def test_run_evidence_is_read_only_by_its_organisation_on_every_page_endpoint_filter_and_count(world, evidence, role):
+    client = _client(world, role)
+    readable = {evidence["seed"], *(evidence[vendor] for vendor in RUN_EVIDENCE_READERS[role])}
+    hidden = set(evidence.values()) - readable
+
+    listed = client.get("/api/v1/evidence/", {"page_size": 200}).json()
+    assert {item["code"] for item in listed["results"]} == readable
+    assert listed["count"] == len(readable)
+    runs_only = client.get("/api/v1/evidence/", {"origin": "run"}).json()
+    assert {item["code"] for item in runs_only["results"]} == readable - {evidence["seed"]}
+    assert {code: client.get(f"/api/v1/evidence/{code}/").status_code for code in evidence.values()} == {
+        code: 200 if code in readable else 404 for code in evidence.values()
+    }
+
+    capability = client.get("/api/v1/capabilities/decode-batch-8/").json()
+    assert set(capability["evidence"]) == readable
+    [listed_capability] = client.get("/api/v1/capabilities/").json()["results"]
+    assert set(listed_capability["evidence"]) == readable
+    for vendor, code in QUESTION_OF.items():
+        linked = client.get("/api/v1/capabilities/", {"question": code}).json()["count"]
+        assert linked == (1 if vendor in RUN_EVIDENCE_READERS[role] else 0), (role, code)
+
+    register = client.get("/evidence/", {"page_size": 200}).content.decode()
+    page = client.get("/capabilities/decode-batch-8/").content.decode()
+    for code in readable:
+        assert code in register and code in page, (role, code)
+    for code in hidden:
+        assert code not in register and code not in page, (role, code)
+    assert f"{len(readable)} items" in register
+    matrix = client.get("/capabilities/").content.decode()
+    grades = {"E2", *({"vendor_a": "E4", "vendor_b": "E0"}[vendor] for vendor in RUN_EVIDENCE_READERS[role])}
+    assert {grade for grade in ("E0", "E2", "E4") if f">{grade}</span>" in matrix} == grades

@@ -97,10 +97,12 @@ def may_manage_webhooks(user) -> bool:
 @dataclass(frozen=True)
 class Visibility:
     """Who outside the integration team sees a model's rows: those whose `owners` fields all name the
-    user's organisation. `team_sees_all` False keeps rows private to their organisation, team included."""
+    user's organisation. `team_sees_all` False keeps rows private to their organisation, team included;
+    `public_when_unowned` True lets everyone see the rows whose `owners` fields are all empty."""
 
     owners: tuple[str, ...]
     team_sees_all: bool = True
+    public_when_unowned: bool = False
 
 
 VISIBILITY: dict[str, Visibility] = {
@@ -114,6 +116,8 @@ VISIBILITY: dict[str, Visibility] = {
     "vendor.comment": Visibility(owners=("organisation", "question__organisation")),
     "acceptance.chain": Visibility(owners=("answer__organisation", "question__organisation")),
     "acceptance.run": Visibility(owners=("answer__organisation", "chain__question__organisation")),
+    # What a vendor's runs, checks and reviews found is theirs; the seed's evidence (no organisation) is public.
+    "evidence.evidenceitem": Visibility(owners=("organisation",), public_when_unowned=True),
 }
 
 
@@ -126,7 +130,10 @@ def objects_for_user(user, rows: QuerySet | Manager) -> QuerySet:
     membership = user_membership(user)
     if membership is None:
         return queryset.none()
-    return queryset.filter(Q(**dict.fromkeys(visibility.owners, membership.organisation_id)))
+    visible = Q(**dict.fromkeys(visibility.owners, membership.organisation_id))
+    if visibility.public_when_unowned:
+        visible |= Q(**{f"{owner}__isnull": True for owner in visibility.owners})
+    return queryset.filter(visible)
 
 
 def object_for_user(user, rows: QuerySet | Manager, **lookup):

@@ -1,6 +1,6 @@
 """Starting and moving acceptance chains, creating runs, and re-running a stage."""
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from acceptance import stages
 from acceptance.models import AnswerClaim, Chain, Run, Target
@@ -15,6 +15,7 @@ from acceptance.services.inputs import (
     runner_stage_params,
     stage_digests,
 )
+from acceptance.services.locking import question_lock
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_accepts_runs, target_ensure_simulator
 from calculet.audit import audit_record
@@ -25,7 +26,7 @@ from evidence.services import evidence_lapse
 from vendor import events
 from vendor import states as question_states
 from vendor.access import may_act_as_pm
-from vendor.models import Answer, Deliverable
+from vendor.models import Answer, Deliverable, Question
 from vendor.services.deliverables import deliverable_accept
 from vendor.services.notifications import notify_on_commit
 from vendor.services.questions import question_state_move
@@ -63,39 +64,36 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
     """The chain of (answer's question, capability, target), now checking `answer`.
 
     Stages whose inputs changed become stale; runs still waiting or running on the old inputs are marked
-    stale and their workers stop them; the chain then runs its first stage that has not passed.
+    stale and their workers stop them; the chain then runs its first stage that has not passed. Locks the
+    question, the chain and its waiting and running runs, in that order, before it writes an audit row.
     """
     inputs = answer_inputs(answer)
     digests = stage_digests(
         inputs, capability.pk if capability else None, target, capability.slug if capability else None
     )
     with transaction.atomic():
+        question = question_lock(answer.question_id)
         chain = (
             lock_rows(Chain.objects)
-            .filter(question=answer.question, capability=capability, target=target)
+            .filter(question=question, capability=capability, target=target)
             .select_related("target")
             .first()
         )
-        if chain is None:
-            try:
-                with transaction.atomic():
-                    chain = Chain.objects.create(
-                        question=answer.question,
-                        capability=capability,
-                        answer=answer,
-                        target=target,
-                        stage_digests=digests,
-                    )
-            except IntegrityError:
-                chain = lock_rows(Chain.objects).get(question=answer.question, capability=capability, target=target)
-            else:
-                audit_record(
-                    actor=actor or "system",
-                    action="chain.start",
-                    obj=chain,
-                    after={"answer": answer.pk, "target": target.slug, "capability": capability and capability.slug},
-                )
-        if chain.answer_id != answer.pk:
+        created = chain is None
+        if chain is None:  # no other transaction can create it: they wait for the question's lock
+            chain = Chain.objects.create(
+                question=question, capability=capability, answer=answer, target=target, stage_digests=digests
+            )
+        chain.question = question
+        active = _lock_active_runs([chain])
+        if created:
+            audit_record(
+                actor=actor or "system",
+                action="chain.start",
+                obj=chain,
+                after={"answer": answer.pk, "target": target.slug, "capability": capability and capability.slug},
+            )
+        elif chain.answer_id != answer.pk:
             if not _newer(answer, chain.answer):
                 return chain
             before = {"answer": chain.answer_id}
@@ -113,15 +111,28 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
         elif chain.stage_digests != digests:
             chain.stage_digests = digests
             chain.save(update_fields=["stage_digests", "updated_at"])
-        _stale_outdated_runs(chain)
+        _stale_outdated_runs(chain, active)
         _question_move(chain, question_states.VERIFYING, f"acceptance chain on {target.slug}")
         chain_advance(chain, actor=actor)
     return chain
 
 
-def chains_refresh_for_target(target: Target, *, actor=None) -> None:
-    """Recompute the current inputs of the target's chains after its versions changed, and move them on. The
-    people of each question whose proof must now be run again on the new versions are told."""
+def chains_lock_for_target(target: Target) -> tuple[list[Chain], list[Run]]:
+    """Lock the target's chains for `chains_refresh`, in the lock order: their questions, the chains, then
+    their waiting and running runs (returned with them). Precondition: runs in the caller's transaction,
+    before it writes an audit row."""
+    chain_ids = list(Chain.objects.filter(target=target).order_by("pk").values_list("pk", flat=True))
+    question_ids = sorted(set(Chain.objects.filter(pk__in=chain_ids).values_list("question_id", flat=True)))
+    list(lock_rows(Question.objects).filter(pk__in=question_ids).order_by("pk").values_list("pk", flat=True))
+    list(lock_rows(Chain.objects).filter(pk__in=chain_ids).order_by("pk").values_list("pk", flat=True))
+    chains = list(Chain.objects.filter(pk__in=chain_ids).select_related("answer", "capability", "question"))
+    return chains, _lock_active_runs(chains)
+
+
+def chains_refresh(chains: list[Chain], active: list[Run], target: Target, *, actor=None) -> None:
+    """Recompute the current inputs of the target's chains and of their `active` runs (all locked by
+    `chains_lock_for_target`) after its versions changed, and move them on. The people of each question whose
+    proof must now be run again on the new versions are told."""
     registered = {key: value for key, value in target.as_job_target().items() if key in VERSION_KEYS}
     measured = EvidenceItem.objects.filter(run__target=target, current=True)
     evidence_lapse(
@@ -130,27 +141,26 @@ def chains_refresh_for_target(target: Target, *, actor=None) -> None:
         reason=f"{target.slug} is now {_versions(target)}",
     )
     told: set[int] = set()
-    for chain in Chain.objects.filter(target=target).select_related("answer", "capability"):
-        with transaction.atomic():
-            locked = lock_rows(Chain.objects).select_related("target", "capability").get(pk=chain.pk)
-            locked.stage_digests = stage_digests(
-                answer_inputs(locked.answer),
-                locked.capability_id,
-                locked.target,
-                locked.capability.slug if locked.capability else None,
+    for chain in chains:
+        chain.target = target
+        chain.stage_digests = stage_digests(
+            answer_inputs(chain.answer),
+            chain.capability_id,
+            target,
+            chain.capability.slug if chain.capability else None,
+        )
+        chain.save(update_fields=["stage_digests", "updated_at"])
+        _stale_outdated_runs(chain, active)
+        chain_advance(chain, actor=actor)
+        if chain.question_id not in told:
+            told.add(chain.question_id)
+            notify_on_commit(
+                events.REVERIFICATION_DUE,
+                actor=actor or "system",
+                organisation_id=chain.answer.organisation_id,
+                question_id=chain.question_id,
+                data={"target": target.name, "detail": _versions(target)},
             )
-            locked.save(update_fields=["stage_digests", "updated_at"])
-            _stale_outdated_runs(locked)
-            chain_advance(locked, actor=actor)
-            if locked.question_id not in told:
-                told.add(locked.question_id)
-                notify_on_commit(
-                    events.REVERIFICATION_DUE,
-                    actor=actor or "system",
-                    organisation_id=chain.answer.organisation_id,
-                    question_id=locked.question_id,
-                    data={"target": target.name, "detail": _versions(target)},
-                )
 
 
 def _versions(target: Target) -> str:
@@ -160,9 +170,14 @@ def _versions(target: Target) -> str:
     )
 
 
-def _stale_outdated_runs(chain: Chain) -> None:
-    for run in lock_rows(Run.objects).filter(chain=chain, state__in=stages.ACTIVE_STATES):
-        if run.inputs_digest != chain.stage_digests.get(run.stage):
+def _lock_active_runs(chains: list[Chain]) -> list[Run]:
+    return list(lock_rows(Run.objects).filter(chain__in=chains, state__in=stages.ACTIVE_STATES).order_by("pk"))
+
+
+def _stale_outdated_runs(chain: Chain, active: list[Run]) -> None:
+    """Mark stale the chain's waiting and running runs (among `active`, locked) whose inputs changed."""
+    for run in active:
+        if run.chain_id == chain.pk and run.inputs_digest != chain.stage_digests.get(run.stage):
             run_state_move(run, stages.STALE, reason="the chain's inputs changed before this run finished")
 
 
@@ -178,8 +193,9 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
     A chain that has passed every stage does not close its question: the question closes when every one of
     its deliverables is accepted (vendor.services.deliverables).
 
-    Precondition: runs inside a transaction holding the chain's row lock; `inputs`, when given, are those of
-    the chain's current answer. Returns the run it created, if any.
+    Precondition: runs inside a transaction holding the row locks of the chain and its question (the lock
+    order, `acceptance.services.locking`); `inputs`, when given, are those of the chain's current answer.
+    Returns the run it created, if any.
     """
     rows = chain_stages(chain)
     action, stage = stages.chain_next(rows)

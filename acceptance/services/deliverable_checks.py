@@ -30,7 +30,7 @@ from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor.models import Answer, Artifact, Deliverable
 from vendor.services.artifacts import UnsafeArchiveError, archive_extract
-from vendor.services.deliverables import deliverable_accept, deliverable_reject
+from vendor.services.deliverables import deliverable_accept, deliverable_lock, deliverable_reject
 from vendor.storage import blob_local_path
 
 logger = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
         else f"Static check of answer r{answer.revision} failed: {'; '.join(outcome.findings)}"
     )
     with transaction.atomic():
+        deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
         evidence_record(
             origin=EvidenceItem.CHECK,
             grade=GRADES[deliverable.kind],

@@ -9,7 +9,7 @@ from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor.access import may_act_as_pm
 from vendor.models import Answer, Deliverable, DocumentReview
-from vendor.services.deliverables import deliverable_accept, deliverable_reject
+from vendor.services.deliverables import deliverable_accept, deliverable_lock, deliverable_reject
 
 MAX_NOTE = 2000
 MAX_REASON = 5000
@@ -85,6 +85,7 @@ def document_review(*, actor, deliverable: Deliverable, items, reason: str) -> D
     accepted = all(entry["ticked"] for entry in checked)
     failing = [entry["item"] for entry in checked if not entry["ticked"]]
     with transaction.atomic():
+        deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
         review = DocumentReview.objects.create(
             deliverable=deliverable, answer=answer, reviewer=actor, items=checked, reason=reason, accepted=accepted
         )

@@ -15,6 +15,7 @@ from django.utils import timezone
 from acceptance import stages
 from acceptance.models import Run, Target
 from acceptance.services.dispatch import queue_length, run_send
+from acceptance.services.locking import run_lock
 from acceptance.services.runs.finishing import run_give_up
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
@@ -79,13 +80,12 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
     report = SweepReport()
     targets_refresh_health()
     now = timezone.now()
-    with transaction.atomic():
-        expired = (
-            lock_rows(Run.objects, skip_locked=True)
-            .select_related("target")
-            .filter(state=stages.RUNNING, lease_expires_at__lt=now)
-        )
-        for run in expired:
+    expired = Run.objects.filter(state=stages.RUNNING, lease_expires_at__lt=now).order_by("pk")
+    for run_id in expired.values_list("pk", flat=True):
+        with transaction.atomic():  # one run at a time, each locked in the lock order
+            run = run_lock(run_id, skip_locked=True)
+            if run is None or run.state != stages.RUNNING or not run.lease_expires_at or run.lease_expires_at >= now:
+                continue
             if run.attempt >= settings.ACCEPTANCE_RUN_MAX_ATTEMPTS:
                 run_give_up(run, SWEEPER)
                 report.gave_up += 1

@@ -83,7 +83,7 @@ def target_register(
     stage and everything after it stale on this target's chains (compatibility is checked against them), and
     those chains move on.
     """
-    from acceptance.services.chains import chains_refresh_for_target
+    from acceptance.services.chains import chains_lock_for_target, chains_refresh
 
     if not slug or slugify(slug) != slug or slug == "default":
         raise DomainError("A target slug is lower-case letters, digits and dashes, and not 'default'.", field="slug")
@@ -138,9 +138,11 @@ def target_register(
         if not changed:
             return target
         target.save(update_fields=changed)
+        # The lock order: the target's questions, chains and runs are locked before the audit head.
+        to_refresh = chains_lock_for_target(target) if set(changed) & set(VERSION_FIELDS) else None
         audit_record(actor=actor, action="target.update", obj=target, before=before, after=_snapshot(target))
-        if set(changed) & set(VERSION_FIELDS):
-            chains_refresh_for_target(target, actor=actor)
+        if to_refresh is not None:
+            chains_refresh(*to_refresh, target, actor=actor)
     return target
 
 

@@ -19,8 +19,8 @@ CAPABILITY_EVIDENCE_LIMIT = 200
 def _capability_page_context(request, capability, **promotion) -> dict:
     return {
         "capability": capability,
-        "evidence": capability_evidence(capability)[:CAPABILITY_EVIDENCE_LIMIT],
-        "evidence_total": capability_evidence(capability).count(),
+        "evidence": capability_evidence(capability, user=request.user)[:CAPABILITY_EVIDENCE_LIMIT],
+        "evidence_total": capability_evidence(capability, user=request.user).count(),
         "questions": capability_questions(user=request.user, capability=capability),
         # Promotion attempts are the integration team's, as in the API.
         "sees_history": may_see_all(request.user),

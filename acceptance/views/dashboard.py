@@ -53,7 +53,7 @@ def _team_dashboard(request):
         "due_soon_days": due_soon_days(),
         "state_choices": labels.choices("state"),
         "positions": stages.POSITIONS,
-        "capabilities": capabilities_with_grades(),
+        "capabilities": capabilities_with_grades(user=request.user),
         "statuses": STATUSES,
         "blocked": promotions_blocked_since(timezone.now() - BLOCKED_WINDOW)[:BLOCKED_LIMIT],
         "targets": target_list(),

@@ -378,7 +378,7 @@ def question_page_context(request, question):
         "question": question,
         "answers": answers,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
-        "capabilities": question_capabilities(question) if sees_all else [],
+        "capabilities": question_capabilities(question, user=request.user) if sees_all else [],
         "deliverables": deliverables,
         "owed_count": sum(1 for view in deliverables if view.owed),
         "sees_all": sees_all,

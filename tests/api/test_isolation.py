@@ -9,7 +9,7 @@ from rest_framework.test import APIClient
 
 from acceptance.models import Run
 from acceptance.services import answer_submit, chain_start_for_answer
-from tests.factories import complete_answer, db_snapshot, make_question
+from tests.factories import complete_answer, db_snapshot, make_question, make_run_evidence
 from vendor.models import ApiToken
 from vendor.services.organisations import token_create, token_revoke
 from vendor.services.uploads import upload_create
@@ -28,6 +28,8 @@ def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts
         metadata={"kind": "golden", "version": "3.0", "filename": "g.npz", "sha256": "a" * 64},
     )
     token_b = ApiToken.objects.get(user=vendor_b.user)
+    capability.questions.add(question_b)
+    run_b = Run.objects.get(answer=answer_b)
     return {
         "question": question_b.code,
         "own_question": question_a.code,
@@ -35,8 +37,9 @@ def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts
         "artifact": artifacts_b["golden"].pk,
         "upload": str(upload_b.pk),
         "token": token_b.pk,
-        "run": Run.objects.get(answer=answer_b).pk,
+        "run": run_b.pk,
         "capability": capability.slug,
+        "evidence": make_run_evidence(run_b, grade="E4", capability=capability).code,
     }
 
 
@@ -61,6 +64,7 @@ def endpoints(w: dict) -> list[tuple[str, str, dict]]:
         ("delete", f"/api/v1/tokens/{w['token']}/", {}),
         ("get", f"/api/v1/runs/{w['run']}/", {}),
         ("post", f"/api/v1/runs/{w['run']}/rerun/", {}),
+        ("get", f"/api/v1/evidence/{w['evidence']}/", {}),
     ]
 
 
@@ -115,6 +119,10 @@ def test_vendor_a_sees_none_of_vendor_bs_objects_in_lists(world, vendor_a):
     assert client.get("/api/v1/artifacts/?organisation=bolt").json()["count"] == 0
     assert client.get("/api/v1/runs/").json()["count"] == 0
     assert client.get("/api/v1/runs/?question=V19").json()["count"] == 0
+    assert client.get("/api/v1/evidence/?origin=run").json()["count"] == 0
+    assert world["evidence"] not in capability["evidence"]
+    assert client.get(f"/api/v1/capabilities/?question={world['question']}").json()["count"] == 0
+    assert client.get(f"/api/v1/capabilities/?question={world['own_question']}").json()["count"] == 1
 
 
 def test_vendor_a_cannot_use_vendor_bs_artifact_ids(world, vendor_a, artifacts_a):
@@ -160,6 +168,7 @@ def test_no_expired_or_revoked_token_gets_401_everywhere(world, vendor_a):
         "token": world["token"],
         "run": world["run"],
         "capability": world["capability"],
+        "evidence": world["evidence"],
     }
     every = [
         *endpoints(world),

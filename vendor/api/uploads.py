@@ -259,5 +259,63 @@ class UploadDetailApi(TusApi):
 
     @extend_schema(parameters=[TUS_RESUMABLE], responses={204: OpenApiResponse(description="Terminated.")})
     def delete(self, request, upload_id):
+        """Terminate the upload: its partial bytes are deleted (tus termination)."""
         upload_terminate(actor=request.user, upload=object_for_user(request.user, Upload.objects, pk=upload_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _header(description: str, schema_type: str = "string") -> dict:
+    return {"description": description, "schema": {"type": schema_type}}
+
+
+OFFSET_HEADER = _header("How many bytes the server holds: the offset to send the next chunk from.", "integer")
+EXPIRES_HEADER = _header("When an unfinished upload expires (an HTTP date).")
+ARTIFACT_HEADER = _header("The artifact a finished upload became.")
+TUS_RESUMABLE_HEADER = _header("The tus version the server speaks: 1.0.0.")
+
+
+def tus_schema(result, generator, request, public):
+    """drf-spectacular leaves HEAD out of every schema, and tus resumes with it: this hook adds the upload's
+    HEAD operation and names the headers tus answers with on each tus operation."""
+    upload = result["paths"].get("/api/v1/uploads/{upload_id}/")
+    if upload is None:
+        return result
+    delete = upload["delete"]
+    upload["head"] = {
+        "operationId": "uploads_offset",
+        "description": "Where to resume: the offset the server holds, the upload's length and metadata.",
+        "parameters": delete["parameters"],
+        "tags": delete["tags"],
+        "security": delete["security"],
+        "responses": {
+            "200": {
+                "description": "The upload as the server holds it (no body).",
+                "headers": {
+                    "Upload-Offset": OFFSET_HEADER,
+                    "Upload-Length": _header("The upload's whole length in bytes.", "integer"),
+                    "Upload-Metadata": _header("The metadata given at creation, each value base64-encoded."),
+                    "Upload-Expires": EXPIRES_HEADER,
+                    "Upload-Artifact": ARTIFACT_HEADER,
+                    "Tus-Resumable": TUS_RESUMABLE_HEADER,
+                },
+            },
+            "401": {"description": "No valid token; no body."},
+            "404": {"description": "No such upload (another organisation's included); no body."},
+            "410": {"description": "The upload expired; no body."},
+            "412": {"description": "Tus-Resumable is missing or names another version; no body."},
+        },
+    }
+    upload["patch"]["responses"]["204"]["headers"] = {
+        "Upload-Offset": OFFSET_HEADER,
+        "Upload-Expires": EXPIRES_HEADER,
+        "Upload-Artifact": ARTIFACT_HEADER,
+        "Tus-Resumable": TUS_RESUMABLE_HEADER,
+    }
+    created = result["paths"]["/api/v1/uploads/"]["post"]["responses"]["201"]
+    created["headers"] = {
+        "Location": _header("The upload's URL, to PATCH its bytes to."),
+        "Upload-Offset": OFFSET_HEADER,
+        "Upload-Expires": EXPIRES_HEADER,
+        "Tus-Resumable": TUS_RESUMABLE_HEADER,
+    }
+    return result

@@ -9,7 +9,7 @@ from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
 from vendor import states
 from vendor.access import may_act_as_pm
-from vendor.models import Deliverable
+from vendor.models import Deliverable, Question
 from vendor.selectors import deliverables_owed
 from vendor.services.questions import question_state_move
 
@@ -23,13 +23,21 @@ def _check_actor(actor) -> None:
         raise ForbiddenError("Only a PM, or the system after a check, may accept or reject a deliverable.")
 
 
+def deliverable_lock(deliverable: Deliverable) -> Deliverable:
+    """Lock the deliverable's question, then the deliverable (the lock order, docs/acceptance.md): deciding it
+    may move the question. Callers that write audit rows before deciding take this lock first."""
+    question_id = Deliverable.objects.filter(pk=deliverable.pk).values_list("question_id", flat=True).get()
+    lock_rows(Question.objects).get(pk=question_id)
+    return lock_rows(Deliverable.objects).select_related("question").get(pk=deliverable.pk)
+
+
 def _decide(deliverable: Deliverable, *, actor, reason: str, state: str) -> Deliverable:
     _check_actor(actor)
     reason = (reason or "").strip()
     if not reason:
         raise DomainError("Give the reason for the decision.", field="reason")
     with transaction.atomic():
-        locked = lock_rows(Deliverable.objects).select_related("question").get(pk=deliverable.pk)
+        locked = deliverable_lock(deliverable)
         before = {"state": locked.state, "reason": locked.reason}
         locked.state = state
         locked.reason = reason

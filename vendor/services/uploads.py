@@ -282,9 +282,9 @@ def upload_expire_stale(*, now: datetime.datetime | None = None) -> int:
     now = now or timezone.now()
     count = 0
     for upload in Upload.objects.filter(artifact__isnull=True, expires_at__lte=now).iterator():
-        with transaction.atomic():
-            audit_record(actor=None, action="upload.expire", obj=upload, after={"offset": upload.offset})
+        with transaction.atomic():  # the row first, the audit head last (the lock order)
             Upload.objects.filter(pk=upload.pk).delete()
+            audit_record(actor=None, action="upload.expire", obj=upload, after={"offset": upload.offset})
         upload_path(upload).unlink(missing_ok=True)
         count += 1
     return count

@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Run
+from acceptance.services.locking import run_lock
 from acceptance.services.runs.finishing import run_give_up
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_accepts_runs
-from calculet.db import lock_rows
 
 CLAIMED = "claimed"
 HELD = "held"
@@ -32,7 +32,7 @@ def run_claim(run_id: int, worker: str) -> tuple[str, Run | None]:
     (GONE, run-or-None) when there is nothing to do (finished, stale, waiting for its target, or given up)."""
     now = timezone.now()
     with transaction.atomic():
-        run = lock_rows(Run.objects).select_related("target", "answer").filter(pk=run_id).first()
+        run = run_lock(run_id)
         if run is None:
             return GONE, None
         if run.state == stages.RUNNING and run.lease_expires_at is not None and run.lease_expires_at > now:

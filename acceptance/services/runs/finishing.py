@@ -1,23 +1,35 @@
 """Finishing a run: the one verdict of the attempt that holds it, the evidence a runner stage's verdict is,
 and what follows — the chain's next stage after a pass, or the target's health after a health job."""
 
-from django.db import transaction
+import functools
+import logging
+import time
+
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from acceptance import stages
 from acceptance.models import Chain, Run
 from acceptance.protocol import VERSION_KEYS, StageOutcome, device_attested
 from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import AnswerInputs
+from acceptance.services.locking import run_lock
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
-from calculet.db import lock_rows
 from evidence.grades import status_rank
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor import events
 from vendor.models import Artifact
 from vendor.services.notifications import notify_on_commit
+
+# A verdict transaction that fails on a database error (a deadlock, a serialization failure, a dropped
+# connection) is tried again here, this many times in all, rather than left for its lease to expire: the
+# sweeper would count the attempt as lost and the stage would run again.
+VERDICT_ATTEMPTS = 5
+VERDICT_RETRY_PAUSE_SECONDS = 0.5
+
+logger = logging.getLogger(__name__)
 
 
 def run_finish(
@@ -27,15 +39,34 @@ def run_finish(
     longer that attempt's: it was made stale, or another attempt took it over after this one lost its lease.
 
     A pass moves the chain on in the same transaction: the next stage is written `queued` with the verdict.
+    A database error rolls the transaction back and it is tried again, VERDICT_ATTEMPTS times in all (the
+    error is raised after the last); called inside an outer transaction, it is tried once.
     """
+    finish = functools.partial(
+        _finish_in_transaction, claimed, worker=worker, outcome=outcome, reporter=reporter, inputs=inputs
+    )
+    if connection.in_atomic_block:
+        return finish()
+    for attempt in range(1, VERDICT_ATTEMPTS):
+        try:
+            return finish()
+        except (OperationalError, InterfaceError) as error:
+            logger.warning("run %s: the verdict transaction failed (%s); trying again", claimed.pk, error)
+            connection.close_if_unusable_or_obsolete()
+            time.sleep(VERDICT_RETRY_PAUSE_SECONDS * attempt)
+    return finish()
+
+
+def _finish_in_transaction(
+    claimed: Run, *, worker: str, outcome: StageOutcome, reporter: RunReporter, inputs: AnswerInputs | None
+) -> bool:
     with transaction.atomic():
-        # Lock order everywhere: chain, then run, then target, then the audit head.
-        chain = None
-        if claimed.chain_id:
-            chain = lock_rows(Chain.objects).select_related("target", "capability").get(pk=claimed.chain_id)
-        run = lock_rows(Run.objects).select_related("target", "answer").get(pk=claimed.pk)
-        if run.state != stages.RUNNING or run.attempt != claimed.attempt:
+        run = run_lock(claimed.pk)  # the lock order: question and chain, or target, before the run
+        if run is None or run.state != stages.RUNNING or run.attempt != claimed.attempt:
             return False
+        chain = None
+        if run.chain_id:
+            chain = Chain.objects.select_related("question", "target", "capability").get(pk=run.chain_id)
         _finish_locked(run, outcome, worker, reporter=reporter, chain=chain, inputs=inputs)
     return True
 
@@ -43,7 +74,8 @@ def run_finish(
 def run_give_up(run: Run, worker: str) -> None:
     """End a run whose attempts are used up as an infrastructure error rather than loop on a poison run.
 
-    Precondition: this transaction holds the run's row lock; it is queued, or running with an expired lease.
+    Precondition: this transaction holds the run's row lock, taken by `run_lock`; it is queued, or running
+    with an expired lease.
     """
     outcome = StageOutcome(
         stages.ERROR,

@@ -39,6 +39,7 @@ class RunReporter:
         self.stderr_line = ""
         self.stderr_tail = ""
         self.lost = False
+        self.final: dict | None = None
 
     def output(self, stream: str, chunk: bytes) -> None:
         text = self.decoders[stream].decode(chunk).replace("\x00", "\ufffd")
@@ -114,8 +115,11 @@ class RunReporter:
         return bool(held)
 
     def final_fields(self, run: Run) -> list[str]:
-        """Put what is still unwritten onto the locked `run`; returns the fields changed."""
-        fields = self._take()
+        """Put what is still unwritten onto the locked `run`; returns the fields changed. The same fields each
+        time, so a verdict transaction tried again writes the output once."""
+        if self.final is None:
+            self.final = self._take()
+        fields = self.final
         run.log += fields["log_append"]
         run.log_tail = fields["log_tail"]
         run.log_bytes += fields["log_bytes"]

@@ -1,0 +1,158 @@
+"""One lock order (docs/acceptance.md, "Lock order"): answers, verdicts, chain moves and question moves on the
+same question never deadlock, and a verdict transaction that meets a database error is retried in place."""
+
+import threading
+
+import pytest
+import requests
+from django.db import OperationalError, connection
+from django.utils import timezone
+
+from acceptance import selectors, stages
+from acceptance.models import Chain, Run, RunResult
+from acceptance.protocol import StageOutcome
+from acceptance.services.runs import finishing
+from acceptance.services.runs.claiming import run_claim
+from acceptance.services.runs.finishing import run_finish
+from acceptance.services.runs.reporting import RunReporter
+from tests.acceptance.test_workers import wait_until, workers  # noqa: F401 - `workers` is a fixture
+from tests.factories import complete_answer_data, make_capability
+from vendor.services.organisations import token_create
+
+CONCURRENT_ANSWERS = 20
+
+
+def _post_answers(url: str, key: str, bodies: list[dict]) -> list[int]:
+    """POST every body at once, each from its own thread (and so its own connection to the server)."""
+    statuses: list[int] = [0] * len(bodies)
+    start = threading.Barrier(len(bodies))
+
+    def post(index: int) -> None:
+        start.wait()
+        response = requests.post(url, json=bodies[index], headers={"Authorization": f"Token {key}"}, timeout=120)
+        statuses[index] = response.status_code
+
+    threads = [threading.Thread(target=post, args=(index,)) for index in range(len(bodies))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return statuses
+
+
+def _settled(question) -> bool:
+    return not Run.objects.filter(chain__question=question, state__in=stages.ACTIVE_STATES).exists()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdict_is_a_first_attempt(
+    workers,  # noqa: F811
+    live_server,
+    vendor_user,
+    question,
+    capability,
+    calbin,
+    golden,
+):
+    simulator = workers.celery("simulator", "sim")
+    _token, key = token_create(actor=vendor_user, user=vendor_user, name="concurrent answers")
+    url = f"{live_server.url}/api/v1/questions/{question.code}/answers/"
+    # A chain of another capability of the same question runs its stages on the worker while the answers
+    # arrive: its verdicts lock the question the answers lock.
+    other = make_capability("decode-batch-4", questions=[question])
+    assert _post_answers(url, key, [complete_answer_data(capability=other, calbin=calbin, golden=golden)]) == [201]
+    running_on = Chain.objects.get(question=question, capability=other)
+    wait_until(
+        lambda: RunResult.objects.filter(run__chain=running_on).exists(),
+        timeout=120,
+        what="the first verdict of the other capability's chain",
+        workers=[simulator],
+        sweep=False,
+    )
+
+    bodies = [
+        complete_answer_data(capability=capability, calbin=calbin, golden=golden, summary=f"client {index}")
+        for index in range(CONCURRENT_ANSWERS)
+    ]
+    started = timezone.now()
+    statuses = _post_answers(url, key, bodies)
+    ended = timezone.now()
+
+    assert statuses == [201] * CONCURRENT_ANSWERS
+    assert Run.objects.filter(chain=running_on, finished_at__range=(started, ended), verdict=stages.PASS).exists()
+    wait_until(lambda: _settled(question), timeout=300, what="every run to end", workers=[simulator], sweep=False)
+    chain = Chain.objects.get(question=question, capability=capability)
+    assert chain.answer.revision == CONCURRENT_ANSWERS + 1  # the chain checks the newest answer
+    assert RunResult.objects.filter(run__chain=chain).exists()
+    assert all(state == stages.PASSED for _, state, _ in selectors.chain_stages(running_on))
+    assert list(Run.objects.exclude(attempt__lte=1).values_list("pk", "attempt")) == []
+    assert list(RunResult.objects.exclude(attempt=1).values_list("run", "attempt")) == []
+    assert "worker was lost" not in "".join(Run.objects.values_list("log", flat=True))
+    assert "deadlock" not in simulator.log_text()
+
+
+def _claimed_claim_run(chain) -> Run:
+    run = Run.objects.get(chain=chain, stage=stages.CLAIM, state=stages.QUEUED)
+    status, claimed = run_claim(run.pk, "test-worker")
+    assert status == "claimed"
+    return claimed
+
+
+def _fail_first(monkeypatch, times: int) -> list[str]:
+    """Make the first `times` verdict transactions fail on a real database error raised inside them
+    (a statement timeout), after the run's row is locked."""
+    failures: list[str] = []
+    real = finishing._finish_locked
+
+    def finish_or_fail(*args, **kwargs):
+        if len(failures) < times:
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL statement_timeout = 1")
+                try:
+                    cursor.execute("SELECT pg_sleep(1)")
+                except OperationalError as error:
+                    failures.append(str(error))
+                    raise
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(finishing, "_finish_locked", finish_or_fail)
+    return failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_verdict_transaction_that_fails_on_a_database_error_is_retried_in_place(
+    monkeypatch, simulator_online, answer
+):
+    monkeypatch.setattr(finishing, "VERDICT_RETRY_PAUSE_SECONDS", 0.01)
+    chain = Chain.objects.get(answer=answer)
+    run = _claimed_claim_run(chain)
+    reporter = RunReporter(run)
+    reporter.note("checked the claim")
+    failures = _fail_first(monkeypatch, 2)
+
+    assert run_finish(run, worker="test-worker", outcome=StageOutcome(stages.PASS, "ok"), reporter=reporter)
+
+    assert len(failures) == 2 and "statement timeout" in failures[0]
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == (stages.PASSED, 1)
+    assert "checked the claim" in run.log  # the output is written once, by the attempt that committed
+    assert run.log.count("checked the claim") == 1
+    assert list(RunResult.objects.filter(run=run).values_list("attempt", "verdict")) == [(1, stages.PASS)]
+    assert Run.objects.filter(chain=chain, stage=stages.ARTIFACT, state=stages.QUEUED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_verdict_transaction_is_retried_a_bounded_number_of_times(monkeypatch, simulator_online, answer):
+    monkeypatch.setattr(finishing, "VERDICT_RETRY_PAUSE_SECONDS", 0.01)
+    chain = Chain.objects.get(answer=answer)
+    run = _claimed_claim_run(chain)
+    failures = _fail_first(monkeypatch, 100)
+
+    with pytest.raises(OperationalError):
+        run_finish(run, worker="test-worker", outcome=StageOutcome(stages.PASS, "ok"), reporter=RunReporter(run))
+
+    assert len(failures) == finishing.VERDICT_ATTEMPTS
+    run.refresh_from_db()
+    assert run.state == stages.RUNNING  # nothing written: the lease and the sweeper take it from here
+    assert not RunResult.objects.filter(run=run).exists()
