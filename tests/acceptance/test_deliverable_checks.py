@@ -221,12 +221,7 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
     assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
 
     silent = make_artifact(
-        acme,
-        sdk_archive(tmp_path / "b", calls=calls),
-        kind="sdk",
-        version="0.7.7",
-        file_name="s.tar",
-        tmp_dir=tmp_path,
+        engineer, sdk_archive(tmp_path / "b", calls=calls), kind="sdk", version="0.7.7", file_name="s.tar"
     )
     data = complete_answer_data(capability=None, calbin=silent, golden=golden, deliverable="delivery")
     second = answer_submit(actor=engineer, question=answer.question, data=data)
