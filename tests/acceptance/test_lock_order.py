@@ -16,7 +16,7 @@ from acceptance.services.runs.claiming import run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
 from tests.acceptance.test_workers import wait_until, workers  # noqa: F401 - `workers` is a fixture
-from tests.factories import complete_answer_data, make_capability
+from tests.factories import complete_answer_data, make_artifact, make_capability, tiny_package_bytes
 from vendor.services.organisations import token_create
 
 CONCURRENT_ANSWERS = 20
@@ -54,6 +54,7 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
     capability,
     calbin,
     golden,
+    tmp_path,
 ):
     simulator = workers.celery("simulator", "sim")
     _token, key = token_create(actor=vendor_user, user=vendor_user, name="concurrent answers")
@@ -61,7 +62,11 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
     # A chain of another capability of the same question runs its stages on the worker while the answers
     # arrive: its verdicts lock the question the answers lock.
     other = make_capability("decode-batch-4", questions=[question])
-    assert _post_answers(url, key, [complete_answer_data(capability=other, calbin=calbin, golden=golden)]) == [201]
+    package_b4, golden_b4 = tiny_package_bytes(tmp_path, decode_batch=4)
+    calbin_b4 = make_artifact(vendor_user, package_b4, kind="calbin", version="1.0.4", file_name="b4.tar")
+    golden_b4 = make_artifact(vendor_user, golden_b4, kind="golden", version="1.0.4", file_name="b4.npz")
+    body = complete_answer_data(capability=other, calbin=calbin_b4, golden=golden_b4)
+    assert _post_answers(url, key, [body]) == [201]
     running_on = Chain.objects.get(question=question, capability=other)
     wait_until(
         lambda: RunResult.objects.filter(run__chain=running_on).exists(),
