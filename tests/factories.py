@@ -28,6 +28,7 @@ from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
 from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
+from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
 
@@ -353,17 +354,30 @@ def pass_stages(chain: Chain, upto: str, *, device: dict | None = None) -> list[
 
 
 def sdk_checked(capability, *, calrt: str = "0.7.6"):
-    """E2 evidence for the capability, as the SDK check records it: its entry points found in the delivered
-    headers and as defined dynamic symbols of the same-version library."""
-    return evidence_record(
+    """E2 evidence for the capability, as a passing SDK check records it: its entry points found in the
+    delivered headers and as defined dynamic symbols of the same-version library, and its sdk deliverable
+    accepted."""
+    question = capability.questions.order_by("pk").first()
+    deliverable = Deliverable.objects.create(
+        question=question,
+        key=f"sdk-{capability.slug}-{calrt.replace('.', '-')}-{question.deliverables.count()}",
+        kind=Deliverable.SDK,
+        title="SDK",
+        position=9,
+    )
+    capability.deliverables.add(deliverable)
+    item = evidence_record(
         origin=EvidenceItem.CHECK,
         grade="E2",
         conclusion=f"SDK entry points of {capability.slug} present in CalRT {calrt}",
-        organisation=None,
+        organisation=question.organisation,
         capabilities=[capability],
         versions={"calrt": calrt},
-        code_prefix="CHECK-SDK",
+        deliverable=deliverable,
+        code_prefix="CHK-SDK",
     )
+    deliverable_accept(deliverable, actor="system", reason="static check passed")
+    return item
 
 
 def drive(chain: Chain, limit: int = 20) -> None:
