@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 
 from acceptance import stages
 from acceptance.models import Run
+from acceptance.protocol import tolerance_rule
 from acceptance.selectors import question_chain_rows, question_positions
 from acceptance.services import run_rerun
 from acceptance.views.plots import run_plots
@@ -346,6 +347,7 @@ def question_page_context(request, question):
     artifacts = {}
     for answer in answers:
         answer.checklist = [(element, element not in answer.missing) for element in ELEMENTS]
+        answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:
             linked.append(answer.minimal_example_artifact)

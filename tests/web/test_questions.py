@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from acceptance import stages
+from acceptance.services import answer_submit
 from calculet.models import AuditEntry
 from tests.web.conftest import make_chain, make_run, make_user, put_to
 from vendor.models import Question, Section
@@ -363,3 +364,15 @@ def test_list_filters_by_chain_stage_reached(pm_client, pm, acme, acme_engineer,
     assert not_started == [f"V{n}" for n in range(20, 28)]
     body = pm_client.get(reverse("question-list"), {"section": "12.3"}).content.decode()
     assert "Numerical golden" in body.split('id="question-V18"')[1].split("</tr>")[0]
+
+
+@pytest.mark.django_db
+def test_answer_tolerances_read_as_the_golden_check_applies_them(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18")
+    tolerances = {"cosine_min": 0.9999, "max_rel": 0.02, "decode_logits.top1_min": 0.98, "k": 5}
+    answer_submit(
+        actor=acme_engineer, question=Question.objects.get(code="V18"), data={"golden": {"tolerances": tolerances}}
+    )
+    body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    shown = re.findall(r'<span class="muted tolerance">([^<]*)</span>', body)
+    assert sorted(shown) == ["cosine ≥ 0.9999", "decode_logits.top1 ≥ 0.98", "k = 5", "max_rel ≤ 0.02"]
