@@ -10,6 +10,11 @@ def register(kind: str, pairs: Iterable[tuple[str, str]]) -> None:
     _LABELS[kind] = dict(pairs)
 
 
+def extend(kind: str, pairs: Iterable[tuple[str, str]]) -> None:
+    """Add to a vocabulary that several apps share (the audit log's actions)."""
+    _LABELS.setdefault(kind, {}).update(pairs)
+
+
 def label(kind: str, value) -> str:
     """The translated label of a stored value, or the value itself when it has none."""
     return _LABELS.get(kind, {}).get(value, value)

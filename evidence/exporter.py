@@ -192,8 +192,13 @@ def checklist_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+CSV_BOM = "\ufeff"
+
+
 def checklist_csv() -> str:
+    """Starts with a UTF-8 byte order mark, without which Excel reads the Chinese text as another encoding."""
     out = io.StringIO()
+    out.write(CSV_BOM)
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     for q in _questions():

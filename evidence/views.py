@@ -8,15 +8,17 @@ from django.http import Http404, HttpResponse
 from django.utils.translation import gettext_lazy as _
 
 from calculet import labels, web
-from evidence.exporter import EXPORT_FORMATS, checklist_export
+from evidence.exporter import CSV_BOM, EXPORT_FORMATS, checklist_export
 from evidence.grades import GRADES, STATUSES
 from evidence.selectors import (
     archive_list,
     capabilities_with_grades,
     capability_matrix_rows,
-    evidence_list,
     evidence_table_list,
     path_alias_list,
+    run_evidence_under,
+    run_evidence_without_seed_item,
+    seed_evidence_list,
 )
 from vendor.access import may_open_pages, may_see_all
 from vendor.selectors import open_questions
@@ -65,10 +67,14 @@ class EvidenceFilterForm(forms.Form):
 @web.page_for(may_open_pages)
 def evidence_register(request):
     form = EvidenceFilterForm(request.GET, tables=list(evidence_table_list()))
-    page = Paginator(form.filter(evidence_list()), EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(form.filter(seed_evidence_list()), EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
+    runs_under = run_evidence_under(list(page))
+    for item in page:
+        item.run_groups = runs_under.get(item.pk, [])
     context = {
         "form": form,
         "page": page,
+        "runs_without_seed_item": run_evidence_without_seed_item(),
         "params": request.GET,
         "archives": archive_list(),
         "aliases": path_alias_list(),
@@ -112,6 +118,7 @@ def report_capability_matrix(request):
     """The capability matrix as CSV: status (C) and the linked evidence's grades (E) in separate columns."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="calculet-capability-matrix.csv"'
+    response.write(CSV_BOM)  # Excel reads the Chinese text right only after a byte order mark
     writer = csv.writer(response)
     writer.writerow(["slug", "title", "status", "pinned_status", "scope", "evidence_grades", "evidence"])
     for capability in capability_matrix_rows():

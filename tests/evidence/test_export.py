@@ -106,7 +106,9 @@ def test_markdown_regenerates_the_checklist_with_live_columns(imported):
 
 
 def test_csv_is_one_row_per_question(imported):
-    rows = list(csv.DictReader(io.StringIO(checklist_csv())))
+    text = checklist_csv()
+    assert text.startswith("\ufeffcode,")  # the byte order mark Excel needs to read UTF-8
+    rows = list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff"))))
     assert [r["code"] for r in rows] == [f"V{n:02d}" for n in range(1, 61)]
     v02 = rows[1]
     assert v02["question"] == "calcc 575c2d... 和 TVM 7aebd1... 是否可发布"
