@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 # The audit log's actions that acceptance's services record, as the audit page lists them.
 AUDIT_ACTIONS = [
@@ -29,12 +30,24 @@ class AcceptanceConfig(AppConfig):
             stages,
         )
         from acceptance.models import Chain, Run, Target
+        from acceptance.services.targets import SIMULATOR_NAME
+        from acceptance.summaries import run_summary
         from calculet import audit, labels
 
         labels.register("stage", {**stages.STAGE_LABELS, stages.DONE: stages.DONE_LABEL}.items())
         labels.register("run_state", stages.STATE_LABELS.items())
         labels.register("target_kind", Target.KINDS)
         labels.register("health", Target.HEALTH_STATES)
+        labels.register(
+            "verdict",
+            [
+                (stages.PASS, pgettext_lazy("verdict", "passed")),
+                (stages.FAIL, pgettext_lazy("verdict", "failed")),
+                (stages.ERROR, pgettext_lazy("verdict", "in error")),
+            ],
+        )
+        labels.register("target_name", [(SIMULATOR_NAME, _("Bundled NPU simulator"))])
+        labels.register_phrases("run_summary", run_summary)
         labels.extend("audit_action", AUDIT_ACTIONS)
 
         # A question's history holds its chains and their runs.

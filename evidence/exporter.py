@@ -2,8 +2,9 @@
 
 `checklist_export(fmt)` returns the text; `EXPORT_FORMATS` gives each format's content type and file
 extension (for the reports page). JSON and CSV text fields hold the document's text with Markdown
-backticks removed and whitespace collapsed; the Markdown keeps the document's own Markdown.
-A fixed number of queries whatever the number of rows.
+backticks removed and whitespace collapsed; the Markdown keeps the document's own Markdown and writes its
+own words (column headings, states) in the active language. A fixed number of queries whatever the number
+of rows.
 """
 
 import csv
@@ -11,6 +12,7 @@ import io
 import json
 
 from django.db.models import Prefetch
+from django.utils.translation import gettext as _
 
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
 from vendor.models import Question, Section
@@ -161,13 +163,15 @@ def checklist_markdown() -> str:
     title = document.title if document else "Checklist"
     lines = [f"# {title}", ""]
     if document:
-        lines += [f"日期：{document.date}  ", f"SHA-256：`{document.source_sha256}`", ""]
+        date_label = _("Date")
+        lines += [f"{date_label}: {document.date}  ", f"SHA-256: `{document.source_sha256}`", ""]
     lines += ["## 12. 厂商确认清单", ""]
     by_section: dict[int, list] = {}
     for question in _questions():
         by_section.setdefault(question.section_id, []).append(question)
     for section in Section.objects.all():
-        header = ["#", section.question_header, section.acceptance_header, "状态", "优先级", "负责", "截止", "能力状态"]
+        ours = [_("State"), _("Priority"), _("Owner"), _("Due date"), _("Capability statuses")]
+        header = ["#", section.question_header, section.acceptance_header, *ours]
         lines += [f"### {section.code} {section.title}", "", "| " + " | ".join(header) + " |"]
         lines.append("| " + " | ".join("---" for _ in header) + " |")
         for q in by_section.get(section.pk, []):
@@ -184,7 +188,8 @@ def checklist_markdown() -> str:
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
         lines.append("")
-    lines += ["## 能力状态", "", "| 能力 | 状态 | 固定 | 范围 |", "| --- | --- | --- | --- |"]
+    header = [_("Capability"), _("Status"), _("Pinned"), _("Scope")]
+    lines += ["## " + _("Capability statuses"), "", "| " + " | ".join(header) + " |", "| --- | --- | --- | --- |"]
     for capability in Capability.objects.all():
         pinned = capability.pinned_status if capability.pinned else ""
         row = [f"{capability.title} (`{capability.slug}`)", capability.status, pinned, capability.scope]
