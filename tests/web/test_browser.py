@@ -76,12 +76,17 @@ def test_filter_and_edit_a_question_in_place(page, pm, checklist):
     expect(page.locator("#question-V59")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/questions/\?.*q=%E5%9B%9E%E6%BB%9A"))
 
+    # A cell shows its value; clicking it fetches its control in place.
     row = page.locator("#question-V59")
-    row.get_by_label("Priority V59").select_option("p0")
+    expect(row.locator("select")).to_have_count(0)
+    row.get_by_label("Priority V59").click()
+    row.locator('select[name="priority"]').select_option("p0")
     expect(page.locator("#question-V59").get_by_role("status")).to_have_text("Saved")
+    expect(page.locator("#question-V59").get_by_label("Priority V59")).to_contain_text("P0")
     assert Question.objects.get(code="V59").priority == "p0"
 
-    page.locator("#question-V59").get_by_label("State V59").select_option("closed")
+    page.locator("#question-V59").get_by_label("State V59").click()
+    page.locator('#question-V59 select[name="state"]').select_option("closed")
     expect(page.locator("#question-V59").get_by_role("alert")).to_contain_text("cannot move from new to closed")
     assert Question.objects.get(code="V59").state == "new"
     assert still_same_document(page)
