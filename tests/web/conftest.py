@@ -3,6 +3,7 @@ import os
 
 import pytest
 from django.core.management import call_command
+from playwright.sync_api import sync_playwright
 
 from acceptance import stages
 from acceptance.models import Chain, Run
@@ -92,3 +93,31 @@ def make_run(chain: Chain, stage: str, state: str, **fields) -> Run:
         inputs_digest=chain.stage_digests[stage],
         **fields,
     )
+
+
+# The browser tests' Chromium (Debian's: Playwright's own download does not work here), one per test module.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    yield page
+    context.close()
