@@ -14,6 +14,7 @@ from vendor.models import Comment, NotificationPreference, Question
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+
 def log_in(page, username):
     page.goto("/login/")
     page.get_by_label("User name").fill(username)
