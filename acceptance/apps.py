@@ -1,4 +1,23 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
+
+# The audit log's actions that acceptance's services record, as the audit page lists them.
+AUDIT_ACTIONS = [
+    ("answer.claim", _("capability claimed by an answer")),
+    ("chain.start", _("chain started")),
+    ("chain.answer", _("chain moved to a new answer")),
+    ("run.create", _("run queued")),
+    ("run.finish", _("run finished")),
+    ("capability.promote", _("capability promoted")),
+    ("capability.demote", _("capability demoted")),
+    ("capability.promotion_blocked", _("promotion blocked")),
+    ("target.register", _("target registered")),
+    ("target.update", _("target changed")),
+    ("target.maintenance", _("target maintenance set")),
+    ("target.health_check", _("target health check")),
+    ("target.health", _("target health changed")),
+]
 
 
 class AcceptanceConfig(AppConfig):
@@ -10,10 +29,32 @@ class AcceptanceConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             stages,
         )
-        from acceptance.models import Target
-        from calculet import labels
+        from acceptance.models import Chain, Run, Target
+        from acceptance.services.targets import SIMULATOR_NAME
+        from acceptance.summaries import run_summary
+        from calculet import audit, labels
 
         labels.register("stage", {**stages.STAGE_LABELS, stages.DONE: stages.DONE_LABEL}.items())
         labels.register("run_state", stages.STATE_LABELS.items())
         labels.register("target_kind", Target.KINDS)
         labels.register("health", Target.HEALTH_STATES)
+        labels.register(
+            "verdict",
+            [
+                (stages.PASS, pgettext_lazy("verdict", "passed")),
+                (stages.FAIL, pgettext_lazy("verdict", "failed")),
+                (stages.ERROR, pgettext_lazy("verdict", "in error")),
+            ],
+        )
+        labels.register("target_name", [(SIMULATOR_NAME, _("Bundled NPU simulator"))])
+        labels.register_phrases("run_summary", run_summary)
+        labels.extend("audit_action", AUDIT_ACTIONS)
+
+        # A question's history holds its chains and their runs.
+        audit.register_subject_scope(
+            "question",
+            lambda question: (
+                audit.entries_about(Chain, Chain.objects.filter(question=question))
+                | audit.entries_about(Run, Run.objects.filter(chain__question=question))
+            ),
+        )

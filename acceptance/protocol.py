@@ -71,6 +71,18 @@ def golden_tolerances(answer_tolerances: dict) -> dict:
     return tolerances
 
 
+def tolerance_rule(name: str, value) -> str:
+    """A golden tolerance as the runner applies it: `cosine_min` 0.9999 is "cosine ≥ 0.9999", `max_rel` 0.01 is
+    "max_rel ≤ 0.01", `k` 5 is "k = 5" (the depth of the top-k agreement); a "<tensor>." prefix is kept."""
+    tensor, _, key = name.rpartition(".")
+    prefix = f"{tensor}." if tensor else ""
+    if key.endswith("_min"):
+        return f"{prefix}{key.removesuffix('_min')} ≥ {value}"
+    if key.startswith("max_") or key.endswith("_max"):
+        return f"{prefix}{key} ≤ {value}"
+    return f"{prefix}{key} = {value}"
+
+
 def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list[dict], thresholds: dict) -> dict:
     """The job parameters of a runner stage, from the answer's structured fields and the defaults above."""
     if stage == stages.GOLDEN:

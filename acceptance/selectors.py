@@ -2,13 +2,17 @@
 query count of each is independent of how many runs are stored: the newest run of each (chain, stage) is
 found by one index probe."""
 
+import functools
+import json
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db import connection
+from django.db.models import CharField, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTransform
+from django.db.models.functions import Concat
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
@@ -52,8 +56,13 @@ class SectionProgress:
     total: int
 
 
-def latest_runs(chain_ids: list[int]) -> dict[tuple[int | None, str], Run]:
-    """The newest run of each (chain, stage): one index probe each, two queries in all."""
+# What a chain's position needs of each run: no metrics, reasons or progress, which the lists do not show.
+RUN_STATE_FIELDS = ["id", "chain_id", "stage", "state", "inputs_digest"]
+
+
+def latest_runs(chain_ids: list[int], *, states_only: bool = False) -> dict[tuple[int | None, str], Run]:
+    """The newest run of each (chain, stage): one index probe each, two queries in all. With `states_only`,
+    each run carries only `RUN_STATE_FIELDS`."""
     if not chain_ids:
         return {}
     newest = {
@@ -64,12 +73,14 @@ def latest_runs(chain_ids: list[int]) -> dict[tuple[int | None, str], Run]:
     }
     rows = Chain.objects.filter(pk__in=chain_ids).annotate(**newest).values_list(*newest)
     run_ids = [run_id for row in rows for run_id in row if run_id is not None]
-    # Of the deferred result, the probes' verdicts and the device that reported them, in the same query.
-    runs = (
-        Run.objects.filter(pk__in=run_ids)
-        .defer(*RUN_SUMMARY_DEFER)
-        .annotate(result_probes=KeyTransform("probes", "result"), result_device=KeyTransform("device", "result"))
-    )
+    runs = Run.objects.filter(pk__in=run_ids)
+    if states_only:
+        runs = runs.only(*RUN_STATE_FIELDS)
+    else:
+        # Of the deferred result, the probes' verdicts and the device that reported them, in the same query.
+        runs = runs.defer(*RUN_SUMMARY_DEFER).annotate(
+            result_probes=KeyTransform("probes", "result"), result_device=KeyTransform("device", "result")
+        )
     return {(run.chain_id, run.stage): run for run in runs}
 
 
@@ -89,19 +100,45 @@ def chain_stages(chain: Chain) -> list[StageRow]:
     return _stage_rows(chain, latest_runs([chain.pk]))
 
 
-def chains_stages(chains: list[Chain]) -> dict[int, list[StageRow]]:
+def chains_stages(chains: list[Chain], *, states_only: bool = False) -> dict[int, list[StageRow]]:
     """`chain_stages` for many chains at once, in two queries."""
-    latest = latest_runs([chain.pk for chain in chains])
+    latest = latest_runs([chain.pk for chain in chains], states_only=states_only)
     return {chain.pk: _stage_rows(chain, latest) for chain in chains}
 
 
+@functools.cache
+def _positions_query(database_vendor: str) -> tuple[str, tuple]:
+    """The SQL of `question_positions`, compiled once per process and database: Django takes longer to compile
+    its seven subqueries than the database takes to run them."""
+    newest = {
+        f"newest_{stage}": Subquery(
+            Run.objects.filter(chain=OuterRef("pk"), stage=stage)
+            .order_by("-id")
+            .annotate(state_digest=Concat("state", Value(" "), "inputs_digest", output_field=CharField()))
+            .values("state_digest")[:1]
+        )
+        for stage in stages.CHAIN_STAGES
+    }
+    return Chain.objects.annotate(**newest).values_list("question_id", "stage_digests", *newest).query.sql_with_params()
+
+
 def question_positions() -> dict[int, str]:
-    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached."""
-    chains = list(Chain.objects.only("id", "question_id", "stage_digests"))
+    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached.
+
+    One query: per chain and stage, the newest run's state and inputs digest come back as one "state digest"
+    text from an index probe, so no run row is loaded (the lists and the dashboard ask for this on every view).
+    """
+    sql, params = _positions_query(connection.vendor)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        chains = cursor.fetchall()
     positions: dict[int, str] = {}
-    by_id = {chain.pk: chain for chain in chains}
-    for chain_id, rows in chains_stages(chains).items():
-        question_id = by_id[chain_id].question_id
+    for question_id, stored_digests, *latest in chains:
+        digests = json.loads(stored_digests) if isinstance(stored_digests, str) else stored_digests
+        rows = []
+        for stage, state_digest in zip(stages.CHAIN_STAGES, latest, strict=True):
+            state, _, digest = (state_digest or "").partition(" ")
+            rows.append((stage, stages.stage_state(state or None, digest, digests.get(stage, "")), None))
         position = stages.chain_position(rows)
         known = positions.get(question_id)
         if known is None or stages.POSITIONS.index(position) > stages.POSITIONS.index(known):
@@ -117,7 +154,7 @@ def question_chains(*, user, questions) -> dict[int, list[dict]]:
         .select_related("target", "capability")
         .order_by("capability__position", "capability__slug", "target__kind", "target__slug")
     )
-    stages_by_chain = chains_stages(chains)
+    stages_by_chain = chains_stages(chains, states_only=True)
     result: dict[int, list[dict]] = defaultdict(list)
     for chain in chains:
         result[chain.question_id].append(

@@ -3,7 +3,7 @@
     DATABASE_URL=postgres://... SECRET_KEY=x .venv/bin/python bench/screenshots.py
 
 Runs on a throw-away database (screens_<name>) created and dropped here, serves it from a live server
-thread, and writes docs/screenshots/*.png. Chinese text needs a CJK font (Debian: fonts-wqy-microhei).
+thread, and writes docs/screenshots/*.png. Chinese text needs a CJK font (Debian: fonts-noto-cjk).
 """
 
 import os
@@ -80,12 +80,13 @@ def take(base: str) -> None:
         page.wait_for_selector("#promotion-blocked")
         page.screenshot(path=str(OUT / "capability-blocked.png"), full_page=True)
         print("docs/screenshots/capability-blocked.png  /capabilities/kv-manager-api/ (after asking the gate)")
-        _shoot(page, base, "/audit/", "audit-log")
+        _shoot(page, base, f"/audit/?question={code}", "audit-log")
         page.goto(f"{base}/questions/")
         page.get_by_role("button", name="简体中文").click()
         page.wait_for_load_state("networkidle")
         page.screenshot(path=str(OUT / "question-list-zh.png"))
         print("docs/screenshots/question-list-zh.png  /questions/ in Chinese")
+        _shoot(page, base, f"/questions/{code}/", "question-page-zh", full_page=True)
         page.get_by_role("button", name="English").click()
         page.context.clear_cookies()
         _log_in(page, base, "ann")

@@ -10,7 +10,9 @@ lets each request the pages back to back. Two measurements, each after a warm-up
   sees the same load as the pages; the ratios are page p95 / /healthz p95 of this run (goal <= 3x);
 - alone: each URL by itself under 16 clients, for what one page costs when nothing else is asked for.
 
-Prints the figures; the database is dropped at the end.
+Before serving, each page's CPU time per request is measured in this process (Django's test client, 20
+requests after a warm-up, `time.process_time`): on a shared machine it moves far less with the load than
+requests per second do. Prints the figures; the database is dropped at the end.
 """
 
 import argparse
@@ -143,6 +145,27 @@ def load(base: str, cookies, paths: list[str], seconds: float) -> dict[str, list
     return latencies
 
 
+def cpu_per_request(paths: list[str], repeat: int = 20) -> dict[str, float]:
+    """CPU milliseconds one request of each path costs, served in this process to the PM."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="ada"))
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, "testserver"]
+    costs = {}
+    for path in paths:
+        for _ in range(3):
+            client.get(path)
+        started = time.process_time()
+        for _ in range(repeat):
+            if client.get(path).status_code != 200:
+                raise RuntimeError(f"{path} did not answer 200")
+        costs[path] = (time.process_time() - started) / repeat * 1000
+    connection.close()
+    return costs
+
+
 def p95(values: list[float]) -> float:
     return statistics.quantiles(values, n=20)[-1]
 
@@ -176,6 +199,8 @@ def main() -> None:
         counts = web_dataset.build()
         connection.close()
         print(f"dataset {counts} built in {time.perf_counter() - started:.0f} s")
+        costs = cpu_per_request([PAGES["dashboard"], PAGES["question list"]])
+        print("CPU per request, in process: " + ", ".join(f"{path} {ms:.1f} ms" for path, ms in costs.items()))
         port = free_port()
         server = start_gunicorn(port, args.workers, args.threads)
         base = f"http://127.0.0.1:{port}"

@@ -2,9 +2,12 @@
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
+from django.db.models import Q
+from django.db.models.functions import Cast
 from django.utils import timezone
 
 from calculet.db import lock_rows
@@ -120,3 +123,38 @@ def audit_verify() -> list[str]:
     if head is not None and head.last_hash != last_hash:
         problems.append("the newest entries are missing: the chain ends before the recorded head")
     return problems
+
+
+# What "the history of" a question or a capability is. The app that owns the object registers how a key (a
+# question code, a capability slug) names it; each app then adds the entries about its rows that belong to that
+# object (a question's answers and comments, its chains and runs), so the audit page can show one history
+# without importing the apps above it.
+_SUBJECT_LOOKUPS: dict[str, Callable[[str], Any]] = {}
+_SUBJECT_SCOPES: dict[str, list[Callable[[Any], Q]]] = {}
+
+
+def register_subject(kind: str, lookup: Callable[[str], Any]) -> None:
+    """`lookup(key)` returns the object a key names, or raises `calculet.errors.DomainError` saying why not."""
+    _SUBJECT_LOOKUPS[kind] = lookup
+
+
+def register_subject_scope(kind: str, scope: Callable[[Any], Q]) -> None:
+    """`scope(obj)` selects the audit entries about `obj` that one app's rows hold."""
+    _SUBJECT_SCOPES.setdefault(kind, []).append(scope)
+
+
+def entries_about(model: type[models.Model], ids: "models.QuerySet[Any]") -> Q:
+    """Entries recorded on rows of `model` whose primary keys `ids` (a one-column queryset) selects."""
+    return Q(
+        object_type=model._meta.label_lower,
+        object_id__in=ids.annotate(audit_object_id=Cast("pk", models.CharField())).values("audit_object_id"),
+    )
+
+
+def subject_history(kind: str, key: str) -> Q:
+    """The entries about the object `key` names, from every app that registered a scope for `kind`."""
+    subject = _SUBJECT_LOOKUPS[kind](key)
+    condition = Q(pk__in=[])
+    for scope in _SUBJECT_SCOPES.get(kind, []):
+        condition |= scope(subject)
+    return condition

@@ -1,13 +1,19 @@
 """Translated labels of stored values, for pages and exports. Each app registers its vocabulary here when
 it is ready, from the same lists its models take their choices from, so a label is written once."""
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 _LABELS: dict[str, dict[str, str]] = {}
+_PHRASES: dict[str, Callable[[str], str]] = {}
 
 
 def register(kind: str, pairs: Iterable[tuple[str, str]]) -> None:
     _LABELS[kind] = dict(pairs)
+
+
+def extend(kind: str, pairs: Iterable[tuple[str, str]]) -> None:
+    """Add to a vocabulary that several apps share (the audit log's actions)."""
+    _LABELS.setdefault(kind, {}).update(pairs)
 
 
 def label(kind: str, value) -> str:
@@ -18,3 +24,13 @@ def label(kind: str, value) -> str:
 def choices(kind: str) -> list[tuple[str, str]]:
     """(value, label) pairs, translated once into the active language."""
     return [(value, str(text)) for value, text in _LABELS[kind].items()]
+
+
+def register_phrases(kind: str, translate: Callable[[str], str]) -> None:
+    """Stored sentences an app writes in English (a run's summary), shown through `translate`."""
+    _PHRASES[kind] = translate
+
+
+def phrase(kind: str, text: str) -> str:
+    """A stored sentence in the active language, or as it is when no app translates its kind."""
+    return _PHRASES[kind](text) if kind in _PHRASES and text else text

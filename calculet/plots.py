@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 WIDTH = 480
 HEIGHT = 200
-LEFT = 48
+LEFT = 56
 RIGHT = 24
-TOP = 20
-BOTTOM = 36
+TOP = 24
+BOTTOM = 40
 
 
 @dataclass
@@ -50,6 +50,7 @@ class Plot:
     y_ticks: list[Tick] = field(default_factory=list)
     threshold_y: float | None = None
     threshold_label: str = ""
+    note: str = ""  # what the figures were measured under, shown under the title
 
     @property
     def left(self) -> int:
@@ -111,12 +112,16 @@ def bar_plot(
     *,
     top_value: float | None = None,
     log: bool = False,
+    threshold: float | None = None,
+    threshold_label: str = "",
+    note: str = "",
 ) -> Plot:
-    """One bar per (label, value), in the given order; the y axis starts at 0.
+    """One bar per (label, value), in the given order; the y axis starts at 0, with an optional horizontal
+    `threshold` (not with `log`).
 
     With `log`, heights follow log10(1 + value) so that bins of 3 and of 3 million both show.
     """
-    plot = Plot(title=title, x_label=x_label, y_label=y_label)
+    plot = Plot(title=title, x_label=x_label, y_label=y_label, note=note)
     if log:
         heights = [(label, math.log10(1 + max(value, 0))) for label, value in bars]
         top = max(1.0, math.ceil(max((h for _, h in heights), default=0)))
@@ -124,9 +129,12 @@ def bar_plot(
         plot.y_ticks = [Tick(y(power), _format(10**power) if power else "0") for power in range(int(top) + 1)]
     else:
         heights = bars
-        top = top_value or _nice_ceiling(max((value for _, value in bars), default=0))
+        top = top_value or _nice_ceiling(max([*(value for _, value in bars), threshold or 0], default=0))
         y = _y_scale(top)
         plot.y_ticks = _y_ticks(top, y)
+        if threshold is not None:
+            plot.threshold_y = y(threshold)
+            plot.threshold_label = threshold_label
     slot = (plot.right - plot.left) / max(len(bars), 1)
     for index, ((label, value), (_, height)) in enumerate(zip(bars, heights, strict=True)):
         bar_top = y(height)
@@ -147,13 +155,14 @@ def line_plot(
     marks: list[tuple[float, float]] = (),
     threshold: float | None = None,
     threshold_label: str = "",
+    note: str = "",
 ) -> Plot:
     """A line through `points` (sorted by x), optional measured `marks` and a horizontal `threshold`."""
     everything = [*points, *marks]
     x_max = max((x for x, _ in everything), default=1) or 1
     y_max = _nice_ceiling(max([*(value for _, value in everything), threshold or 0], default=0))
     y = _y_scale(y_max)
-    plot = Plot(title=title, x_label=x_label, y_label=y_label)
+    plot = Plot(title=title, x_label=x_label, y_label=y_label, note=note)
 
     def x(value: float) -> float:
         return round(plot.left + min(max(value, 0), x_max) / x_max * (plot.right - plot.left), 2)

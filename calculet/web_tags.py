@@ -13,6 +13,12 @@ def label_filter(value, kind):
     return labels.label(kind, value)
 
 
+@register.filter(name="phrase")
+def phrase_filter(value, kind):
+    """`{{ run.reason|phrase:"run_summary" }}`: a stored English sentence in the active language."""
+    return labels.phrase(kind, value or "")
+
+
 @register.filter
 def get_item(mapping, key):
     """`{{ counts|get_item:state }}`: a dictionary lookup by a variable key."""

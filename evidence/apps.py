@@ -1,4 +1,13 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
+
+# The audit log's actions that evidence's services record, as the audit page lists them.
+AUDIT_ACTIONS = [
+    ("checklist.add", _("checklist row added")),
+    ("checklist.change", _("checklist row changed")),
+    ("checklist.remove", _("checklist row removed")),
+    ("checklist.link", _("checklist links changed")),
+]
 
 
 class EvidenceConfig(AppConfig):
@@ -6,8 +15,17 @@ class EvidenceConfig(AppConfig):
     verbose_name = "Evidence and capabilities"
 
     def ready(self):
-        from calculet import labels
+        from calculet import audit, labels
+        from evidence import selectors
         from evidence.grades import GRADE_MEANINGS, STATUS_MEANINGS
+        from evidence.models import Capability
 
         labels.register("grade", GRADE_MEANINGS.items())
         labels.register("status", STATUS_MEANINGS.items())
+        labels.extend("audit_action", AUDIT_ACTIONS)
+
+        audit.register_subject("capability", selectors.capability_by_slug)
+        audit.register_subject_scope(
+            "capability",
+            lambda capability: audit.entries_about(Capability, Capability.objects.filter(pk=capability.pk)),
+        )

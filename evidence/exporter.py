@@ -5,8 +5,9 @@ file extension (for the reports page). Each question lists what it owes: its del
 with their state and, for calbin deliverables when `progress` is given (deliverable id -> {target kind:
 state}, from `acceptance.selectors.deliverables_progress`), where their chains stand per target kind.
 JSON and CSV text fields hold the document's text with Markdown backticks removed and whitespace
-collapsed; the Markdown keeps the document's own Markdown.
-A fixed number of queries whatever the number of rows.
+collapsed; the Markdown keeps the document's own Markdown and writes its own words (column headings,
+states) in the active language. The CSV starts with a UTF-8 byte order mark. A fixed number of queries
+whatever the number of rows.
 """
 
 import csv
@@ -15,6 +16,7 @@ import json
 from collections.abc import Mapping
 
 from django.db.models import Prefetch
+from django.utils.translation import gettext as _
 
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
 from vendor.models import Deliverable, Question, Section
@@ -195,23 +197,15 @@ def checklist_markdown(progress: Progress | None = None) -> str:
     title = document.title if document else "Checklist"
     lines = [f"# {title}", ""]
     if document:
-        lines += [f"日期：{document.date}  ", f"SHA-256：`{document.source_sha256}`", ""]
+        date_label = _("Date")
+        lines += [f"{date_label}: {document.date}  ", f"SHA-256: `{document.source_sha256}`", ""]
     lines += ["## 12. 厂商确认清单", ""]
     by_section: dict[int, list] = {}
     for question in _questions():
         by_section.setdefault(question.section_id, []).append(question)
     for section in Section.objects.all():
-        header = [
-            "#",
-            section.question_header,
-            section.acceptance_header,
-            "状态",
-            "优先级",
-            "负责",
-            "截止",
-            "能力状态",
-            "待交付",
-        ]
+        ours = [_("State"), _("Priority"), _("Owner"), _("Due date"), _("Capability statuses"), _("Deliverables owed")]
+        header = ["#", section.question_header, section.acceptance_header, *ours]
         lines += [f"### {section.code} {section.title}", "", "| " + " | ".join(header) + " |"]
         lines.append("| " + " | ".join("---" for _ in header) + " |")
         for q in by_section.get(section.pk, []):
@@ -229,7 +223,8 @@ def checklist_markdown(progress: Progress | None = None) -> str:
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
         lines.append("")
-    lines += ["## 能力状态", "", "| 能力 | 状态 | 固定 | 范围 |", "| --- | --- | --- | --- |"]
+    header = [_("Capability"), _("Status"), _("Pinned"), _("Scope")]
+    lines += ["## " + _("Capability statuses"), "", "| " + " | ".join(header) + " |", "| --- | --- | --- | --- |"]
     for capability in Capability.objects.all():
         pinned = capability.pinned_status if capability.pinned else ""
         row = [f"{capability.title} (`{capability.slug}`)", capability.status, pinned, capability.scope]
@@ -237,8 +232,13 @@ def checklist_markdown(progress: Progress | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+CSV_BOM = "\ufeff"
+
+
 def checklist_csv(progress: Progress | None = None) -> str:
+    """Starts with a UTF-8 byte order mark, without which Excel reads the Chinese text as another encoding."""
     out = io.StringIO()
+    out.write(CSV_BOM)
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
     for q in _questions():

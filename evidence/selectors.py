@@ -1,8 +1,9 @@
 """Reads of the evidence register and the capabilities, for the pages and the API alike."""
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from calculet.errors import NotFoundError
+from calculet.errors import DomainError, NotFoundError
 from evidence.models import (
     Archive,
     Capability,
@@ -32,6 +33,54 @@ def evidence_list(*, user) -> QuerySet[EvidenceItem]:
     )
 
 
+def seed_evidence_list(*, user) -> QuerySet[EvidenceItem]:
+    """The checklist's own evidence items: the register's rows (the evidence of runs, checks and reviews is
+    grouped under them)."""
+    return evidence_list(user=user).filter(origin=EvidenceItem.SEED)
+
+
+def run_evidence_under(items: list[EvidenceItem], *, user) -> dict[int, list[Capability]]:
+    """For each seed item, the capabilities citing it that runs, checks or reviews the user may read have given
+    evidence to, each with `run_count` and its newest item's `newest_code` and `newest_grade`. Two queries,
+    however many runs."""
+    through = Capability.evidence.through
+    pairs = list(
+        through.objects.filter(evidenceitem_id__in=[item.pk for item in items]).values_list(
+            "evidenceitem_id", "capability_id"
+        )
+    )
+    if not pairs:
+        return {}
+    runs = visible_evidence(user).filter(capabilities=OuterRef("pk")).exclude(origin=EvidenceItem.SEED)
+    counted = runs.order_by().values("capabilities").annotate(n=Count("pk")).values("n")
+    newest = runs.order_by("-pk")
+    capabilities = {
+        capability.pk: capability
+        for capability in Capability.objects.filter(pk__in={capability_id for _item, capability_id in pairs})
+        .annotate(
+            run_count=Coalesce(Subquery(counted, output_field=IntegerField()), 0),
+            newest_code=Subquery(newest.values("code")[:1]),
+            newest_grade=Subquery(newest.values("grade_text")[:1]),
+        )
+        .filter(run_count__gt=0)
+        .order_by("slug")
+    }
+    grouped: dict[int, list[Capability]] = {}
+    for item_id, capability_id in pairs:
+        if capability_id in capabilities:
+            grouped.setdefault(item_id, []).append(capabilities[capability_id])
+    for group in grouped.values():
+        group.sort(key=lambda capability: capability.slug)
+    return grouped
+
+
+def run_evidence_without_seed_item(*, user) -> int:
+    """Evidence of runs, checks and reviews the user may read whose capabilities cite none of the checklist's
+    items: the register's "from runs" group."""
+    cited = Capability.objects.filter(evidence__origin=EvidenceItem.SEED)
+    return visible_evidence(user).exclude(origin=EvidenceItem.SEED).exclude(capabilities__in=cited).count()
+
+
 def capability_list(*, user, question: str | None = None) -> QuerySet[Capability]:
     """Capabilities, each with the questions and the evidence codes the user may see; with `question`, those
     linked to that question if the user may see it (none otherwise)."""
@@ -49,6 +98,14 @@ def capability_get(*, user, slug: str) -> Capability:
     capability = capability_list(user=user).filter(slug=slug).first()
     if capability is None:
         raise NotFoundError(f"Capability {slug} not found.")
+    return capability
+
+
+def capability_by_slug(slug: str) -> Capability:
+    """The capability a slug names, for the audit log's history filter (only its readers get this far)."""
+    capability = Capability.objects.filter(slug=slug.strip()).first()
+    if capability is None:
+        raise DomainError(f"No capability has the slug {slug.strip()!r}.", field="capability")
     return capability
 
 

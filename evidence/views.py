@@ -8,14 +8,17 @@ from django.http import HttpResponse
 from django.utils.translation import gettext_lazy as _
 
 from calculet import labels, web
+from evidence.exporter import CSV_BOM
 from evidence.grades import GRADES, STATUSES
 from evidence.selectors import (
     archive_list,
     capabilities_with_grades,
     capability_matrix_rows,
-    evidence_list,
     evidence_table_list,
     path_alias_list,
+    run_evidence_under,
+    run_evidence_without_seed_item,
+    seed_evidence_list,
 )
 from vendor.access import may_open_pages, may_see_all
 
@@ -63,11 +66,15 @@ class EvidenceFilterForm(forms.Form):
 @web.page_for(may_open_pages)
 def evidence_register(request):
     form = EvidenceFilterForm(request.GET, tables=list(evidence_table_list()))
-    items = form.filter(evidence_list(user=request.user))
+    items = form.filter(seed_evidence_list(user=request.user))
     page = Paginator(items, EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
+    runs_under = run_evidence_under(list(page), user=request.user)
+    for item in page:
+        item.run_groups = runs_under.get(item.pk, [])
     context = {
         "form": form,
         "page": page,
+        "runs_without_seed_item": run_evidence_without_seed_item(user=request.user),
         "params": request.GET,
         "archives": archive_list(),
         "aliases": path_alias_list(),
@@ -89,6 +96,7 @@ def report_capability_matrix(request):
     """The capability matrix as CSV: status (C) and the linked evidence's grades (E) in separate columns."""
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="calculet-capability-matrix.csv"'
+    response.write(CSV_BOM)  # Excel reads the Chinese text right only after a byte order mark
     writer = csv.writer(response)
     writer.writerow(["slug", "title", "status", "pinned_status", "scope", "evidence_grades", "evidence"])
     for capability in capability_matrix_rows(user=request.user):

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Set-up and the two everyday commands, needing nothing but Python 3.11+.
 
-python3 scripts/dev.py run    # venv, install, migrate, import the seed, workers, demo, serve on 127.0.0.1:8000
-python3 scripts/dev.py test   # venv, install, lint, checks, the whole test suite
+python3 scripts/dev.py run    # venv, install what serving needs, migrate, import the seed, workers, demo, serve
+python3 scripts/dev.py test   # venv, install with the test tools, lint, checks, the whole test suite
 """
 
 import contextlib
@@ -26,16 +26,19 @@ def sh(*args: str | Path, env: dict | None = None) -> None:
     subprocess.run([str(a) for a in args], cwd=ROOT, env=env, check=True)
 
 
-def ensure_venv() -> None:
-    """Create .venv and install the project with its test extra, again whenever pyproject.toml changes."""
+def ensure_venv(extras: str = "") -> None:
+    """Create .venv and install the project (with `extras`, e.g. "test"), again whenever pyproject.toml changes.
+    `run` installs only what serving needs; `test` adds the test tools, which `run` then finds installed too."""
     if not PYTHON.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
-    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if INSTALL_STAMP.exists() and INSTALL_STAMP.read_text() == wanted:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    installed = INSTALL_STAMP.read_text().split() if INSTALL_STAMP.exists() else []
+    if installed[:1] == [digest] and (not extras or extras in installed[1:]):
         return
     sh(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[test]")
-    INSTALL_STAMP.write_text(wanted)
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]" if extras else ".")
+    kept = [extra for extra in installed[1:] if installed[:1] == [digest]]
+    INSTALL_STAMP.write_text(" ".join([digest, *dict.fromkeys([*kept, *([extras] if extras else [])])]))
 
 
 def worker_commands(python: Path | str) -> list[list[str]]:
@@ -110,7 +113,7 @@ def main() -> None:
     commands = {"run": run, "test": test}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         sys.exit(__doc__)
-    ensure_venv()
+    ensure_venv("test" if sys.argv[1] == "test" else "")
     commands[sys.argv[1]]()
 
 

@@ -12,6 +12,8 @@ from django.conf import settings
 from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy as _
 
+from calculet import labels
+
 ASSIGNED = "assigned"
 ANSWERED = "answered"
 COMMENT = "comment"
@@ -88,9 +90,21 @@ CHOOSABLE = [kind for kind in EVENTS if kind != TEST]
 CHOICES = [(kind, EVENTS[kind].label) for kind in EVENTS]
 
 
+# The data values that are codes or stored English names, and the vocabulary (calculet.labels) each reads in.
+LABELLED_DATA = {"stage": "stage", "verdict": "verdict", "target": "target_name"}
+
+
 def subject(kind: str, data: dict) -> str:
     """An event in one line, in the active language; a value the data lacks shows as "?"."""
-    return str(EVENTS[kind].subject) % defaultdict(lambda: "?", data)
+    shown = {
+        key: labels.label(LABELLED_DATA[key], value) if key in LABELLED_DATA else value for key, value in data.items()
+    }
+    return str(EVENTS[kind].subject) % defaultdict(lambda: "?", shown)
+
+
+def detail(data: dict) -> str:
+    """The event's detail (a run's summary) in the active language."""
+    return labels.phrase("run_summary", data.get("detail", ""))
 
 
 def url(data: dict) -> str:

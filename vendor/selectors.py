@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.utils import timezone
 
+from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from vendor import due, events, states
 from vendor.access import may_see_all, objects_for_user
@@ -122,6 +123,14 @@ def token_list(*, user) -> QuerySet[ApiToken]:
 def audit_entries() -> QuerySet[AuditEntry]:
     """The audit log, newest first; only for those `vendor.access.may_read_audit` lets in."""
     return AuditEntry.objects.order_by("-id")
+
+
+def question_by_code(code: str) -> Question:
+    """The question a code names (V18, v18), for the audit log's history filter."""
+    question = Question.objects.filter(code=code.strip().upper()).first()
+    if question is None:
+        raise DomainError(f"No question has the code {code.strip()!r}.", field="question")
+    return question
 
 
 def due_soon_days() -> int:

@@ -9,9 +9,10 @@ from acceptance.models import Run
 from acceptance.selectors import question_chains, questions_with_proof
 from calculet.api import Api, StrictSerializer
 from calculet.errors import DomainError, ForbiddenError
+from evidence.models import Capability
 from vendor import due, states
 from vendor.access import may_act_as_pm, object_for_user
-from vendor.models import Deliverable, Question
+from vendor.models import Deliverable, Question, Section
 from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due
 from vendor.services.questions import question_update
 
@@ -86,10 +87,19 @@ class QuestionOutputSerializer(serializers.Serializer):
 class QuestionFilter(django_filters.FilterSet):
     state = django_filters.ChoiceFilter(choices=states.QUESTION_STATES)
     priority = django_filters.ChoiceFilter(choices=states.PRIORITIES)
-    section = django_filters.CharFilter(field_name="section__code")
+    # Unknown sections and capabilities are refused (400 naming the filter), not read as "matches nothing".
+    section = django_filters.ModelChoiceFilter(
+        field_name="section", to_field_name="code", queryset=Section.objects.all(), help_text="A section code (12.7)."
+    )
     organisation = django_filters.CharFilter(field_name="organisation__slug")
     assignee = django_filters.CharFilter(field_name="assignee__username")
-    capability = django_filters.CharFilter(field_name="capabilities__slug", distinct=True)
+    capability = django_filters.ModelChoiceFilter(
+        field_name="capabilities",
+        to_field_name="slug",
+        queryset=Capability.objects.all(),
+        distinct=True,
+        help_text="A capability slug.",
+    )
     due = django_filters.ChoiceFilter(
         choices=due.DUE_STATUSES, method="filter_due", help_text="overdue, due_soon, or none (open, no due date)."
     )

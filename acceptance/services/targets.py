@@ -21,6 +21,8 @@ from calculet.errors import DomainError
 from npu_sim import device as npu_device
 
 SIMULATOR_SLUG = "simulator"
+# Stored in English; pages and e-mails show it translated (the "target_name" labels, acceptance/apps.py).
+SIMULATOR_NAME = "Bundled NPU simulator"
 VERSION_FIELDS = ["calrt_version", "driver_version", "firmware_version", "chip"]
 
 
@@ -48,7 +50,7 @@ def target_ensure_simulator() -> Target:
         with transaction.atomic():
             target = Target.objects.create(
                 slug=SIMULATOR_SLUG,
-                name="Bundled NPU simulator",
+                name=SIMULATOR_NAME,
                 kind=Target.SIMULATOR,
                 queue=SIMULATOR_SLUG,
                 calrt_version=npu_device.CALRT_VERSION,

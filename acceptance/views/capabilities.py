@@ -1,6 +1,8 @@
 """The capability page: its evidence, the questions that can move it, its promotion history, and the
 promotion gate asked in place."""
 
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from acceptance.selectors import capability_status_basis, promotion_history
@@ -42,7 +44,11 @@ def _capability_page_context(request, capability, **promotion) -> dict:
 @web.page_for(may_open_pages)
 def capability_detail(request, slug):
     capability = capability_get(user=request.user, slug=slug)
-    context = _capability_page_context(request, capability)
+    # After a promotion posted without JavaScript, the redirect names the attempt whose decision to show.
+    attempt = None
+    if may_see_all(request.user) and request.GET.get("attempt", "").isdigit():
+        attempt = promotion_history(capability).filter(pk=int(request.GET["attempt"])).first()
+    context = _capability_page_context(request, capability, attempt=attempt)
     return web.render_page(request, "acceptance/capability-detail.html", context, nav="capabilities")
 
 
@@ -59,6 +65,10 @@ def capability_promote_view(request, slug):
         attempt = capability_promote(actor=request.user, capability=capability, to_status=to_status, reason=reason)
     except DomainError as error:
         errors[error.field if error.field in ("to", "reason") else "form"] = error.message
+    if attempt is not None and not web.wants_partial(request):
+        # Post/redirect/get: a reload shows the decision again instead of asking the gate a second time.
+        url = reverse("capability-detail", args=[capability.slug])
+        return HttpResponseRedirect(f"{url}?attempt={attempt.pk}#capability-promotion")
     capability.refresh_from_db()
     context = _capability_page_context(
         request,

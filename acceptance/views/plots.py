@@ -50,31 +50,61 @@ def _percentile_bars(figures: dict) -> list[tuple[str, float]]:
     return [(key, figures[key]) for key in ("p50", "p95", "p99") if isinstance(figures.get(key), int | float)]
 
 
+def _soak_conditions(metrics: dict) -> str:
+    """What a soak figure was measured under: the decode batch and the scale the device clock runs at."""
+    rows = metrics.get("context_rows") or []
+    batch = rows[0].get("batch") if rows and isinstance(rows[0], dict) else metrics.get("concurrency")
+    scale = metrics.get("timing_scale")
+    parts = []
+    if batch:
+        parts.append(_("decode batch %(batch)s") % {"batch": batch})
+    if scale:
+        scale_text = _("the package's own size") if scale == "package" else scale
+        parts.append(_("timed at %(scale)s scale") % {"scale": scale_text})
+    return " · ".join(str(part) for part in parts)
+
+
 def _soak_plots(run) -> list[plots.Plot]:
+    """Each chart has one quantity on its value axis: time to first token, the measured per-request decode rate,
+    and the timing model's per-request decode rate against context (with the measured median marked on it)."""
     metrics = run.metrics
+    conditions = _soak_conditions(metrics)
+    required = (run.params or {}).get("min_decode_tokens_per_s")
+    threshold = required if isinstance(required, int | float) else None
+    threshold_label = _("required %(rate)s token/s") % {"rate": required}
     result = []
-    for key, title, unit in (
-        ("ttft_ms", _("Time to first token"), "ms"),
-        ("decode_tokens_per_s", _("Decode rate per request"), _("token/s")),
-    ):
-        bars = _percentile_bars(metrics.get(key) or {})
-        if bars:
-            result.append(plots.bar_plot(title, _("percentile"), unit, bars))
-    curve = [(row["context"], row["decode_tokens_per_s"]) for row in metrics.get("context_rows") or []]
+    ttft = _percentile_bars(metrics.get("ttft_ms") or {})
+    if ttft:
+        result.append(plots.bar_plot(_("Time to first token"), _("percentile"), "ms", ttft, note=conditions))
+    rates = _percentile_bars(metrics.get("decode_tokens_per_s") or {})
+    if rates:
+        result.append(
+            plots.bar_plot(
+                _("Decode rate per request"),
+                _("percentile"),
+                _("token/s per request"),
+                rates,
+                note=conditions,
+                threshold=threshold,
+                threshold_label=threshold_label,
+            )
+        )
+    rows = [row for row in metrics.get("context_rows") or [] if isinstance(row, dict)]
+    curve = [(row["context"], row["per_sequence_tokens_per_s"]) for row in rows if "per_sequence_tokens_per_s" in row]
     if not curve:
         return result
     measured = (metrics.get("decode_tokens_per_s") or {}).get("p50")
     context = metrics.get("prompt_tokens")
-    required = (run.params or {}).get("min_decode_tokens_per_s")
     result.append(
         plots.line_plot(
-            _("Decode token/s against context length (timing model)"),
+            _("Decode rate per request against context length (timing model)"),
             _("context tokens"),
-            _("token/s"),
+            _("token/s per request"),
             curve,
             marks=[(context, measured)] if isinstance(measured, int | float) and context else [],
-            threshold=required if isinstance(required, int | float) else None,
-            threshold_label=_("required %(rate)s token/s") % {"rate": required},
+            threshold=threshold,
+            threshold_label=threshold_label,
+            note=conditions,
         )
     )
     return result

@@ -1,6 +1,7 @@
 """The question list with in-place edits, and the question page with its answers, artifacts and live chain."""
 
 import datetime
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from django import forms
@@ -11,13 +12,15 @@ from django.http import Http404, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from acceptance import stages
 from acceptance.models import Run
+from acceptance.protocol import tolerance_rule
 from acceptance.selectors import (
     ATTENTION_LABELS,
     attention,
@@ -103,6 +106,14 @@ class QuestionFilterForm(forms.Form):
         self.fields["attention"].choices = anything + list(ATTENTION_LABELS.items())
         self.fields["sort"].choices = SORT_CHOICES
 
+    def selects(self) -> list[tuple[str, str, str, list]]:
+        """(name, label, chosen value, choices) of each select, for the template to write out."""
+        return [
+            (name, str(field.label), str(self.data.get(name, "")), field.choices)
+            for name, field in self.fields.items()
+            if isinstance(field, forms.ChoiceField)
+        ]
+
     def filter(self, questions, positions: dict[int, str]):
         """The questions the valid filters select; call only after `is_valid()` held."""
         data = self.cleaned_data
@@ -140,11 +151,59 @@ class QuestionFilterForm(forms.Form):
         return questions.order_by(*SORTS[data.get("sort") or "code"])
 
 
-def _annotate_row(question, *, positions: dict[int, str], people, today) -> None:
-    """What a row of the list shows beside the stored fields: chain position, due status, who may take it."""
+@dataclass(frozen=True)
+class RowCell:
+    """A cell of the list between the question and its chain: its value as shown; `field` when a PM edits it
+    in place (the value then fetches its control, `label` naming it), `state` when it shows as a state badge."""
+
+    text: str
+    field: str = ""
+    label: str = ""
+    state: str = ""
+    badge: str = ""
+
+
+def _row_texts() -> dict:
+    """The words every row repeats, translated once per list rather than once per row."""
+    return {
+        "state": dict(labels.choices("state")),
+        "priority": dict(labels.choices("priority")),
+        "due": dict(labels.choices("due")),
+        "stage": dict(labels.choices("stage")),
+        "fields": {"state": str(_("State")), "priority": str(_("Priority")), "assignee": str(_("Assignee"))}
+        | {"due_date": str(_("Due date"))},
+    }
+
+
+def _annotate_row(question, *, positions: dict[int, str], people, today, texts: dict) -> None:
+    """What a row of the list shows beside the stored fields: chain position, due status, who may take it, and
+    its cells as text (prepared here, with `_row_texts`: the list renders 25 rows of them)."""
+    code = question.code
     question.position = positions.get(question.pk, "")
+    question.position_label = texts["stage"].get(question.position, "")
     question.due_status = due.due_status(question.due_date, question.state, today, vendor_selectors.due_soon_days())
     question.contacts = people.for_organisation(question.organisation_id)
+    question.detail_url = reverse("question-detail", args=[code])
+    question.edit_url = reverse("question-edit", args=[code])
+    question.tick_label = _("Tick %(code)s") % {"code": code}
+    fields = texts["fields"]
+    due_badge = (
+        format_html('<span class="badge due due-{}">{}</span>', question.due_status, texts["due"][question.due_status])
+        if question.due_status
+        else ""
+    )
+    question.cells = [
+        RowCell(texts["state"][question.state], "state", f"{fields['state']} {code}", question.state),
+        RowCell(texts["priority"][question.priority], "priority", f"{fields['priority']} {code}"),
+        RowCell(question.assignee.username if question.assignee else "—", "assignee", f"{fields['assignee']} {code}"),
+        RowCell(question.organisation.name if question.organisation else "—"),
+        RowCell(
+            question.due_date.isoformat() if question.due_date else "—",
+            "due_date",
+            f"{fields['due_date']} {code}",
+            badge=due_badge,
+        ),
+    ]
 
 
 def _row_choices() -> dict:
@@ -162,10 +221,12 @@ def _question_list_context(request, params: QueryDict):
     questions = form.filter(questions, positions) if form.is_valid() else questions.none()
     page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
     today = timezone.localdate()
+    texts = _row_texts()
     for question in page:
-        _annotate_row(question, positions=positions, people=people, today=today)
+        _annotate_row(question, positions=positions, people=people, today=today, texts=texts)
     return {
         "form": form,
+        "filter_selects": form.selects(),
         "page": page,
         "params": params,
         "list_url": f"{request.path}?{params.urlencode()}" if params else request.path,
@@ -234,11 +295,27 @@ def _parse_row_changes(post, question) -> tuple[dict, dict]:
     return changes, errors
 
 
-@require_POST
+def _row_context(question, **extra) -> dict:
+    """What a row of the list (or one of its cells' controls) needs beyond the question."""
+    people = vendor_selectors.assignees()
+    _annotate_row(
+        question, positions=question_positions(), people=people, today=timezone.localdate(), texts=_row_texts()
+    )
+    return {"question": question, "assignees": people.team, **_row_choices(), "can_edit": True, **extra}
+
+
+@require_http_methods(["GET", "POST"])
 @web.page_for(may_act_as_pm)
 def question_edit(request, code):
-    """Apply one row of the list: assignee, priority, due date and state, through the question service."""
+    """GET `?field=`: one cell's control, fetched when the cell is clicked (the list renders values, not 100
+    controls). POST: apply a row's change (assignee, priority, due date or state) through the question service."""
     question = question_page(request, code)
+    if request.method == "GET":
+        field = request.GET.get("field", "")
+        if field not in ROW_FIELDS:
+            raise Http404
+        context = _row_context(question, field=field, errors={})
+        return web.render_page(request, "acceptance/question-list.html", context, partial="question-control")
     changes, errors = _parse_row_changes(request.POST, question)
     if changes and not errors:
         try:
@@ -257,17 +334,7 @@ def question_edit(request, code):
         return web.render_page(request, "acceptance/question-list.html", context, nav="questions", status=400)
     if not errors:
         question = question_page(request, code)
-    people = vendor_selectors.assignees()
-    _annotate_row(question, positions=question_positions(), people=people, today=timezone.localdate())
-    context = {
-        "question": question,
-        "errors": errors,
-        "saved": bool(changes) and not errors,
-        "assignees": people.team,
-        **_row_choices(),
-        "can_edit": True,
-        "list_url": next_url,
-    }
+    context = _row_context(question, errors=errors, saved=bool(changes) and not errors, list_url=next_url)
     return web.render_page(request, "acceptance/question-list.html", context, partial="question-row", nav="questions")
 
 
@@ -365,6 +432,7 @@ def question_page_context(request, question):
     artifacts = {}
     for answer in answers:
         answer.checklist = [(element, element not in answer.missing) for element in ELEMENTS]
+        answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:
             linked.append(answer.minimal_example_artifact)

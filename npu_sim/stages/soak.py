@@ -149,6 +149,7 @@ def routine(
             "retries": trace.retries,
             "counters": device.counters(),
             "timing_model": {"layers": model.config.layers, "vocab": model.config.vocab},
+            "timing_scale": calbin.timing.scale,
             "context_rows": context_rows(model, SOAK_CONTEXTS, batch),
             "report": _report(session, requests, device.call_log[first_call:], params, wall_s, sampling is not None),
         }

@@ -2,6 +2,7 @@
 after a target's versions change."""
 
 import pytest
+from django.utils import translation
 
 from acceptance import stages
 from acceptance.models import Chain, Run, Target
@@ -9,7 +10,9 @@ from acceptance.protocol import StageOutcome
 from acceptance.services import capability_promote, chain_start_for_answer, target_register
 from acceptance.services.runs.finishing import run_finish
 from tests.factories import make_user
-from vendor.models import Notification, NotificationEvent
+from vendor import events
+from vendor.models import Notification, NotificationEvent, NotificationPreference
+from vendor.services.notifications import notification_email_send
 from vendor.services.questions import question_update
 
 
@@ -49,6 +52,28 @@ def test_a_failed_or_errored_run_tells_the_assignee_and_the_vendor(
         "the golden does not match",
         vendor_user.membership.organisation,
     )
+
+
+def test_a_failed_run_is_mailed_in_the_readers_language(chain, pm_user, vendor_user, question, told, mailoutbox):
+    """Stage, verdict, the simulator's name and calculet's summary in Chinese; the runner's detail as written."""
+    NotificationPreference.objects.create(user=vendor_user, language="zh-hans")
+    vendor_user.email = "val@acme.example"
+    vendor_user.save(update_fields=["email"])
+    run = Run.objects.get(chain=chain, stage=stages.CLAIM)
+    Run.objects.filter(pk=run.pk).update(state=stages.RUNNING, attempt=1)
+    run.refresh_from_db()
+    reason = "1 check(s) failed — golden:decode_logits: top1 0.97 < 0.99"
+    told(run_finish, run, worker="test", outcome=StageOutcome(stages.FAIL, reason), reporter=None)
+    event = NotificationEvent.objects.get(kind="run_failed")
+    assert (event.data["stage"], event.data["verdict"]) == (stages.CLAIM, stages.FAIL)
+    notification_email_send(Notification.objects.get(event=event, user=vendor_user).pk)
+    mail = mailoutbox[-1]
+    assert mail.subject == f"[calculet] {question.code}：厂商声明 在 内置 NPU 模拟器 上结束，结果为 失败"
+    assert "1 项检查未通过 — golden:decode_logits: top1 0.97 < 0.99" in mail.body
+    with translation.override("en"):
+        assert events.subject(event.kind, event.data) == (
+            f"{question.code}: Claim ended failed on Bundled NPU simulator"
+        )
 
 
 def test_a_passed_run_tells_nobody(chain, pm_user, question, told):

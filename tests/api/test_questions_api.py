@@ -47,6 +47,10 @@ def test_lists_filter_order_and_paginate(pm, vendor_a):
     bad = client.get("/api/v1/questions/?state=open")
     assert bad.status_code == 400
     assert bad.json()["errors"][0]["field"] == "state"
+    for name, value in (("section", "99.9"), ("capability", "no-such-capability")):
+        bad = client.get(f"/api/v1/questions/?{name}={value}")
+        assert bad.status_code == 400, name
+        assert bad.json()["errors"][0]["field"] == name
 
 
 def test_a_question_is_looked_up_by_code(pm, question_a):

@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import translation
 
 from evidence.exporter import checklist_csv, checklist_export, checklist_json, checklist_markdown
 from evidence.seed.importer import checklist_import
@@ -96,7 +97,10 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     text = checklist_markdown()
     headings = re.findall(r"^### (12\.\d) ", text, flags=re.MULTILINE)
     assert headings == [f"12.{n}" for n in range(1, 9)]
-    assert "| # | 必须确认/交付 | 验收形式 | 状态 | 优先级 | 负责 | 截止 | 能力状态 | 待交付 |" in text
+    assert (
+        "| # | 必须确认/交付 | 验收形式 | State | Priority | Owner | Due date | Capability statuses | Deliverables owed |"
+        in text
+    )
     rows = [line for line in text.splitlines() if re.match(r"^\| V\d\d \|", line)]
     assert len(rows) == 60
     v18 = next(line for line in rows if line.startswith("| V18 |"))
@@ -107,7 +111,9 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
 
 
 def test_csv_is_one_row_per_question(checklist):
-    rows = list(csv.DictReader(io.StringIO(checklist_csv())))
+    text = checklist_csv()
+    assert text.startswith("\ufeffcode,")  # the byte order mark Excel needs to read UTF-8
+    rows = list(csv.DictReader(io.StringIO(text.removeprefix("\ufeff"))))
     assert [r["code"] for r in rows] == [f"V{n:02d}" for n in range(1, 61)]
     v02 = rows[1]
     assert v02["question"] == "calcc 575c2d... 和 TVM 7aebd1... 是否可发布"
@@ -131,3 +137,18 @@ def test_json_export_query_count_does_not_grow_with_rows(db, seed_text, django_a
     checklist_import(add_rows_after(seed_text, "V60", [f"| V{n} | 问 {n} | 答 {n} |" for n in range(61, 80)]))
     with django_assert_num_queries(len(seed_queries)):
         checklist_json()
+
+
+def test_markdown_speaks_the_readers_language_and_keeps_the_documents_text(imported, tmp_path):
+    Question.objects.filter(code="V18").update(state="asked", priority="p0")
+    with translation.override("zh-hans"):
+        text = checklist_markdown()
+    assert "| # | 必须确认/交付 | 验收形式 | 状态 | 优先级 | 负责 | 截止日期 | 能力状态 |" in text
+    assert "| 已提问 | P0 |" in next(line for line in text.splitlines() if line.startswith("| V18 |"))
+    assert "## 能力状态" in text and "| 能力 | 状态 | 固定 | 范围 |" in text
+    assert not re.search(r"\b(Asked|New|State|Priority|Capability)\b", text)
+    target = tmp_path / "checklist.md"
+    call_command(
+        "export_checklist", "--format", "md", "--language", "zh-hans", "--out", str(target), stderr=io.StringIO()
+    )
+    assert target.read_text(encoding="utf-8") == text

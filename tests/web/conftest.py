@@ -1,6 +1,7 @@
 import os
 
 import pytest
+from playwright.sync_api import sync_playwright
 
 from tests.factories import make_user
 from vendor.models import Organisation
@@ -39,3 +40,31 @@ def acme(acme_engineer):
 def pm_client(client, pm):
     client.force_login(pm)
     return client
+
+
+# The browser tests' Chromium (Debian's: Playwright's own download does not work here), one per test module.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    yield page
+    context.close()

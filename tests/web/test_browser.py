@@ -4,7 +4,7 @@ import datetime
 import re
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from acceptance import stages
 from acceptance.models import PromotionAttempt
@@ -15,32 +15,6 @@ from vendor.models import Comment, DocumentReview, NotificationPreference, Quest
 from vendor.services.deliverables import deliverable_accept
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture
-def page(browser, live_server):
-    context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(10_000)
-    page = context.new_page()
-    yield page
-    context.close()
 
 
 def log_in(page, username):
@@ -78,12 +52,17 @@ def test_filter_and_edit_a_question_in_place(page, pm, checklist):
     expect(page.locator("#question-V59")).to_be_visible()
     expect(page).to_have_url(re.compile(r"/questions/\?.*q=%E5%9B%9E%E6%BB%9A"))
 
+    # A cell shows its value; clicking it fetches its control in place.
     row = page.locator("#question-V59")
-    row.get_by_label("Priority V59").select_option("p0")
+    expect(row.locator("select")).to_have_count(0)
+    row.get_by_label("Priority V59").click()
+    row.locator('select[name="priority"]').select_option("p0")
     expect(page.locator("#question-V59").get_by_role("status")).to_have_text("Saved")
+    expect(page.locator("#question-V59").get_by_label("Priority V59")).to_contain_text("P0")
     assert Question.objects.get(code="V59").priority == "p0"
 
-    page.locator("#question-V59").get_by_label("State V59").select_option("closed")
+    page.locator("#question-V59").get_by_label("State V59").click()
+    page.locator('#question-V59 select[name="state"]').select_option("closed")
     expect(page.locator("#question-V59").get_by_role("alert")).to_contain_text("cannot move from new to closed")
     assert Question.objects.get(code="V59").state == "new"
     assert still_same_document(page)

@@ -1,4 +1,5 @@
 import io
+import re
 
 import pytest
 from django.core.management import call_command
@@ -99,11 +100,31 @@ def test_evidence_register_shows_invalid_filters_as_errors(pm_client, checklist,
 
 
 @pytest.mark.django_db
-def test_without_javascript_the_decision_comes_back_on_the_whole_page(pm_client, checklist):
-    response = pm_client.post(reverse("capability-promote", args=["kv-manager-api"]), {"to": "C0", "reason": ""})
-    assert response.status_code == 200
-    body = response.content.decode()
+def test_without_javascript_a_promotion_redirects_to_the_page_with_its_decision(pm_client, checklist):
+    """Post/redirect/get: the browser ends on the capability page, and a reload asks the gate nothing."""
+    url = reverse("capability-promote", args=["kv-manager-api"])
+    response = pm_client.post(url, {"to": "C0", "reason": ""})
+    attempt = PromotionAttempt.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == f"/capabilities/kv-manager-api/?attempt={attempt.pk}#capability-promotion"
+    body = pm_client.get(response["Location"]).content.decode()
     assert "<html" in body and 'id="promotion-blocked"' in body
+    assert "Blocked: C1 → C0 is not proven. Nothing changed." in body
+    assert "asked C0, stayed C1" in body
+    pm_client.get(response["Location"])
+    assert PromotionAttempt.objects.count() == 1
+    # An attempt of another capability is not shown as this one's decision.
+    other = pm_client.get(reverse("capability-detail", args=["expert-parallel"]), {"attempt": attempt.pk})
+    assert 'id="promotion-blocked"' not in other.content.decode()
+
+
+@pytest.mark.django_db
+def test_without_javascript_a_refused_request_comes_back_on_the_whole_page(pm_client, checklist):
+    response = pm_client.post(reverse("capability-promote", args=["kv-manager-api"]), {"to": "C2", "reason": ""})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert "<html" in body and "A demotion needs a reason." in body
+    assert not PromotionAttempt.objects.exists()
 
 
 @pytest.mark.django_db
@@ -186,3 +207,25 @@ def test_a_vendor_sees_no_dry_run(client, acme_engineer, checklist):
     client.force_login(acme_engineer)
     body = client.get(reverse("capability-detail", args=["decode-batch-8"])).content.decode()
     assert 'id="capability-dry-run"' not in body
+
+
+@pytest.mark.django_db
+def test_evidence_register_lists_the_seed_items_and_groups_run_evidence_under_them(pm_client, checklist):
+    """Runs add no rows: their evidence is counted under the seed items its capability cites, or under "From
+    runs" when that capability cites none."""
+    seed_total = EvidenceItem.objects.filter(origin=EvidenceItem.SEED).count()
+    cited = Capability.objects.get(slug="kv-manager-api")
+    seed_item = cited.evidence.order_by("code").first()
+    uncited = Capability.objects.create(slug="no-seed-item", title="Cites nothing", status="C4")
+    for n in range(1, 4):
+        item = EvidenceItem.objects.create(code=f"RUN-{n}", origin=EvidenceItem.RUN, conclusion="run", grade_text="E4")
+        (cited if n < 3 else uncited).evidence.add(item)
+    response = pm_client.get(reverse("evidence-register"), {"table": seed_item.code[0]})
+    body = response.content.decode()
+    assert "RUN-1" not in re.findall(r'<tr id="evidence-([^"]+)"', body)
+    row = body[body.index(f'<tr id="evidence-{seed_item.code}"') :]
+    row = row[: row.index("</tr>")]
+    assert "2 run items" in row and "<code>RUN-2</code>" in row and cited.title in row
+    assert "1 run item proves a capability that cites none of the checklist's items" in body
+    all_rows = pm_client.get(reverse("evidence-register")).content.decode()
+    assert f"{seed_total} items" in all_rows

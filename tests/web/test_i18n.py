@@ -2,11 +2,13 @@
 
 import gettext
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.urls import reverse
+from django.utils.translation.template import templatize
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
 
@@ -72,3 +74,51 @@ def test_pages_speak_chinese_after_the_switch_and_keep_the_seed_text(pm_client, 
     assert "CCU exception 后 KV/DRAM 是否可信" in body
     pm_client.post(reverse("set_language"), {"language": "en", "next": "/"})
     assert "Vendor questions" in pm_client.get("/questions/").content.decode()
+
+
+def _extracted_messages(tmp_path) -> set[tuple[str, str]]:
+    """(context, msgid) of every string the code and templates mark for translation, extracted as
+    `makemessages` does: templates through Django's templatize, then xgettext with Django's keywords."""
+    root = Path(settings.BASE_DIR)
+    sources = [
+        path
+        for app in ("calculet", "vendor", "evidence", "acceptance")
+        for path in sorted((root / app).rglob("*.py"))
+        if "migrations" not in path.parts
+    ]
+    for index, template in enumerate(sorted((root / "templates").rglob("*.*"))):
+        converted = tmp_path / f"template_{index}.py"
+        converted.write_text(templatize(template.read_text(encoding="utf-8"), origin=str(template)), encoding="utf-8")
+        sources.append(converted)
+    pot = tmp_path / "messages.pot"
+    keywords = ["gettext_noop", "gettext_lazy", "ngettext_lazy:1,2", "pgettext:1c,2", "npgettext:1c,2,3"]
+    keywords += ["pgettext_lazy:1c,2", "npgettext_lazy:1c,2,3"]
+    subprocess.run(
+        ["xgettext", "--language=Python", "--from-code=UTF-8", "--no-wrap", "-o", str(pot)]
+        + [f"--keyword={keyword}" for keyword in keywords]
+        + [str(path) for path in sources],
+        check=True,
+    )
+    found = set()
+    for block in pot.read_text(encoding="utf-8").split("\n\n")[1:]:
+        context = re.search(r'^msgctxt "(.*)"$', block, re.M)
+        msgid = re.search(r'^msgid "(.*)"$', block, re.M)
+        if msgid:
+            found.add(
+                (
+                    context.group(1) if context else "",
+                    msgid.group(1).encode().decode("unicode_escape").encode("latin-1").decode(),
+                )
+            )
+    return found
+
+
+@pytest.mark.parametrize("language", ["zh_Hans", "en"])
+def test_every_marked_string_is_in_the_catalogue(tmp_path, language):
+    """Every word the pages, e-mails and exports mark for translation has an entry, and every entry is used."""
+    catalogued = {(entry.get("msgctxt", ""), entry["msgid"]) for entry in catalogue_entries(language)}
+    marked = _extracted_messages(tmp_path)
+    missing = sorted(marked - catalogued)
+    assert not missing, f"{len(missing)} strings without a {language} entry: {missing[:20]}"
+    unused = sorted(catalogued - marked)
+    assert not unused, f"{len(unused)} {language} entries no code uses: {unused[:20]}"

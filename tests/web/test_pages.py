@@ -162,7 +162,7 @@ def test_audit_log_filters_by_actor_object_and_action(pm_client, pm, acme, check
     url = reverse("audit-log")
     body = pm_client.get(url, {"action": "question.update", "actor": "ada"}).content.decode()
     assert (
-        body.count("<code>question.update</code>")
+        body.count('<code class="muted">question.update</code>')
         == AuditEntry.objects.filter(action="question.update", actor_label="ada").count()
     )
     question = Question.objects.get(code="V01")
@@ -172,13 +172,59 @@ def test_audit_log_filters_by_actor_object_and_action(pm_client, pm, acme, check
 
 
 @pytest.mark.django_db
+def test_audit_log_shows_a_questions_history_by_its_code(pm_client, pm, acme, acme_engineer, checklist):
+    """The question's own edits, its answers and comments, and its chains' runs; not another question's."""
+    put_to(pm, acme, "V18", "V01")
+    question = Question.objects.get(code="V18")
+    chain = make_chain(question, acme_engineer)
+    run_rerun(actor=pm, run=make_run(chain, stages.CHAIN_STAGES[0], stages.PASSED))
+    body = pm_client.get(reverse("audit-log"), {"question": "v18"}).content.decode()
+    ids = set(re.findall(r"<code>([a-z.]+):(\d+)</code></a>", body))
+    answer = question.answers.get()
+    assert ("vendor.question", str(question.pk)) in ids
+    assert ("vendor.answer", str(answer.pk)) in ids
+    assert any(kind == "acceptance.run" for kind, _id in ids)
+    assert ("vendor.question", str(Question.objects.get(code="V01").pk)) not in ids
+    assert all(kind in {"vendor.question", "vendor.answer", "acceptance.chain", "acceptance.run"} for kind, _id in ids)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"question": "V99"}, "Question code: No question has the code V99."),
+        ({"capability": "no-such-thing"}, "Capability slug: No capability has the slug no-such-thing."),
+        ({"action": "promotion"}, "Action: Select a valid choice. promotion is not one of the available choices."),
+    ],
+)
+def test_audit_log_refuses_an_unknown_question_capability_or_action(pm_client, pm, checklist, params, error):
+    response = pm_client.get(reverse("audit-log"), params)
+    assert response.status_code == 400
+    assert error in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_audit_log_lists_actions_by_name_and_shows_a_blocked_promotion_as_asked_and_stayed(pm_client, pm, checklist):
+    capability = Capability.objects.order_by("slug").first()
+    capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+    response = pm_client.get(
+        reverse("audit-log"), {"capability": capability.slug, "action": "capability.promotion_blocked"}
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert '<option value="capability.promotion_blocked" selected>promotion blocked</option>' in body
+    assert f'<div class="outcome">asked C0, stayed {capability.status}</div>' in body
+    assert "→ —" not in body
+
+
+@pytest.mark.django_db
 def test_audit_log_shows_an_over_long_filter_as_an_error(pm_client, pm, acme, checklist):
     put_to(pm, acme, "V18")
     response = pm_client.get(reverse("audit-log"), {"actor": "a" * 201})
     assert response.status_code == 400
     body = response.content.decode()
     assert "Actor: Ensure this value has at most 200 characters (it has 201)." in body
-    assert "question.update" not in body
+    assert '<code class="muted">question.update</code>' not in body
     assert ">201/200</span>" in body
 
 
@@ -197,9 +243,13 @@ def test_reports_download_the_checklist_and_the_matrix(pm_client, checklist):
     markdown = pm_client.get(reverse("report-checklist", args=["md"]))
     assert markdown["Content-Disposition"] == 'attachment; filename="calculet-checklist.md"'
     assert "V60" in markdown.content.decode()
-    rows = list(csv.DictReader(io.StringIO(pm_client.get(reverse("report-checklist", args=["csv"])).content.decode())))
+    checklist_csv = pm_client.get(reverse("report-checklist", args=["csv"])).content
+    matrix_csv = pm_client.get(reverse("report-capability-matrix")).content
+    # A UTF-8 byte order mark first, so that Excel reads the Chinese text as UTF-8.
+    assert checklist_csv.startswith(b"\xef\xbb\xbfcode,") and matrix_csv.startswith(b"\xef\xbb\xbfslug,")
+    rows = list(csv.DictReader(io.StringIO(checklist_csv.decode("utf-8-sig"))))
     assert len(rows) == 60
-    matrix = list(csv.DictReader(io.StringIO(pm_client.get(reverse("report-capability-matrix")).content.decode())))
+    matrix = list(csv.DictReader(io.StringIO(matrix_csv.decode("utf-8-sig"))))
     assert len(matrix) == Capability.objects.count()
     multi_board = next(row for row in matrix if row["slug"] == "multi-board")
     assert multi_board["status"] == "C3" and re.fullmatch(r"(E[0-4] ?)+", multi_board["evidence_grades"])

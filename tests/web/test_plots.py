@@ -3,6 +3,8 @@ import pytest
 from django.urls import reverse
 
 from acceptance import stages
+from acceptance.models import Run
+from acceptance.views.plots import run_plots
 from calculet import plots
 from npu_sim.golden import compare
 from npu_sim.timing import TimingModel, context_rows
@@ -49,9 +51,10 @@ def test_question_page_draws_golden_and_soak_results(pm_client, pm, acme, acme_e
     make_run(chain, stages.INTEGRATION, stages.PASSED)
     soak = {
         "prompt_tokens": 128,
+        "timing_scale": "qwen3-30b-a3b",
         "ttft_ms": {"count": 32, "mean": 90.0, "p50": 80.0, "p95": 150.0, "p99": 180.0},
         "decode_tokens_per_s": {"count": 32, "mean": 55.0, "p50": 57.0, "p95": 62.0, "p99": 63.0},
-        "context_rows": context_rows(TimingModel(), [512, 4096, 32768]),
+        "context_rows": context_rows(TimingModel(), [512, 4096, 32768], 4),
     }
     make_run(chain, stages.SOAK, stages.FAILED, metrics=soak, params={"min_decode_tokens_per_s": 60})
     body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
@@ -60,8 +63,33 @@ def test_question_page_draws_golden_and_soak_results(pm_client, pm, acme, acme_e
         "Top-k agreement of decode_logits with the golden",
         "Time to first token",
         "Decode rate per request",
-        "Decode token/s against context length (timing model)",
+        "Decode rate per request against context length (timing model)",
     ):
         assert f"<title>{title}</title>" in body
     assert "required 60 token/s" in body
     assert body.count('<polyline class="line"') == 1
+    assert body.count("decode batch 4 · timed at qwen3-30b-a3b scale") == 3
+
+
+def test_soak_curve_plots_the_per_request_rate_the_threshold_and_the_measurement_share():
+    """The timing model's curve at batch 4 is per request, as the measured median and the required rate are: one
+    quantity on the axis, not the batch's total rate beside one request's."""
+    rows = context_rows(TimingModel(), [512, 4096, 32768], 4)
+    run = Run(
+        stage=stages.SOAK,
+        params={"min_decode_tokens_per_s": 10},
+        metrics={
+            "prompt_tokens": 128,
+            "decode_tokens_per_s": {"p50": 20.0, "p95": 22.0, "p99": 23.0},
+            "context_rows": rows,
+        },
+    )
+    ttft_free = run_plots(run)
+    curve = ttft_free[-1]
+    assert [label for _x, _y, label in curve.points] == [
+        plots._format(row["per_sequence_tokens_per_s"]) for row in rows
+    ]
+    assert rows[0]["decode_tokens_per_s"] == pytest.approx(4 * rows[0]["per_sequence_tokens_per_s"], rel=1e-3)
+    assert curve.y_label == "token/s per request" and curve.note == "decode batch 4"
+    rates = ttft_free[0]
+    assert rates.threshold_y is not None and rates.top <= rates.threshold_y <= rates.bottom

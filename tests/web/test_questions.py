@@ -7,6 +7,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from acceptance import stages
+from acceptance.services import answer_submit
 from calculet.models import AuditEntry
 from tests.factories import make_chain, make_run, make_user, put_to
 from vendor.models import Question, Section
@@ -244,9 +245,9 @@ def test_a_vendor_contact_is_offered_only_on_the_questions_of_their_organisation
 ):
     put_to(pm, acme, "V01")
     colleague = make_user("cleo", "team", "viewer")
-    body = pm_client.get(reverse("question-list"), {"section": "12.1"}).content.decode()
-    v01 = body.split('id="question-V01"')[1].split("</tr>")[0]
-    v02 = body.split('id="question-V02"')[1].split("</tr>")[0]
+    edit = reverse("question-edit", args=["V01"])
+    v01 = pm_client.get(edit, {"field": "assignee"}, **HTMX).content.decode()
+    v02 = pm_client.get(reverse("question-edit", args=["V02"]), {"field": "assignee"}, **HTMX).content.decode()
     assert ">ann</option>" in v01 and ">bob</option>" not in v01
     assert ">ann</option>" not in v02
     assert f'<option value="{colleague.pk}" >cleo</option>' in v02
@@ -396,3 +397,32 @@ def test_bulk_edit_refuses_closed_naming_what_is_owed(pm_client, pm, acme, check
     assert confirmed.status_code == 400
     assert "V18: V18 cannot be closed while 3 of its deliverables" in confirmed.content.decode()
     assert Question.objects.get(code="V18").state == "verifying"
+
+
+@pytest.mark.django_db
+def test_answer_tolerances_read_as_the_golden_check_applies_them(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18")
+    tolerances = {"cosine_min": 0.9999, "max_rel": 0.02, "decode_logits.top1_min": 0.98, "k": 5}
+    answer_submit(
+        actor=acme_engineer, question=Question.objects.get(code="V18"), data={"golden": {"tolerances": tolerances}}
+    )
+    body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    shown = re.findall(r'<span class="muted tolerance">([^<]*)</span>', body)
+    assert sorted(shown) == ["cosine ≥ 0.9999", "decode_logits.top1 ≥ 0.98", "k = 5", "max_rel ≤ 0.02"]
+
+
+@pytest.mark.django_db
+def test_the_list_shows_values_and_fetches_a_cells_control_when_asked(pm_client, pm, checklist):
+    """25 rows render no select: each editable cell is its value, linking to the ticket without JavaScript and
+    fetching its control with it; an unknown field is not found."""
+    body = pm_client.get(reverse("question-list")).content.decode()
+    table = body[body.index('<table class="questions">') :]
+    assert "<select" not in table[: table.index("</table>")]
+    row = table[table.index('id="question-V01"') :]
+    assert 'href="/questions/V01/#question-ticket"' in row and 'hx-get="/questions/V01/edit?field=priority"' in row
+    control = pm_client.get(reverse("question-edit", args=["V01"]), {"field": "priority"}, **HTMX).content.decode()
+    assert control.count("<select") == 1 and 'name="priority"' in control and 'hx-include="#list-next"' in control
+    assert pm_client.get(reverse("question-edit", args=["V01"]), {"field": "organisation"}).status_code == 404
+    response = pm_client.post(reverse("question-edit", args=["V01"]), {"priority": "p0"}, **HTMX)
+    row = response.content.decode()
+    assert "Saved" in row and "<select" not in row and "P0" in row

@@ -174,7 +174,13 @@ def notification_email_send(notification_id: int) -> None:
         line = events.subject(event.kind, event.data)
         body = render_to_string(
             "vendor/notification-email.txt",
-            {"event": event, "subject": line, "url": events.url(event.data), "user": notification.user},
+            {
+                "event": event,
+                "subject": line,
+                "detail": events.detail(event.data),
+                "url": events.url(event.data),
+                "user": notification.user,
+            },
         )
     try:
         send_mail(f"[calculet] {line}", body, settings.DEFAULT_FROM_EMAIL, [notification.email])

@@ -4,7 +4,8 @@ from django import forms
 from django.core.paginator import Paginator
 from django.utils.translation import gettext_lazy as _
 
-from calculet import web
+from calculet import audit, labels, web
+from calculet.errors import DomainError
 from vendor.access import may_read_audit
 from vendor.selectors import audit_entries
 
@@ -12,32 +13,64 @@ AUDIT_PAGE_SIZE = 50
 FILTER_MAX_CHARS = 200
 
 
+def _action_choices():
+    return [("", _("any action")), *sorted(labels.choices("audit_action"), key=lambda pair: pair[1])]
+
+
 class AuditFilterForm(forms.Form):
+    question = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Question code"))
+    capability = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Capability slug"))
+    action = forms.ChoiceField(required=False, label=_("Action"))
     actor = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Actor"))
     object_type = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Object type"))
     object_id = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Object id"))
-    action = forms.CharField(required=False, max_length=FILTER_MAX_CHARS, label=_("Action"))
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["action"].choices = _action_choices()
+
+    def _history(self, kind: str, message):
+        key = self.cleaned_data.get(kind, "").strip()
+        if not key:
+            return None
+        try:
+            return audit.subject_history(kind, key)
+        except DomainError:
+            raise forms.ValidationError(message, params={"key": key}) from None
+
+    def clean_question(self):
+        return self._history("question", _("No question has the code %(key)s."))
+
+    def clean_capability(self):
+        return self._history("capability", _("No capability has the slug %(key)s."))
 
     def filter(self, entries):
         """The entries the filters select; none while a filter is invalid (the page shows why)."""
         if not self.is_valid():
             return entries.none()
         data = self.cleaned_data
+        for history in (data.get("question"), data.get("capability")):
+            if history is not None:
+                entries = entries.filter(history)
         if actor := data.get("actor", "").strip():
             entries = entries.filter(actor_label=actor)
         if object_type := data.get("object_type", "").strip():
             entries = entries.filter(object_type=object_type)
         if object_id := data.get("object_id", "").strip():
             entries = entries.filter(object_id=object_id)
-        if action := data.get("action", "").strip():
-            entries = entries.filter(action__startswith=action)
+        if action := data.get("action"):
+            entries = entries.filter(action=action)
         return entries
 
 
 def _changes(entry):
-    """The fields an entry changed, as (field, before, after), from its before/after snapshots."""
+    """The fields an entry changed, as (field, before, after), from its before/after snapshots. A blocked
+    promotion changed nothing: it reads as what was asked and where the capability stayed."""
     before = entry.before if isinstance(entry.before, dict) else {}
     after = entry.after if isinstance(entry.after, dict) else {}
+    if entry.action == "capability.promotion_blocked":
+        entry.outcome = _("asked %(to)s, stayed %(status)s") % {"to": after.get("to"), "status": before.get("status")}
+        return []
     keys = list(dict.fromkeys([*before, *after]))
     return [(key, before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)]
 

@@ -129,7 +129,8 @@ def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None
         question_id=chain.question_id,
         data={
             "run": run.pk,
-            "stage": str(stages.STAGE_LABELS[run.stage]),
+            # Codes: the e-mail, the notifications page and the webhook show them in their reader's language.
+            "stage": run.stage,
             "verdict": outcome.verdict,
             "target": run.target.name,
             "detail": outcome.reason[:500],

@@ -1,6 +1,8 @@
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import translation
 
 from evidence.exporter import EXPORT_FORMATS, checklist_export
 
@@ -11,9 +13,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--format", choices=sorted(EXPORT_FORMATS), default="json")
         parser.add_argument("--out", help="write to this file instead of standard output")
+        parser.add_argument(
+            "--language",
+            choices=[code for code, _name in settings.LANGUAGES],
+            default=settings.LANGUAGE_CODE,
+            help="the language of the Markdown's headings and states (default: %(default)s)",
+        )
 
     def handle(self, *args, **options):
-        text = checklist_export(options["format"])
+        with translation.override(options["language"]):
+            text = checklist_export(options["format"])
         if not options["out"]:
             self.stdout.write(text, ending="")
             return

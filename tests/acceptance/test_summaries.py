@@ -1,0 +1,54 @@
+"""A run's summary, stored in English, reads in the reader's language; the runner's own words stay."""
+
+import pytest
+from django.utils import translation
+
+from acceptance import stages
+from acceptance.protocol import _failed_checks
+from acceptance.services.checks import _outcome, finding
+from acceptance.summaries import run_summary
+
+
+def in_chinese(reason: str) -> str:
+    with translation.override("zh-hans"):
+        return run_summary(reason)
+
+
+def test_a_pass_and_failed_checks_read_in_chinese_with_the_runners_details_kept():
+    assert in_chinese("all checks passed") == "全部检查通过"
+    checks = [{"name": f"golden:t{n}", "passed": False, "detail": f"top1 0.9{n} < 0.99"} for n in range(7)]
+    reason = _failed_checks({"checks": checks})
+    assert reason.startswith("7 check(s) failed — golden:t0: top1 0.90 < 0.99;")
+    shown = in_chinese(reason)
+    assert shown.startswith("7 项检查未通过 — golden:t0: top1 0.90 < 0.99;")
+    assert shown.endswith("（另有 2 项）")
+    with translation.override("en"):
+        assert run_summary(reason) == reason.replace("7 check(s) failed", "7 checks failed")
+
+
+def test_the_claim_stages_findings_read_in_chinese():
+    findings = [finding("element_missing", "version", "Section 13 element missing: version.")]
+    findings.append(finding("calbin_missing", "executable_assets", "No calbin package among the executable assets."))
+    outcome = _outcome(findings, "all six elements of section 13 are present")
+    assert outcome.verdict == stages.FAIL
+    assert in_chinese(outcome.reason) == "2 项问题: 缺少第 13 节要素：版本。; 可执行资产中没有 calbin 包。"
+    assert in_chinese(_outcome([], "all six elements of section 13 are present").reason) == "第 13 节的六项要素齐全"
+
+
+@pytest.mark.parametrize(
+    "reason",
+    [
+        "the runner refused the job (exit 2): bad calbin",
+        "runner protocol violated: the runner wrote no result file",
+        "internal error in the worker: OSError: disk full",
+        "the runner could not be started: No such file",
+    ],
+)
+def test_calculets_error_sentences_are_translated_and_their_detail_kept(reason):
+    detail = reason.split(": ", 1)[1]
+    shown = in_chinese(reason)
+    assert shown != reason and shown.endswith(detail)
+
+
+def test_a_sentence_calculet_did_not_write_stays_as_it_is():
+    assert in_chinese("wall time limit of 30 s reached") == "wall time limit of 30 s reached"
