@@ -97,10 +97,8 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     text = checklist_markdown()
     headings = re.findall(r"^### (12\.\d) ", text, flags=re.MULTILINE)
     assert headings == [f"12.{n}" for n in range(1, 9)]
-    assert (
-        "| # | 必须确认/交付 | 验收形式 | State | Priority | Owner | Due date | Capability statuses | Deliverables owed |"
-        in text
-    )
+    columns = "State | Priority | Owner | Due date | Capability statuses | Deliverables owed"
+    assert f"| # | 必须确认/交付 | 验收形式 | {columns} |" in text
     rows = [line for line in text.splitlines() if re.match(r"^\| V\d\d \|", line)]
     assert len(rows) == 60
     v18 = next(line for line in rows if line.startswith("| V18 |"))
