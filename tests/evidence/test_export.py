@@ -137,7 +137,7 @@ def test_json_export_query_count_does_not_grow_with_rows(db, seed_text, django_a
         checklist_json()
 
 
-def test_markdown_speaks_the_readers_language_and_keeps_the_documents_text(imported, tmp_path):
+def test_markdown_speaks_the_readers_language_and_keeps_the_documents_text(checklist, tmp_path):
     Question.objects.filter(code="V18").update(state="asked", priority="p0")
     with translation.override("zh-hans"):
         text = checklist_markdown()
