@@ -13,7 +13,7 @@ from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit, capability_promote
 from evidence.models import Capability, EvidenceItem
 from npu_sim.timing import TimingModel, context_rows
-from tests.web.conftest import make_chain, make_run, put_to
+from tests.factories import make_chain, make_run, put_to
 from tests.web.test_browser import log_in
 from vendor.models import Question
 
