@@ -40,6 +40,25 @@ SOAK_THRESHOLD_KEYS = {
     "min_decode_tokens_per_s": "min_decode_tokens_per_s",
 }
 INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "k"}
+# What an answer may ask of the soak: enough to load a runner for minutes, never enough to outlive its limits.
+SOAK_LIMITS = {
+    "requests": (1, 512),
+    "concurrency": (1, 64),
+    "prompt_tokens": (1, 4096),
+    "output_tokens": (1, 1024),
+    "min_decode_tokens_per_s": (0, 100_000),
+}
+
+
+def soak_threshold_error(key: str, value) -> str:
+    """Why the answer's soak threshold `key` cannot be used ("" when it can)."""
+    name = SOAK_THRESHOLD_KEYS[key]
+    low, high = SOAK_LIMITS[name]
+    if name in INTEGER_PARAMS and not float(value).is_integer():
+        return f"Must be a whole number from {low} to {high}."
+    if not low <= value <= high:
+        return f"Must be from {low} to {high}."
+    return ""
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from django.db import transaction
 
+from acceptance import protocol
 from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
 from acceptance.services.deliverable_checks import deliverable_check_wanted
@@ -46,6 +47,15 @@ def _check_probe_thresholds(answer: Answer, capability: Capability | None) -> No
                 raise DomainError(str(error), field=f"thresholds.{probe}.{threshold}") from error
 
 
+def _check_soak_thresholds(answer: Answer) -> None:
+    """The soak parameters an answer sets stay within what a runner can serve (`protocol.SOAK_LIMITS`)."""
+    for key in protocol.SOAK_THRESHOLD_KEYS:
+        if key in answer.thresholds:
+            error = protocol.soak_threshold_error(key, answer.thresholds[key])
+            if error:
+                raise DomainError(error, field=f"thresholds.{key}")
+
+
 def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
     """A package proves only what it is: an answer for batch 8 cannot claim batch 16."""
     deliverable = answer.deliverable
@@ -70,6 +80,7 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     capability = _claimed_capability(question, fields.pop("capability", None))
     with transaction.atomic():
         answer = answer_store(actor=actor, question=question, data=fields)
+        _check_soak_thresholds(answer)
         _check_probe_thresholds(answer, capability)
         if capability is not None:
             _check_deliverable_proves(answer, capability)

@@ -189,6 +189,34 @@ def test_probe_thresholds_outside_the_capabilitys_recipe_get_a_400_naming_them(
     assert db_snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("thresholds", "field", "message"),
+    [
+        ({"soak_requests": 1e9}, "thresholds.soak_requests", "from 1 to 512"),
+        ({"soak_concurrency": 0}, "thresholds.soak_concurrency", "from 1 to 64"),
+        ({"soak_output_tokens": 2.5}, "thresholds.soak_output_tokens", "whole number"),
+        ({"min_decode_tokens_per_s": -1}, "thresholds.min_decode_tokens_per_s", "from 0 to 100000"),
+    ],
+)
+def test_soak_thresholds_beyond_what_a_runner_serves_get_a_400_naming_them(
+    vendor_a, question_a, artifacts_a, thresholds, field, message
+):
+    body = {**complete_answer(artifacts_a), "thresholds": thresholds}
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert message in response.json()["errors"][0]["message"]
+    assert db_snapshot() == before
+
+
+def test_soak_thresholds_within_the_limits_are_stored(vendor_a, question_a, artifacts_a):
+    body = {**complete_answer(artifacts_a), "thresholds": {"soak_requests": 512, "soak_concurrency": 2.0}}
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["thresholds"] == {"soak_requests": 512, "soak_concurrency": 2.0}
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(vendor_a, question_a):
     before = db_snapshot()
     response = vendor_a.client().post(
