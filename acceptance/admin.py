@@ -5,7 +5,7 @@ from django.template.response import TemplateResponse
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
 from acceptance.services.promotion import REASON_MAX_CHARS
-from calculet.admin import ReadOnlyAdmin
+from calculet.admin import ReadOnlyAdmin, ServiceAdmin
 from calculet.errors import DomainError
 from evidence.grades import STATUS_CHOICES
 from evidence.models import Capability
@@ -66,9 +66,10 @@ class CapabilityAdmin(admin.ModelAdmin):
 
 
 @admin.register(Target)
-class TargetAdmin(admin.ModelAdmin):
-    """Targets. Versions are saved through `target_register` (which makes dependent stages stale); health
-    comes from heartbeats and health checks; maintenance is switched by the actions."""
+class TargetAdmin(ServiceAdmin):
+    """Targets. Versions and the runner command are saved through `target_register` (which makes dependent
+    stages stale and refuses a hardware target without a runner command); health comes from heartbeats and
+    health checks; maintenance is switched by the actions."""
 
     list_display = ["slug", "kind", "queue", "health", "maintenance", "calrt_version", "last_heartbeat_at"]
     list_filter = ["kind", "health", "maintenance"]
@@ -81,6 +82,7 @@ class TargetAdmin(admin.ModelAdmin):
         "driver_version",
         "firmware_version",
         "chip",
+        "runner_command",
         "health",
         "health_reason",
         "maintenance",
@@ -105,10 +107,7 @@ class TargetAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, "slug", "kind", "queue"] if obj else self.readonly_fields
 
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-    def save_model(self, request, obj, form, change):
+    def service_save(self, request, obj, form, change):
         saved = target_register(
             actor=request.user,
             slug=obj.slug,
@@ -119,6 +118,7 @@ class TargetAdmin(admin.ModelAdmin):
             driver_version=obj.driver_version,
             firmware_version=obj.firmware_version,
             chip=obj.chip,
+            runner_command=obj.runner_command,
         )
         obj.pk = saved.pk
 

@@ -26,6 +26,10 @@ class Target(models.Model):
     driver_version = models.CharField(max_length=50)
     firmware_version = models.CharField(max_length=50)
     chip = models.CharField(max_length=100)
+    # The command that drives the board on its host (docs/runner-protocol.md). A hardware target is registered
+    # with one, and without it its runs end in error: it never falls back to the bundled simulator. Not a
+    # database constraint, so targets registered before this rule can still be loaded and fixed.
+    runner_command = models.CharField(max_length=1000, blank=True)
     health = models.CharField(max_length=20, choices=HEALTH_STATES, default=OFFLINE)
     health_reason = models.CharField(max_length=500, blank=True)
     maintenance = models.BooleanField(default=False)
@@ -130,6 +134,10 @@ class Run(models.Model):
     inputs_digest = models.CharField(max_length=64)
     # The job's parameters and the artifact versions and target versions the run was made for.
     params = models.JSONField(default=dict, blank=True)
+    # The capability's recipe probes the job sends (`{"name", "params"}`, thresholds among the params) and the
+    # recipe's version; empty for a health job or a chain without a capability.
+    probes = models.JSONField(default=list, blank=True)
+    recipe_version = models.PositiveIntegerField(null=True, blank=True)
     inputs = models.JSONField(default=dict, blank=True)
     artifacts = models.ManyToManyField("vendor.Artifact", blank=True, related_name="runs")
     requested_by = models.ForeignKey(
@@ -218,6 +226,8 @@ class PromotionAttempt(models.Model):
         "vendor.Answer", null=True, blank=True, on_delete=models.SET_NULL, related_name="promotion_attempts"
     )
     runs = models.ManyToManyField(Run, blank=True, related_name="promotion_attempts")
+    # The CalRT/driver/firmware/chip versions of the evidence the new status rests on.
+    versions = models.JSONField(default=dict, blank=True)
     artifacts = models.ManyToManyField("vendor.Artifact", blank=True, related_name="promotion_attempts")
     created_at = models.DateTimeField(auto_now_add=True)
 

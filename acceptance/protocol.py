@@ -2,7 +2,9 @@
 runner's exit and result file become a verdict. No ORM here.
 
 A runner is `<command> --job job.json --result result.json`. It exits 0 whenever it reached a verdict
-(pass or fail) and writes the result; exit 2 means it refused a broken job.
+(pass or fail) and writes the result; exit 2 means it refused a broken job. Jobs are schema 2: the
+capability's probes, the vendor's golden, and a result that reports the device's own identity and versions,
+which the caller compares with the target's registration (`device_findings`).
 """
 
 import json
@@ -12,7 +14,8 @@ from pathlib import Path
 from acceptance import stages
 from acceptance.sandbox import Outcome
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
 RESULT_MAX_BYTES = 16 * 1024**2
 
 # Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
@@ -86,8 +89,83 @@ def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list
     return {}
 
 
-def build_job(*, stage: str, calbin: str, params: dict, target: dict) -> dict:
-    return {"schema_version": SCHEMA_VERSION, "stage": stage, "calbin": calbin, "params": params, "target": target}
+def build_job(
+    *,
+    stage: str,
+    calbin: str,
+    params: dict,
+    target: dict,
+    probes: list[dict] | None = None,
+    golden: str | None = None,
+    golden_source: str = "vendor",
+) -> dict:
+    """A schema 2 job. `probes` are `{"name", "params"}` (thresholds travel as parameters); with
+    `golden_source` "vendor" the golden comparisons use `golden`, the file the vendor delivered, and nothing
+    else (no golden: they are not exercised); "package" uses the package's own goldens."""
+    job = {
+        "schema_version": SCHEMA_VERSION,
+        "stage": stage,
+        "calbin": calbin,
+        "params": params,
+        "target": target,
+        "probes": probes or [],
+        "golden_source": golden_source,
+    }
+    if golden is not None:
+        job["golden"] = golden
+    return job
+
+
+def device_findings(result: dict, registered: dict) -> list[dict]:
+    """What is wrong with the device a result reports, against the target's registered versions: nothing
+    reported (`device_unreported`), or versions that differ (`version_mismatch`, one finding naming each)."""
+    device = result.get("device")
+    if not isinstance(device, dict):
+        return [
+            {
+                "code": "device_unreported",
+                "severity": "error",
+                "field": "device",
+                "message": "the runner reported no device identity and versions",
+            }
+        ]
+    found = []
+    for key in VERSION_KEYS:
+        reported = str(device.get(key, ""))
+        if reported != registered.get(key):
+            found.append(
+                {
+                    "code": "version_mismatch",
+                    "severity": "error",
+                    "field": f"device.{key}",
+                    "message": f"the device reports {key} {reported or '(none)'}; the target is registered with "
+                    f"{registered.get(key)}",
+                }
+            )
+    return found
+
+
+def device_attested(result: dict, target_kind: str) -> bool:
+    """Whether a result was measured on a board: a hardware target whose runner reports a hardware device that
+    is not a test double. Only such a result is E0 evidence; anything else is a model of the device (E4)."""
+    device = result.get("device") or {}
+    return target_kind == "hardware" and device.get("kind") == "hardware" and device.get("double") is not True
+
+
+def probe_findings(result: dict) -> list[dict]:
+    """Each probe's findings, named by probe, as the run's findings."""
+    found = []
+    for probe in result.get("probes", []):
+        for item in probe.get("findings", []):
+            found.append(
+                {
+                    "code": item.get("code", ""),
+                    "severity": "error" if probe.get("verdict") != stages.PASS else "info",
+                    "field": f"probes.{probe.get('name', '?')}",
+                    "message": item.get("message", ""),
+                }
+            )
+    return found
 
 
 def read_result(path: Path, stage: str) -> tuple[dict | None, str]:
@@ -113,10 +191,20 @@ def read_result(path: Path, stage: str) -> tuple[dict | None, str]:
         return None, "result checks must be a list of objects with name, passed and detail"
     if not isinstance(result.get("metrics", {}), dict):
         return None, "result metrics must be an object"
+    probes = result.get("probes", [])
+    if not isinstance(probes, list) or not all(isinstance(p, dict) and "verdict" in p for p in probes):
+        return None, "result probes must be a list of objects with name and verdict"
+    if result["verdict"] == stages.PASS and any(p["verdict"] != stages.PASS for p in probes):
+        return None, "the result says pass while one of its probes did not pass"
     if result["verdict"] == stages.PASS and not all(check["passed"] is True for check in checks):
         return None, "the result says pass while one of its checks failed"
-    if result["verdict"] == stages.FAIL and checks and all(check["passed"] is True for check in checks):
-        return None, "the result says fail while every check passed"
+    if (
+        result["verdict"] == stages.FAIL
+        and checks
+        and all(check["passed"] is True for check in checks)
+        and all(p["verdict"] == stages.PASS for p in probes)
+    ):
+        return None, "the result says fail while every check and probe passed"
     return result, ""
 
 
@@ -127,6 +215,20 @@ def _failed_checks(result: dict) -> str:
     parts = [f"{c.get('name', '?')}: {c.get('detail', '')}".strip().rstrip(":") for c in failed[:5]]
     more = f" (and {len(failed) - 5} more)" if len(failed) > 5 else ""
     return f"{len(failed)} check(s) failed — " + "; ".join(parts) + more
+
+
+def _failed_probes(result: dict) -> str:
+    failed = [p for p in result.get("probes", []) if p.get("verdict") != stages.PASS]
+    parts = []
+    for probe in failed[:5]:
+        said = [f"{f.get('code')}: {f.get('message')}" for f in probe.get("findings", [])[:2]]
+        said += [
+            f"{c.get('name', '?')}: {c.get('detail', '')}".strip().rstrip(":")
+            for c in probe.get("checks", [])
+            if c.get("passed") is not True
+        ][:3]
+        parts.append(f"{probe.get('name', '?')} ({'; '.join(said) or 'failed'})")
+    return f"{len(failed)} probe(s) failed — " + "; ".join(parts) if failed else ""
 
 
 def _last_line(text: str) -> str:
@@ -156,10 +258,16 @@ def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail
     if result is None:
         return StageOutcome(stages.ERROR, f"runner protocol violated: {problem}", result={"sandbox": sandbox})
     verdict = result["verdict"]
-    reason = "all checks passed" if verdict == stages.PASS else _failed_checks(result)
+    if verdict == stages.PASS:
+        reason = "all checks passed"
+    elif all(check.get("passed") is True for check in result.get("checks", [])) and result.get("probes"):
+        reason = _failed_probes(result)
+    else:
+        reason = _failed_checks(result)
     return StageOutcome(
         verdict,
         reason,
+        findings=probe_findings(result),
         metrics=result.get("metrics", {}),
         result={**result, "sandbox": sandbox},
     )

@@ -12,7 +12,9 @@ from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
-from evidence.models import Capability
+from acceptance.protocol import VERSION_KEYS, device_attested
+from acceptance.recipes import RECIPES
+from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
 from vendor.access import objects_for_user
 from vendor.models import Answer, Artifact, Deliverable, Question, Section
@@ -250,6 +252,8 @@ def runs_stuck(now: datetime) -> QuerySet[Run]:
 
 def target_health_state(target: Target, now: datetime) -> tuple[str, str]:
     """A target's health at `now`, from its worker's last heartbeat and its last health check."""
+    if target.kind == Target.HARDWARE and not target.runner_command:
+        return Target.DEGRADED, "no hardware runner command is registered: the target runs nothing"
     if target.last_heartbeat_at is None:
         return Target.OFFLINE, "no worker has reported for this target yet"
     silent = (now - target.last_heartbeat_at).total_seconds()
@@ -284,19 +288,60 @@ def promotions_blocked_since(dt: datetime) -> QuerySet[PromotionAttempt]:
     )
 
 
+def _runner_results(run_ids: list[int]) -> dict[int, dict]:
+    """The probes and device of each run's result, without the rest of it."""
+    rows = Run.objects.filter(pk__in=run_ids).values_list("id", "result__probes", "result__device")
+    return {run_id: {"probes": probes or [], "device": device or {}} for run_id, probes, device in rows}
+
+
+def _sdk_checked_versions(capability) -> list[dict]:
+    """The versions of the E2 evidence (the SDK check) linked to the capability; the seed's own snapshot is
+    not a check of anything the vendor delivered."""
+    items = capability.evidence.filter(grades__grade="E2").exclude(origin=EvidenceItem.SEED)
+    return [{} for _ in items.values("id")]
+
+
 def capability_gate_facts(capability) -> list[AnswerFacts]:
     """What the promotion gate needs about a capability: for each answer its chains currently check (newest
-    answer first), every chain's stage states on its current inputs. Three queries whatever the run count."""
+    answer first), every chain's stage states on its current inputs and what its runner stages proved (the
+    probes that passed, whether a board attested them, the versions the device reported), and whether the
+    SDK check found the capability at the answer's version. A fixed number of queries whatever the run count."""
     chains = list(
         Chain.objects.filter(capability=capability)
         .select_related("target", "answer")
         .order_by("-answer__created_at", "-answer_id", "id")
     )
     latest = latest_runs([chain.pk for chain in chains])
+    results = _runner_results([run.pk for (_, stage), run in latest.items() if stage in stages.RUNNER_STAGES])
+    sdk_versions = _sdk_checked_versions(capability)
     by_answer: dict[int, AnswerFacts] = {}
     for chain in chains:
-        facts = by_answer.setdefault(chain.answer_id, AnswerFacts(answer_id=chain.answer_id, chains=[]))
+        answer = chain.answer
+        facts = by_answer.setdefault(
+            chain.answer_id,
+            AnswerFacts(
+                answer_id=chain.answer_id,
+                chains=[],
+                complete=answer.complete,
+                version=answer.version,
+                sdk_checked=any(v.get("calrt") in (None, answer.version) for v in sdk_versions),
+            ),
+        )
         rows = _stage_rows(chain, latest)
+        current = {stage: run for stage, state, run in rows if run is not None and state != stages.STALE}
+        probes_passed: dict[str, set[str]] = {}
+        attested: dict[str, bool] = {}
+        versions: dict[str, str] = {}
+        for stage in stages.RUNNER_STAGES:
+            run = current.get(stage)
+            if run is None:
+                continue
+            result = results.get(run.pk, {"probes": [], "device": {}})
+            probes_passed[stage] = {p.get("name") for p in result["probes"] if p.get("verdict") == stages.PASS}
+            attested[stage] = device_attested(result, chain.target.kind)
+            device = result["device"]
+            if device:
+                versions = {key: str(device.get(key, "")) for key in VERSION_KEYS}
         facts.chains.append(
             ChainFacts(
                 chain_id=chain.pk,
@@ -304,6 +349,15 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 target_kind=chain.target.kind,
                 stage_states={stage: state for stage, state, _ in rows},
                 stage_run_ids={stage: run.pk for stage, _, run in rows if run is not None},
+                probes_passed=probes_passed,
+                attested=attested,
+                versions=versions,
             )
         )
     return list(by_answer.values())
+
+
+def capability_recipe_probes(capability) -> list[str]:
+    """The probe names of the capability's recipe (none when it has no recipe)."""
+    recipe = RECIPES.get(capability.slug)
+    return [probe.name for probe in recipe.probes] if recipe else []

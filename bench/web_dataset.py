@@ -61,6 +61,7 @@ def _targets() -> list[Target]:
         slug="board-1",
         name="Calculet board 1",
         kind=Target.HARDWARE,
+        runner_command="calculet-board-runner",
         queue="board-1",
         calrt_version="0.7.6",
         driver_version="2.3.1",

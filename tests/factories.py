@@ -14,7 +14,7 @@ from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.organisations import api_user_create
 from vendor.storage import blob_store_file, file_sha256
 
-_CALBIN_CACHE: dict[tuple[str, int], bytes] = {}
+_CALBIN_CACHE: dict[tuple[str, int, tuple[str, ...]], tuple[bytes, bytes]] = {}
 
 
 def make_user(username: str, org_slug: str, role: str):
@@ -83,13 +83,34 @@ def make_capability(slug: str, *, status: str = "C3", questions=(), pinned_statu
     return capability
 
 
+def tiny_package_bytes(
+    tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny", features: tuple[str, ...] = ()
+) -> tuple[bytes, bytes]:
+    """A calbin tar built by the simulator and the golden file a vendor delivers with it (cached per process:
+    the same options give the same bytes)."""
+    key = (preset, decode_batch, tuple(sorted(features)))
+    if key not in _CALBIN_CACHE:
+        name = f"{preset}-b{decode_batch}-{'-'.join(key[2]) or 'plain'}"
+        golden = Path(tmp_dir) / f"{name}-golden.npz"
+        path = build_calbin(
+            Path(tmp_dir) / f"{name}.tar",
+            preset=preset,
+            decode_batch=decode_batch,
+            features=features,
+            golden_out=golden,
+        )
+        _CALBIN_CACHE[key] = (path.read_bytes(), golden.read_bytes())
+    return _CALBIN_CACHE[key]
+
+
 def tiny_calbin_bytes(tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny") -> bytes:
     """A calbin tar built by the simulator (cached per process: the same preset gives the same bytes)."""
-    key = (preset, decode_batch)
-    if key not in _CALBIN_CACHE:
-        path = build_calbin(Path(tmp_dir) / f"{preset}-b{decode_batch}.tar", preset=preset, decode_batch=decode_batch)
-        _CALBIN_CACHE[key] = path.read_bytes()
-    return _CALBIN_CACHE[key]
+    return tiny_package_bytes(tmp_dir, decode_batch=decode_batch, preset=preset)[0]
+
+
+def tiny_golden_bytes(tmp_dir: Path, *, decode_batch: int = 8, preset: str = "tiny") -> bytes:
+    """The golden file the vendor delivers with `tiny_calbin_bytes`' package."""
+    return tiny_package_bytes(tmp_dir, decode_batch=decode_batch, preset=preset)[1]
 
 
 def tar_bytes(members: dict[str, bytes], *, modes: dict[str, int] | None = None) -> bytes:

@@ -102,12 +102,19 @@ class TargetOutputSerializer(serializers.Serializer):
     driver_version = serializers.CharField()
     firmware_version = serializers.CharField()
     chip = serializers.CharField()
+    hardware_runner = serializers.SerializerMethodField(
+        help_text="Whether a hardware target has its runner command registered; without one it runs nothing "
+        "(it never falls back to the simulator). Always false for a simulator."
+    )
     health = serializers.ChoiceField(choices=Target.HEALTH_STATES)
     health_reason = serializers.CharField()
     maintenance = serializers.BooleanField()
     last_heartbeat_at = serializers.DateTimeField(allow_null=True)
     last_health_check_at = serializers.DateTimeField(allow_null=True)
     last_health_check_passed = serializers.BooleanField(allow_null=True)
+
+    def get_hardware_runner(self, target) -> bool:
+        return target.kind == Target.HARDWARE and bool(target.runner_command)
 
 
 class TargetListApi(Api, ListAPIView):

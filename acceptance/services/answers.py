@@ -4,6 +4,7 @@ from django.db import transaction
 
 from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
+from acceptance.services.inputs import answer_recipe, threshold_overrides
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from evidence.models import Capability
@@ -22,6 +23,28 @@ def _claimed_capability(question: Question, slug) -> Capability | None:
     return capability
 
 
+def _check_probe_thresholds(answer: Answer, capability: Capability | None) -> None:
+    """The answer's "<probe>.<threshold>" thresholds may only tighten the recipe of the capability it proves."""
+    overrides = threshold_overrides(answer.thresholds)
+    if not overrides:
+        return
+    first = next(iter(overrides))
+    field = f"thresholds.{first}.{next(iter(overrides[first]))}"
+    if capability is None:
+        linked = list(answer.question.capabilities.all()[:2])
+        capability = linked[0] if len(linked) == 1 else None
+    if capability is None:
+        raise DomainError("Probe thresholds need the capability whose recipe they tighten.", field=field)
+    if answer_recipe(capability.slug, {}) is None:
+        raise DomainError(f"{capability.slug} has no proof recipe to tighten.", field=field)
+    for probe, values in overrides.items():
+        for threshold, value in values.items():
+            try:
+                answer_recipe(capability.slug, {f"{probe}.{threshold}": value})
+            except ValueError as error:
+                raise DomainError(str(error), field=f"thresholds.{probe}.{threshold}") from error
+
+
 def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     """Store a new revision of the actor's organisation's answer (`vendor.services.answers.answer_store`,
     which states the preconditions), with the capability it names, if any, among those linked to the
@@ -33,6 +56,7 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     capability = _claimed_capability(question, fields.pop("capability", None))
     with transaction.atomic():
         answer = answer_store(actor=actor, question=question, data=fields)
+        _check_probe_thresholds(answer, capability)
         if capability is not None:
             AnswerClaim.objects.create(answer=answer, capability=capability)
             audit_record(actor=actor, action="answer.claim", obj=answer, after={"capability": capability.slug})

@@ -9,6 +9,7 @@ from acceptance.services.dispatch import run_send
 from acceptance.services.inputs import (
     AnswerInputs,
     answer_inputs,
+    chain_probes,
     run_inputs_snapshot,
     runner_stage_params,
     stage_digests,
@@ -62,7 +63,9 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
     stale and their workers stop them; the chain then runs its first stage that has not passed.
     """
     inputs = answer_inputs(answer)
-    digests = stage_digests(inputs, capability.pk if capability else None, target)
+    digests = stage_digests(
+        inputs, capability.pk if capability else None, target, capability.slug if capability else None
+    )
     with transaction.atomic():
         chain = (
             lock_rows(Chain.objects)
@@ -114,8 +117,13 @@ def chains_refresh_for_target(target: Target, *, actor=None) -> None:
     told: set[int] = set()
     for chain in Chain.objects.filter(target=target).select_related("answer", "capability"):
         with transaction.atomic():
-            locked = lock_rows(Chain.objects).select_related("target").get(pk=chain.pk)
-            locked.stage_digests = stage_digests(answer_inputs(locked.answer), locked.capability_id, locked.target)
+            locked = lock_rows(Chain.objects).select_related("target", "capability").get(pk=chain.pk)
+            locked.stage_digests = stage_digests(
+                answer_inputs(locked.answer),
+                locked.capability_id,
+                locked.target,
+                locked.capability.slug if locked.capability else None,
+            )
             locked.save(update_fields=["stage_digests", "updated_at"])
             _stale_outdated_runs(locked)
             chain_advance(locked, actor=actor)
@@ -173,6 +181,11 @@ def run_create(
     answer = chain.answer
     inputs = inputs or answer_inputs(answer)
     accepts = target_accepts_runs(chain.target)
+    probes, recipe_version = (
+        chain_probes(chain.capability.slug if chain.capability else None, answer)
+        if stage in stages.RUNNER_STAGES
+        else ([], None)
+    )
     run = Run(
         chain=chain,
         stage=stage,
@@ -180,6 +193,8 @@ def run_create(
         answer=answer,
         inputs_digest=chain.stage_digests[stage],
         params=runner_stage_params(stage, answer) if stage in stages.RUNNER_STAGES else {},
+        probes=probes,
+        recipe_version=recipe_version,
         inputs=run_inputs_snapshot(inputs, chain.target),
         requested_by=actor if getattr(actor, "is_authenticated", False) else None,
         rerun_of=rerun_of,

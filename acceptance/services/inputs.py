@@ -1,11 +1,12 @@
 """What each stage of a chain runs on: the answer's structured fields, its artifact versions, the target's
 versions, and the digests that tell a run on current inputs from a stale one."""
 
+import contextlib
 import hashlib
 import json
 from dataclasses import dataclass
 
-from acceptance import protocol, stages
+from acceptance import protocol, recipes, stages
 from acceptance.models import Target
 from vendor.claim import ClaimData
 from vendor.models import Answer, Artifact
@@ -71,12 +72,46 @@ def runner_stage_params(stage: str, answer: Answer) -> dict:
     )
 
 
+def threshold_overrides(thresholds: dict) -> dict[str, dict[str, float]]:
+    """The answer's probe thresholds: its "<probe>.<threshold>" keys, by probe."""
+    overrides: dict[str, dict[str, float]] = {}
+    for key, value in thresholds.items():
+        probe, dot, name = key.partition(".")
+        if dot:
+            overrides.setdefault(probe, {})[name] = value
+    return overrides
+
+
+def answer_recipe(capability_slug: str, thresholds: dict) -> recipes.Recipe | None:
+    """The capability's recipe with the answer's thresholds, or None for a capability without a recipe.
+    Raises ValueError naming the probe and threshold when one loosens the recipe, is out of bounds or unknown
+    (answers are checked when submitted: `answer_submit`)."""
+    recipe = recipes.RECIPES.get(capability_slug)
+    if recipe is None:
+        return None
+    return recipes.tightened(recipe, threshold_overrides(thresholds))
+
+
+def chain_probes(capability_slug: str | None, answer: Answer) -> tuple[list[dict], int | None]:
+    """The probes a chain's runner stages send, and the recipe's version: none without a recipe."""
+    recipe = recipes.RECIPES.get(capability_slug or "")
+    if recipe is None:
+        return [], None
+    # An answer stored before thresholds were checked against the recipe keeps the recipe's: never looser.
+    with contextlib.suppress(ValueError):
+        recipe = recipes.tightened(recipe, threshold_overrides(answer.thresholds))
+    probes = [{"name": p.name, "params": {**p.params, **p.thresholds}} for p in recipe.probes]
+    return probes, recipe.version
+
+
 def _digest(previous: str, value) -> str:
     encoded = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(previous.encode() + b"\n" + encoded).hexdigest()
 
 
-def stage_digests(inputs: AnswerInputs, capability_id: int | None, target: Target) -> dict[str, str]:
+def stage_digests(
+    inputs: AnswerInputs, capability_id: int | None, target: Target, capability_slug: str | None = None
+) -> dict[str, str]:
     """Per stage, a digest of everything it and the stages before it consume.
 
     Each stage's digest chains the one before, so a changed input makes its stage and every stage after
@@ -106,8 +141,12 @@ def stage_digests(inputs: AnswerInputs, capability_id: int | None, target: Targe
         },
     )
     previous = digests[stages.ARTIFACT]
+    probes, recipe_version = chain_probes(capability_slug, inputs.answer)
     for stage in stages.RUNNER_STAGES:
-        previous = digests[stage] = _digest(previous, {stage: runner_stage_params(stage, inputs.answer)})
+        value = {stage: runner_stage_params(stage, inputs.answer)}
+        if probes:  # a chain without probes keeps the digests it always had
+            value["probes"] = {"recipe": recipe_version, "probes": probes}
+        previous = digests[stage] = _digest(previous, value)
     return digests
 
 

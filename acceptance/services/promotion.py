@@ -6,10 +6,10 @@ from django.utils import timezone
 
 from acceptance import policy as gate_policy
 from acceptance.models import PromotionAttempt, Run
-from acceptance.selectors import capability_gate_facts
+from acceptance.selectors import capability_gate_facts, capability_recipe_probes
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import DomainError, ForbiddenError
+from calculet.errors import ConflictError, DomainError, ForbiddenError
 from evidence.grades import STATUSES, status_rank
 from evidence.models import Capability
 from evidence.status_guard import gate_writes
@@ -40,7 +40,8 @@ def _actor_label(actor) -> str:
 def capability_promote(*, actor, capability: Capability, to_status: str, reason: str) -> PromotionAttempt:
     """Ask the gate to move `capability` to `to_status`, and store the attempt whatever the answer.
 
-    Preconditions: `to_status` is one of C0–C4 (DomainError on field "to" otherwise); a demotion (away from
+    Preconditions: `to_status` is one of C0–C4 (DomainError on field "to" otherwise) and not the status the
+    capability already has (ConflictError on field "to", and no attempt is stored); a demotion (away from
     C0) gives a reason, and no reason is longer than REASON_MAX_CHARS (DomainError on field "reason"); the
     actor is a PM, a superuser, or a shell label (ForbiddenError otherwise). Never raises for a blocked
     promotion: the returned attempt has `allowed=False` and machine-readable `reasons`. The capability's
@@ -59,6 +60,8 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
         current = locked.status
+        if to_status == current:
+            raise ConflictError(f"The capability is already {current}.", field="to")
         demotion = status_rank(to_status) > status_rank(current)
         if demotion and not reason:
             raise DomainError("A demotion needs a reason.", field="reason")
@@ -68,65 +71,135 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
             to=to_status,
             pinned_status=locked.pinned_status if locked.pinned else "",
             answers=capability_gate_facts(locked),
+            recipe_probes=capability_recipe_probes(locked),
+            capability=locked.slug,
         )
-        attempt = PromotionAttempt.objects.create(
-            capability=locked,
-            actor=actor if getattr(actor, "is_authenticated", False) else None,
-            actor_label=_actor_label(actor),
-            from_status=current,
-            to_status=to_status,
-            allowed=decision.allowed,
-            reason=reason,
-            reasons=decision.reasons,
-            policy_version=policy["version"],
-            answer_id=decision.answer_id,
+        attempt = _attempt_record(actor, locked, current, to_status, reason, decision, policy)
+    attempt.capability = locked
+    return attempt
+
+
+def _attempt_record(actor, locked: Capability, current: str, to_status: str, reason: str, decision, policy: dict):
+    """Store the attempt, move the status when allowed, and write the audit row and the notification.
+    Precondition: this transaction holds the capability's row lock."""
+    demotion = status_rank(to_status) > status_rank(current)
+    attempt = PromotionAttempt.objects.create(
+        capability=locked,
+        actor=actor if getattr(actor, "is_authenticated", False) else None,
+        actor_label=_actor_label(actor),
+        from_status=current,
+        to_status=to_status,
+        allowed=decision.allowed,
+        reason=reason,
+        reasons=decision.reasons,
+        policy_version=policy["version"],
+        answer_id=decision.answer_id,
+        versions=decision.versions,
+    )
+    if decision.run_ids:
+        attempt.runs.set(decision.run_ids)
+        attempt.artifacts.set(
+            Run.artifacts.through.objects.filter(run_id__in=decision.run_ids)
+            .values_list("artifact_id", flat=True)
+            .distinct()
         )
-        if decision.run_ids:
-            attempt.runs.set(decision.run_ids)
-            attempt.artifacts.set(
-                Run.artifacts.through.objects.filter(run_id__in=decision.run_ids)
-                .values_list("artifact_id", flat=True)
-                .distinct()
-            )
-        summary = {
-            "attempt": attempt.pk,
-            "to": to_status,
-            "reason": reason,
-            "policy_version": policy["version"],
-            "reasons": [item["code"] for item in decision.reasons],
-            "runs": decision.run_ids,
-        }
-        if decision.allowed:
-            with gate_writes():
-                locked.status = to_status
-                locked.status_changed_at = timezone.now()
-                locked.save(update_fields=["status", "status_changed_at"])
-            audit_record(
-                actor=actor,
-                action="capability.demote" if demotion else "capability.promote",
-                obj=locked,
-                before={"status": current},
-                after={"status": to_status, **summary},
-            )
-        else:
-            audit_record(
-                actor=actor,
-                action="capability.promotion_blocked",
-                obj=locked,
-                before={"status": current},
-                after=summary,
-            )
-        notify_on_commit(
-            events.PROMOTION_GRANTED if decision.allowed else events.PROMOTION_BLOCKED,
+    summary = {
+        "attempt": attempt.pk,
+        "to": to_status,
+        "reason": reason,
+        "policy_version": policy["version"],
+        "reasons": [item["code"] for item in decision.reasons],
+        "runs": decision.run_ids,
+        "versions": decision.versions,
+    }
+    if decision.allowed:
+        with gate_writes():
+            locked.status = to_status
+            locked.status_changed_at = timezone.now()
+            locked.save(update_fields=["status", "status_changed_at"])
+        audit_record(
             actor=actor,
-            organisation_id=None,  # the team's decision: no vendor is told
-            data={
-                "capability": locked.title,
-                "from_status": current,
-                "to_status": to_status,
-                "detail": "\n".join(item["message"] for item in decision.reasons) or reason,
-                "path": f"/capabilities/{locked.slug}/",
-            },
+            action="capability.demote" if demotion else "capability.promote",
+            obj=locked,
+            before={"status": current},
+            after={"status": to_status, **summary},
         )
+    else:
+        audit_record(
+            actor=actor,
+            action="capability.promotion_blocked",
+            obj=locked,
+            before={"status": current},
+            after=summary,
+        )
+    notify_on_commit(
+        events.PROMOTION_GRANTED if decision.allowed else events.PROMOTION_BLOCKED,
+        actor=actor,
+        organisation_id=None,  # the team's decision: no vendor is told
+        data={
+            "capability": locked.title,
+            "from_status": current,
+            "to_status": to_status,
+            "detail": "\n".join(item["message"] for item in decision.reasons) or reason,
+            "path": f"/capabilities/{locked.slug}/",
+        },
+    )
+    return attempt
+
+
+def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_policy.Decision]]:
+    """What the gate would say now for each status more mature than the capability's: the same evaluation as
+    `capability_promote`, with nothing stored and nothing locked."""
+    policy = policy_current()
+    facts = capability_gate_facts(capability)
+    probes = capability_recipe_probes(capability)
+    return [
+        (
+            status,
+            gate_policy.evaluate(
+                policy,
+                current=capability.status,
+                to=status,
+                pinned_status=capability.pinned_status if capability.pinned else "",
+                answers=facts,
+                recipe_probes=probes,
+                capability=capability.slug,
+            ),
+        )
+        for status in STATUSES[: status_rank(capability.status)]
+    ]
+
+
+def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttempt | None:
+    """The system's re-verification: when the evidence a status above C3 rests on no longer holds (a re-run on
+    new versions failed or could not run, an artifact was superseded), demote the capability to what the
+    current evidence supports, as an audited attempt by "system" whose reasons say what lapsed. Returns the
+    attempt, or None when the current evidence still supports the status."""
+    policy = policy_current()
+    with transaction.atomic():
+        locked = lock_rows(Capability.objects).get(pk=capability.pk)
+        current = locked.status
+        if status_rank(current) >= status_rank("C3"):
+            return None
+        facts = capability_gate_facts(locked)
+        probes = capability_recipe_probes(locked)
+        pinned_status = locked.pinned_status if locked.pinned else ""
+        supported, versions = gate_policy.supported_status(
+            policy, current=current, pinned_status=pinned_status, answers=facts, recipe_probes=probes
+        )
+        if supported == current:
+            return None
+        lapsed = gate_policy.evaluate(
+            policy,
+            current="C4",
+            to=current,
+            pinned_status=pinned_status,
+            answers=facts,
+            recipe_probes=probes,
+            capability=locked.slug,
+        )
+        decision = gate_policy.Decision(True, lapsed.reasons, answer_id=lapsed.answer_id, run_ids=[], versions=versions)
+        reason = f"re-verification: {cause}; the current evidence supports {supported}, not {current}"
+        attempt = _attempt_record("system", locked, current, supported, reason[:REASON_MAX_CHARS], decision, policy)
     attempt.capability = locked
     return attempt

@@ -33,6 +33,7 @@ def _snapshot(target: Target) -> dict:
         "driver_version": target.driver_version,
         "firmware_version": target.firmware_version,
         "chip": target.chip,
+        "runner_command": target.runner_command,
         "maintenance": target.maintenance,
         "health": target.health,
     }
@@ -72,12 +73,15 @@ def target_register(
     chip: str,
     name: str = "",
     queue: str = "",
+    runner_command: str = "",
 ) -> Target:
     """Create a target, or update the versions of an existing one (its kind and queue never change).
 
     Preconditions: `slug` is a slug other than "default"; `kind` is simulator or hardware; every version
-    is given. Changed versions make the artifact stage and everything after it stale on this target's
-    chains (compatibility is checked against them), and those chains move on.
+    is given; a hardware target has a runner command, given now or registered before (a hardware target never
+    falls back to the bundled simulator); a simulator target has none. Changed versions make the artifact
+    stage and everything after it stale on this target's chains (compatibility is checked against them), and
+    those chains move on.
     """
     from acceptance.services.chains import chains_refresh_for_target
 
@@ -94,14 +98,27 @@ def target_register(
     for field, value in versions.items():
         if not str(value or "").strip():
             raise DomainError(f"Give the target's {field.replace('_', ' ')}.", field=field)
+    runner_command = (runner_command or "").strip()
+    if kind == Target.SIMULATOR and runner_command:
+        raise DomainError(
+            "A simulator target runs the bundled simulator; only a hardware target has a runner command.",
+            field="runner_command",
+        )
     with transaction.atomic():
         target = lock_rows(Target.objects).filter(slug=slug).first()
+        if kind == Target.HARDWARE and not (runner_command or (target is not None and target.runner_command)):
+            raise DomainError(
+                "A hardware target needs the command of its hardware runner: without one it cannot run anything, "
+                "and it never falls back to the bundled simulator.",
+                field="runner_command",
+            )
         if target is None:
             target = Target.objects.create(
                 slug=slug,
                 name=name or slug,
                 kind=kind,
                 queue=queue or slug,
+                runner_command=runner_command,
                 **{k: v.strip() for k, v in versions.items()},
             )
             audit_record(actor=actor, action="target.register", obj=target, after=_snapshot(target))
@@ -115,6 +132,9 @@ def target_register(
         if name and name != target.name:
             target.name = name
             changed.append("name")
+        if runner_command and runner_command != target.runner_command:
+            target.runner_command = runner_command
+            changed.append("runner_command")
         if not changed:
             return target
         target.save(update_fields=changed)

@@ -11,6 +11,7 @@ import pytest
 from acceptance import stages
 from acceptance.models import Run, RunResult
 from acceptance.services import answer_submit
+from acceptance.services.inputs import chain_probes
 from acceptance.services.targets import target_heartbeat
 from tests.factories import (
     complete_answer_data,
@@ -20,6 +21,7 @@ from tests.factories import (
     make_user,
     tar_bytes,
     tiny_calbin_bytes,
+    tiny_golden_bytes,
 )
 
 
@@ -61,9 +63,10 @@ def calbin(organisation, vendor_user, calbin_bytes, tmp_path):
 
 
 @pytest.fixture
-def golden(organisation, tmp_path):
+def golden(organisation, tmp_path_factory, tmp_path):
+    golden_bytes = tiny_golden_bytes(tmp_path_factory.mktemp("calbin"))
     return make_artifact(
-        organisation, b"golden logits", kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=tmp_path
+        organisation, golden_bytes, kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=tmp_path
     )
 
 
@@ -104,8 +107,19 @@ def edit_calbin(data: bytes, file: str, key: str, value: str) -> bytes:
     return tar_bytes(members)
 
 
-def pass_stage(chain, stage: str) -> Run:
-    """Record a passed run of `stage` on the chain's current inputs, as a worker would have."""
+def pass_stage(chain, stage: str, *, device: dict | None = None) -> Run:
+    """Record a passed run of `stage` on the chain's current inputs, as a worker would have: a runner stage
+    with the capability's recipe probes, each passed, on the device the target is registered as (a hardware
+    target's device reports itself as a board unless `device` says otherwise)."""
+    probes, recipe_version, result = [], None, {}
+    if stage in stages.RUNNER_STAGES:
+        probes, recipe_version = chain_probes(chain.capability.slug if chain.capability else None, chain.answer)
+        registered = chain.target.as_job_target()
+        result = {
+            "probes": [{**probe, "verdict": stages.PASS, "findings": []} for probe in probes],
+            "device": device
+            or {"kind": chain.target.kind, **{key: registered[key] for key in ("calrt", "driver", "firmware", "chip")}},
+        }
     run = Run.objects.create(
         chain=chain,
         stage=stage,
@@ -116,10 +130,43 @@ def pass_stage(chain, stage: str) -> Run:
         attempt=1,
         inputs_digest=chain.stage_digests[stage],
         progress=100,
+        probes=probes,
+        recipe_version=recipe_version,
+        result=result,
     )
     RunResult.objects.create(run=run, attempt=1, verdict=stages.PASS)
     return run
 
 
-def pass_stages(chain, upto: str) -> list[Run]:
-    return [pass_stage(chain, stage) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]]
+def pass_stages(chain, upto: str, *, device: dict | None = None) -> list[Run]:
+    return [
+        pass_stage(chain, stage, device=device) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]
+    ]
+
+
+def sdk_checked(capability, *, calrt: str = "0.7.6") -> None:
+    """E2 evidence for the capability, as the SDK check records it: its entry points found in the delivered
+    headers and as defined dynamic symbols of the same-version library."""
+    from evidence.models import EvidenceGrade, EvidenceItem
+
+    item = EvidenceItem.objects.create(
+        code=f"CHECK-SDK-{capability.slug}-{calrt}",
+        origin=EvidenceItem.RUN,
+        conclusion=f"SDK entry points of {capability.slug} present in CalRT {calrt}",
+        grade_text="E2",
+    )
+    EvidenceGrade.objects.create(item=item, grade="E2")
+    capability.evidence.add(item)
+
+
+def drive(chain, limit: int = 20) -> None:
+    """Execute queued runs of the chain in this process, in order, through the service a worker task calls,
+    until none is left."""
+    from acceptance.services.runs.execute import run_execute
+
+    for _ in range(limit):
+        run = chain.runs.filter(state=stages.QUEUED).order_by("id").first()
+        if run is None:
+            return
+        run_execute(run.pk, worker="in-process")
+    raise AssertionError("the chain did not settle")

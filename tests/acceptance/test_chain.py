@@ -41,13 +41,13 @@ def only_chain(answer) -> Chain:
     return Chain.objects.get(answer=answer)
 
 
-def finish(run, verdict=stages.PASS, reason="ok"):
+def finish(run, verdict=stages.PASS, reason="ok", result=None):
     status, claimed = run_claim(run.pk, "test-worker")
     assert status == CLAIMED
     assert run_finish(
         claimed,
         worker="test-worker",
-        outcome=StageOutcome(verdict, reason),
+        outcome=StageOutcome(verdict, reason, result=result or {}),
         reporter=RunReporter(claimed),
     )
     return Run.objects.get(pk=run.pk)
@@ -313,11 +313,23 @@ def test_a_failed_health_check_degrades_the_target_until_one_passes(answer, simu
     assert run.state == stages.QUEUED
 
 
-def test_runner_stage_verdicts_are_evidence_e4_on_the_simulator_and_e0_on_hardware(answer, simulator_online):
+@pytest.mark.parametrize(
+    ("device", "hardware_grade"),
+    [
+        ({"kind": "hardware", "identity": "calculet board SN 0042"}, "E0"),
+        ({"kind": "simulator", "double": True, "identity": "board test double (no board)"}, "E4"),
+        ({"kind": "hardware", "double": True, "identity": "board test double (no board)"}, "E4"),
+    ],
+)
+def test_runner_stage_verdicts_are_graded_by_the_device_that_reported_them(
+    answer, simulator_online, device, hardware_grade
+):
+    """E0 only from a hardware target whose runner reported a board (not a double); the simulator is E4."""
     target_register(
         actor="ops",
         slug="board-1",
         kind=Target.HARDWARE,
+        runner_command="board-runner --device 0",
         calrt_version="0.7.6",
         driver_version="2.3.0",
         firmware_version="1.8.0",
@@ -329,10 +341,11 @@ def test_runner_stage_verdicts_are_evidence_e4_on_the_simulator_and_e0_on_hardwa
     for chain in Chain.objects.all():
         pass_stages(chain, stages.ARTIFACT)
         chain_advance(chain)
-        runner = finish(chain.runs.get(stage=stages.RUNNER))
+        reported = device if chain.target.kind == Target.HARDWARE else {"kind": "simulator"}
+        runner = finish(chain.runs.get(stage=stages.RUNNER), result={"device": reported})
         grades[chain.target.kind] = list(runner.evidence.grades.values_list("grade", flat=True))
         assert runner.evidence in chain.capability.evidence.all()
-    assert grades == {"simulator": ["E4"], "hardware": ["E0"]}
+    assert grades == {"simulator": ["E4"], "hardware": [hardware_grade]}
 
 
 def test_stage_reads_cost_the_same_queries_whatever_the_number_of_runs(answer, simulator_online):
@@ -346,6 +359,8 @@ def test_stage_reads_cost_the_same_queries_whatever_the_number_of_runs(answer, s
             list(selectors.runs_in_progress())
         return len(captured)
 
+    for stage in stages.CHAIN_STAGES:
+        pass_stage(chain, stage)
     few = count()
     for _ in range(30):
         for stage in stages.CHAIN_STAGES:

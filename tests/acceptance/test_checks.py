@@ -118,6 +118,7 @@ def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
         actor="test",
         slug="board-next",
         kind=Target.HARDWARE,
+        runner_command="board-runner --device 0",
         calrt_version="0.8.1",
         driver_version="2.3.0",
         firmware_version="1.8.0",

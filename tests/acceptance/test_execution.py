@@ -6,45 +6,52 @@ import pytest
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
-from acceptance.services.runs.execute import run_execute
-from tests.acceptance.conftest import edit_calbin
+from tests.acceptance.conftest import drive, edit_calbin, sdk_checked
 from tests.factories import complete_answer_data, make_artifact
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def drive(chain: Chain, limit: int = 20) -> None:
-    """Execute queued runs of the chain, in order, until none is left."""
-    for _ in range(limit):
-        run = chain.runs.filter(state=stages.QUEUED).order_by("id").first()
-        if run is None:
-            return
-        run_execute(run.pk, worker="in-process")
-    raise AssertionError("the chain did not settle")
-
-
-def test_a_complete_answer_passes_all_seven_stages_and_reaches_c1(answer, simulator_online, pm_user):
+def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_the_sdk_check(
+    answer, simulator_online, pm_user
+):
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
     drive(chain)
     rows = selectors.chain_stages(chain)
     assert [(stage, state) for stage, state, _ in rows] == [(stage, stages.PASSED) for stage in stages.CHAIN_STAGES]
-    golden = chain.runs.get(stage=stages.GOLDEN)
-    assert golden.metrics["tensors"]["decode_logits"]["cosine"] >= 0.9999
-    assert "histogram" in golden.metrics["tensors"]["decode_logits"]
+    # Every runner stage sent the capability's recipe: decode at batch 8, each lane against the vendor's golden.
+    for run in chain.runs.filter(stage__in=stages.RUNNER_STAGES):
+        assert run.probes == [{"name": "decode_batch", "params": {"batch": 8}}] and run.recipe_version == 1
+        assert [(p["name"], p["verdict"]) for p in run.result["probes"]] == [("decode_batch", "pass")]
+    golden = chain.runs.get(stage=stages.GOLDEN).result["probes"][0]
+    assert golden["metrics"]["worst_lane_cosine"] >= 0.9999
     soak = chain.runs.get(stage=stages.SOAK)
-    assert soak.params["requests"] == 8 and soak.metrics["completed"] == 8
-    assert soak.metrics["decode_tokens_per_s"]["p50"] >= soak.params["min_decode_tokens_per_s"]
+    soak_probe = soak.result["probes"][0]["metrics"]
+    assert soak.params["requests"] == 8 and soak_probe["completed"] == 8
+    assert soak_probe["decode_tokens_per_s"]["p50"] >= soak.params["min_decode_tokens_per_s"]
     assert "PROGRESS" not in soak.log_tail or soak.progress == 100
     assert soak.log and soak.result["sandbox"]["network_isolation"]
     answer.question.refresh_from_db()
     # A passing chain proves a capability; the question closes only when its deliverables are accepted.
     assert answer.question.state == "verifying"
-    attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
+    blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
+    assert [r["code"] for r in blocked.reasons] == ["no_sdk_evidence"]
+    attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C2", reason="")
     assert attempt.allowed, attempt.reasons
+    assert attempt.versions == {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
+    sdk_checked(chain.capability)
+    assert capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="").allowed
     blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C0", reason="")
     assert not blocked.allowed
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
+    # Every runner verdict on the simulator is evidence of grade E4.
+    grades = {
+        g
+        for run in chain.runs.filter(stage__in=stages.RUNNER_STAGES)
+        for g in run.evidence.grades.values_list("grade", flat=True)
+    }
+    assert grades == {"E4"}
 
 
 def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
@@ -63,7 +70,7 @@ def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
     assert states[stages.GOLDEN] == stages.FAILED
     assert states[stages.FAILURE] == stages.PENDING
     run = chain.runs.get(stage=stages.GOLDEN)
-    assert "golden:" in run.reason and "cosine" in run.reason
+    assert "decode_batch (lane_goldens:" in run.reason and "cosine" in run.reason
     assert not Run.objects.filter(stage=stages.FAILURE).exists()
 
 

@@ -13,11 +13,11 @@ from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
 from calculet.audit import audit_verify
-from calculet.errors import DomainError, ForbiddenError
+from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
-from tests.acceptance.conftest import pass_stages
+from tests.acceptance.conftest import pass_stages, sdk_checked
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_user
 
 
@@ -33,6 +33,7 @@ def hardware_chain(answer, chain):
         actor="ops",
         slug="board-1",
         kind=Target.HARDWARE,
+        runner_command="board-runner --device 0",
         calrt_version="0.7.6",
         driver_version="2.3.0",
         firmware_version="1.8.0",
@@ -53,8 +54,8 @@ def status_of(capability) -> str:
 def test_a_blocked_attempt_is_stored_with_its_reasons_and_changes_nothing(chain, capability, pm_user):
     attempt = promote(capability, "C1", pm_user)
     assert not attempt.allowed
-    assert (attempt.from_status, attempt.to_status, attempt.policy_version) == ("C3", "C1", "section4-v1")
-    assert {r["code"] for r in attempt.reasons} == {"stage_not_passed"}
+    assert (attempt.from_status, attempt.to_status, attempt.policy_version) == ("C3", "C1", "seed-grades-v1")
+    assert {r["code"] for r in attempt.reasons} == {"stage_not_passed", "no_sdk_evidence"}
     assert status_of(capability) == "C3"
     stored = PromotionAttempt.objects.get(pk=attempt.pk)
     assert stored.reasons == attempt.reasons and stored.actor == pm_user
@@ -62,36 +63,56 @@ def test_a_blocked_attempt_is_stored_with_its_reasons_and_changes_nothing(chain,
     assert entry.after["attempt"] == attempt.pk
 
 
-def test_promotion_follows_the_stages_passed(chain, capability, pm_user):
+def test_promotion_follows_the_evidence_the_seed_asks_for(chain, capability, pm_user):
     pass_stages(chain, stages.ARTIFACT)
-    assert promote(capability, "C1", pm_user).allowed is False
+    blocked = promote(capability, "C2", pm_user)
+    assert not blocked.allowed and "Isolated runner (runner) is pending on simulator" in blocked.reasons[0]["message"]
+    runs = pass_stages(chain, stages.SOAK)
     c2 = promote(capability, "C2", pm_user)
     assert c2.allowed and status_of(capability) == "C2"
-    runs = pass_stages(chain, stages.GOLDEN)[-4:]
+    assert set(c2.runs.values_list("pk", flat=True)) == {run.pk for run in runs[-7:]}
+    assert c2.versions == {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
+    blocked = promote(capability, "C1", pm_user)
+    assert [r["code"] for r in blocked.reasons] == ["no_sdk_evidence"]
+    sdk_checked(capability)
     c1 = promote(capability, "C1", pm_user)
     assert c1.allowed and status_of(capability) == "C1"
-    assert set(c1.runs.values_list("pk", flat=True)) == {run.pk for run in runs}
     assert AuditEntry.objects.filter(action="capability.promote").count() == 2
+    assert AuditEntry.objects.filter(action="capability.promote").last().after["versions"] == c2.versions
     assert audit_verify() == []
 
 
-def test_c0_needs_every_stage_on_a_hardware_target(hardware_chain, chain, capability, pm_user):
+def test_a_request_for_the_status_it_already_has_is_refused_and_stores_nothing(capability, pm_user):
+    with pytest.raises(ConflictError) as error:
+        promote(capability, "C3", pm_user)
+    assert error.value.field == "to" and "already C3" in error.value.message
+    assert not PromotionAttempt.objects.exists()
+    assert not AuditEntry.objects.filter(action__startswith="capability.").exists()
+
+
+def test_c0_needs_every_stage_on_an_attested_hardware_target(hardware_chain, chain, capability, pm_user):
     pass_stages(chain, stages.SOAK)
+    sdk_checked(capability)
     blocked = promote(capability, "C0", pm_user)
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
     pass_stages(hardware_chain, stages.INTEGRATION)
     blocked = promote(capability, "C0", pm_user)
     assert [r["code"] for r in blocked.reasons] == ["stage_not_passed"]
     assert "soak" in blocked.reasons[0]["message"] and "board-1" in blocked.reasons[0]["message"]
+    double = {"kind": "simulator", "double": True, "calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0"}
+    pass_stages(hardware_chain, stages.SOAK, device=double)
+    blocked = promote(capability, "C0", pm_user)
+    assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
     pass_stages(hardware_chain, stages.SOAK)
-    assert promote(capability, "C0", pm_user).allowed
-    assert status_of(capability) == "C0"
+    promoted = promote(capability, "C0", pm_user)
+    assert promoted.allowed and status_of(capability) == "C0"
+    assert promoted.runs.filter(target__slug="board-1").count() == 5
 
 
 def test_a_new_artifact_version_takes_the_proof_away(
     chain, capability, pm_user, vendor_user, question, golden, calbin_bytes, organisation, tmp_path
 ):
-    pass_stages(chain, stages.GOLDEN)
+    pass_stages(chain, stages.SOAK)
     newer_calbin = make_artifact(
         organisation, calbin_bytes, kind="calbin", version="1.1.0", file_name="t.tar", tmp_dir=tmp_path
     )
@@ -101,7 +122,7 @@ def test_a_new_artifact_version_takes_the_proof_away(
         data=complete_answer_data(capability=capability, calbin=newer_calbin, golden=golden),
     )
     chain_start_for_answer(newer.pk)
-    blocked = promote(capability, "C1", pm_user)
+    blocked = promote(capability, "C2", pm_user)
     assert not blocked.allowed
     assert {r["code"] for r in blocked.reasons} == {"stage_not_passed", "stage_stale"}
     assert blocked.answer == newer
@@ -209,7 +230,7 @@ def test_the_admin_action_goes_through_the_gate(admin_client_logged_in, chain, c
     assert status_of(capability) == "C3"
     attempt = PromotionAttempt.objects.get()
     assert (attempt.allowed, attempt.actor_label) == (False, "root")
-    pass_stages(chain, stages.ARTIFACT)
+    pass_stages(chain, stages.SOAK)
     admin_client_logged_in.post(
         url, {"action": "change_status", "_selected_action": [capability.pk], "apply": "1", "to": "C2", "reason": ""}
     )
@@ -219,9 +240,10 @@ def test_the_admin_action_goes_through_the_gate(admin_client_logged_in, chain, c
 def test_the_command_exits_non_zero_with_the_reasons_when_blocked(chain, capability, capsys):
     with pytest.raises(CommandError, match="blocked: decode-batch-8 stays C3"):
         call_command("promote_capability", "decode-batch-8", "C1")
-    assert "stage_not_passed" in capsys.readouterr().err
+    assert "no_sdk_evidence" in capsys.readouterr().err
     assert status_of(capability) == "C3"
-    pass_stages(chain, stages.GOLDEN)
+    pass_stages(chain, stages.SOAK)
+    sdk_checked(capability)
     call_command("promote_capability", "decode-batch-8", "C1")
     assert status_of(capability) == "C1"
     with pytest.raises(CommandError, match="reason: A demotion needs a reason"):
@@ -235,6 +257,7 @@ def test_the_gate_costs_the_same_queries_whatever_the_number_of_runs(chain, capa
             promote(capability, "C0", pm_user)
         return len(captured)
 
+    pass_stages(chain, stages.SOAK)
     few = queries()
     for _ in range(20):
         pass_stages(chain, stages.SOAK)
@@ -244,14 +267,16 @@ def test_the_gate_costs_the_same_queries_whatever_the_number_of_runs(chain, capa
 @pytest.mark.django_db(transaction=True)
 def test_two_promotions_at_once_exactly_one_takes_effect(answer, simulator_online, capability, pm_user):
     chain_start_for_answer(answer.pk)
-    pass_stages(Chain.objects.get(answer=answer), stages.GOLDEN)
+    pass_stages(Chain.objects.get(answer=answer), stages.SOAK)
     barrier = threading.Barrier(2)
-    attempts = []
+    attempts, refused = [], []
 
     def ask():
         barrier.wait()
         try:
-            attempts.append(promote(Capability.objects.get(pk=capability.pk), "C1", pm_user))
+            attempts.append(promote(Capability.objects.get(pk=capability.pk), "C2", pm_user))
+        except ConflictError as error:
+            refused.append(error)
         finally:
             connection.close()
 
@@ -260,9 +285,8 @@ def test_two_promotions_at_once_exactly_one_takes_effect(answer, simulator_onlin
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(a.allowed for a in attempts) == [False, True]
-    loser = next(a for a in attempts if not a.allowed)
-    assert loser.from_status == "C1" and [r["code"] for r in loser.reasons] == ["no_change"]
-    assert status_of(capability) == "C1"
+    assert [a.allowed for a in attempts] == [True]
+    assert len(refused) == 1 and "already C2" in refused[0].message
+    assert status_of(capability) == "C2" and PromotionAttempt.objects.count() == 1
     assert AuditEntry.objects.filter(action="capability.promote").count() == 1
     assert audit_verify() == []

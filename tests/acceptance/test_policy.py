@@ -3,18 +3,58 @@
 import pytest
 
 from acceptance import stages
-from acceptance.policy import DEFAULT_POLICY, AnswerFacts, ChainFacts, evaluate, policy_check
+from acceptance.policy import (
+    DEFAULT_POLICY,
+    AnswerFacts,
+    ChainFacts,
+    evaluate,
+    policy_check,
+    supported_status,
+)
 
 ALL_PASSED = dict.fromkeys(stages.CHAIN_STAGES, stages.PASSED)
+PROBES = ["decode_batch"]
+BOARD = {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
 
 
-def chain(kind: str, states: dict, chain_id: int = 1) -> ChainFacts:
+def chain(
+    kind: str, states: dict, chain_id: int = 1, *, probes=("decode_batch",), attested: bool | None = None
+) -> ChainFacts:
+    """A chain whose passed runner stages passed `probes`; on hardware, attested unless told otherwise."""
+    passed = [stage for stage in stages.RUNNER_STAGES if states.get(stage) == stages.PASSED]
     return ChainFacts(
         chain_id=chain_id,
         target_name=kind,
         target_kind=kind,
         stage_states={stage: states.get(stage, stages.PENDING) for stage in stages.CHAIN_STAGES},
         stage_run_ids={stage: chain_id * 100 + i for i, stage in enumerate(stages.CHAIN_STAGES) if stage in states},
+        probes_passed={stage: set(probes) for stage in passed},
+        attested=dict.fromkeys(passed, kind == "hardware" if attested is None else attested),
+        versions=BOARD if passed else {},
+    )
+
+
+def answer(*chains, answer_id=1, version="0.7.6", sdk=False, complete=True, own=True) -> AnswerFacts:
+    return AnswerFacts(
+        answer_id,
+        list(chains),
+        complete=complete,
+        version=version,
+        sdk_checked=sdk,
+        on_own_deliverable=own,
+        deliverable="package-batch-8",
+    )
+
+
+def gate(to, answers, *, current="C3", pinned="", probes=PROBES):
+    return evaluate(
+        DEFAULT_POLICY,
+        current=current,
+        to=to,
+        pinned_status=pinned,
+        answers=answers,
+        recipe_probes=list(probes),
+        capability="decode-batch-16",
     )
 
 
@@ -59,105 +99,125 @@ def test_chain_position_is_the_first_stage_not_passed():
     assert stages.chain_position(rows) == stages.GOLDEN
 
 
-def test_c2_needs_claim_and_artifact():
-    answers = [AnswerFacts(1, [chain("simulator", passed_up_to(stages.CLAIM))])]
-    blocked = evaluate(DEFAULT_POLICY, current="C3", to="C2", pinned_status="", answers=answers)
-    assert not blocked.allowed
-    assert codes(blocked) == ["stage_not_passed"]
-    assert "artifact" in blocked.reasons[0]["message"]
-    answers = [AnswerFacts(1, [chain("simulator", passed_up_to(stages.ARTIFACT))])]
-    assert evaluate(DEFAULT_POLICY, current="C3", to="C2", pinned_status="", answers=answers).allowed
+def test_c3_from_c4_needs_a_complete_answer_naming_its_version_and_the_sdk_check():
+    assert codes(gate("C3", [], current="C4")) == ["no_answer"]
+    unversioned = gate("C3", [answer(version="")], current="C4")
+    assert codes(unversioned) == ["version_missing", "no_sdk_evidence"]
+    assert gate("C3", [answer(sdk=True)], current="C4").allowed
 
 
-def test_c1_needs_runner_and_golden_on_a_target_and_relies_on_their_runs():
-    answers = [AnswerFacts(1, [chain("simulator", passed_up_to(stages.GOLDEN))])]
-    decision = evaluate(DEFAULT_POLICY, current="C3", to="C1", pinned_status="", answers=answers)
+def test_c2_needs_the_answer_its_artifacts_and_every_probe_through_the_five_stages_on_the_simulator():
+    artifacts_only = gate("C2", [answer(chain("simulator", passed_up_to(stages.ARTIFACT)))])
+    assert not artifacts_only.allowed
+    assert set(codes(artifacts_only)) == {"stage_not_passed"}
+    assert any("Isolated runner (runner) is pending on simulator" in r["message"] for r in artifacts_only.reasons)
+    decision = gate("C2", [answer(chain("simulator", ALL_PASSED))])
     assert decision.allowed
-    assert decision.answer_id == 1
-    assert decision.run_ids == [100, 101, 102, 103]
+    assert decision.run_ids == [100, 101, 102, 103, 104, 105, 106]
+    assert decision.versions == BOARD
 
 
-def test_c0_without_hardware_is_blocked_with_no_hardware_runs():
-    answers = [AnswerFacts(1, [chain("simulator", ALL_PASSED)])]
-    decision = evaluate(DEFAULT_POLICY, current="C1", to="C0", pinned_status="", answers=answers)
+def test_runs_whose_probes_did_not_cover_the_capability_prove_nothing_for_it():
+    """A batch-8 package answering batch 16: every stage ran, but decode_batch at 16 was never exercised."""
+    other_probes = answer(chain("simulator", ALL_PASSED, probes=("decode_batch_8_only",)))
+    decision = gate("C2", [other_probes])
     assert not decision.allowed
+    assert codes(decision) == ["probe_not_passed"] * 5
+    assert decision.reasons[0]["message"] == "Probe decode_batch did not pass in Isolated runner (runner) on simulator."
+
+
+def test_a_capability_without_recipe_probes_is_not_proven_by_runs():
+    decision = gate("C2", [answer(chain("simulator", ALL_PASSED))], probes=())
+    assert codes(decision) == ["no_recipe_probes"]
+
+
+def test_an_answer_on_another_deliverable_or_incomplete_proves_nothing():
+    wrong = gate("C2", [answer(chain("simulator", ALL_PASSED), own=False)])
+    assert codes(wrong) == ["wrong_deliverable"]
+    assert "package-batch-8, which is not a deliverable of decode-batch-16" in wrong.reasons[0]["message"]
+    assert codes(gate("C2", [answer(chain("simulator", ALL_PASSED), complete=False)])) == ["answer_incomplete"]
+
+
+def test_c1_adds_the_sdk_check_to_c2():
+    proven = chain("simulator", ALL_PASSED)
+    assert codes(gate("C1", [answer(proven)])) == ["no_sdk_evidence"]
+    assert gate("C1", [answer(proven, sdk=True)]).allowed
+
+
+def test_c0_needs_every_probe_through_the_five_stages_on_an_attested_board():
+    sim = chain("simulator", ALL_PASSED, 1)
+    assert codes(gate("C0", [answer(sim, sdk=True)], current="C1")) == ["no_hardware_runs"]
+    double = chain("hardware", ALL_PASSED, 2, attested=False)
+    decision = gate("C0", [answer(sim, double, sdk=True)], current="C1")
     assert codes(decision) == ["no_hardware_runs"]
-    assert decision.reasons[0]["message"].startswith("No hardware runs")
-
-
-def test_c0_with_every_stage_passed_on_hardware_is_allowed():
-    answers = [AnswerFacts(1, [chain("simulator", ALL_PASSED, 1), chain("hardware", ALL_PASSED, 2)])]
-    assert evaluate(DEFAULT_POLICY, current="C1", to="C0", pinned_status="", answers=answers).allowed
-
-
-def test_c0_with_hardware_stopped_at_golden_names_the_stages_left():
-    answers = [AnswerFacts(1, [chain("hardware", {**passed_up_to(stages.RUNNER), stages.GOLDEN: stages.FAILED})])]
-    decision = evaluate(DEFAULT_POLICY, current="C1", to="C0", pinned_status="", answers=answers)
-    assert not decision.allowed
-    assert set(codes(decision)) == {"stage_not_passed"}
-    assert any("golden" in item["message"] and "failed" in item["message"] for item in decision.reasons)
-    # Both C0 requirements name the hardware chain's golden stage; the reason is given once.
-    messages = [item["message"] for item in decision.reasons]
-    assert len(messages) == len(set(messages)) == 4  # golden, failure, integration, soak
+    assert "board doubles are evidence of grade E4" in decision.reasons[0]["message"]
+    stopped = chain("hardware", {**passed_up_to(stages.RUNNER), stages.GOLDEN: stages.FAILED}, 2)
+    decision = gate("C0", [answer(sim, stopped, sdk=True)], current="C1")
+    assert set(codes(decision)) == {"stage_not_passed"} and len(decision.reasons) == 4
+    assert "Numerical golden (golden) is failed on hardware (hardware) (run 203)." in decision.reasons[0]["message"]
+    board = chain("hardware", ALL_PASSED, 2)
+    assert gate("C0", [answer(sim, board, sdk=True)], current="C1").allowed
 
 
 def test_requirements_must_hold_for_one_answer_not_a_mix_of_answers():
-    # Claim and artifact passed for the newest answer only; runner and golden for an older one only.
-    newest = AnswerFacts(2, [chain("simulator", passed_up_to(stages.ARTIFACT), 2)])
-    older = AnswerFacts(1, [chain("simulator", {stages.RUNNER: stages.PASSED, stages.GOLDEN: stages.PASSED}, 1)])
-    decision = evaluate(DEFAULT_POLICY, current="C3", to="C1", pinned_status="", answers=[newest, older])
-    assert not decision.allowed
-    assert decision.answer_id == 2
+    newest = answer(chain("simulator", passed_up_to(stages.ARTIFACT), 2), answer_id=2, sdk=True)
+    older = answer(chain("simulator", ALL_PASSED, 1), answer_id=1, sdk=False)
+    decision = gate("C1", [newest, older])
+    assert not decision.allowed and decision.answer_id == 2
 
 
 def test_stale_stage_is_reported_as_stale():
-    answers = [AnswerFacts(1, [chain("simulator", {**passed_up_to(stages.CLAIM), stages.ARTIFACT: stages.STALE})])]
-    decision = evaluate(DEFAULT_POLICY, current="C3", to="C2", pinned_status="", answers=answers)
-    assert codes(decision) == ["stage_stale"]
-
-
-def test_no_answer_blocks_every_promotion_that_has_requirements():
-    decision = evaluate(DEFAULT_POLICY, current="C3", to="C2", pinned_status="", answers=[])
-    assert codes(decision) == ["no_answer"]
+    stale = answer(chain("simulator", {**passed_up_to(stages.CLAIM), stages.ARTIFACT: stages.STALE}))
+    assert "stage_stale" in codes(gate("C2", [stale]))
 
 
 def test_demotion_is_allowed_and_same_status_is_no_change():
-    assert evaluate(DEFAULT_POLICY, current="C1", to="C3", pinned_status="", answers=[]).allowed
-    same = evaluate(DEFAULT_POLICY, current="C1", to="C1", pinned_status="", answers=[])
-    assert not same.allowed
-    assert codes(same) == ["no_change"]
+    assert gate("C3", [], current="C1").allowed
+    assert codes(gate("C1", [], current="C1")) == ["no_change"]
 
 
 def test_pinned_c3_needs_c0_proof_even_for_c2():
-    proven_c1 = [AnswerFacts(1, [chain("simulator", ALL_PASSED)])]
-    decision = evaluate(DEFAULT_POLICY, current="C3", to="C2", pinned_status="C3", answers=proven_c1)
-    assert not decision.allowed
+    proven_c1 = [answer(chain("simulator", ALL_PASSED), sdk=True)]
+    decision = gate("C2", proven_c1, pinned="C3")
     assert codes(decision) == ["pinned_needs_full_proof", "no_hardware_runs"]
-    proven_c0 = [AnswerFacts(1, [chain("simulator", ALL_PASSED, 1), chain("hardware", ALL_PASSED, 2)])]
-    assert evaluate(DEFAULT_POLICY, current="C3", to="C2", pinned_status="C3", answers=proven_c0).allowed
+    proven_c0 = [answer(chain("simulator", ALL_PASSED, 1), chain("hardware", ALL_PASSED, 2), sdk=True)]
+    assert gate("C2", proven_c0, pinned="C3").allowed
 
 
 def test_pinned_c4_never_moves_whatever_the_runs():
-    proven_c0 = [AnswerFacts(1, [chain("simulator", ALL_PASSED, 1), chain("hardware", ALL_PASSED, 2)])]
+    proven_c0 = [answer(chain("simulator", ALL_PASSED, 1), chain("hardware", ALL_PASSED, 2), sdk=True)]
     for to in ["C3", "C2", "C1", "C0"]:
-        decision = evaluate(DEFAULT_POLICY, current="C4", to=to, pinned_status="C4", answers=proven_c0)
-        assert not decision.allowed
-        assert codes(decision) == ["pinned_never_promoted"]
+        assert codes(gate(to, proven_c0, current="C4", pinned="C4")) == ["pinned_never_promoted"]
 
 
-def test_a_configured_policy_changes_what_c1_needs():
-    strict = {
+def test_supported_status_is_what_the_current_evidence_still_holds():
+    sim = chain("simulator", ALL_PASSED, 1)
+    stale_board = chain("hardware", {**passed_up_to(stages.ARTIFACT), stages.RUNNER: stages.FAILED}, 2)
+    answers = [answer(sim, stale_board, sdk=True)]
+    assert supported_status(DEFAULT_POLICY, current="C0", pinned_status="", answers=answers, recipe_probes=PROBES) == (
+        "C1",
+        BOARD,
+    )
+    assert supported_status(
+        DEFAULT_POLICY, current="C0", pinned_status="C3", answers=answers, recipe_probes=PROBES
+    ) == ("C3", {})
+    assert supported_status(DEFAULT_POLICY, current="C3", pinned_status="", answers=[], recipe_probes=PROBES) == (
+        "C3",
+        {},
+    )
+
+
+def test_a_configured_policy_changes_what_c2_needs():
+    lenient = {
         **DEFAULT_POLICY,
-        "version": "strict-1",
-        "requirements": {
-            **DEFAULT_POLICY["requirements"],
-            "C1": [{"stages": stages.CHAIN_STAGES, "target_kinds": ["simulator"]}],
-        },
+        "version": "artifacts-only-1",
+        "requirements": {**DEFAULT_POLICY["requirements"], "C2": ["answer", "artifacts"]},
     }
-    policy_check(strict)
-    answers = [AnswerFacts(1, [chain("simulator", passed_up_to(stages.GOLDEN))])]
-    assert evaluate(DEFAULT_POLICY, current="C3", to="C1", pinned_status="", answers=answers).allowed
-    assert not evaluate(strict, current="C3", to="C1", pinned_status="", answers=answers).allowed
+    policy_check(lenient)
+    answers = [answer(chain("simulator", passed_up_to(stages.ARTIFACT)))]
+    assert not gate("C2", answers).allowed
+    kwargs = {"current": "C3", "to": "C2", "pinned_status": "", "answers": answers, "recipe_probes": PROBES}
+    assert evaluate(lenient, **kwargs).allowed
 
 
 @pytest.mark.parametrize(
@@ -165,13 +225,7 @@ def test_a_configured_policy_changes_what_c1_needs():
     [
         {"version": "", "requirements": DEFAULT_POLICY["requirements"]},
         {"version": "x", "requirements": {"C0": []}},
-        {
-            "version": "x",
-            "requirements": {
-                **DEFAULT_POLICY["requirements"],
-                "C1": [{"stages": ["nope"], "target_kinds": ["simulator"]}],
-            },
-        },
+        {"version": "x", "requirements": {**DEFAULT_POLICY["requirements"], "C1": ["nope"]}},
         {"version": "x", "requirements": DEFAULT_POLICY["requirements"], "pinned": {"C2": None}},
     ],
 )

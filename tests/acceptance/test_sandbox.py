@@ -251,7 +251,7 @@ def test_the_outcome_records_the_isolation_in_force(tmp_path):
 
 def write_result(path: Path, **fields):
     result = {
-        "schema_version": 1,
+        "schema_version": 2,
         "stage": "golden",
         "verdict": "pass",
         "metrics": {"cosine": 0.99999},
@@ -292,7 +292,8 @@ def test_a_fail_names_the_failed_checks(tmp_path):
     ("fields", "problem"),
     [
         ({"stage": "soak"}, "not 'golden'"),
-        ({"schema_version": 2}, "schema_version"),
+        ({"schema_version": 1}, "schema_version"),
+        ({"probes": [{"name": "decode_batch", "verdict": "fail"}]}, "says pass while one of its probes"),
         ({"verdict": "maybe"}, "expected pass or fail"),
         ({"checks": [{"name": "cosine", "passed": False, "detail": ""}]}, "says pass while"),
     ],

@@ -16,6 +16,7 @@ from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
 from acceptance.services.dispatch import queue_length
 from acceptance.services.targets import target_heartbeat
+from tests.acceptance.conftest import sdk_checked
 from tests.acceptance.test_sandbox import processes_with
 from tests.acceptance.workers import BOARD_DOUBLE, Worker
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_question, runner_bundle_bytes
@@ -83,7 +84,7 @@ def submit(vendor_user, question, capability, calbin, golden, **overrides):
     return answer_submit(actor=vendor_user, question=question, data=data)
 
 
-def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware_target(
+def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_a_board_double_never_makes_it_c0(
     workers, vendor_user, pm_user, question, capability, calbin, golden, tmp_path
 ):
     simulator = workers.celery("simulator", "sim")
@@ -92,13 +93,15 @@ def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware
         lambda: all_passed(chain_on(answer, "simulator")), timeout=180, what="the simulator chain", workers=[simulator]
     )
 
-    promoted = capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="")
+    promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
     assert promoted.allowed, promoted.reasons
-    assert promoted.runs.count() == 4 and promoted.artifacts.filter(pk=calbin.pk).exists()
+    assert promoted.runs.count() == 7 and promoted.artifacts.filter(pk=calbin.pk).exists()
+    sdk_checked(capability)
+    assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
     blocked = capability_promote(actor=pm_user, capability=capability, to_status="C0", reason="")
     assert not blocked.allowed
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
-    assert "No hardware runs" in blocked.reasons[0]["message"]
+    assert "No E0 runs" in blocked.reasons[0]["message"]
 
     # The board double stands for a second host: its own data folder and runner working directories.
     board_host = tmp_path / "board-host"
@@ -128,12 +131,14 @@ def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_c0_with_a_hardware
         .exists()
     )
 
+    # The double says what it is: every stage passed on it, and all of it is E4, so C0 stays blocked.
+    assert all(run.result["device"]["double"] for run in hardware.runs.filter(stage__in=stages.RUNNER_STAGES))
     c0 = capability_promote(actor=pm_user, capability=capability, to_status="C0", reason="")
-    assert c0.allowed, c0.reasons
+    assert [r["code"] for r in c0.reasons] == ["no_hardware_runs"]
     capability.refresh_from_db()
-    assert capability.status == "C0"
+    assert capability.status == "C1"
     grades = set(capability.evidence.filter(origin="run").values_list("grades__grade", flat=True))
-    assert grades == {"E4", "E0"}
+    assert grades == {"E4"}
     assert RunResult.objects.count() == Run.objects.exclude(state__in=stages.ACTIVE_STATES).count()
 
 

@@ -166,6 +166,25 @@ def test_bad_answers_get_a_400_naming_the_field(vendor_a, question_a, body, fiel
     assert db_snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("thresholds", "field", "message"),
+    [
+        ({"decode_batch.min_p_value": 0.01}, "thresholds.decode_batch.min_p_value", "no threshold"),
+        ({"sampling.min_p_value": 0.01}, "thresholds.sampling.min_p_value", "'sampling' is not in its recipe"),
+    ],
+)
+def test_probe_thresholds_outside_the_capabilitys_recipe_get_a_400_naming_them(
+    vendor_a, question_a, capability, artifacts_a, thresholds, field, message
+):
+    body = {**complete_answer(artifacts_a), "capability": capability.slug, "thresholds": thresholds}
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert message in response.json()["errors"][0]["message"]
+    assert db_snapshot() == before
+
+
 def test_an_oversized_body_is_refused_before_it_is_read(vendor_a, question_a):
     before = db_snapshot()
     response = vendor_a.client().post(

@@ -2,6 +2,7 @@ import os
 import shlex
 import sys
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Target
@@ -25,20 +26,32 @@ class Command(BaseCommand):
         parser.add_argument("--driver", default="")
         parser.add_argument("--firmware", default="")
         parser.add_argument("--chip", default="")
+        parser.add_argument(
+            "--runner-command",
+            default="",
+            help="hardware: the command of the board's runner (default ACCEPTANCE_RUNNER_COMMAND); a hardware "
+            "target refuses to start without one",
+        )
         parser.add_argument("--concurrency", type=int, default=1)
         parser.add_argument("--dry-run", action="store_true", help="register and print the worker command only")
 
-    def handle(self, *args, slug, kind, name, calrt, driver, firmware, chip, concurrency, dry_run, **options):
+    def handle(
+        self, *args, slug, kind, name, calrt, driver, firmware, chip, runner_command, concurrency, dry_run, **options
+    ):
         if slug == "simulator" and not (calrt or driver or firmware or chip):
             target = target_ensure_simulator()
         else:
             existing = Target.objects.filter(slug=slug).first()
+            kind = kind or (existing.kind if existing else Target.HARDWARE)
+            if kind == Target.HARDWARE:
+                runner_command = runner_command or settings.ACCEPTANCE_RUNNER_COMMAND
             try:
                 target = target_register(
                     actor="manage.py serve_target",
                     slug=slug,
-                    kind=kind or (existing.kind if existing else Target.HARDWARE),
+                    kind=kind,
                     name=name,
+                    runner_command=runner_command,
                     calrt_version=calrt or (existing.calrt_version if existing else ""),
                     driver_version=driver or (existing.driver_version if existing else ""),
                     firmware_version=firmware or (existing.firmware_version if existing else ""),

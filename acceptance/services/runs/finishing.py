@@ -4,14 +4,15 @@ and what follows — the chain's next stage after a pass, or the target's health
 from django.db import transaction
 
 from acceptance import stages
-from acceptance.models import Chain, Run, Target
-from acceptance.protocol import StageOutcome
+from acceptance.models import Chain, Run
+from acceptance.protocol import StageOutcome, device_attested
 from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
 from calculet.db import lock_rows
+from evidence.grades import status_rank
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor import events
@@ -72,6 +73,19 @@ def _finish_locked(
         chain_advance(chain, inputs=inputs if chain.answer_id == run.answer_id else None)
     elif outcome.verdict != stages.PASS and run.chain is not None and run.answer is not None:
         _tell_failure(run, run.chain, run.answer, outcome)
+        _reverify_on_commit(run, run.chain, outcome)
+
+
+def _reverify_on_commit(run: Run, chain: Chain, outcome: StageOutcome) -> None:
+    """A chain's stage failed or could not run: if its capability stands above C3, the system checks that the
+    current evidence still supports it, and demotes it if not (`capability_reverify`)."""
+    from acceptance.services.promotion import capability_reverify
+
+    capability = chain.capability
+    if capability is None or status_rank(capability.status) >= status_rank("C3"):
+        return
+    cause = f"run {run.pk} ({run.stage} on {run.target.slug}) ended {outcome.verdict}: {outcome.reason[:300]}"
+    transaction.on_commit(lambda: capability_reverify(capability, cause=cause))
 
 
 def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None:
@@ -92,12 +106,14 @@ def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None
 
 
 def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> EvidenceItem | None:
-    """A runner stage's pass or fail is evidence about the chain's capability: grade E0 when measured on a
-    hardware target, E4 on the simulator (a model of the device, not the device)."""
+    """A runner stage's pass or fail is evidence about the chain's capability, graded by what was checked: E0
+    only when measured on a board that reported itself (identity and versions matching the target's
+    registration, not a test double); E4 otherwise — the simulator, or a double of a board, is a model of
+    the device."""
     capability = chain.capability
     if capability is None:
         return None
-    grade = "E0" if run.target.kind == Target.HARDWARE else "E4"
+    grade = "E0" if device_attested(outcome.result, run.target.kind) else "E4"
     passed_or_failed = "passed" if outcome.verdict == stages.PASS else "failed"
     calbin = next((a for a in run.inputs.get("artifacts", []) if a["kind"] == Artifact.CALBIN), None)
     calbin_note = f" with {calbin['file_name']} {calbin['version']}" if calbin else ""

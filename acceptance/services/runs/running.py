@@ -13,7 +13,7 @@ from django.conf import settings
 
 from acceptance import stages
 from acceptance.models import Run, Target
-from acceptance.protocol import StageOutcome, build_job, outcome_verdict
+from acceptance.protocol import StageOutcome, build_job, device_findings, outcome_verdict
 from acceptance.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command
 from acceptance.services.inputs import AnswerInputs
@@ -65,21 +65,67 @@ def _unpack_bundle(bundle: Artifact, destination: Path) -> list[str]:
     return runner_bundle_command((destination / RUNNER_MANIFEST).read_bytes())
 
 
+def no_hardware_runner(target: Target) -> StageOutcome:
+    return StageOutcome(
+        stages.ERROR,
+        f"{target.slug} is a hardware target with no hardware runner command registered: nothing ran "
+        "(a hardware target never falls back to the bundled simulator)",
+        findings=[
+            {
+                "code": "no_hardware_runner",
+                "severity": "error",
+                "field": "target.runner_command",
+                "message": "no hardware runner command is registered for this target",
+            }
+        ],
+    )
+
+
+def _golden_for_job(inputs: AnswerInputs, calbin_artifact: Artifact, destination: Path) -> tuple[str | None, str]:
+    """The golden the job compares against, and its source: the package's own goldens only when the answer
+    names the package itself as its golden; otherwise the golden file the vendor delivered (none: the golden
+    comparisons are not exercised)."""
+    if any(a.pk == calbin_artifact.pk for a in inputs.golden_artifacts):
+        return None, "package"
+    delivered = next((a for a in inputs.golden_artifacts if a.kind == Artifact.GOLDEN), None)
+    if delivered is None:
+        return None, "vendor"
+    _copy_blob(delivered, destination)
+    return str(destination), "vendor"
+
+
 def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None = None) -> StageOutcome:
-    """Run the run's runner stage in the sandbox: on the answer's calbin, or on the known-good package for a
-    health job (`inputs` None)."""
+    """Run the run's runner stage in the sandbox: on the answer's calbin with the capability's probes and the
+    vendor's golden, or on the known-good package for a health job (`inputs` None).
+
+    A hardware target runs its registered hardware runner (or the vendor's runner bundle) and nothing else; a
+    simulator target runs the simulator as a device with the target's registered versions. Either way the
+    device the result reports must be the target's registration, or the run ends in error
+    (`version_mismatch`).
+    """
     target: Target = run.target
+    if target.kind == Target.HARDWARE and not target.runner_command:
+        return no_hardware_runner(target)
     with tempfile.TemporaryDirectory(prefix=f"calculet-run-{run.pk}-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
         workdir = Path(tmp)
         (workdir / "inputs").mkdir()
         calbin = workdir / "inputs" / "calbin.tar"
-        command, cwd = default_runner_command(), workdir
+        golden, golden_source = None, "package"
+        extra_env = {}
+        if target.kind == Target.HARDWARE:
+            command, cwd = shlex.split(target.runner_command), workdir
+        else:
+            command, cwd = default_runner_command(), workdir
+            device_config = workdir / "inputs" / "device.json"
+            device_config.write_text(json.dumps(_device_config(target)))
+            extra_env["NPU_SIM_DEVICE_CONFIG"] = str(device_config)
         if inputs is None:
             reporter.note("preparing the known-good package")
             shutil.copyfile(health_package(), calbin)
         else:
             calbin_artifact = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
             _copy_blob(calbin_artifact, calbin)
+            golden, golden_source = _golden_for_job(inputs, calbin_artifact, workdir / "inputs" / "golden.npz")
             bundle = next((a for a in inputs.executable_assets if a.kind == Artifact.RUNNER_BUNDLE), None)
             # On a board the vendor's runner drives the device; on the simulator, only the simulator judges.
             if bundle is not None and target.kind == Target.HARDWARE:
@@ -88,7 +134,15 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
                 reporter.note(f"runner bundle {bundle} unpacked")
         inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
         job_path, result_path = workdir / "job.json", workdir / "result.json"
-        job = build_job(stage=run.stage, calbin=str(calbin), params=run.params, target=target.as_job_target())
+        job = build_job(
+            stage=run.stage,
+            calbin=str(calbin),
+            params=run.params,
+            target=target.as_job_target(),
+            probes=run.probes,
+            golden=golden,
+            golden_source=golden_source,
+        )
         job_path.write_text(json.dumps(job, indent=2))
         argv = [*command, "--job", str(job_path), "--result", str(result_path)]
         reporter.note(f"{shlex.join(argv)} (network isolation: {network_isolation_method()})")
@@ -97,7 +151,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
                 argv,
                 workdir=workdir,
                 cwd=cwd,
-                env=scrubbed_environment(),
+                env=scrubbed_environment(extra_env),
                 limits=_limits(inputs_bytes),
                 on_output=reporter.output,
                 on_tick=lambda: not reporter.lost,
@@ -105,4 +159,31 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
-        return outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
+        return _attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
+
+
+def _device_config(target: Target) -> dict:
+    """The simulator plays the device the target is registered as."""
+    return {
+        "calrt": target.calrt_version,
+        "driver": target.driver_version,
+        "firmware": target.firmware_version,
+        "chip": target.chip,
+    }
+
+
+def _attested(outcome: StageOutcome, target: Target) -> StageOutcome:
+    """A verdict stands only when the device the runner reports is the target as registered: otherwise the
+    run proves nothing about the target, and ends in error with what differs."""
+    if outcome.verdict == stages.ERROR:
+        return outcome
+    wrong = device_findings(outcome.result, target.as_job_target())
+    if not wrong:
+        return outcome
+    return StageOutcome(
+        stages.ERROR,
+        "the device is not the target as registered: " + "; ".join(f["message"] for f in wrong),
+        findings=[*wrong, *outcome.findings],
+        metrics=outcome.metrics,
+        result=outcome.result,
+    )

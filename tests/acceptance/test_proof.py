@@ -1,0 +1,209 @@
+"""The wrong proofs issue 11 found, each run for real (the simulator's own packages, built with the features
+they declare, through the runner in the sandbox) and each blocked with its reason."""
+
+import json
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from acceptance import stages
+from acceptance.models import Chain, PromotionAttempt, Run, Target
+from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
+from acceptance.services.targets import target_heartbeat
+from calculet.errors import DomainError
+from calculet.models import AuditEntry
+from evidence.models import Capability
+from tests.acceptance.conftest import drive, sdk_checked
+from tests.acceptance.workers import BOARD_DOUBLE
+from tests.factories import complete_answer_data, make_artifact, make_capability, make_question, tiny_package_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VERSIONS = {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
+
+
+def package(organisation, tmp_path, *, decode_batch=8, features=(), version="1.0.0"):
+    """The simulator's package with the features it declares, and the golden file delivered with it."""
+    calbin_bytes, golden_bytes = tiny_package_bytes(tmp_path, decode_batch=decode_batch, features=tuple(features))
+    name = f"b{decode_batch}-{'-'.join(features) or 'f32'}"
+    calbin = make_artifact(
+        organisation, calbin_bytes, kind="calbin", version=version, file_name=f"{name}.tar", tmp_dir=tmp_path
+    )
+    golden = make_artifact(
+        organisation, golden_bytes, kind="golden", version=version, file_name=f"{name}.npz", tmp_dir=tmp_path
+    )
+    return calbin, golden
+
+
+def answer_with(vendor_user, question, capability, calbin, golden, **overrides):
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, **overrides)
+    return answer_submit(actor=vendor_user, question=question, data=data)
+
+
+def run_chain(answer, target_slug="simulator") -> Chain:
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer, target__slug=target_slug)
+    drive(chain)
+    return chain
+
+
+def probe_findings(run: Run) -> list[tuple[str, str]]:
+    return [(f["field"], f["code"]) for f in run.findings]
+
+
+@pytest.mark.parametrize(
+    ("code", "slug", "pinned", "decode_batch", "features", "probe"),
+    [
+        ("V17", "npu-sampling", "C3", 8, (), "sampling"),  # a decode-batch-8 package answering npu-sampling
+        ("V18", "decode-batch-16", "", 8, (), "decode_batch"),  # a batch-8 package answering batch 16
+        ("V25", "s8-v-cache-calbin", "", 8, (), "s8"),  # a float32 package answering the S8 V-cache capability
+    ],
+)
+def test_a_package_that_does_not_exercise_the_capability_fails_and_proves_nothing(
+    vendor_user, organisation, pm_user, simulator_online, tmp_path, code, slug, pinned, decode_batch, features, probe
+):
+    question = make_question(code, organisation=organisation)
+    capability = make_capability(slug, status="C3", pinned_status=pinned, questions=[question])
+    calbin, golden = package(organisation, tmp_path, decode_batch=decode_batch, features=features)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
+
+    runner = chain.runs.get(stage=stages.RUNNER)
+    assert runner.state == stages.FAILED
+    assert (f"probes.{probe}", "not_exercised") in probe_findings(runner)
+    assert f"1 probe(s) failed — {probe} (not_exercised:" in runner.reason
+    assert not chain.runs.filter(stage=stages.GOLDEN).exists()  # the chain stops there
+    assert list(runner.evidence.grades.values_list("grade", flat=True)) == ["E4"]
+
+    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    assert not attempt.allowed
+    messages = [r["message"] for r in attempt.reasons]
+    assert f"Isolated runner (runner) is failed on simulator (simulator) (run {runner.pk})." in messages
+    assert Capability.objects.get(pk=capability.pk).status == "C3"
+
+
+def test_the_same_probe_passes_on_the_package_that_has_the_feature(
+    vendor_user, organisation, pm_user, simulator_online, tmp_path
+):
+    """The counterpart of the wrong proofs: an S8 package answering S8 V-cache passes every stage and
+    reaches C2 on the simulator, its answer's tightened threshold in every job."""
+    question = make_question("V25", organisation=organisation)
+    capability = make_capability("s8-v-cache-calbin", status="C3", questions=[question])
+    calbin, golden = package(organisation, tmp_path, features=("s8",))
+    answer = answer_with(
+        vendor_user, question, capability, calbin, golden, thresholds={"s8.cosine_min_vs_float": 0.9991}
+    )
+    chain = run_chain(answer)
+    assert {run.stage: run.state for run in chain.runs.all()} == dict.fromkeys(stages.CHAIN_STAGES, stages.PASSED)
+    soak = chain.runs.get(stage=stages.SOAK)
+    assert soak.probes[0]["params"]["cosine_min_vs_float"] == 0.9991
+    assert soak.result["probes"][0]["params"]["cosine_min_vs_float"] == 0.9991
+    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    assert attempt.allowed, attempt.reasons
+    assert attempt.versions == VERSIONS
+
+
+def test_a_loosened_threshold_is_refused_naming_it_and_stores_nothing(vendor_user, organisation, tmp_path):
+    question = make_question("V17", organisation=organisation)
+    capability = make_capability("npu-sampling", status="C3", pinned_status="C3", questions=[question])
+    calbin, golden = package(organisation, tmp_path, features=("sampling",))
+    with pytest.raises(DomainError) as error:
+        answer_with(vendor_user, question, capability, calbin, golden, thresholds={"sampling.min_p_value": 0.0001})
+    assert error.value.field == "thresholds.sampling.min_p_value"
+    assert "may only tighten it" in error.value.message
+    assert not question.answers.exists()
+
+
+def test_a_board_reporting_another_calrt_than_its_registration_ends_the_run_in_error(
+    vendor_user, organisation, question, capability, simulator_online, tmp_path
+):
+    # The runner runs as nobody in its sandbox: the board's configuration is readable by anyone, as on a host.
+    config_dir = Path(tempfile.mkdtemp(prefix="board-config-"))
+    config_dir.chmod(0o755)
+    device_config = config_dir / "board.json"
+    device_config.write_text(json.dumps({**VERSIONS, "calrt": "0.7.7"}))
+    device_config.chmod(0o644)
+    target_register(
+        actor="ops",
+        slug="board-1",
+        kind=Target.HARDWARE,
+        runner_command=f"{sys.executable} {BOARD_DOUBLE} --device-config {device_config}",
+        calrt_version="0.7.6",
+        driver_version="2.3.0",
+        firmware_version="1.8.0",
+        chip="calculet-2c",
+    )
+    target_heartbeat(queues=["board-1"], worker="board-host")
+    calbin, golden = package(organisation, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    runner = chain.runs.get(stage=stages.RUNNER)
+    assert runner.state == stages.ERROR, runner.reason
+    assert ("device.calrt", "version_mismatch") in probe_findings(runner), runner.reason
+    assert "the device reports calrt 0.7.7; the target is registered with 0.7.6" in runner.reason
+    assert runner.evidence is None
+    assert "board double" in runner.log
+    shutil.rmtree(config_dir)
+
+
+def test_the_board_double_says_what_it_is_and_its_evidence_is_e4(
+    vendor_user, organisation, question, capability, simulator_online, tmp_path
+):
+    target_register(
+        actor="ops",
+        slug="board-1",
+        kind=Target.HARDWARE,
+        runner_command=f"{sys.executable} {BOARD_DOUBLE}",
+        **{f"{key}_version" if key != "chip" else key: value for key, value in VERSIONS.items()},
+    )
+    target_heartbeat(queues=["board-1"], worker="board-host")
+    calbin, golden = package(organisation, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    runner = chain.runs.get(stage=stages.RUNNER)
+    assert runner.state == stages.PASSED
+    assert runner.result["device"]["double"] is True
+    assert runner.result["device"]["identity"].startswith("board test double")
+    assert list(runner.evidence.grades.values_list("grade", flat=True)) == ["E4"]
+
+
+def test_c4_to_c3_without_an_answer_is_blocked(pm_user, organisation):
+    question = make_question("V50", organisation=organisation)
+    capability = make_capability("device-reset", status="C4", questions=[question])
+    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C3", reason="")
+    assert not attempt.allowed
+    assert [r["code"] for r in attempt.reasons] == ["no_answer"]
+    assert Capability.objects.get(pk=capability.pk).status == "C4"
+
+
+def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
+    vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
+):
+    calbin, golden = package(organisation, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
+    promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    assert promoted.allowed and promoted.versions["calrt"] == "0.7.6"
+    sdk_checked(capability)
+    assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
+
+    # The simulator is now the device on CalRT 0.8.0, outside the package's range: the artifact stage re-runs
+    # on the new versions and fails, and the system demotes what no current evidence supports.
+    target_register(
+        actor="ops",
+        slug="simulator",
+        kind=Target.SIMULATOR,
+        calrt_version="0.8.0",
+        driver_version="2.3.0",
+        firmware_version="1.8.0",
+        chip="calculet-2c",
+    )
+    drive(chain)
+    artifact = chain.runs.filter(stage=stages.ARTIFACT).latest("id")
+    assert artifact.state == stages.FAILED and "calrt 0.8.0" in artifact.reason
+    assert Capability.objects.get(pk=capability.pk).status == "C3"
+    demotion = PromotionAttempt.objects.latest("id")
+    assert (demotion.actor_label, demotion.from_status, demotion.to_status) == ("system", "C1", "C3")
+    assert demotion.allowed and demotion.reason.startswith(f"re-verification: run {artifact.pk} (artifact")
+    assert {r["code"] for r in demotion.reasons} >= {"stage_not_passed"}
+    entry = AuditEntry.objects.filter(action="capability.demote").latest("id")
+    assert entry.actor_label == "system" and entry.after["status"] == "C3"
