@@ -295,10 +295,13 @@ def _runner_results(run_ids: list[int]) -> dict[int, dict]:
 
 
 def _sdk_checked_versions(capability) -> list[dict]:
-    """The versions of the E2 evidence (the SDK check) linked to the capability; the seed's own snapshot is
-    not a check of anything the vendor delivered."""
-    items = capability.evidence.filter(grades__grade="E2").exclude(origin=EvidenceItem.SEED)
-    return [{} for _ in items.values("id")]
+    """The versions of the current E2 evidence from the SDK check linked to the capability. The seed's own
+    snapshot is not a check of anything the vendor delivered, and lapsed evidence counts as E3."""
+    return list(
+        capability.evidence.filter(grades__grade="E2", origin=EvidenceItem.CHECK, current=True).values_list(
+            "versions", flat=True
+        )
+    )
 
 
 def capability_gate_facts(capability) -> list[AnswerFacts]:
@@ -308,9 +311,10 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     SDK check found the capability at the answer's version. A fixed number of queries whatever the run count."""
     chains = list(
         Chain.objects.filter(capability=capability)
-        .select_related("target", "answer")
+        .select_related("target", "answer__deliverable")
         .order_by("-answer__created_at", "-answer_id", "id")
     )
+    own_deliverables = set(capability.deliverables.values_list("pk", flat=True))
     latest = latest_runs([chain.pk for chain in chains])
     results = _runner_results([run.pk for (_, stage), run in latest.items() if stage in stages.RUNNER_STAGES])
     sdk_versions = _sdk_checked_versions(capability)
@@ -324,7 +328,10 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 chains=[],
                 complete=answer.complete,
                 version=answer.version,
-                sdk_checked=any(v.get("calrt") in (None, answer.version) for v in sdk_versions),
+                # An answer from before questions had deliverables proves what its runs' probes covered.
+                on_own_deliverable=answer.deliverable_id is None or answer.deliverable_id in own_deliverables,
+                deliverable=answer.deliverable.key if answer.deliverable else "",
+                sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
             ),
         )
         rows = _stage_rows(chain, latest)

@@ -75,3 +75,19 @@ def evidence_record(
             },
         )
     return item
+
+
+def evidence_lapse(items, *, actor="system", reason: str) -> int:
+    """Mark evidence rows no longer current: the versions they were measured or checked on are no longer the
+    target's, or the artifact they checked was superseded. They then count as E3 (to be checked again). One
+    audit row per row that lapses; returns how many lapsed."""
+    lapsed = 0
+    with transaction.atomic():
+        for item in items.filter(current=True).exclude(origin=EvidenceItem.SEED).select_for_update(of=("self",)):
+            item.current = False
+            item.save(update_fields=["current", "updated_at"])
+            audit_record(
+                actor=actor, action="evidence.lapse", obj=item, before={"current": True}, after={"reason": reason}
+            )
+            lapsed += 1
+    return lapsed

@@ -4,6 +4,7 @@ from django.db import IntegrityError, transaction
 
 from acceptance import stages
 from acceptance.models import AnswerClaim, Chain, Run, Target
+from acceptance.protocol import VERSION_KEYS
 from acceptance.selectors import chain_stages
 from acceptance.services.dispatch import run_send
 from acceptance.services.inputs import (
@@ -19,11 +20,13 @@ from acceptance.services.targets import target_accepts_runs, target_ensure_simul
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
-from evidence.models import Capability
+from evidence.models import Capability, EvidenceItem
+from evidence.services import evidence_lapse
 from vendor import events
 from vendor import states as question_states
 from vendor.access import may_act_as_pm
-from vendor.models import Answer
+from vendor.models import Answer, Deliverable
+from vendor.services.deliverables import deliverable_accept
 from vendor.services.notifications import notify_on_commit
 from vendor.services.questions import question_state_move
 
@@ -96,6 +99,11 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
             if not _newer(answer, chain.answer):
                 return chain
             before = {"answer": chain.answer_id}
+            evidence_lapse(
+                EvidenceItem.objects.filter(run__chain=chain, run__answer_id=chain.answer_id),
+                actor=actor or "system",
+                reason=f"answer {answer.pk} supersedes the artifacts of answer {chain.answer_id}",
+            )
             chain.answer = answer
             chain.stage_digests = digests
             chain.save(update_fields=["answer", "stage_digests", "updated_at"])
@@ -114,6 +122,13 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
 def chains_refresh_for_target(target: Target, *, actor=None) -> None:
     """Recompute the current inputs of the target's chains after its versions changed, and move them on. The
     people of each question whose proof must now be run again on the new versions are told."""
+    registered = {key: value for key, value in target.as_job_target().items() if key in VERSION_KEYS}
+    measured = EvidenceItem.objects.filter(run__target=target, current=True)
+    evidence_lapse(
+        measured.filter(pk__in=[item.pk for item in measured if item.versions != registered]),
+        actor=actor or "system",
+        reason=f"{target.slug} is now {_versions(target)}",
+    )
     told: set[int] = set()
     for chain in Chain.objects.filter(target=target).select_related("answer", "capability"):
         with transaction.atomic():
@@ -170,7 +185,29 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
     action, stage = stages.chain_next(rows)
     if action == stages.RUN and stage is not None:
         return run_create(chain=chain, stage=stage, actor=actor, inputs=inputs)
+    if action == stages.DONE:
+        _deliverable_accept_on_proof(chain)
     return None
+
+
+def _deliverable_accept_on_proof(chain: Chain) -> None:
+    """A calbin deliverable is accepted when a chain of an answer that delivers it has passed every stage for
+    one of the capabilities it proves: its probes ran through runner, golden, failure, integration and soak."""
+    deliverable, capability = chain.answer.deliverable, chain.capability
+    if (
+        deliverable is None
+        or capability is None
+        or deliverable.kind != Deliverable.CALBIN
+        or deliverable.state == Deliverable.ACCEPTED
+        or not deliverable.capabilities.filter(pk=capability.pk).exists()
+    ):
+        return
+    deliverable_accept(
+        deliverable,
+        actor="system",
+        reason=f"every stage passed for {capability.slug} on {chain.target.slug} with answer "
+        f"{chain.answer_id} (revision {chain.answer.revision})",
+    )
 
 
 def run_create(

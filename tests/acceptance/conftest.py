@@ -144,19 +144,21 @@ def pass_stages(chain, upto: str, *, device: dict | None = None) -> list[Run]:
     ]
 
 
-def sdk_checked(capability, *, calrt: str = "0.7.6") -> None:
+def sdk_checked(capability, *, calrt: str = "0.7.6"):
     """E2 evidence for the capability, as the SDK check records it: its entry points found in the delivered
     headers and as defined dynamic symbols of the same-version library."""
-    from evidence.models import EvidenceGrade, EvidenceItem
+    from evidence.models import EvidenceItem
+    from evidence.services import evidence_record
 
-    item = EvidenceItem.objects.create(
-        code=f"CHECK-SDK-{capability.slug}-{calrt}",
-        origin=EvidenceItem.RUN,
+    return evidence_record(
+        origin=EvidenceItem.CHECK,
+        grade="E2",
         conclusion=f"SDK entry points of {capability.slug} present in CalRT {calrt}",
-        grade_text="E2",
+        organisation=None,
+        capabilities=[capability],
+        versions={"calrt": calrt},
+        code_prefix="CHECK-SDK",
     )
-    EvidenceGrade.objects.create(item=item, grade="E2")
-    capability.evidence.add(item)
 
 
 def drive(chain, limit: int = 20) -> None:

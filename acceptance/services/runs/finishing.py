@@ -5,7 +5,7 @@ from django.db import transaction
 
 from acceptance import stages
 from acceptance.models import Chain, Run
-from acceptance.protocol import StageOutcome, device_attested
+from acceptance.protocol import VERSION_KEYS, StageOutcome, device_attested
 from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
@@ -126,7 +126,7 @@ def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> Evidence
         ),
         organisation=run.answer.organisation if run.answer else None,
         capabilities=[capability],
-        versions=_run_versions(run),
+        versions=_run_versions(run, outcome),
         deliverable=run.answer.deliverable if run.answer else None,
         code_prefix=f"RUN-{run.pk}",
         source_text=f"acceptance run {run.pk}, answer {run.answer_id}, target {run.target.slug}",
@@ -134,7 +134,8 @@ def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> Evidence
     )
 
 
-def _run_versions(run: Run) -> dict[str, str]:
-    """The target's versions as the run was sent with them."""
-    sent = run.inputs.get("target", {})
-    return {key: sent[key] for key in ("calrt", "driver", "firmware", "chip") if sent.get(key)}
+def _run_versions(run: Run, outcome: StageOutcome) -> dict[str, str]:
+    """The versions the device reported (checked against the target's registration before a verdict stands),
+    else the target's as the run was sent with them."""
+    reported = outcome.result.get("device") or run.inputs.get("target", {})
+    return {key: str(reported[key]) for key in VERSION_KEYS if reported.get(key)}
