@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, Target
@@ -17,7 +18,7 @@ from acceptance.recipes import RECIPES
 from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
 from vendor.access import objects_for_user
-from vendor.models import Answer, Artifact, Deliverable, Question, Section
+from vendor.models import Answer, Artifact, Deliverable, DocumentReview, Question, Section
 from vendor.selectors import answer_list, artifact_list, question_list
 
 # What a list or a progress bar needs; the full log and result stay in the database until asked for.
@@ -368,3 +369,90 @@ def capability_recipe_probes(capability) -> list[str]:
     """The probe names of the capability's recipe (none when it has no recipe)."""
     recipe = RECIPES.get(capability.slug)
     return [probe.name for probe in recipe.probes] if recipe else []
+
+
+# What a calbin deliverable's chains on one kind of target have shown.
+PROGRESS_PASSED = "passed"  # a chain has passed every stage
+PROGRESS_FAILED = "failed"  # a chain stopped at a failed or erred stage, and none passed
+PROGRESS_RUNNING = "running"  # a chain is still under way, and none passed or stopped
+PROGRESS_NONE = "none"  # no chain on this kind of target yet
+PROGRESS_LABELS = {
+    PROGRESS_PASSED: _("passed"),
+    PROGRESS_FAILED: _("failed"),
+    PROGRESS_RUNNING: _("running"),
+    PROGRESS_NONE: _("not run"),
+}
+_PROGRESS_ORDER = [PROGRESS_PASSED, PROGRESS_FAILED, PROGRESS_RUNNING, PROGRESS_NONE]
+
+
+def deliverables_progress(deliverables) -> dict[int, dict[str, str]]:
+    """For each deliverable id, its state per target kind (simulator, hardware): whether a chain of an answer
+    naming that deliverable has passed every stage there. Three queries whatever the number of deliverables."""
+    ids = [deliverable.pk for deliverable in deliverables]
+    chains = list(Chain.objects.filter(answer__deliverable_id__in=ids).select_related("target", "answer"))
+    rows_by_chain = chains_stages(chains)
+    progress: dict[int, dict[str, str]] = {pk: {kind: PROGRESS_NONE for kind, _label in Target.KINDS} for pk in ids}
+    for chain in chains:
+        action, _stage = stages.chain_next(rows_by_chain[chain.pk])
+        state = {stages.DONE: PROGRESS_PASSED, stages.STOPPED: PROGRESS_FAILED}.get(action, PROGRESS_RUNNING)
+        deliverable_id = chain.answer.deliverable_id
+        if deliverable_id is None:  # typing only: the chains were selected by their answer's deliverable
+            continue
+        per_kind = progress[deliverable_id]
+        known = per_kind[chain.target.kind]
+        if _PROGRESS_ORDER.index(state) < _PROGRESS_ORDER.index(known):
+            per_kind[chain.target.kind] = state
+    return progress
+
+
+def deliverable_progress(deliverable: Deliverable) -> dict[str, str]:
+    """A deliverable's state per target kind: `{"simulator": "passed", "hardware": "none"}`."""
+    return deliverables_progress([deliverable])[deliverable.pk]
+
+
+@dataclass
+class DeliverableView:
+    """A deliverable as the pages and reports show it: its state, and what is still owed."""
+
+    deliverable: Deliverable
+    progress: dict[str, str]  # calbin only: target kind -> PROGRESS_*
+    reviews: list[DocumentReview]
+    answered: bool
+
+    @property
+    def owed(self) -> bool:
+        return self.deliverable.state != Deliverable.ACCEPTED
+
+    @property
+    def progress_rows(self) -> list[tuple[str, str, str]]:
+        """(target kind, state, label) in the order of Target.KINDS."""
+        return [(kind, self.progress[kind], str(PROGRESS_LABELS[self.progress[kind]])) for kind in self.progress]
+
+
+def deliverable_views(deliverables) -> list[DeliverableView]:
+    """Views of the given deliverables in a fixed number of queries whatever their number."""
+    deliverables = list(deliverables)
+    ids = [deliverable.pk for deliverable in deliverables]
+    calbins = [deliverable for deliverable in deliverables if deliverable.kind == Deliverable.CALBIN]
+    progress = deliverables_progress(calbins)
+    answered = set(Answer.objects.filter(deliverable_id__in=ids).values_list("deliverable_id", flat=True))
+    reviews: dict[int, list[DocumentReview]] = defaultdict(list)
+    for review in DocumentReview.objects.filter(deliverable_id__in=ids).select_related("reviewer", "answer"):
+        reviews[review.deliverable_id].append(review)
+    return [
+        DeliverableView(
+            deliverable=deliverable,
+            progress=progress.get(deliverable.pk, {}),
+            reviews=reviews[deliverable.pk],
+            answered=deliverable.pk in answered,
+        )
+        for deliverable in deliverables
+    ]
+
+
+def question_deliverables(question: Question) -> list[DeliverableView]:
+    return deliverable_views(
+        question.deliverables.select_related("decided_by").prefetch_related(
+            Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug"))
+        )
+    )

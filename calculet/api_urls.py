@@ -5,7 +5,7 @@ from django.urls import path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from acceptance.api import answers, promotions, questions, runs
+from acceptance.api import answers, deliverables, promotions, questions, runs
 from evidence import api as evidence
 from vendor.api import accounts, artifacts, audit, comments, notifications, uploads
 
@@ -54,6 +54,12 @@ urlpatterns = [
     path("questions/<code:code>/", questions.QuestionDetailApi.as_view(), name="question-detail"),
     path("questions/<code:code>/answers/", answers.AnswerListApi.as_view(), name="answer-list"),
     path("questions/<code:code>/answers/<int:answer_id>/", answers.AnswerDetailApi.as_view(), name="answer-detail"),
+    path("questions/<code:code>/deliverables/", deliverables.DeliverableListApi.as_view(), name="deliverable-list"),
+    path(
+        "questions/<code:code>/deliverables/<slug:key>/reviews/",
+        deliverables.DeliverableReviewApi.as_view(),
+        name="deliverable-review",
+    ),
     path("questions/<code:code>/comments/", comments.CommentListApi.as_view(), name="comment-list"),
     path(
         "questions/<code:code>/comments/<int:comment_id>/", comments.CommentDetailApi.as_view(), name="comment-detail"

@@ -263,6 +263,7 @@ ACCEPTANCE_PROMOTION_POLICY = None
 CELERY_TASK_ROUTES = {
     "acceptance.runs_sweep": {"queue": "default"},
     "acceptance.targets_health_check": {"queue": "default"},
+    "acceptance.deliverable_check": {"queue": "default"},
     "vendor.uploads_expire": {"queue": "default"},
     "vendor.artifact_check": {"queue": "default"},
     "vendor.artifacts_check_resend": {"queue": "default"},

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from acceptance.views import capabilities, comments, dashboard, questions
+from acceptance.views import capabilities, comments, dashboard, deliverables, questions
 from evidence import views as evidence_views
 from vendor.views import audit, notifications
 
@@ -23,6 +23,11 @@ urlpatterns = [
     path("questions/<str:code>/edit", questions.question_edit, name="question-edit"),
     path("questions/<str:code>/ticket", questions.question_ticket, name="question-ticket"),
     path("questions/<str:code>/comments", comments.comment_thread, name="comment-thread"),
+    path(
+        "questions/<str:code>/deliverables/<slug:key>/review",
+        deliverables.deliverable_review,
+        name="deliverable-review",
+    ),
     path("questions/<str:code>/comments/<int:comment_id>/edit", comments.comment_edit_view, name="comment-edit"),
     path("evidence/", evidence_views.evidence_register, name="evidence-register"),
     path("capabilities/", evidence_views.capability_matrix, name="capability-matrix"),

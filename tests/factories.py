@@ -22,7 +22,9 @@ def make_user(username: str, org_slug: str, role: str):
     return user
 
 
-def make_question(code: str, *, organisation=None, state: str = "asked") -> Question:
+def make_question(
+    code: str, *, organisation=None, state: str = "asked", deliverable: str | None = "package"
+) -> Question:
     section, _ = Section.objects.get_or_create(
         code="12.3",
         defaults={
@@ -33,7 +35,7 @@ def make_question(code: str, *, organisation=None, state: str = "asked") -> Ques
             "acceptance_header": "需要的答案",
         },
     )
-    return Question.objects.create(
+    question = Question.objects.create(
         code=code,
         number=int(code[1:]),
         section=section,
@@ -42,6 +44,10 @@ def make_question(code: str, *, organisation=None, state: str = "asked") -> Ques
         organisation=organisation,
         state=state,
     )
+    # Every imported question owes at least one deliverable; by default this one owes a model package.
+    if deliverable is not None:
+        Deliverable.objects.create(question=question, key=deliverable, kind=Deliverable.CALBIN, title="Model package")
+    return question
 
 
 def make_deliverable(

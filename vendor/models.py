@@ -150,6 +150,7 @@ class Artifact(models.Model):
     GOLDEN = "golden"
     RUNNER_BUNDLE = "runner_bundle"
     DOCUMENT = "document"
+    SCHEMA = "schema"
     KINDS = [
         (CALBIN, _("calbin package")),
         (SDK, _("SDK")),
@@ -157,6 +158,7 @@ class Artifact(models.Model):
         (GOLDEN, _("golden tensors")),
         (RUNNER_BUNDLE, _("runner bundle")),
         (DOCUMENT, _("document")),
+        (SCHEMA, _("JSON Schema")),
     ]
 
     PENDING = "pending"
@@ -190,7 +192,9 @@ class Artifact(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             models.CheckConstraint(
-                condition=Q(kind__in=["calbin", "sdk", "container_image", "golden", "runner_bundle", "document"]),
+                condition=Q(
+                    kind__in=["calbin", "sdk", "container_image", "golden", "runner_bundle", "document", "schema"]
+                ),
                 name="artifact_kind_valid",
             ),
             models.CheckConstraint(
@@ -331,6 +335,26 @@ class Answer(models.Model):
 
     def __str__(self):
         return f"{self.question.code} answer r{self.revision}"
+
+
+class DocumentReview(models.Model):
+    """A PM's review of a document deliverable against its checklist: who, when, each item ticked or not
+    (with a note), and the reason. Written only by `acceptance.services.reviews.document_review`."""
+
+    deliverable = models.ForeignKey(Deliverable, on_delete=models.PROTECT, related_name="reviews")
+    answer = models.ForeignKey(Answer, on_delete=models.PROTECT, related_name="document_reviews")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    # One entry per checklist item, in order: {"item": text, "ticked": bool, "note": text}.
+    items = models.JSONField(default=list)
+    reason = models.TextField()
+    accepted = models.BooleanField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"review of {self.deliverable} ({'accepted' if self.accepted else 'rejected'})"
 
 
 class Upload(models.Model):

@@ -42,7 +42,7 @@ def answer_list(*, user, question: Question | None = None) -> QuerySet[Answer]:
     if question is not None:
         answers = answers.filter(question=question)
     return (
-        answers.select_related("question", "organisation", "author", "minimal_example_artifact")
+        answers.select_related("question", "deliverable", "organisation", "author", "minimal_example_artifact")
         .prefetch_related(
             Prefetch("executable_assets", queryset=Artifact.objects.order_by("pk")),
             Prefetch("golden_artifacts", queryset=Artifact.objects.order_by("pk")),

@@ -48,6 +48,13 @@ class CompatibilitySerializer(StrictSerializer):
 class AnswerInputSerializer(StrictSerializer):
     """Section 13's six elements. Missing elements are allowed: the answer is stored incomplete."""
 
+    deliverable = serializers.CharField(
+        allow_blank=True,
+        required=False,
+        max_length=100,
+        help_text="Key of the question's deliverable this answer delivers (see the question's `deliverables`); "
+        "may be left out when the question has only one.",
+    )
     summary = serializers.CharField(allow_blank=True, required=False, max_length=MAX_TEXT)
     capability = serializers.CharField(
         allow_null=True, required=False, help_text="Slug of one of the question's capabilities."
@@ -71,6 +78,7 @@ class AnswerOutputSerializer(serializers.Serializer):
     question = serializers.CharField(source="question.code")
     organisation = serializers.CharField(source="organisation.slug")
     revision = serializers.IntegerField()
+    deliverable = serializers.CharField(source="deliverable.key", allow_null=True, default=None)
     author = serializers.CharField(source="author.username", allow_null=True, default=None)
     capability = serializers.CharField(source="claim.capability.slug", allow_null=True, default=None)
     summary = serializers.CharField()

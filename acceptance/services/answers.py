@@ -4,11 +4,12 @@ from django.db import transaction
 
 from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
+from acceptance.services.deliverable_checks import deliverable_check_wanted
 from acceptance.services.inputs import answer_recipe, threshold_overrides
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from evidence.models import Capability
-from vendor.models import Answer, Question
+from vendor.models import Answer, Deliverable, Question
 from vendor.services.answers import answer_store
 
 
@@ -45,11 +46,24 @@ def _check_probe_thresholds(answer: Answer, capability: Capability | None) -> No
                 raise DomainError(str(error), field=f"thresholds.{probe}.{threshold}") from error
 
 
+def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
+    """A package proves only what it is: an answer for batch 8 cannot claim batch 16."""
+    deliverable = answer.deliverable
+    if deliverable is None:
+        return
+    proves = sorted(deliverable.capabilities.values_list("slug", flat=True))
+    if proves and capability.slug not in proves:
+        raise DomainError(
+            f"Deliverable {deliverable.key} proves {', '.join(proves)}, not {capability.slug}.", field="capability"
+        )
+
+
 def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     """Store a new revision of the actor's organisation's answer (`vendor.services.answers.answer_store`,
     which states the preconditions), with the capability it names, if any, among those linked to the
-    question. A complete answer starts its acceptance chains once the transaction commits. Bad input
-    raises DomainError naming the field and stores nothing."""
+    question and, when its deliverable names the capabilities it proves, among those. A complete answer
+    starts its acceptance chains once the transaction commits. Bad input raises DomainError naming the
+    field and stores nothing."""
     if not isinstance(data, dict):
         raise DomainError("The answer must be an object.")
     fields = dict(data)
@@ -58,9 +72,19 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
         answer = answer_store(actor=actor, question=question, data=fields)
         _check_probe_thresholds(answer, capability)
         if capability is not None:
+            _check_deliverable_proves(answer, capability)
             AnswerClaim.objects.create(answer=answer, capability=capability)
             audit_record(actor=actor, action="answer.claim", obj=answer, after={"capability": capability.slug})
-        if answer.complete:
-            answer_id = answer.pk
+        answer_id = answer.pk
+        if deliverable_check_wanted(answer):
+            transaction.on_commit(lambda: _send_deliverable_check(answer_id))
+        elif answer.complete and (answer.deliverable is None or answer.deliverable.kind == Deliverable.CALBIN):
+            # Only a model package runs through the chain; a document is reviewed by a PM.
             transaction.on_commit(lambda: chain_start_for_answer(answer_id))
     return answer
+
+
+def _send_deliverable_check(answer_id: int) -> None:
+    from acceptance.tasks import deliverable_check_task
+
+    deliverable_check_task.delay(answer_id)

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 
 from acceptance import stages
 from acceptance.models import Run
-from acceptance.selectors import question_chain_rows, question_positions
+from acceptance.selectors import question_chain_rows, question_deliverables, question_positions
 from acceptance.services import run_rerun
 from acceptance.views.plots import run_plots
 from calculet import labels, web
@@ -361,6 +361,7 @@ def question_page_context(request, question):
         for artifact in linked:
             artifacts.setdefault(artifact.pk, artifact)
     sees_all = may_see_all(request.user)
+    deliverables = question_deliverables(question)
     return {
         **_chain_context(question, request.user),
         **thread_context(request, question),
@@ -368,6 +369,8 @@ def question_page_context(request, question):
         "answers": answers,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
         "capabilities": question_capabilities(question) if sees_all else [],
+        "deliverables": deliverables,
+        "owed_count": sum(1 for view in deliverables if view.owed),
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
     }

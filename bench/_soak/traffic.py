@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 import requests
 from django.urls import Resolver404, resolve
 
+from evidence.seed.deliverables import QUESTION_DELIVERABLES
+
 TUS = {"Tus-Resumable": "1.0.0"}
 CHUNK_BYTES = 256 * 1024
 ERROR_EXAMPLES = 20
@@ -222,9 +224,15 @@ class VendorClient(threading.Thread):
         if golden is None:
             return
         capability = self.plan.questions[code]
+        deliverable = deliverable_proving(code, capability)
         path = f"/api/v1/questions/{code}/answers/"
         if self.rng.random() < 0.3:
-            draft = {"capability": capability, "summary": "Working on it.", "version": version}
+            draft = {
+                "capability": capability,
+                "deliverable": deliverable,
+                "summary": "Working on it.",
+                "version": version,
+            }
             response = http.call("POST", path, expect={201}, json=draft)
             if response is not None:
                 self.http.recorder.event("incomplete answers")
@@ -232,6 +240,7 @@ class VendorClient(threading.Thread):
                     http.recorder.fail("wrong result", f"{code}: an answer with only a version was stored complete")
         body = {
             "capability": capability,
+            "deliverable": deliverable,
             "summary": f"Calbin {version} for {capability}, goldens from our BF16 reference.",
             "version": version,
             "executable_assets": [calbin],
@@ -410,3 +419,8 @@ class PmClient(threading.Thread):
                 expect={200},
                 headers={"Authorization": f"Token {self.plan.key}"},
             )
+
+
+def deliverable_proving(code: str, capability: str) -> str:
+    """The key of the question's deliverable that proves `capability` (the seed data names one for each)."""
+    return next(d.key for d in QUESTION_DELIVERABLES[code] if capability in d.capabilities)

@@ -14,7 +14,7 @@ from django.apps import apps
 from rest_framework.test import APIClient
 
 from evidence.models import Capability
-from vendor.models import Artifact, Question, Section
+from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
 from vendor.services.organisations import api_user_create
 
@@ -87,7 +87,7 @@ def vendor_b(db):
     return make_account("bruno", "bolt", "vendor")
 
 
-def make_question(code: str, *, organisation=None, state="new") -> Question:
+def make_question(code: str, *, organisation=None, state="new", deliverable: str | None = "package") -> Question:
     section, _ = Section.objects.get_or_create(
         code="12.3",
         defaults={
@@ -98,7 +98,7 @@ def make_question(code: str, *, organisation=None, state="new") -> Question:
             "acceptance_header": "需要的答案",
         },
     )
-    return Question.objects.create(
+    question = Question.objects.create(
         code=code,
         number=int(code[1:]),
         section=section,
@@ -107,6 +107,10 @@ def make_question(code: str, *, organisation=None, state="new") -> Question:
         organisation=organisation,
         state=state,
     )
+    # Every imported question owes at least one deliverable; by default this one owes a model package.
+    if deliverable is not None:
+        Deliverable.objects.create(question=question, key=deliverable, kind=Deliverable.CALBIN, title="Model package")
+    return question
 
 
 @pytest.fixture

@@ -18,7 +18,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def v18(vendor_a):
     """V18 being verified, owing a package at decode batch 4, 8 and 16."""
-    question = make_question("V18", organisation=Organisation.objects.get(slug="acme"), state=states.VERIFYING)
+    question = make_question(
+        "V18", organisation=Organisation.objects.get(slug="acme"), state=states.VERIFYING, deliverable=None
+    )
     for position, batch in enumerate((4, 8, 16), start=1):
         make_deliverable(question, f"package-batch-{batch}", position=position)
     return question
@@ -36,7 +38,9 @@ def test_a_pm_cannot_close_a_question_whose_deliverables_are_owed(pm, v18):
 
 
 def test_a_question_without_deliverables_cannot_be_closed_by_anyone(pm):
-    question = make_question("V20", organisation=Organisation.objects.create(slug="v", name="V", kind="vendor"))
+    question = make_question(
+        "V20", organisation=Organisation.objects.create(slug="v", name="V", kind="vendor"), deliverable=None
+    )
     question.state = states.VERIFYING
     question.save()
     with pytest.raises(DomainError) as error:

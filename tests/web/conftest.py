@@ -73,7 +73,11 @@ def put_to(pm, organisation, *codes, ask=False):
 
 def make_chain(question: Question, engineer, *, capability=None) -> Chain:
     """A chain on the simulator for the engineer's (incomplete) answer, with no run yet."""
-    answer = answer_submit(actor=engineer, question=question, data={"summary": "see the attached bundle"})
+    deliverables = question.deliverables.order_by("position")
+    if capability is not None and deliverables.filter(capabilities=capability).exists():
+        deliverables = deliverables.filter(capabilities=capability)
+    data = {"summary": "see the attached bundle", "deliverable": deliverables.first().key}
+    answer = answer_submit(actor=engineer, question=question, data=data)
     digests = {stage: f"{index:064x}" for index, stage in enumerate(stages.CHAIN_STAGES, start=1)}
     return Chain.objects.create(
         question=question, capability=capability, answer=answer, target=target_ensure_simulator(), stage_digests=digests

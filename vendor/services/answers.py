@@ -12,11 +12,12 @@ from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from vendor import events, states
 from vendor.access import user_membership
 from vendor.claim import COMPATIBILITY_KEYS, VERSION_PATTERN, ClaimData, claim_missing
-from vendor.models import Answer, Artifact, Membership, Organisation, Question
+from vendor.models import Answer, Artifact, Deliverable, Membership, Organisation, Question
 from vendor.services.notifications import notify_on_commit
 from vendor.services.questions import question_state_move
 
 ANSWER_FIELDS = {
+    "deliverable",
     "summary",
     "version",
     "executable_assets",
@@ -26,7 +27,7 @@ ANSWER_FIELDS = {
     "compatibility",
     "thresholds",
 }
-EXECUTABLE_KINDS = {Artifact.CALBIN, Artifact.SDK, Artifact.CONTAINER_IMAGE, Artifact.RUNNER_BUNDLE}
+EXECUTABLE_KINDS = {Artifact.CALBIN, Artifact.SDK, Artifact.CONTAINER_IMAGE, Artifact.RUNNER_BUNDLE, Artifact.SCHEMA}
 # Input limits, for the service and the API's schema alike.
 MAX_TEXT = 20_000
 MAX_VERSION = 100
@@ -157,11 +158,34 @@ def _thresholds(value) -> dict:
     return thresholds
 
 
+def _deliverable(question: Question, key) -> Deliverable:
+    """The deliverable an answer names by its key; the question's only one when it names none."""
+    deliverables = list(question.deliverables.order_by("position", "key"))
+    keys = ", ".join(d.key for d in deliverables)
+    if key is None or key == "":
+        if len(deliverables) == 1:
+            return deliverables[0]
+        if not deliverables:
+            raise DomainError(f"{question.code} has no deliverable to answer.", field="deliverable")
+        raise DomainError(
+            f"Name the deliverable this answer delivers: {question.code} has several ({keys}).", field="deliverable"
+        )
+    if not isinstance(key, str):
+        raise DomainError("Must be a deliverable key.", field="deliverable")
+    for deliverable in deliverables:
+        if deliverable.key == key:
+            return deliverable
+    raise DomainError(
+        f"{question.code} has no deliverable {key!r}; one of: {keys or 'none'}.", field="deliverable", code="not_found"
+    )
+
+
 def answer_store(*, actor, question: Question, data: dict) -> Answer:
     """Store a new revision of the actor's organisation's answer to `question`.
 
     Preconditions: the actor is a vendor engineer of the organisation the question is put to (otherwise
-    the question is "not found"); every artifact id is one of that organisation's verified artifacts
+    the question is "not found"); `deliverable` is the key of one of the question's deliverables (it may be
+    left out when the question has only one); every artifact id is one of that organisation's verified artifacts
     (another organisation's id is "not found", naming the field); the version, if given, is a version
     number. `complete` and `missing` come from section 13's rule (`vendor.claim.claim_missing`).
     A question that was asked moves to answered. Bad input raises DomainError naming the field and stores
@@ -179,6 +203,7 @@ def answer_store(*, actor, question: Question, data: dict) -> Answer:
     if unknown:
         raise DomainError(f"Unknown field {unknown[0]}.", field=unknown[0])
 
+    deliverable = _deliverable(question, data.get("deliverable"))
     summary = _text(data, "summary")
     version = _text(data, "version", limit=MAX_VERSION)
     if version and not VERSION_PATTERN.match(version):
@@ -234,6 +259,7 @@ def answer_store(*, actor, question: Question, data: dict) -> Answer:
         latest = Answer.objects.filter(question=locked, organisation=organisation).aggregate(top=Max("revision"))
         answer = Answer.objects.create(
             question=locked,
+            deliverable=deliverable,
             organisation=organisation,
             revision=(latest["top"] or 0) + 1,
             author=actor,
@@ -275,6 +301,7 @@ def answer_snapshot(answer: Answer) -> dict:
     """The answer's content as stored, for the audit log."""
     return {
         "question": answer.question.code,
+        "deliverable": answer.deliverable.key if answer.deliverable else None,
         "organisation": answer.organisation.slug,
         "revision": answer.revision,
         "summary": answer.summary,

@@ -1,0 +1,99 @@
+"""A question's deliverables and the PM's document reviews."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers, status
+from rest_framework.response import Response
+
+from acceptance.selectors import question_deliverables
+from acceptance.services.reviews import MAX_NOTE, MAX_REASON, document_review
+from calculet.api import Api, StrictSerializer, plain
+from calculet.errors import NotFoundError
+from vendor.access import object_for_user
+from vendor.models import Deliverable, Question
+from vendor.selectors import question_list
+
+
+class ReviewItemInputSerializer(StrictSerializer):
+    ticked = serializers.BooleanField(help_text="Whether the document shows the checklist item to hold.")
+    note = serializers.CharField(allow_blank=True, required=False, max_length=MAX_NOTE)
+
+
+class ReviewInputSerializer(StrictSerializer):
+    items = ReviewItemInputSerializer(
+        many=True, help_text="One entry per item of the deliverable's checklist, in the checklist's order."
+    )
+    reason = serializers.CharField(max_length=MAX_REASON)
+
+
+class ReviewItemSerializer(serializers.Serializer):
+    item = serializers.CharField()
+    ticked = serializers.BooleanField()
+    note = serializers.CharField()
+
+
+class ReviewOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    deliverable = serializers.CharField(source="deliverable.key")
+    answer = serializers.IntegerField(source="answer_id")
+    reviewer = serializers.CharField(source="reviewer.username", allow_null=True, default=None)
+    items = ReviewItemSerializer(many=True)
+    reason = serializers.CharField()
+    accepted = serializers.BooleanField(help_text="True when every checklist item holds: the document is accepted.")
+    created_at = serializers.DateTimeField()
+
+
+class DeliverableOutputSerializer(serializers.Serializer):
+    key = serializers.SlugField(source="deliverable.key")
+    kind = serializers.ChoiceField(source="deliverable.kind", choices=Deliverable.KINDS)
+    title = serializers.CharField(source="deliverable.title")
+    state = serializers.ChoiceField(source="deliverable.state", choices=Deliverable.STATES)
+    reason = serializers.CharField(source="deliverable.reason")
+    decided_at = serializers.DateTimeField(source="deliverable.decided_at", allow_null=True)
+    capabilities = serializers.SerializerMethodField()
+    checklist = serializers.ListField(source="deliverable.checklist", child=serializers.CharField())
+    schema_of = serializers.CharField(source="deliverable.schema_of")
+    progress = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="calbin only: per target kind (simulator, hardware), passed, failed, running or none: whether "
+        "a chain of an answer naming this deliverable passed every stage there.",
+    )
+    answered = serializers.BooleanField(help_text="Whether an answer names this deliverable.")
+    reviews = ReviewOutputSerializer(many=True)
+
+    def get_capabilities(self, view) -> list[str]:
+        return [capability.slug for capability in view.deliverable.capabilities.all()]
+
+
+def _question(user, code: str) -> Question:
+    return object_for_user(user, question_list(user=user), code=code.upper())
+
+
+def _deliverable(question: Question, key: str) -> Deliverable:
+    deliverable = question.deliverables.filter(key=key).first()
+    if deliverable is None:
+        raise NotFoundError(f"{question.code} has no deliverable {key}.", field="key")
+    return deliverable
+
+
+class DeliverableListApi(Api):
+    @extend_schema(responses=DeliverableOutputSerializer(many=True))
+    def get(self, request, code):
+        """What the question must deliver, each with its state and, for a calbin, its progress per target kind."""
+        views = question_deliverables(_question(request.user, code))
+        return Response(DeliverableOutputSerializer(views, many=True).data)
+
+
+class DeliverableReviewApi(Api):
+    @extend_schema(request=ReviewInputSerializer, responses={201: ReviewOutputSerializer})
+    def post(self, request, code, key):
+        """A PM's review of a document deliverable: accepted when every checklist item holds, rejected
+        otherwise; recorded as E3 evidence; never moves a capability."""
+        question = _question(request.user, code)
+        deliverable = _deliverable(question, key)
+        serializer = ReviewInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = plain(serializer.validated_data)
+        review = document_review(
+            actor=request.user, deliverable=deliverable, items=data["items"], reason=data["reason"]
+        )
+        return Response(ReviewOutputSerializer(review).data, status=status.HTTP_201_CREATED)

@@ -1,0 +1,205 @@
+"""Static checks of an answer's sdk, container_image and schema deliverables: real inputs (a shared library
+built with g++, an OCI archive, JSON Schemas), evidence of the right grade, and the deliverable decided."""
+
+import copy
+import json
+
+import pytest
+
+from acceptance.recipes import KV_MANAGER_CALLS
+from acceptance.services import answer_submit
+from acceptance.services.deliverable_checks import deliverable_check_answer
+from evidence.models import EvidenceItem
+from tests.factories import (
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_deliverable,
+    make_question,
+    make_user,
+)
+from tests.inspection_builders import (
+    PACKAGE_METADATA_SCHEMA,
+    build_sdk,
+    example_source,
+    oci_image_files,
+    tar_bytes,
+)
+from vendor import states
+from vendor.models import Deliverable, Organisation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def engineer(db):
+    return make_user("ann", "acme", "vendor")
+
+
+@pytest.fixture
+def acme(engineer):
+    return Organisation.objects.get(slug="acme")
+
+
+@pytest.fixture
+def golden(acme, tmp_path):
+    return make_artifact(acme, b"golden", kind="golden", version="1.0", file_name="golden.npz", tmp_dir=tmp_path)
+
+
+def sdk_archive(tmp_path, *, undefined=()) -> bytes:
+    headers, library = build_sdk(tmp_path / "sdk", list(KV_MANAGER_CALLS), undefined=undefined)
+    files = {f"include/calrt/{p.name}": p.read_bytes() for p in (headers / "calrt").iterdir()}
+    files[f"lib/{library.name}"] = library.read_bytes()
+    files["example/example.cpp"] = example_source(list(KV_MANAGER_CALLS)).encode()
+    return tar_bytes(files)
+
+
+def answer_with(engineer, acme, golden, tmp_path, *, code, kind, artifact_kind, data: bytes, capability_slug, **extra):
+    """A complete answer delivering `data` (as an artifact of `artifact_kind`) for the question's deliverable."""
+    question = make_question(code, organisation=acme, deliverable=None)
+    capability = make_capability(capability_slug, questions=[question])
+    deliverable = make_deliverable(question, "delivery", kind=kind, capabilities=[capability], **extra)
+    artifact = make_artifact(
+        acme, data, kind=artifact_kind, version="0.7.6", file_name=f"delivery-{kind}", tmp_dir=tmp_path
+    )
+    answer_data = complete_answer_data(capability=capability, calbin=artifact, golden=golden, deliverable="delivery")
+    answer = answer_submit(actor=engineer, question=question, data=answer_data)
+    return answer, deliverable, capability
+
+
+def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(engineer, acme, golden, tmp_path):
+    answer, deliverable, capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V26",
+        kind="sdk",
+        artifact_kind="sdk",
+        data=sdk_archive(tmp_path),
+        capability_slug="kv-manager-api",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.ACCEPTED, decided.reason
+    item = EvidenceItem.objects.get(deliverable=deliverable)
+    assert (item.origin, item.grade_text, item.versions) == ("check", "E2", {"calrt": "0.7.6"})
+    assert list(capability.evidence.all()) == [item]
+    findings = json.loads(item.explanation)
+    assert findings["checked"]["report"]["checked"]["entry_points"] == list(KV_MANAGER_CALLS)
+    # The minimal example was built against the headers and the library.
+    assert findings["checked"]["build"]["passed"] is True
+
+
+def test_an_sdk_missing_one_symbol_is_rejected_naming_it(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V26",
+        kind="sdk",
+        artifact_kind="sdk",
+        data=sdk_archive(tmp_path, undefined=("KvManager::DoShift",)),
+        capability_slug="kv-manager-api",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "KvManager::DoShift is not a defined dynamic symbol" in decided.reason
+    assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E2"
+
+
+def test_an_image_with_sbom_and_licence_is_accepted_with_e1(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V01",
+        kind="container_image",
+        artifact_kind="container_image",
+        data=tar_bytes(oci_image_files()),
+        capability_slug="reproducible-compile",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.ACCEPTED, decided.reason
+    assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E1"
+
+
+def test_an_image_without_a_licence_is_rejected(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V01",
+        kind="container_image",
+        artifact_kind="container_image",
+        data=tar_bytes(oci_image_files(licence=False)),
+        capability_slug="reproducible-compile",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "licen" in decided.reason.lower()
+
+
+def test_a_schema_that_holds_is_accepted_and_one_accepting_a16_is_rejected(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V47",
+        kind="schema",
+        artifact_kind="schema",
+        data=json.dumps(PACKAGE_METADATA_SCHEMA).encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+    )
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+    assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E1"
+
+    lax = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    lax["properties"]["memory"] = {"type": "object"}  # any unit, any size: A16 gets through
+    artifact = make_artifact(
+        acme, json.dumps(lax).encode(), kind="schema", version="0.7.7", file_name="s.json", tmp_dir=tmp_path
+    )
+    data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=deliverable.question, data=data)
+    decided = deliverable_check_answer(second.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "A16" in decided.reason
+
+
+def test_an_incomplete_answer_is_not_accepted_even_when_the_check_passes(engineer, acme, golden, tmp_path):
+    question = make_question("V01", organisation=acme, deliverable=None)
+    make_deliverable(question, "compiler-container", kind="container_image")
+    image = make_artifact(
+        acme, tar_bytes(oci_image_files()), kind="container_image", version="1", file_name="i.tar", tmp_dir=tmp_path
+    )
+    answer = answer_submit(actor=engineer, question=question, data={"executable_assets": [image.pk]})
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "the answer is incomplete" in decided.reason
+
+
+def test_the_last_accepted_deliverable_closes_the_question_through_the_task(
+    engineer, acme, golden, tmp_path, chain_in_process, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks(execute=True):
+        answer, deliverable, _capability = answer_with(
+            engineer,
+            acme,
+            golden,
+            tmp_path,
+            code="V01",
+            kind="container_image",
+            artifact_kind="container_image",
+            data=tar_bytes(oci_image_files()),
+            capability_slug="reproducible-compile",
+        )
+    deliverable.refresh_from_db()
+    assert deliverable.state == Deliverable.ACCEPTED
+    question = deliverable.question
+    question.refresh_from_db()
+    assert question.state == states.CLOSED
+    assert not answer.question.chains.exists()  # an image is checked, not run through the chain
