@@ -11,19 +11,25 @@ it works whatever ALLOWED_HOSTS says.
 - V17 is answered with the same batch-8 package claiming NPU sampling: the package cannot exercise the
   sampling probe (`not_exercised`), the runner stage fails, and the promotion of the pinned capability is
   blocked naming that stage and its run.
+- V20 owes an SDK with the parallel mode calls. The vendor delivers a CalRT 0.7.6 SDK (headers, library and
+  minimal example, built by the simulator's stand-in, npu_sim/sdk.py, with g++); the SDK check finds the
+  calls declared in the headers and defined in the library (E2) and accepts the deliverable. That E2 is about
+  parallel mode: decode-batch-8's recipe names no SDK entry points and V18 owes no SDK, so its C1 stays blocked.
 - V60's written API/ABI policy is reviewed by the PM against its checklist and accepted: V60 closes.
 - Two more people work in the integration team; V17 and V18 are assigned with due dates, and the vendor
   writes in V18's thread, mentioning the PM.
 
-The chains run on a worker serving the simulator target (the one `scripts/dev.py run` starts, or Celery
-workers). The demo waits for them; when no worker serves the target, or the wait runs out, it names the
-chains still running and leaves the promotions that need their verdicts to a later run of the command.
+The chains run on a worker serving the simulator target, the SDK check on a worker of the default queue (the
+ones `scripts/dev.py run` starts, or Celery workers). The demo waits for them; when no worker serves the
+simulator, or the wait runs out, it names what is still running and leaves the promotions that need their
+verdicts to a later run of the command.
 """
 
 import datetime
 import hashlib
 import io
 import json
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -35,6 +41,7 @@ from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Target
+from acceptance.recipes import RECIPES
 from acceptance.selectors import chain_stages, target_health_state
 from acceptance.services import answer_submit, capability_promote
 from acceptance.services.reviews import document_review
@@ -42,6 +49,7 @@ from acceptance.services.targets import SIMULATOR_SLUG, target_ensure_simulator
 from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
+from npu_sim.sdk import sdk_archive
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -59,10 +67,12 @@ CREDENTIALS_FILE = "demo-credentials.json"
 CHAIN_WAIT_SECONDS = 600
 
 TEAM = [("lin", "pm"), ("omar", "operator")]  # colleagues of the demo PM, to assign questions to
-PUT_TO_VENDOR = ("V18", "V17", "V60")
+PUT_TO_VENDOR = ("V18", "V17", "V20", "V60")
 CHAIN_QUESTIONS = ("V18", "V17")  # the questions whose complete answers start chains
 
 PACKAGE = "qwen3-moe-tiny-decode-b8"
+SDK_FILE = f"calrt-sdk-{CALRT_VERSION}.tar"
+SDK_DELIVERABLE = ("V20", "parallel-mode-sdk")
 COMPATIBILITY = {"calrt": ">=0.7.6,<0.8", "driver": ">=2.3", "firmware": ">=1.8", "chip": "calculet-2c"}
 ERROR_PATHS = [
     {"scenario": "kv_apply_failure", "expect_code": int(ErrorCode.KV_APPLY_FAILED)},
@@ -240,6 +250,45 @@ def _answer_v17(vendor, calbin: Artifact, golden: Artifact, report: DemoReport) 
     report.steps.append("answered V17's sampling-package with the decode-batch-8 package")
 
 
+def _sdk_deliverable() -> Deliverable:
+    code, key = SDK_DELIVERABLE
+    return Deliverable.objects.get(question__code=code, key=key)
+
+
+def _answer_v20(vendor, golden: Artifact, report: DemoReport) -> None:
+    """The vendor's SDK with the calls V20's SDK deliverable must carry (the recipes' entry points of the
+    capabilities it proves), built with g++; without g++ the step is skipped and says so."""
+    if _vendor_answer("V20") is not None:
+        return
+    deliverable = _sdk_deliverable()
+    entry_points: list[str] = []
+    for capability in deliverable.capabilities.order_by("position", "slug"):
+        recipe = RECIPES.get(capability.slug)
+        entry_points += [point for point in (recipe.sdk_entry_points if recipe else ()) if point not in entry_points]
+    with tempfile.TemporaryDirectory(prefix="calculet-demo-") as tmp:
+        try:
+            payload = sdk_archive(Path(tmp) / "sdk", entry_points, version=CALRT_VERSION)
+        except (FileNotFoundError, subprocess.CalledProcessError) as error:
+            report.steps.append(f"skipped V20's SDK: it is built with g++, which could not build it ({error})")
+            return
+        path = Path(tmp) / SDK_FILE
+        path.write_bytes(payload)
+        sdk = _upload(vendor, path, kind=Artifact.SDK, version=CALRT_VERSION)
+    data = {
+        "deliverable": deliverable.key,
+        "summary": f"CalRT {CALRT_VERSION} SDK: headers, library and a minimal example of {', '.join(entry_points)}.",
+        "capability": "parallel-mode",
+        "version": CALRT_VERSION,
+        "executable_assets": [sdk.pk],
+        "minimal_example": {"artifact": sdk.pk, "description": "example/example.cpp calls each entry point once"},
+        "error_paths": ERROR_PATHS,
+        "golden": {"artifacts": [golden.pk], "tolerances": {}},
+        "compatibility": COMPATIBILITY,
+    }
+    answer_submit(actor=vendor, question=Question.objects.get(code="V20"), data=data)
+    report.steps.append(f"uploaded the CalRT {CALRT_VERSION} SDK through tus and answered V20's {deliverable.key}")
+
+
 def _answer_v60(vendor, report: DemoReport) -> None:
     if _vendor_answer("V60") is not None:
         return
@@ -338,10 +387,13 @@ def _wait_for_chains(codes: tuple[str, ...], wait_seconds: float, report: DemoRe
     served = _simulator_served(wait_seconds)
     deadline = time.monotonic() + wait_seconds
     while served and time.monotonic() < deadline:
-        if all(_settled(chain) for found in chains.values() for chain in found):
+        if all(_settled(chain) for found in chains.values() for chain in found) and not _sdk_check_due():
             return set()
         time.sleep(1)
     waiting = set()
+    if _sdk_check_due():
+        waiting.add(SDK_DELIVERABLE[0])
+        report.still_running.append(f"{SDK_DELIVERABLE[0]}'s SDK check (a worker of the default queue runs it)")
     for code, found in chains.items():
         for chain in found:
             action, where = _chain_state(chain)
@@ -356,6 +408,11 @@ def _wait_for_chains(codes: tuple[str, ...], wait_seconds: float, report: DemoRe
     return waiting
 
 
+def _sdk_check_due() -> bool:
+    """Whether the SDK was answered and its check has not decided the deliverable yet."""
+    return _vendor_answer(SDK_DELIVERABLE[0]) is not None and _sdk_deliverable().state == Deliverable.OWED
+
+
 def _promote(pm, slug: str, to_status: str, reason: str, report: DemoReport) -> PromotionAttempt | None:
     capability = Capability.objects.get(slug=slug)
     if (
@@ -367,7 +424,7 @@ def _promote(pm, slug: str, to_status: str, reason: str, report: DemoReport) -> 
     if attempt.allowed:
         report.steps.append(f"promoted {slug} to {to_status}")
     else:
-        reasons = "; ".join(item["message"] for item in attempt.reasons)
+        reasons = " ".join(item["message"] for item in attempt.reasons)
         report.steps.append(f"promotion of {slug} to {to_status} blocked: {reasons}")
     return attempt
 
@@ -390,6 +447,12 @@ def _promote_v17(pm, report: DemoReport) -> None:
     _promote(pm, "npu-sampling", "C2", "the vendor says the package samples on the NPU", report)
 
 
+def _sdk_checked(report: DemoReport) -> None:
+    deliverable = _sdk_deliverable()
+    if deliverable.state != Deliverable.OWED:
+        report.steps.append(f"V20's SDK check {deliverable.state} {deliverable.key}: {deliverable.reason[:300]}")
+
+
 def _owed(report: DemoReport) -> None:
     for question in Question.objects.filter(code__in=PUT_TO_VENDOR).order_by("number"):
         owed = [d.key for d in question.deliverables.order_by("position") if d.state != Deliverable.ACCEPTED]
@@ -408,6 +471,7 @@ def demo_seed(*, wait_seconds: float = CHAIN_WAIT_SECONDS) -> DemoReport:
     calbin, golden = _batch8_package(vendor, report)
     _answer_v18(vendor, calbin, golden, report)
     _answer_v17(vendor, calbin, golden, report)
+    _answer_v20(vendor, golden, report)
     _answer_v60(vendor, report)
     _review_v60(pm, report)
     _discuss_v18(pm, vendor, report)
@@ -416,5 +480,7 @@ def demo_seed(*, wait_seconds: float = CHAIN_WAIT_SECONDS) -> DemoReport:
         _promote_v18(pm, report)
     if "V17" not in waiting:
         _promote_v17(pm, report)
+    if "V20" not in waiting:
+        _sdk_checked(report)
     _owed(report)
     return report

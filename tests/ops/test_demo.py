@@ -11,7 +11,7 @@ from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, RunResult
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
-from vendor.models import Answer, ApiToken, Artifact, Comment, DocumentReview, Question, Upload
+from vendor.models import Answer, ApiToken, Artifact, Comment, Deliverable, DocumentReview, Question, Upload
 
 
 def counts() -> dict[str, int]:
@@ -32,7 +32,7 @@ def assert_the_story_was_told(output: str) -> None:
     v18 = Answer.objects.get(question__code="V18")
     assert v18.complete and v18.missing == [] and v18.deliverable.key == "package-batch-8"
     uploaded = Artifact.objects.filter(uploads__isnull=False, state=Artifact.VERIFIED).distinct()
-    assert sorted(uploaded.values_list("kind", flat=True)) == ["calbin", "golden"]
+    assert sorted(uploaded.values_list("kind", flat=True)) == ["calbin", "golden", "sdk"]
     chain = simulator_chain("V18")
     assert sorted(chain.runs.values_list("stage", flat=True)) == sorted(stages.CHAIN_STAGES)
     assert set(chain.runs.values_list("state", flat=True)) == {stages.PASSED}
@@ -63,6 +63,16 @@ def assert_the_story_was_told(output: str) -> None:
     ]
     assert Capability.objects.get(slug="npu-sampling").status == "C3"
     assert "sampling (not_exercised" in output
+
+    # V20: the SDK, checked in its headers and the library's dynamic symbols (E2), accepted; it says nothing
+    # about decode batch 8, whose C1 above stays blocked.
+    sdk = Deliverable.objects.get(question__code="V20", key="parallel-mode-sdk")
+    assert sdk.state == Deliverable.ACCEPTED, sdk.reason
+    check = EvidenceItem.objects.get(origin="check", deliverable=sdk)
+    assert (check.grade_text, check.versions) == ("E2", {"calrt": "0.7.6"})
+    assert set(check.capabilities.values_list("slug", flat=True)) == {"parallel-mode", "c-api-nonblocking"}
+    assert not EvidenceItem.objects.filter(origin="check", capabilities__slug="decode-batch-8").exists()
+    assert "V20's SDK check accepted parallel-mode-sdk" in output
 
     # V60: the written policy reviewed by the PM, accepted, and the question closed.
     v60 = Question.objects.get(code="V60")
@@ -104,6 +114,7 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
     request, settings, tmp_path, capsys
 ):
     from acceptance.services import runs_sweep
+    from acceptance.tasks import deliverable_check_task
     from calculet.celery import app
 
     settings.DATA_DIR = tmp_path
@@ -117,6 +128,7 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
             run = simulator_chain(code).runs.get()
             assert f"{code}'s chain on simulator: Claim pending (run {run.pk})" in output
         assert "no worker serves the simulator target" in output
+        assert "V20's SDK check (a worker of the default queue runs it)" in output
         assert not PromotionAttempt.objects.exists()
         assert Question.objects.get(code="V60").state == "closed"  # a review needs no worker
 
@@ -124,6 +136,7 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
         # of the command finishes the story.
         request.getfixturevalue("chain_in_process")
         runs_sweep()  # the pending runs go to the target that now accepts them
+        deliverable_check_task(Answer.objects.get(question__code="V20").pk)  # the message a worker would take
         call_command("seed_demo", "--wait", "5")
         assert_the_story_was_told(capsys.readouterr().out)
     finally:
@@ -137,6 +150,7 @@ def test_seed_demo_waits_for_its_chains_on_a_real_worker(workers, settings, tmp_
     settings.DATA_DIR = tmp_path
     call_command("import_checklist")
     workers.celery("simulator", "sim")
+    workers.celery("default", "default")  # the SDK check
     call_command("seed_demo")
     assert_the_story_was_told(capsys.readouterr().out)
     runner_workers = RunResult.objects.filter(run__stage=stages.RUNNER).values_list("worker", flat=True)
