@@ -9,6 +9,7 @@ from calculet.admin import ReadOnlyAdmin, ServiceAdmin
 from calculet.errors import DomainError
 from evidence.grades import STATUS_CHOICES
 from evidence.models import Capability
+from evidence.services import CAPABILITY_TEXT_FIELDS, capability_update
 
 
 class PromotionForm(forms.Form):
@@ -17,8 +18,9 @@ class PromotionForm(forms.Form):
 
 
 @admin.register(Capability)
-class CapabilityAdmin(admin.ModelAdmin):
-    """Capabilities. The status is read-only: it moves only through the promotion gate, by the action below."""
+class CapabilityAdmin(ServiceAdmin):
+    """Capabilities. The status is read-only: it moves only through the promotion gate, by the action below.
+    Text and links to questions and evidence are saved through `capability_update`, which audits them."""
 
     list_display = ["slug", "title", "status", "pinned", "pinned_status", "status_changed_at"]
     list_filter = ["status", "pinned"]
@@ -30,8 +32,15 @@ class CapabilityAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False
 
-    def has_delete_permission(self, request, obj=None):
-        return False
+    def service_save(self, request, obj, form, change):
+        capability_update(
+            actor=request.user,
+            capability=obj,
+            changes={field: form.cleaned_data[field] for field in CAPABILITY_TEXT_FIELDS if field in form.cleaned_data},
+            questions=form.cleaned_data.get("questions"),
+            evidence=form.cleaned_data.get("evidence"),
+            deliverables=form.cleaned_data.get("deliverables"),
+        )
 
     @admin.action(description="Change status through the promotion gate…")
     def change_status(self, request, queryset):

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet, Subquery
+from django.db.models.fields.json import KeyTransform
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
@@ -63,7 +64,12 @@ def latest_runs(chain_ids: list[int]) -> dict[tuple[int | None, str], Run]:
     }
     rows = Chain.objects.filter(pk__in=chain_ids).annotate(**newest).values_list(*newest)
     run_ids = [run_id for row in rows for run_id in row if run_id is not None]
-    runs = Run.objects.filter(pk__in=run_ids).defer(*RUN_SUMMARY_DEFER)
+    # Of the deferred result, the probes' verdicts and the device that reported them, in the same query.
+    runs = (
+        Run.objects.filter(pk__in=run_ids)
+        .defer(*RUN_SUMMARY_DEFER)
+        .annotate(result_probes=KeyTransform("probes", "result"), result_device=KeyTransform("device", "result"))
+    )
     return {(run.chain_id, run.stage): run for run in runs}
 
 
@@ -156,10 +162,28 @@ def question_chain_rows(*, user, question: Question) -> list[ChainView]:
                     "run": run,
                     "active": run is not None and run.state in stages.ACTIVE_STATES,
                     "earlier": earlier[:RUNS_PER_STAGE],
+                    "probes": _probe_rows(getattr(run, "result_probes", None) or []) if run else [],
                 }
             )
         views.append(ChainView(chain=chain, rows=rows))
     return views
+
+
+def _probe_rows(probes: list[dict]) -> list[dict]:
+    """Each probe of a run as the page shows it: its verdict, findings, and its plain-number metrics."""
+    return [
+        {
+            "name": probe.get("name", "?"),
+            "verdict": probe.get("verdict", ""),
+            "findings": probe.get("findings", []),
+            "metrics": {
+                key: value
+                for key, value in (probe.get("metrics") or {}).items()
+                if isinstance(value, int | float) and not isinstance(value, bool)
+            },
+        }
+        for probe in probes
+    ]
 
 
 def questions_with_proof(*, user) -> QuerySet[Question]:
@@ -282,17 +306,54 @@ def promotion_history(capability) -> QuerySet[PromotionAttempt]:
 
 
 def promotions_blocked_since(dt: datetime) -> QuerySet[PromotionAttempt]:
+    """The latest blocked attempt of each capability since `dt`, newest first: what each is still missing,
+    not every click."""
+    latest = (
+        PromotionAttempt.objects.filter(capability=OuterRef("capability"), allowed=False, created_at__gte=dt)
+        .order_by("-id")
+        .values("id")[:1]
+    )
     return (
-        PromotionAttempt.objects.filter(allowed=False, created_at__gte=dt)
+        PromotionAttempt.objects.filter(allowed=False, created_at__gte=dt, pk=Subquery(latest))
         .select_related("capability", "actor")
         .order_by("-id")
     )
 
 
-def _runner_results(run_ids: list[int]) -> dict[int, dict]:
-    """The probes and device of each run's result, without the rest of it."""
-    rows = Run.objects.filter(pk__in=run_ids).values_list("id", "result__probes", "result__device")
-    return {run_id: {"probes": probes or [], "device": device or {}} for run_id, probes, device in rows}
+@dataclass
+class StatusBasis:
+    """What a capability's status rests on: the versions its evidence was measured on (above C3), and the
+    chains whose proof must run again on the current versions before it holds."""
+
+    versions: dict
+    since_attempt: PromotionAttempt | None
+    reverification_due: list[dict]
+    lapsed_evidence: int
+
+
+def capability_status_basis(capability) -> StatusBasis:
+    """The versions of the attempt that set the current status, and, while the status is above C3, each chain
+    of the capability whose runner stages are not passed on the current versions (stale, waiting, failed)."""
+    attempt = (
+        PromotionAttempt.objects.filter(capability=capability, allowed=True, to_status=capability.status)
+        .order_by("-id")
+        .first()
+    )
+    due = []
+    if capability.status in ("C0", "C1", "C2"):
+        chains = list(Chain.objects.filter(capability=capability).select_related("target"))
+        for chain_id, rows in chains_stages(chains).items():
+            chain = next(c for c in chains if c.pk == chain_id)
+            waiting = [(stage, state) for stage, state, _ in rows if state != stages.PASSED]
+            if waiting:
+                due.append({"chain": chain, "target": chain.target, "stages": waiting})
+    lapsed = capability.evidence.filter(current=False).exclude(origin=EvidenceItem.SEED).count()
+    return StatusBasis(
+        versions=attempt.versions if attempt else {},
+        since_attempt=attempt,
+        reverification_due=due,
+        lapsed_evidence=lapsed,
+    )
 
 
 def _sdk_checked_versions(capability) -> list[dict]:
@@ -317,7 +378,6 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     )
     own_deliverables = set(capability.deliverables.values_list("pk", flat=True))
     latest = latest_runs([chain.pk for chain in chains])
-    results = _runner_results([run.pk for (_, stage), run in latest.items() if stage in stages.RUNNER_STAGES])
     sdk_versions = _sdk_checked_versions(capability)
     by_answer: dict[int, AnswerFacts] = {}
     for chain in chains:
@@ -344,10 +404,11 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
             run = current.get(stage)
             if run is None:
                 continue
-            result = results.get(run.pk, {"probes": [], "device": {}})
-            probes_passed[stage] = {p.get("name") for p in result["probes"] if p.get("verdict") == stages.PASS}
-            attested[stage] = device_attested(result, chain.target.kind)
-            device = result["device"]
+            # Annotated by latest_runs.
+            device = getattr(run, "result_device", None) or {}
+            probes = getattr(run, "result_probes", None) or []
+            probes_passed[stage] = {p.get("name") for p in probes if p.get("verdict") == stages.PASS}
+            attested[stage] = device_attested({"device": device}, chain.target.kind)
             if device:
                 versions = {key: str(device.get(key, "")) for key in VERSION_KEYS}
         facts.chains.append(

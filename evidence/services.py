@@ -91,3 +91,45 @@ def evidence_lapse(items, *, actor="system", reason: str) -> int:
             )
             lapsed += 1
     return lapsed
+
+
+CAPABILITY_TEXT_FIELDS = ("title", "description", "scope", "position")
+
+
+def capability_update(
+    *, actor, capability: Capability, changes: Mapping, questions=None, evidence=None, deliverables=None
+) -> Capability:
+    """Change a capability's own text and its links to questions, evidence and deliverables, with one audit row
+    naming what changed. The status is not among them: only the promotion gate moves it.
+
+    Preconditions: `changes` names only title, description, scope and position (DomainError otherwise, on the
+    field); the title is not blank. `questions`, `evidence` and `deliverables`, when given, are the new sets of
+    linked rows.
+    """
+    unknown = sorted(set(changes) - set(CAPABILITY_TEXT_FIELDS))
+    if unknown:
+        raise DomainError(f"{unknown[0]} is not changed here.", field=unknown[0])
+    if "title" in changes and not str(changes["title"] or "").strip():
+        raise DomainError("A capability needs a title.", field="title")
+    with transaction.atomic():
+        locked = Capability.objects.select_for_update(of=("self",)).get(pk=capability.pk)
+        before: dict = {}
+        after: dict = {}
+        for field, value in changes.items():
+            if getattr(locked, field) != value:
+                before[field], after[field] = getattr(locked, field), value
+                setattr(locked, field, value)
+        if after:
+            locked.save(update_fields=list(after))
+        for name, rows in (("questions", questions), ("evidence", evidence), ("deliverables", deliverables)):
+            if rows is None:
+                continue
+            relation = getattr(locked, name)
+            old = set(relation.values_list("pk", flat=True))
+            new = {row.pk for row in rows}
+            if old != new:
+                relation.set(new)
+                before[name], after[name] = sorted(old), sorted(new)
+        if after:
+            audit_record(actor=actor, action="capability.update", obj=locked, before=before, after=after)
+    return locked

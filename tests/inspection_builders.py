@@ -1,7 +1,10 @@
-"""Real inputs for the inspection checks, built in the test: a shared library with gcc (the simulator's
-stand-in SDK, npu_sim/sdk.py), an OCI image archive with tarfile and hashlib, and JSON Schemas for the
-simulator's package metadata and trace."""
+"""Real inputs for the inspection checks (acceptance/inspection/), built in the test: headers and a shared
+library with g++ and a minimal example (`build_sdk`, `example_source`: the simulator's stand-in SDK,
+npu_sim/sdk.py), an OCI image archive with tarfile and hashlib (`build_oci_archive`, or `oci_image_files`
+to break one), JSON Schemas of the simulator's package metadata and trace that pass and one that fails,
+and sources with a build command (`build_project`)."""
 
+import gzip
 import hashlib
 import io
 import json
@@ -15,6 +18,7 @@ from npu_sim.sdk import build_sdk, example_source  # noqa: F401 - the tests' SDK
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar+gzip"
+OCI_TAR_LAYER = "application/vnd.oci.image.layer.v1.tar"
 SPDX = {
     "spdxVersion": "SPDX-2.3",
     "dataLicense": "CC0-1.0",
@@ -43,21 +47,25 @@ def add_blob(files: dict[str, bytes], data: bytes, media_type: str, **extra: obj
     return {"mediaType": media_type, "digest": f"sha256:{digest}", "size": len(data), **extra}
 
 
-def oci_image_files(*, sbom: str | None = "file", licence: bool = True) -> dict[str, bytes]:
-    """The members of an OCI image layout with one layer; the SBOM as a file of the archive (`file`), as an
-    attached SPDX artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none."""
+def oci_image_files(
+    *, sbom: str | None = "file", licence: bool = True, extra_layers: tuple[dict[str, bytes], ...] = ()
+) -> dict[str, bytes]:
+    """The members of an OCI image layout: a gzip layer holding the compiler, then `extra_layers` (each
+    {path: content}) as plain tar layers. The SBOM as a file of the archive (`file`), as an attached SPDX
+    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
-    layer = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, compress=True)
-    config = {
-        "architecture": "amd64",
-        "os": "linux",
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
-    }
+    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"})
+    layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
+    diff_ids = [f"sha256:{hashlib.sha256(compiler).hexdigest()}"]
+    for extra in extra_layers:
+        layers.append(add_blob(files, tar_bytes(extra), OCI_TAR_LAYER))
+        diff_ids.append(layers[-1]["digest"])
+    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
         "config": add_blob(files, json.dumps(config).encode(), OCI_CONFIG),
-        "layers": [add_blob(files, layer, OCI_LAYER)],
+        "layers": layers,
     }
     manifests = [add_blob(files, json.dumps(manifest).encode(), OCI_MANIFEST)]
     if sbom == "file":
@@ -83,6 +91,20 @@ def oci_image_files(*, sbom: str | None = "file", licence: bool = True) -> dict[
 def write_oci_archive(path: Path, files: dict[str, bytes]) -> Path:
     path.write_bytes(tar_bytes(files))
     return path
+
+
+def build_oci_archive(path: Path, **options) -> Path:
+    """A complete image archive at `path` (options as `oci_image_files`)."""
+    return write_oci_archive(path, oci_image_files(**options))
+
+
+def replace_manifest(files: dict[str, bytes], manifest: dict) -> None:
+    """Swap the image's manifest for `manifest`, the index pointing at it."""
+    name, _ = only_manifest(files)
+    del files[name]
+    index = json.loads(files["index.json"])
+    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
+    files["index.json"] = json.dumps(index).encode()
 
 
 def only_manifest(files: dict[str, bytes]) -> tuple[str, dict]:
@@ -167,3 +189,19 @@ TRACE_SCHEMA = {
 
 # Fails: accepts anything, so the seed's defects too.
 PERMISSIVE_SCHEMA = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+
+
+# Build commands
+
+
+def build_project(root: Path, *, reproducible: bool = True) -> Path:
+    """An answer's sources with `sh build.sh` writing `out/` (a compiled kernel and a package file); when not
+    `reproducible`, the build also stamps the time it ran into `out/built-at`."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "kernel.c").write_text("int kernel(int x) { return 2 * x + 1; }\n")
+    stamp = "" if reproducible else "date +%s%N > out/built-at\n"
+    (root / "build.sh").write_text(
+        "set -e\nmkdir -p out\ncc -O2 -c kernel.c -o out/kernel.o\nprintf 'calbin v2\\n' > out/package_info.txt\n"
+        + stamp
+    )
+    return root

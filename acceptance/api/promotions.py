@@ -35,6 +35,9 @@ class PromotionOutputSerializer(serializers.Serializer):
     policy_version = serializers.CharField()
     answer = serializers.IntegerField(source="answer_id", allow_null=True)
     runs = serializers.SerializerMethodField()
+    versions = serializers.JSONField(
+        help_text="The CalRT, driver, firmware and chip versions of the evidence the new status rests on."
+    )
     created_at = serializers.DateTimeField()
 
     def get_runs(self, attempt) -> list[int]:

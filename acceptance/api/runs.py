@@ -45,6 +45,11 @@ class RunDetailOutputSerializer(RunOutputSerializer):
     result = serializers.JSONField()
     inputs = serializers.JSONField(help_text="The artifact and target versions the run was made for.")
     params = serializers.JSONField()
+    probes = serializers.JSONField(
+        help_text="The capability's recipe probes the job sent, thresholds among their params; each probe's "
+        "verdict, checks, metrics and findings are in result.probes."
+    )
+    recipe_version = serializers.IntegerField(allow_null=True)
 
 
 class RunFilter(django_filters.FilterSet):

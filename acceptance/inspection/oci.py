@@ -1,6 +1,7 @@
 """An OCI image archive (`docker save --format oci`, `skopeo copy oci-archive:`, `podman save`), verified
 offline: the layout, the index, every manifest, config and layer blob present with the digest and size
-its descriptor names, an SBOM and a licence.
+its descriptor names, each gzip or plain layer unpacking to the diff_id its image config names, an SBOM
+and a licence.
 
 Blobs are hashed as they stream out of the tar, a megabyte at a time; only the JSON documents (index,
 manifests, configs, SBOM) are read whole, each up to a bound. Where the SBOM is:
@@ -19,6 +20,7 @@ import hashlib
 import json
 import re
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -37,6 +39,10 @@ INDEX_MEDIA_TYPES = {
 MANIFEST_MEDIA_TYPES = {
     "application/vnd.oci.image.manifest.v1+json",
     "application/vnd.docker.distribution.manifest.v2+json",
+}
+IMAGE_CONFIG_MEDIA_TYPES = {
+    "application/vnd.oci.image.config.v1+json",
+    "application/vnd.docker.container.image.v1+json",
 }
 SBOM_MEDIA_TYPES = {"application/spdx+json", "application/vnd.cyclonedx+json", "application/vnd.syft+json"}
 SBOM_FILE = re.compile(r"(\.spdx\.json|\.cdx\.json|^sbom\.json|^bom\.json)$", re.IGNORECASE)
@@ -165,9 +171,11 @@ class _Inspection:
         config_document = self._blob_json(config, f"the config of {where}", "config")
         if config_document is not None and not isinstance(config_document, dict):
             self.report.add("config_invalid", f"the config of {where} is not a JSON object", path=config["digest"])
+        verified = []
         for layer in layers:
             if not self._verify_blob(layer, f"a layer of {where}"):
                 continue
+            verified.append(layer)
             title = (layer.get("annotations") or {}).get(TITLE, "")
             if layer.get("mediaType") in SBOM_MEDIA_TYPES or (is_sbom_artifact and self.report.sbom is None):
                 name = _blob_name(layer["digest"])
@@ -176,6 +184,42 @@ class _Inspection:
                 )
             if title and LICENCE_FILE.match(PurePosixPath(title).name) and self.report.licence is None:
                 self.report.licence = f"{title} ({layer['digest']})"
+        if isinstance(config_document, dict) and config.get("mediaType") in IMAGE_CONFIG_MEDIA_TYPES:
+            self._check_diff_ids(config_document, layers, verified, where)
+
+    def _check_diff_ids(self, config: dict, layers: list, verified: list, where: str) -> None:
+        """Each layer unpacks to the tar its config's rootfs.diff_ids names (what `docker load` checks)."""
+        layers = [layer for layer in layers if _is_filesystem_layer(layer)]
+        diff_ids = (config.get("rootfs") or {}).get("diff_ids")
+        if not isinstance(diff_ids, list) or len(diff_ids) != len(layers):
+            self.report.add(
+                "config_invalid",
+                f"the config of {where} lists {len(diff_ids) if isinstance(diff_ids, list) else 'no'} diff_ids "
+                f"for {len(layers)} layers",
+                path=where,
+            )
+            return
+        unchecked = self.report.checked.setdefault("diff_ids_not_checked", [])
+        for layer, diff_id in zip(layers, diff_ids, strict=True):
+            if layer not in verified:
+                continue
+            media_type = str(layer.get("mediaType", ""))
+            if media_type.endswith(("tar+gzip", "tar.gzip")):
+                stream = self.archive.extractfile(self.members[_blob_name(layer["digest"])])
+                actual = "sha256:" + _hash_stream(stream, "sha256", gunzip=True)
+            elif media_type.endswith((".tar", "layer.v1.tar")):
+                actual = layer["digest"]
+            else:
+                unchecked.append(layer["digest"])  # zstd and foreign layers: their digest was checked
+                continue
+            if actual != diff_id:
+                self.report.add(
+                    "diff_id_mismatch",
+                    f"layer {layer['digest']} of {where} unpacks to {actual}, its config says {diff_id}",
+                    digest=layer["digest"],
+                    actual=actual,
+                    expected=diff_id,
+                )
 
     def _verify_blob(self, descriptor: Any, what: str) -> bool:
         """The blob a descriptor names is in the archive with its size and digest."""
@@ -225,16 +269,28 @@ class _Inspection:
         return document
 
 
+def _is_filesystem_layer(descriptor: dict) -> bool:
+    media_type = str(descriptor.get("mediaType", ""))
+    return ".image.layer." in media_type or ".image.rootfs." in media_type
+
+
 def _blob_name(digest: str) -> str:
     algorithm, hexdigest = digest.split(":")
     return f"blobs/{algorithm}/{hexdigest}"
 
 
-def _hash_stream(stream: IO[bytes] | None, algorithm: str) -> str:
+def _hash_stream(stream: IO[bytes] | None, algorithm: str, *, gunzip: bool = False) -> str:
+    """The digest of the stream (of what it unzips to, with `gunzip`), a chunk at a time."""
     hasher = hashlib.new(algorithm)
+    unzip = zlib.decompressobj(wbits=zlib.MAX_WBITS | 16) if gunzip else None
     if stream is not None:
         while chunk := stream.read(CHUNK):
-            hasher.update(chunk)
+            if unzip is None:
+                hasher.update(chunk)
+                continue
+            while chunk:
+                hasher.update(unzip.decompress(chunk, CHUNK))
+                chunk = unzip.unconsumed_tail
     return hasher.hexdigest()
 
 

@@ -7,10 +7,12 @@ pyelftools (`.dynsym`); C++ names are demangled with the system's `c++filt` when
 matched in their mangled form.
 
 An entry point is `Name`, a function or a member of any class, or `Class::Name` (any number of scopes),
-whose last scopes must match. A header declares it when, comments removed, it calls `Name(` and, for a
-member, the same header declares `class Class` or `struct Class`.
+whose last scopes must match. A header (`.h`, `.hpp` and the like, or a text file without a suffix as C++'s
+own) declares it when, comments removed, it names `Name(` and, for a member, the same header declares
+`class Class` or `struct Class`.
 """
 
+import os
 import re
 import shutil
 import subprocess
@@ -87,13 +89,19 @@ def _read_headers(headers_dir: Path, report: Report) -> dict[str, str]:
         report.add("headers_missing", f"the headers directory {headers_dir.name} does not exist")
         return {}
     headers = {}
-    for path in sorted(headers_dir.rglob("*")):
-        if path.suffix.lower() in HEADER_SUFFIXES and path.is_file() and not path.is_symlink():
-            if path.stat().st_size > MAX_HEADER_BYTES:
-                report.add("header_too_large", f"{path.name} is larger than {MAX_HEADER_BYTES} bytes")
-                continue
-            text = path.read_text(encoding="utf-8", errors="replace")
-            headers[str(path.relative_to(headers_dir))] = COMMENTS.sub(" ", text)
+    # Links are not followed: a delivery's headers are its own files.
+    paths = [Path(root, name) for root, _dirs, files in os.walk(headers_dir) for name in files]
+    for path in sorted(paths):
+        # C++ headers may have no suffix (`<vector>`); such a file counts when it is text.
+        if path.is_symlink() or not path.is_file() or path.suffix.lower() not in HEADER_SUFFIXES | {""}:
+            continue
+        if path.stat().st_size > MAX_HEADER_BYTES:
+            report.add("header_too_large", f"{path.name} is larger than {MAX_HEADER_BYTES} bytes")
+            continue
+        data = path.read_bytes()
+        if not path.suffix and b"\0" in data[:8192]:
+            continue
+        headers[str(path.relative_to(headers_dir))] = COMMENTS.sub(" ", data.decode("utf-8", errors="replace"))
     if not headers:
         report.add("headers_missing", f"no header files under {headers_dir.name}")
     return headers
@@ -154,11 +162,12 @@ def _check_versions(
         if not versions:
             report.add("version_unknown", f"neither the library nor a header says its version (expected {expected})")
         elif versions != {expected}:
+            said = sorted(v for v in versions if v)
             report.add(
                 "version_mismatch",
-                f"the SDK is version {', '.join(sorted(v for v in versions if v))}, not {expected}",
+                f"the answer names version {expected}, the SDK says {', '.join(said)}",
                 expected=expected,
-                found=sorted(v for v in versions if v),
+                found=said,
             )
 
 
@@ -248,10 +257,11 @@ def build_example(headers_dir: Path, library: Path, source: Path, *, limits: Lim
     report.checked["compiler"] = {"path": compiler, "version": (version.splitlines() or [""])[0]}
     with tempfile.TemporaryDirectory(prefix="calculet-build-") as scratch:
         workdir = Path(scratch)
-        shutil.copytree(headers_dir, workdir / "include", symlinks=False)
+        # Links are copied as links: the compiler's user, not this process, decides what they may reach.
+        shutil.copytree(headers_dir, workdir / "include", symlinks=True)
         (workdir / "lib").mkdir()
-        shutil.copy2(library, workdir / "lib" / library.name)
-        shutil.copy2(source, workdir / source.name)
+        shutil.copy2(library, workdir / "lib" / library.name, follow_symlinks=False)
+        shutil.copy2(source, workdir / source.name, follow_symlinks=False)
         argv = [compiler, "-Iinclude", source.name, f"lib/{library.name}", "-o", "example", "-Wl,-rpath,$ORIGIN/lib"]
         ran = run_isolated(argv, workdir=workdir, limits=limits)
         report.checked["command"] = argv

@@ -3,9 +3,9 @@ promotion gate asked in place."""
 
 from django.views.decorators.http import require_POST
 
-from acceptance.selectors import promotion_history
+from acceptance.selectors import capability_status_basis, promotion_history
 from acceptance.services import capability_promote
-from acceptance.services.promotion import REASON_MAX_CHARS
+from acceptance.services.promotion import REASON_MAX_CHARS, capability_gate_preview
 from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.grades import STATUSES
@@ -25,6 +25,9 @@ def _capability_page_context(request, capability, **promotion) -> dict:
         # Promotion attempts are the integration team's, as in the API.
         "sees_history": may_see_all(request.user),
         "history": promotion_history(capability)[:HISTORY_LIMIT] if may_see_all(request.user) else [],
+        "basis": capability_status_basis(capability),
+        # What the gate would say for each higher status, evaluated now and stored nowhere.
+        "preview": capability_gate_preview(capability) if may_see_all(request.user) else [],
         "statuses": STATUSES,
         "status_choices": [(status, f"{status} — {labels.label('status', status)}") for status in STATUSES],
         "can_promote": may_act_as_pm(request.user),

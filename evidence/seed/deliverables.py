@@ -479,7 +479,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V46": (
         schema("compat-schema", "Machine-readable compatibility rules", "package-metadata", METADATA),
-        calbin("compat-refusal-runs", "Incompatible packages refused with their error codes", "error-codes"),
+        calbin("error-code-runs", "The runtime's error codes, each reached on a runner", "error-codes"),
     ),
     "V47": (
         schema(

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Target
+from acceptance.selectors import capability_status_basis
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
 from calculet.audit import audit_verify
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -290,3 +291,26 @@ def test_two_promotions_at_once_exactly_one_takes_effect(answer, simulator_onlin
     assert status_of(capability) == "C2" and PromotionAttempt.objects.count() == 1
     assert AuditEntry.objects.filter(action="capability.promote").count() == 1
     assert audit_verify() == []
+
+
+def test_a_status_names_its_versions_and_new_target_versions_make_re_verification_due(
+    chain, capability, pm_user, client
+):
+    pass_stages(chain, stages.SOAK)
+    assert promote(capability, "C2", pm_user).allowed
+    capability.refresh_from_db()
+    basis = capability_status_basis(capability)
+    assert basis.versions == {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
+    assert basis.reverification_due == []
+
+    target_register(
+        actor="ops", slug="simulator", kind=Target.SIMULATOR, calrt_version="0.7.7", driver_version="2.3.0",
+        firmware_version="1.8.0", chip="calculet-2c",
+    )  # fmt: skip
+    basis = capability_status_basis(capability)
+    assert [due["target"].slug for due in basis.reverification_due] == ["simulator"]
+    assert ("artifact", stages.QUEUED) in basis.reverification_due[0]["stages"]
+    client.force_login(pm_user)
+    body = client.get(f"/capabilities/{capability.slug}/").content.decode()
+    assert 'id="status-versions"' in body and "calrt 0.7.6" in body
+    assert "Re-verification due" in body and "CalRT 0.7.7" in body

@@ -18,7 +18,14 @@ from calculet.models import AuditEntry
 from evidence.models import Capability
 from tests.acceptance.conftest import drive, sdk_checked
 from tests.acceptance.workers import BOARD_DOUBLE
-from tests.factories import complete_answer_data, make_artifact, make_capability, make_question, tiny_package_bytes
+from tests.factories import (
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_question,
+    tar_bytes,
+    tiny_package_bytes,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -207,3 +214,40 @@ def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
     assert {r["code"] for r in demotion.reasons} >= {"stage_not_passed"}
     entry = AuditEntry.objects.filter(action="capability.demote").latest("id")
     assert entry.actor_label == "system" and entry.after["status"] == "C3"
+
+
+EXAMPLE = """import os, subprocess, sys
+print("example: checking", os.path.basename(os.environ["CALBIN"]), flush=True)
+checked = subprocess.run([sys.executable, "-m", "npu_sim", "validate", os.environ["CALBIN"]], capture_output=True)
+print("validate exit", checked.returncode, flush=True)
+sys.exit(checked.returncode or int(os.environ.get("EXAMPLE_EXIT", "0")))
+"""
+
+
+@pytest.mark.parametrize("exit_code", [0, 3])
+def test_the_runner_stage_runs_the_answers_minimal_example_and_records_its_output(
+    vendor_user, organisation, question, capability, simulator_online, tmp_path, exit_code
+):
+    script = EXAMPLE.replace('int(os.environ.get("EXAMPLE_EXIT", "0"))', str(exit_code))
+    example = make_artifact(
+        organisation, tar_bytes({"run.py": script.encode()}), kind="sdk", version="1.0",
+        file_name="example.tar", tmp_dir=tmp_path,
+    )  # fmt: skip
+    calbin, golden = package(organisation, tmp_path)
+    answer = answer_with(
+        vendor_user, question, capability, calbin, golden,
+        minimal_example={"artifact": example.pk, "command": "python3 run.py", "description": "validate and exit"},
+    )  # fmt: skip
+    chain_start_for_answer(answer.pk)
+    chain = Chain.objects.get(answer=answer)
+    drive(chain)
+    runner = chain.runs.get(stage=stages.RUNNER)
+    ran = runner.result["minimal_example"]
+    assert ran["ran"] and ran["command"] == "python3 run.py" and ran["exit_code"] == exit_code
+    assert "example: checking calbin.tar" in ran["output"] and "validate exit 0" in ran["output"]
+    if exit_code == 0:
+        assert runner.state == stages.PASSED
+    else:
+        assert runner.state == stages.FAILED
+        assert ("minimal_example", "minimal_example_failed") in probe_findings(runner)
+        assert "the minimal example (python3 run.py) ended with" in runner.reason

@@ -6,6 +6,7 @@ from django.utils import timezone
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run
 from acceptance.services import answer_submit, chain_start_for_answer
+from acceptance.services.inputs import chain_probes
 from evidence.models import Capability
 from tests.vendor.fixtures import complete_answer, db_snapshot
 
@@ -76,7 +77,7 @@ def test_unproven_chain_stages_are_named(pm, vendor_a, question_a, artifacts_a, 
         data={**complete_answer(artifacts_a), "capability": capability.slug},
     )
     chain_start_for_answer(answer.pk)
-    response = promote(pm.client(), capability.slug, "C1")
+    response = promote(pm.client(), capability.slug, "C2")
     assert response.status_code == 409
     codes = {reason["code"] for reason in response.json()["reasons"]}
     assert codes <= {"stage_not_passed", "stage_stale"} and codes
@@ -174,8 +175,12 @@ def test_targets_are_readable(chains, vendor_a):
 
 
 def pass_stages(chain, stage_names):
-    """Store passed runs for `stage_names` on the chain's current inputs, as workers would after running them."""
+    """Store passed runs for `stage_names` on the chain's current inputs, as workers would after running them:
+    a runner stage with the capability's recipe probes, each passed, on the simulator's own device."""
+    probes, recipe_version = chain_probes(chain.capability.slug, chain.answer)
+    device = {"kind": "simulator", **{k: v for k, v in chain.target.as_job_target().items() if k != "name"}}
     for stage in stage_names:
+        runner = stage in stages.RUNNER_STAGES
         Run.objects.create(
             chain=chain,
             stage=stage,
@@ -185,6 +190,9 @@ def pass_stages(chain, stage_names):
             verdict=stages.PASS,
             inputs_digest=chain.stage_digests[stage],
             finished_at=timezone.now(),
+            probes=probes if runner else [],
+            recipe_version=recipe_version if runner else None,
+            result={"probes": [{**p, "verdict": "pass"} for p in probes], "device": device} if runner else {},
         )
 
 
@@ -202,8 +210,14 @@ def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_
     assert c0.status_code == 409
     assert "no_hardware_runs" in [reason["code"] for reason in c0.json()["reasons"]]
     c1 = promote(pm.client(), capability.slug, "C1")
-    assert c1.status_code == 201, c1.json()
-    assert (c1.json()["from_status"], c1.json()["to_status"], c1.json()["answer"]) == ("C3", "C1", answer.pk)
-    assert c1.json()["runs"]
+    assert c1.status_code == 409
+    assert [reason["code"] for reason in c1.json()["reasons"]] == ["no_sdk_evidence"]
+    c2 = promote(pm.client(), capability.slug, "C2")
+    assert c2.status_code == 201, c2.json()
+    assert (c2.json()["from_status"], c2.json()["to_status"], c2.json()["answer"]) == ("C3", "C2", answer.pk)
+    assert c2.json()["runs"] and c2.json()["versions"]["calrt"] == "0.7.6"
     capability.refresh_from_db()
-    assert capability.status == "C1"
+    assert capability.status == "C2"
+    again = promote(pm.client(), capability.slug, "C2")
+    assert again.status_code == 409 and again.json()["errors"][0]["field"] == "to"
+    assert PromotionAttempt.objects.filter(capability=capability, to_status="C2").count() == 1

@@ -6,6 +6,7 @@ from django.utils import timezone
 from calculet.models import AuditEntry
 from evidence.models import (
     Archive,
+    Capability,
     ChecklistDocument,
     EvidenceGrade,
     EvidenceItem,
@@ -249,3 +250,51 @@ def test_the_admins_close_action_refuses_while_deliverables_are_owed(pm_client, 
     question.refresh_from_db()
     assert question.state == "verifying"
     assert AuditEntry.objects.count() == audit_count
+
+
+def test_capability_edits_go_through_the_service_with_an_audit_row(pm_client, pm):
+    capability = Capability.objects.get(slug="decode-batch-16")
+    url = admin_url(Capability, "change", capability.pk)
+    questions = sorted(capability.questions.values_list("pk", flat=True))
+    v17 = Question.objects.get(code="V17")
+    evidence = sorted(capability.evidence.values_list("pk", flat=True))
+    audit_count = AuditEntry.objects.count()
+
+    response = pm_client.post(
+        url,
+        {
+            "slug": capability.slug,
+            "title": "Decode at batch 16",
+            "description": capability.description,
+            "scope": capability.scope,
+            "position": capability.position,
+            "questions": [*questions, v17.pk],
+            "evidence": evidence,
+            "deliverables": list(capability.deliverables.values_list("pk", flat=True)),
+            "status": "C0",
+        },  # fmt: skip
+    )
+
+    assert response.status_code == 302
+    capability.refresh_from_db()
+    assert capability.title == "Decode at batch 16" and capability.status != "C0"
+    assert v17 in capability.questions.all()
+    entry = AuditEntry.objects.order_by("-id").first()
+    assert AuditEntry.objects.count() == audit_count + 1
+    assert (entry.action, entry.actor) == ("capability.update", pm)
+    assert entry.after == {"title": "Decode at batch 16", "questions": sorted([*questions, v17.pk])}
+    assert entry.before["questions"] == questions
+
+
+def test_a_refused_capability_edit_changes_nothing(pm_client):
+    capability = Capability.objects.get(slug="decode-batch-16")
+    audit_count = AuditEntry.objects.count()
+    response = pm_client.post(
+        admin_url(Capability, "change", capability.pk),
+        {"slug": capability.slug, "title": " ", "position": 0},
+        follow=True,
+    )
+    assert AuditEntry.objects.count() == audit_count
+    capability.refresh_from_db()
+    assert capability.title.strip()
+    assert response.status_code == 200

@@ -192,13 +192,13 @@ def test_the_guides_work_against_a_live_server(live_server, keys, chain_mode, tm
     ]
     if chain_mode == "not run":
         assert attempts == [
-            ("C1", False, {"stage_not_passed"}),
-            ("C0", False, {"stage_not_passed", "no_hardware_runs"}),
+            ("C2", False, {"stage_not_passed"}),
+            ("C0", False, {"stage_not_passed", "no_sdk_evidence", "no_hardware_runs"}),
         ]
         assert Capability.objects.get(slug="decode-batch-8").status == "C3"
     else:
-        assert attempts == [("C1", True, set()), ("C0", False, {"no_hardware_runs"})]
-        assert Capability.objects.get(slug="decode-batch-8").status == "C1"
+        assert attempts == [("C2", True, set()), ("C0", False, {"no_sdk_evidence", "no_hardware_runs"})]
+        assert Capability.objects.get(slug="decode-batch-8").status == "C2"
     sampling = PromotionAttempt.objects.get(capability__slug="npu-sampling")
     assert (sampling.to_status, sampling.allowed) == ("C2", False)
     assert "pinned_needs_full_proof" in {reason["code"] for reason in sampling.reasons}

@@ -167,3 +167,22 @@ def test_evidence_and_capability_pages_query_counts_do_not_grow_with_rows(pm_cli
     for url, count in zip(urls, counts, strict=True):
         with django_assert_num_queries(count):
             pm_client.get(url)
+
+
+@pytest.mark.django_db
+def test_the_page_says_what_the_gate_would_say_for_each_higher_status_and_stores_nothing(pm_client, checklist):
+    capability = Capability.objects.get(slug="decode-batch-8")
+    assert capability.status == "C3"
+    body = pm_client.get(reverse("capability-detail", args=[capability.slug])).content.decode()
+    dry_run = body[body.index('id="capability-dry-run"') :].split("</ul>\n    ")[0]
+    for status in ("C2", "C1", "C0"):
+        assert f'class="badge status status-{status}">{status}</span>' in dry_run
+    assert "C4" not in dry_run and "would be blocked" in dry_run and "no_answer" in dry_run
+    assert not PromotionAttempt.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_vendor_sees_no_dry_run(client, acme_engineer, checklist):
+    client.force_login(acme_engineer)
+    body = client.get(reverse("capability-detail", args=["decode-batch-8"])).content.decode()
+    assert 'id="capability-dry-run"' not in body

@@ -70,6 +70,17 @@ def test_dashboard_lists_recent_blocked_promotions_with_reasons(pm_client, pm, c
 
 
 @pytest.mark.django_db
+def test_dashboard_shows_the_latest_blocked_attempt_per_capability_not_every_click(pm_client, pm, checklist):
+    expert = Capability.objects.get(slug="expert-parallel")
+    sampling = Capability.objects.get(slug="npu-sampling")
+    capability_promote(actor=pm, capability=expert, to_status="C1", reason="")
+    capability_promote(actor=pm, capability=expert, to_status="C2", reason="")
+    latest_expert = capability_promote(actor=pm, capability=expert, to_status="C0", reason="")
+    latest_sampling = capability_promote(actor=pm, capability=sampling, to_status="C0", reason="")
+    assert list(pm_client.get(reverse("dashboard")).context["blocked"]) == [latest_sampling, latest_expert]
+
+
+@pytest.mark.django_db
 def test_dashboard_query_count_does_not_grow_with_rows(pm_client, pm, acme, acme_engineer, checklist):
     put_to(pm, acme, "V18", "V19", "V20")
     chain = make_chain(Question.objects.get(code="V18"), acme_engineer)

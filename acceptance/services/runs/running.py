@@ -6,6 +6,7 @@ import os
 import shlex
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -159,7 +160,88 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
-        return _attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
+        verdict = _attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
+    if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
+        verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
+    return verdict
+
+
+EXAMPLE_OUTPUT_KEEP = 4000
+
+
+def minimal_example_run(run: Run, reporter: RunReporter, inputs: AnswerInputs) -> dict:
+    """Run the answer's minimal example in a sandbox of its own (docs/runner-protocol.md: it is not part of the
+    job): the example the vendor delivered unpacked in `example/`, its command run there with `CALBIN` naming
+    the package. Returns what happened, its output included."""
+    answer = inputs.answer
+    artifact = inputs.minimal_example_artifact
+    command = shlex.split(answer.minimal_example_command or "")
+    if artifact is None or not command:
+        return {
+            "ran": False,
+            "command": answer.minimal_example_command,
+            "detail": "the answer delivers no example file to run with its command"
+            if artifact is None
+            else "the answer gives no command to run its example",
+        }
+    output: list[bytes] = []
+    with tempfile.TemporaryDirectory(prefix=f"calculet-run-{run.pk}-example-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
+        workdir = Path(tmp)
+        example = workdir / "example"
+        example.mkdir()
+        calbin_artifact = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
+        _copy_blob(calbin_artifact, workdir / "calbin.tar")
+        with blob_local_path(artifact.stored_blob) as source:
+            if tarfile.is_tarfile(source):
+                archive_extract(source, example)
+            else:
+                shutil.copyfile(source, example / Path(artifact.file_name).name)
+        inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
+        reporter.note(f"minimal example: {shlex.join(command)}")
+
+        def keep(stream: str, chunk: bytes) -> None:
+            output.append(chunk)
+            reporter.output(stream, chunk)
+
+        try:
+            outcome = run_sandboxed(
+                command,
+                workdir=workdir,
+                cwd=example,
+                env=scrubbed_environment({"CALBIN": str(workdir / "calbin.tar")}),
+                limits=_limits(inputs_bytes),
+                on_output=keep,
+                on_tick=lambda: not reporter.lost,
+                devices=tuple(settings.ACCEPTANCE_RUNNER_DEVICES),
+            )
+        except OSError as error:
+            return {"ran": False, "command": shlex.join(command), "detail": f"could not be started: {error}"}
+    text = b"".join(output).decode(errors="replace")
+    return {
+        "ran": True,
+        "command": shlex.join(command),
+        "exit_code": outcome.exit_code,
+        "limit": outcome.limit_hit,
+        "passed": outcome.clean_exit,
+        "detail": outcome.reason,
+        "output": text[-EXAMPLE_OUTPUT_KEEP:],
+    }
+
+
+def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
+    """The runner stage's verdict with its minimal example: recorded in the result; one that ran and failed
+    fails the stage."""
+    result = {**outcome.result, "minimal_example": example}
+    if not example["ran"] or example["passed"]:
+        return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, outcome.metrics, result)
+    finding = {
+        "code": "minimal_example_failed",
+        "severity": "error",
+        "field": "minimal_example",
+        "message": f"the minimal example ({example['command']}) ended with {example['detail']}",
+    }
+    reason = finding["message"] if outcome.verdict == stages.PASS else f"{outcome.reason}; {finding['message']}"
+    return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
 
 
 def _device_config(target: Target) -> dict:

@@ -6,11 +6,12 @@ import pytest
 
 from acceptance.inspection.oci import check_oci_archive
 from tests.inspection_builders import (
-    OCI_LAYER,
     SPDX,
     add_blob,
+    build_oci_archive,
     oci_image_files,
     only_manifest,
+    replace_manifest,
     tar_bytes,
     write_oci_archive,
 )
@@ -74,10 +75,7 @@ def test_a_missing_layer_and_a_wrong_size(tmp_path):
     files = oci_image_files()
     manifest_name, manifest = only_manifest(files)
     manifest["config"]["size"] += 1
-    del files[manifest_name]
-    index = json.loads(files["index.json"])
-    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
-    files["index.json"] = json.dumps(index).encode()
+    replace_manifest(files, manifest)
     report = check_oci_archive(write_oci_archive(tmp_path / "size.oci.tar", files))
     assert codes(report) == ["size_mismatch"]
     assert report.findings[0].detail["expected"] == report.findings[0].detail["size"] + 1
@@ -120,10 +118,7 @@ def test_a_licence_as_a_titled_blob(tmp_path):
     manifest["layers"].append(
         add_blob(files, b"Apache-2.0\n", "text/plain", annotations={"org.opencontainers.image.title": "LICENSE.txt"})
     )
-    del files[manifest_name]
-    index = json.loads(files["index.json"])
-    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
-    files["index.json"] = json.dumps(index).encode()
+    replace_manifest(files, manifest)
     report = check_oci_archive(write_oci_archive(tmp_path / "image.tar", files))
     assert report.passed, report.findings
     assert report.licence.startswith("LICENSE.txt (sha256:")
@@ -137,19 +132,32 @@ def test_what_is_not_an_archive(tmp_path):
 
 
 def test_a_large_layer_is_hashed_in_bounded_memory(tmp_path):
-    files = oci_image_files()
-    manifest_name, manifest = only_manifest(files)
     big = bytes(range(256)) * (256 * 1024)  # 64 MiB
-    manifest["layers"].append(add_blob(files, big, OCI_LAYER))
-    del files[manifest_name]
-    index = json.loads(files["index.json"])
-    index["manifests"][0] = add_blob(files, json.dumps(manifest).encode(), index["manifests"][0]["mediaType"])
-    files["index.json"] = json.dumps(index).encode()
-    archive = write_oci_archive(tmp_path / "big.tar", files)
-    del files, big
+    archive = build_oci_archive(tmp_path / "big.tar", extra_layers=({"opt/calcc/weights.bin": big},))
+    del big
     tracemalloc.start()
     report = check_oci_archive(archive)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert report.passed, report.findings
+    assert sum(b["size"] for b in report.blobs.values()) > 64 * 1024 * 1024
     assert peak < 16 * 1024 * 1024, peak
+
+
+def test_a_layer_that_unpacks_to_another_tar_than_its_config_says(tmp_path):
+    files = oci_image_files(extra_layers=({"etc/motd": b"hello"},))
+    manifest_name, manifest = only_manifest(files)
+    config_name = "blobs/sha256/" + manifest["config"]["digest"].split(":")[1]
+    config = json.loads(files[config_name])
+    config["rootfs"]["diff_ids"][0] = "sha256:" + "0" * 64
+    del files[config_name]
+    manifest["config"] = add_blob(files, json.dumps(config).encode(), manifest["config"]["mediaType"])
+    replace_manifest(files, manifest)
+    report = check_oci_archive(write_oci_archive(tmp_path / "image.tar", files))
+    assert codes(report) == ["diff_id_mismatch"]
+    assert report.findings[0].detail["digest"] == manifest["layers"][0]["digest"]
+    config["rootfs"]["diff_ids"].pop()
+    del files["blobs/sha256/" + manifest["config"]["digest"].split(":")[1]]
+    manifest["config"] = add_blob(files, json.dumps(config).encode(), manifest["config"]["mediaType"])
+    replace_manifest(files, manifest)
+    assert codes(check_oci_archive(write_oci_archive(tmp_path / "short.tar", files))) == ["config_invalid"]

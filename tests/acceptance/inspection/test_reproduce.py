@@ -2,18 +2,12 @@ import pytest
 
 from acceptance.inspection.reproduce import reproduce
 from acceptance.sandbox import host
+from tests.inspection_builders import build_project
 
 
 @pytest.fixture
 def project(tmp_path):
-    """The answer's sources: a C file and a build script writing a package directory."""
-    source = tmp_path / "src"
-    source.mkdir()
-    (source / "kernel.c").write_text("int kernel(int x) { return 2 * x + 1; }\n")
-    (source / "build.sh").write_text(
-        "set -e\nmkdir -p out\ncc -O2 -c kernel.c -o out/kernel.o\nprintf 'calbin v2\\n' > out/package_info.txt\n"
-    )
-    return source
+    return build_project(tmp_path / "src")
 
 
 def codes(report) -> list[str]:
@@ -30,9 +24,8 @@ def test_a_deterministic_build_is_reproducible(project):
     assert not (project / "out").exists()
 
 
-def test_a_timestamp_in_the_output_is_found(project):
-    (project / "build.sh").write_text("set -e\nmkdir -p out\ncp kernel.c out/\ndate +%s%N > out/built-at\n")
-    report = reproduce("sh build.sh", project, ["out"])
+def test_a_timestamp_in_the_output_is_found(tmp_path):
+    report = reproduce("sh build.sh", build_project(tmp_path / "src", reproducible=False), ["out"])
     assert codes(report) == ["not_reproducible"]
     assert report.findings[0].detail["differing"] == ["built-at"]
     assert not report.reproducible

@@ -77,7 +77,7 @@ def test_versions_must_agree(tmp_path):
     report = check_sdk(headers, library, KV, version="0.8.0")
     assert [(f.code, f.message) for f in report.findings] == [
         ("version_mismatch", "calrt/calrt.h says version 0.7.6, the library is 0.8.0"),
-        ("version_mismatch", "the SDK is version 0.7.6, 0.8.0, not 0.8.0"),
+        ("version_mismatch", "the answer names version 0.8.0, the SDK says 0.7.6, 0.8.0"),
     ]
 
 
@@ -155,3 +155,26 @@ def test_an_example_in_another_language_is_refused(tmp_path, name):
     source = tmp_path / name
     source.write_text("print(1)\n")
     assert [f.code for f in build_example(headers, library, source).findings] == ["source_unsupported"]
+
+
+def test_links_in_a_delivery_are_not_followed(tmp_path):
+    headers, library = build_sdk(tmp_path / "sdk", KV)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.h").write_text("int RelocateTensorAddress(int value);\n")
+    (headers / "calrt" / "linked").symlink_to(outside)
+    (headers / "calrt" / "linked.h").symlink_to(outside / "secret.h")
+    report = check_sdk(headers, library, ["RelocateTensorAddress"])
+    assert report.checked["headers"] == ["calrt/calrt.h"]
+    assert report.entry_points["RelocateTensorAddress"]["declared_in"] is None
+
+
+def test_a_cxx_header_without_a_suffix_declares_and_a_binary_does_not(tmp_path):
+    headers, library = build_sdk(tmp_path / "sdk", ["OutputBuf::Wait"])
+    (headers / "calrt" / "calrt.h").write_text("#pragma once\n#include <calrt/buffer>\n")
+    (headers / "calrt" / "buffer").write_text("namespace calrt { class OutputBuf { public: int Wait(int value); }; }\n")
+    (headers / "calrt" / "blob").write_bytes(b"\0\0 int AllocDevMem(int value);")
+    report = check_sdk(headers, library, ["OutputBuf::Wait", "AllocDevMem"])
+    assert report.entry_points["OutputBuf::Wait"]["declared_in"] == "calrt/buffer"
+    assert report.entry_points["AllocDevMem"]["declared_in"] is None
+    assert "calrt/blob" not in report.checked["headers"]
