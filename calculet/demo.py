@@ -4,8 +4,9 @@ it works whatever ALLOWED_HOSTS says.
 `demo_seed()` is idempotent: each step looks for what it would create and skips it when present. The story:
 
 - V18 owes three model packages: decode batch 4, 8 and 16. The vendor delivers the batch-8 package, built by
-  the simulator's `build-calbin` with its golden and uploaded as a tus client uploads (an upload created,
-  then appended in two chunks). Its chain runs the decode_batch probe on the simulator target, so
+  the simulator's `build-calbin` with its golden and a minimal example, uploaded as a tus client uploads (an
+  upload created, then appended in two chunks). Its chain runs the decode_batch probe on the simulator target
+  (the runner stage runs the example beside the package too), so
   decode-batch-8 is promoted to C2 on E4 evidence; C1 is asked, which needs the SDK check (E2); C0 is
   blocked for want of an attested hardware target. Batch 4 and 16 stay owed, so V18 stays open.
 - V17 is answered with the same batch-8 package claiming NPU sampling: the package cannot exercise the
@@ -30,6 +31,7 @@ import hashlib
 import io
 import json
 import subprocess
+import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -79,6 +81,11 @@ ERROR_PATHS = [
     {"scenario": "core_exception", "expect_code": int(ErrorCode.CORE_EXCEPTION)},
     {"scenario": "timeout", "expect_code": int(ErrorCode.TIMEOUT)},
 ]
+EXAMPLE_COMMAND = ("python3", "check_package.py")
+EXAMPLE_SCRIPT = """import os, subprocess, sys
+print("checking", os.path.basename(os.environ["CALBIN"]), flush=True)
+sys.exit(subprocess.run([sys.executable, "-m", "npu_sim", "validate", os.environ["CALBIN"]]).returncode)
+"""
 VERSION_POLICY = (
     "CalRT keeps its C and C++ API source-compatible within a minor series (0.7.x) and its ABI stable within a "
     "patch series; a removal is announced one minor release ahead. Releases: 0.7.7 in March, 0.8.0 in June."
@@ -182,16 +189,27 @@ def _vendor_answer(code: str) -> Answer | None:
     return Answer.objects.filter(question__code=code, organisation__slug=VENDOR_SLUG).order_by("-revision").first()
 
 
-def _batch8_package(vendor, report: DemoReport) -> tuple[Artifact, Artifact]:
-    """The decode-batch-8 package and its golden, built by the simulator and uploaded once."""
+def _example_tar(path: Path) -> Path:
+    """The package's minimal example: a script the runner stage runs beside the package (CALBIN names it)."""
+    script = EXAMPLE_SCRIPT.encode()
+    with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as archive:
+        info = tarfile.TarInfo(EXAMPLE_COMMAND[1])
+        info.size, info.mode = len(script), 0o644
+        archive.addfile(info, io.BytesIO(script))
+    return path
+
+
+def _batch8_package(vendor, report: DemoReport) -> tuple[Artifact, Artifact, Artifact]:
+    """The decode-batch-8 package, its golden and its minimal example, built by the simulator and uploaded
+    once."""
     found = {
         artifact.kind: artifact
         for artifact in Artifact.objects.filter(
             organisation__slug=VENDOR_SLUG, version=CALBIN_VERSION, file_name__startswith=PACKAGE
         )
     }
-    if Artifact.CALBIN in found and Artifact.GOLDEN in found:
-        return found[Artifact.CALBIN], found[Artifact.GOLDEN]
+    if {Artifact.CALBIN, Artifact.GOLDEN, Artifact.SDK} <= set(found):
+        return found[Artifact.CALBIN], found[Artifact.GOLDEN], found[Artifact.SDK]
     with tempfile.TemporaryDirectory(prefix="calculet-demo-") as tmp:
         golden_path = Path(tmp) / f"{PACKAGE}.golden.npz"
         package_path = build_calbin(
@@ -199,14 +217,18 @@ def _batch8_package(vendor, report: DemoReport) -> tuple[Artifact, Artifact]:
         )
         calbin = _upload(vendor, Path(package_path), kind=Artifact.CALBIN, version=CALBIN_VERSION)
         golden = _upload(vendor, golden_path, kind=Artifact.GOLDEN, version=CALBIN_VERSION)
+        example_path = _example_tar(Path(tmp) / f"{PACKAGE}.example.tar")
+        example = _upload(vendor, example_path, kind=Artifact.SDK, version=CALBIN_VERSION)
     report.steps.append(
-        f"uploaded the decode-batch-8 package built by build-calbin and its golden through tus ({calbin.pk}, "
-        f"{golden.pk})"
+        "uploaded the decode-batch-8 package built by build-calbin, its golden and its minimal example through "
+        f"tus ({calbin.pk}, {golden.pk}, {example.pk})"
     )
-    return calbin, golden
+    return calbin, golden, example
 
 
-def _package_answer(*, deliverable: str, capability: str, summary: str, calbin: Artifact, golden: Artifact) -> dict:
+def _package_answer(
+    *, deliverable: str, capability: str, summary: str, calbin: Artifact, golden: Artifact, example: Artifact
+) -> dict:
     """A complete answer (section 13's six elements) delivering the package for `capability`."""
     return {
         "deliverable": deliverable,
@@ -214,14 +236,18 @@ def _package_answer(*, deliverable: str, capability: str, summary: str, calbin: 
         "capability": capability,
         "version": CALRT_VERSION,
         "executable_assets": [calbin.pk],
-        "minimal_example": {"artifact": calbin.pk, "description": "prefill a short prompt, decode 8 lanes"},
+        "minimal_example": {
+            "artifact": example.pk,
+            "command": " ".join(EXAMPLE_COMMAND),
+            "description": "checks the package with the runtime's validator before a decode",
+        },
         "error_paths": ERROR_PATHS,
         "golden": {"artifacts": [golden.pk], "tolerances": {"cosine_min": 0.9999, "top1_min": 0.99}},
         "compatibility": COMPATIBILITY,
     }
 
 
-def _answer_v18(vendor, calbin: Artifact, golden: Artifact, report: DemoReport) -> None:
+def _answer_v18(vendor, calbin: Artifact, golden: Artifact, example: Artifact, report: DemoReport) -> None:
     if _vendor_answer("V18") is not None:
         return
     data = _package_answer(
@@ -230,12 +256,13 @@ def _answer_v18(vendor, calbin: Artifact, golden: Artifact, report: DemoReport) 
         summary="Decode batch 8 package for Qwen3-MoE (tiny preset), with goldens from the reference model.",
         calbin=calbin,
         golden=golden,
+        example=example,
     )
     answer_submit(actor=vendor, question=Question.objects.get(code="V18"), data=data)
     report.steps.append("answered V18's package-batch-8 completely; its chain runs on the simulator target")
 
 
-def _answer_v17(vendor, calbin: Artifact, golden: Artifact, report: DemoReport) -> None:
+def _answer_v17(vendor, calbin: Artifact, golden: Artifact, example: Artifact, report: DemoReport) -> None:
     """The wrong proof: the decode-batch-8 package offered as V17's sampling package."""
     if _vendor_answer("V17") is not None:
         return
@@ -245,6 +272,7 @@ def _answer_v17(vendor, calbin: Artifact, golden: Artifact, report: DemoReport) 
         summary="Sampling runs on the NPU: the decode package samples its next tokens on the device.",
         calbin=calbin,
         golden=golden,
+        example=example,
     )
     answer_submit(actor=vendor, question=Question.objects.get(code="V17"), data=data)
     report.steps.append("answered V17's sampling-package with the decode-batch-8 package")
@@ -468,9 +496,9 @@ def demo_seed(*, wait_seconds: float = CHAIN_WAIT_SECONDS) -> DemoReport:
     for code in PUT_TO_VENDOR:
         _put_to_vendor(pm, code, report)
     _triage(pm, vendor, report)
-    calbin, golden = _batch8_package(vendor, report)
-    _answer_v18(vendor, calbin, golden, report)
-    _answer_v17(vendor, calbin, golden, report)
+    calbin, golden, example = _batch8_package(vendor, report)
+    _answer_v18(vendor, calbin, golden, example, report)
+    _answer_v17(vendor, calbin, golden, example, report)
     _answer_v20(vendor, golden, report)
     _answer_v60(vendor, report)
     _review_v60(pm, report)

@@ -32,12 +32,14 @@ def assert_the_story_was_told(output: str) -> None:
     v18 = Answer.objects.get(question__code="V18")
     assert v18.complete and v18.missing == [] and v18.deliverable.key == "package-batch-8"
     uploaded = Artifact.objects.filter(uploads__isnull=False, state=Artifact.VERIFIED).distinct()
-    assert sorted(uploaded.values_list("kind", flat=True)) == ["calbin", "golden", "sdk"]
+    assert sorted(uploaded.values_list("kind", flat=True)) == ["calbin", "golden", "sdk", "sdk"]
     chain = simulator_chain("V18")
     assert sorted(chain.runs.values_list("stage", flat=True)) == sorted(stages.CHAIN_STAGES)
     assert set(chain.runs.values_list("state", flat=True)) == {stages.PASSED}
     runner = chain.runs.get(stage=stages.RUNNER)
     assert [(probe["name"], probe["verdict"]) for probe in runner.result["probes"]] == [("decode_batch", "pass")]
+    example = runner.result["minimal_example"]
+    assert example["ran"] and example["passed"] and "checking calbin.tar" in example["output"]
 
     attempts = {a.to_status: a for a in PromotionAttempt.objects.filter(capability__slug="decode-batch-8")}
     assert attempts["C2"].allowed and attempts["C2"].answer_id == v18.pk
