@@ -377,6 +377,12 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
         .order_by("-answer__created_at", "-answer_id", "id")
     )
     own_deliverables = set(capability.deliverables.values_list("pk", flat=True))
+    # A deliverable that names no capability is judged by its runs alone, as its answers' claims are.
+    proving = set(
+        Capability.deliverables.through.objects.filter(
+            deliverable_id__in={chain.answer.deliverable_id for chain in chains}
+        ).values_list("deliverable_id", flat=True)
+    )
     latest = latest_runs([chain.pk for chain in chains])
     sdk_versions = _sdk_checked_versions(capability)
     by_answer: dict[int, AnswerFacts] = {}
@@ -390,7 +396,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 complete=answer.complete,
                 version=answer.version,
                 # An answer from before questions had deliverables proves what its runs' probes covered.
-                on_own_deliverable=answer.deliverable_id is None or answer.deliverable_id in own_deliverables,
+                on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
                 deliverable=answer.deliverable.key if answer.deliverable else "",
                 sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
             ),
