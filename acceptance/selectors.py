@@ -233,8 +233,10 @@ def vendor_overview(*, user) -> dict:
     latest: dict[int, Answer] = {}
     for answer in answer_list(user=user).filter(question__in=questions).order_by("question_id", "-revision"):
         latest.setdefault(answer.question_id, answer)
+    open_ids = [question.pk for question in questions if question.state not in question_states.SETTLED_STATES]
     return {
         "questions": [(question, latest.get(question.pk)) for question in questions],
+        "owed": deliverables_owed_views(open_ids),
         "artifacts": artifact_list(user=user).order_by("-created_at")[:VENDOR_ARTIFACT_LIMIT],
         "runs": run_list(user=user).order_by("-id")[:VENDOR_RUN_LIMIT],
     }
@@ -523,3 +525,66 @@ def question_deliverables(question: Question) -> list[DeliverableView]:
             Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug"))
         )
     )
+
+
+# What the dashboard counts and the question list filters on: the work still owed.
+ATTENTION_OWED = "owed"  # an open question with a deliverable not accepted
+ATTENTION_INCOMPLETE = "incomplete"  # an open question whose latest answer lacks section-13 elements
+ATTENTION_FAILED = "chain_failed"  # a chain stopped at a failed or erred stage
+ATTENTION_STALE = "chain_stale"  # a chain with a stage whose verdict is on inputs that changed
+ATTENTION_LABELS = {
+    ATTENTION_OWED: _("deliverables owed"),
+    ATTENTION_INCOMPLETE: _("answers missing section-13 elements"),
+    ATTENTION_FAILED: _("chains failed"),
+    ATTENTION_STALE: _("chains stale"),
+}
+
+
+@dataclass
+class Attention:
+    questions: dict[str, set[int]]  # ATTENTION_* -> question ids
+    counts: dict[str, int]  # ATTENTION_* -> deliverables owed, answers incomplete, chains failed / stale
+
+
+def attention() -> Attention:
+    """Where the work stands still, in a fixed number of queries: owed deliverables of open questions, latest
+    answers that are incomplete, and chains that failed or went stale."""
+    open_questions = Question.objects.exclude(state__in=question_states.SETTLED_STATES)
+    owed = list(
+        Deliverable.objects.filter(question__in=open_questions)
+        .exclude(state=Deliverable.ACCEPTED)
+        .values_list("question_id", flat=True)
+    )
+    latest = (
+        Answer.objects.filter(question__in=open_questions)
+        .order_by("question_id", "organisation_id", "-revision")
+        .distinct("question_id", "organisation_id")
+        .values_list("question_id", "complete")
+    )
+    incomplete = [question_id for question_id, complete in latest if not complete]
+    chains = list(Chain.objects.only("id", "question_id", "stage_digests"))
+    failed, stale = [], []
+    rows_by_chain = chains_stages(chains)
+    for chain in chains:
+        rows = rows_by_chain[chain.pk]
+        if stages.chain_next(rows)[0] == stages.STOPPED:
+            failed.append(chain.question_id)
+        if any(state == stages.STALE for _stage, state, _run in rows):
+            stale.append(chain.question_id)
+    found = {ATTENTION_OWED: owed, ATTENTION_INCOMPLETE: incomplete, ATTENTION_FAILED: failed, ATTENTION_STALE: stale}
+    return Attention(
+        questions={kind: set(ids) for kind, ids in found.items()},
+        counts={kind: len(ids) for kind, ids in found.items()},
+    )
+
+
+def deliverables_owed_views(question_ids) -> list[DeliverableView]:
+    """The deliverables not yet accepted of the given questions, in question order."""
+    owed = (
+        Deliverable.objects.filter(question_id__in=list(question_ids))
+        .exclude(state=Deliverable.ACCEPTED)
+        .select_related("question", "decided_by")
+        .prefetch_related(Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")))
+        .order_by("question__number", "position", "key")
+    )
+    return deliverable_views(owed)

@@ -180,6 +180,8 @@ SPECTACULAR_SETTINGS = {
         "RunStateEnum": "acceptance.models.Run.STATES",
         "EventKindEnum": "vendor.events.CHOICES",
         "ChoosableEventKindEnum": "vendor.events.CHOOSABLE",
+        "DeliverableKindEnum": "vendor.models.Deliverable.KINDS",
+        "DeliverableStateEnum": "vendor.models.Deliverable.STATES",
     },
 }
 

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from acceptance.views import capabilities, comments, dashboard, deliverables, questions
+from acceptance.views import capabilities, comments, dashboard, deliverables, questions, reports
 from evidence import views as evidence_views
 from vendor.views import audit, notifications
 
@@ -39,7 +39,7 @@ urlpatterns = [
     path("webhooks/", notifications.webhook_list_page, name="webhook-list"),
     path("webhooks/<int:hook_id>/", notifications.webhook_detail, name="webhook-detail"),
     path("webhooks/<int:hook_id>/test", notifications.webhook_test_view, name="webhook-test"),
-    path("reports/", evidence_views.reports, name="reports"),
-    path("reports/checklist.<str:fmt>", evidence_views.report_checklist, name="report-checklist"),
+    path("reports/", reports.reports, name="reports"),
+    path("reports/checklist.<str:fmt>", reports.report_checklist, name="report-checklist"),
     path("reports/capability-matrix.csv", evidence_views.report_capability_matrix, name="report-capability-matrix"),
 ]

@@ -1,19 +1,25 @@
 """The checklist as JSON, Markdown or CSV, with live question states and capability statuses.
 
-`checklist_export(fmt)` returns the text; `EXPORT_FORMATS` gives each format's content type and file
-extension (for the reports page). JSON and CSV text fields hold the document's text with Markdown
-backticks removed and whitespace collapsed; the Markdown keeps the document's own Markdown.
+`checklist_export(fmt, progress)` returns the text; `EXPORT_FORMATS` gives each format's content type and
+file extension (for the reports page). Each question lists what it owes: its deliverables not yet accepted,
+with their state and, for calbin deliverables when `progress` is given (deliverable id -> {target kind:
+state}, from `acceptance.selectors.deliverables_progress`), where their chains stand per target kind.
+JSON and CSV text fields hold the document's text with Markdown backticks removed and whitespace
+collapsed; the Markdown keeps the document's own Markdown.
 A fixed number of queries whatever the number of rows.
 """
 
 import csv
 import io
 import json
+from collections.abc import Mapping
 
 from django.db.models import Prefetch
 
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
-from vendor.models import Question, Section
+from vendor.models import Deliverable, Question, Section
+
+Progress = Mapping[int, Mapping[str, str]]
 
 EXPORT_FORMATS = {
     "json": ("application/json", "json"),
@@ -31,6 +37,7 @@ CSV_COLUMNS = [
     "assignee",
     "due_date",
     "capabilities",
+    "deliverables_owed",
 ]
 
 
@@ -42,16 +49,42 @@ def plain(text: str) -> str:
 def _questions():
     return (
         Question.objects.select_related("section", "organisation", "assignee")
-        .prefetch_related(Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")))
+        .prefetch_related(
+            Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")),
+            Prefetch("deliverables", queryset=Deliverable.objects.order_by("position", "key")),
+        )
         .order_by("number")
     )
+
+
+def _owed(question) -> list[Deliverable]:
+    return [d for d in question.deliverables.all() if d.state != Deliverable.ACCEPTED]
+
+
+def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
+    """`package-batch-4 (calbin, owed; simulator: none, hardware: none)`."""
+    parts = [deliverable.kind, deliverable.state]
+    where = (progress or {}).get(deliverable.pk)
+    if where:
+        parts[-1] += "; " + ", ".join(f"{kind}: {state}" for kind, state in where.items())
+    return f"{deliverable.key} ({', '.join(parts)})"
+
+
+def _deliverable_data(deliverable: Deliverable, progress: Progress | None) -> dict:
+    return {
+        "key": deliverable.key,
+        "kind": deliverable.kind,
+        "state": deliverable.state,
+        "reason": plain(deliverable.reason),
+        "progress": dict((progress or {}).get(deliverable.pk, {})),
+    }
 
 
 def _capability_labels(question) -> list[str]:
     return [f"{c.slug} {c.status}" for c in question.capabilities.all()]
 
 
-def checklist_data() -> dict:
+def checklist_data(progress: Progress | None = None) -> dict:
     document = ChecklistDocument.objects.order_by("pk").first()
     items = (
         EvidenceItem.objects.filter(origin=EvidenceItem.SEED)
@@ -129,6 +162,7 @@ def checklist_data() -> dict:
                 "assignee": q.assignee.get_username() if q.assignee else None,
                 "due_date": q.due_date.isoformat() if q.due_date else None,
                 "capabilities": [c.slug for c in q.capabilities.all()],
+                "deliverables": [_deliverable_data(d, progress) for d in q.deliverables.all()],
             }
             for q in _questions()
         ],
@@ -148,15 +182,15 @@ def checklist_data() -> dict:
     }
 
 
-def checklist_json() -> str:
-    return json.dumps(checklist_data(), ensure_ascii=False, indent=2) + "\n"
+def checklist_json(progress: Progress | None = None) -> str:
+    return json.dumps(checklist_data(progress), ensure_ascii=False, indent=2) + "\n"
 
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|") or "—"
 
 
-def checklist_markdown() -> str:
+def checklist_markdown(progress: Progress | None = None) -> str:
     document = ChecklistDocument.objects.order_by("pk").first()
     title = document.title if document else "Checklist"
     lines = [f"# {title}", ""]
@@ -167,7 +201,17 @@ def checklist_markdown() -> str:
     for question in _questions():
         by_section.setdefault(question.section_id, []).append(question)
     for section in Section.objects.all():
-        header = ["#", section.question_header, section.acceptance_header, "状态", "优先级", "负责", "截止", "能力状态"]
+        header = [
+            "#",
+            section.question_header,
+            section.acceptance_header,
+            "状态",
+            "优先级",
+            "负责",
+            "截止",
+            "能力状态",
+            "待交付",
+        ]
         lines += [f"### {section.code} {section.title}", "", "| " + " | ".join(header) + " |"]
         lines.append("| " + " | ".join("---" for _ in header) + " |")
         for q in by_section.get(section.pk, []):
@@ -181,6 +225,7 @@ def checklist_markdown() -> str:
                 owner,
                 q.due_date.isoformat() if q.due_date else "",
                 "、".join(_capability_labels(q)),
+                "；".join(_owed_label(d, progress) for d in _owed(q)),
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
         lines.append("")
@@ -192,7 +237,7 @@ def checklist_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
-def checklist_csv() -> str:
+def checklist_csv(progress: Progress | None = None) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
     writer.writerow(CSV_COLUMNS)
@@ -209,6 +254,7 @@ def checklist_csv() -> str:
                 q.assignee.get_username() if q.assignee else "",
                 q.due_date.isoformat() if q.due_date else "",
                 "; ".join(_capability_labels(q)),
+                "; ".join(_owed_label(d, progress) for d in _owed(q)),
             ]
         )
     return out.getvalue()
@@ -217,8 +263,8 @@ def checklist_csv() -> str:
 EXPORTERS = {"json": checklist_json, "md": checklist_markdown, "csv": checklist_csv}
 
 
-def checklist_export(fmt: str) -> str:
-    """The checklist in `fmt` (json, md or csv)."""
+def checklist_export(fmt: str, progress: Progress | None = None) -> str:
+    """The checklist in `fmt` (json, md or csv); `progress` adds where calbin deliverables stand per target kind."""
     if fmt not in EXPORTERS:
         raise ValueError(f"unknown export format {fmt!r}: one of {', '.join(EXPORTERS)}")
-    return EXPORTERS[fmt]()
+    return EXPORTERS[fmt](progress)

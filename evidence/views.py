@@ -4,11 +4,10 @@ import csv
 
 from django import forms
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.utils.translation import gettext_lazy as _
 
 from calculet import labels, web
-from evidence.exporter import EXPORT_FORMATS, checklist_export
 from evidence.grades import GRADES, STATUSES
 from evidence.selectors import (
     archive_list,
@@ -19,7 +18,6 @@ from evidence.selectors import (
     path_alias_list,
 )
 from vendor.access import may_open_pages, may_see_all
-from vendor.selectors import open_questions
 
 EVIDENCE_PAGE_SIZE = 100
 
@@ -83,28 +81,6 @@ def evidence_register(request):
 def capability_matrix(request):
     context = {"capabilities": capabilities_with_grades(), "statuses": STATUSES}
     return web.render_page(request, "evidence/capability-matrix.html", context, nav="capabilities")
-
-
-@web.page_for(may_see_all)
-def reports(request):
-    by_vendor: dict = {}
-    for question in open_questions():
-        by_vendor.setdefault(question.organisation, []).append(question)
-    context = {
-        "formats": [("md", _("Checklist, Markdown")), ("csv", _("Checklist, CSV")), ("json", _("Checklist, JSON"))],
-        "open_by_vendor": list(by_vendor.items()),
-    }
-    return web.render_page(request, "evidence/reports.html", context, nav="reports")
-
-
-@web.page_for(may_see_all)
-def report_checklist(request, fmt):
-    if fmt not in EXPORT_FORMATS:
-        raise Http404
-    content_type, extension = EXPORT_FORMATS[fmt]
-    response = HttpResponse(checklist_export(fmt), content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="calculet-checklist.{extension}"'
-    return response
 
 
 @web.page_for(may_see_all)

@@ -13,6 +13,7 @@ from vendor.models import (
     Comment,
     CommentRevision,
     Deliverable,
+    DocumentReview,
     Membership,
     Notification,
     NotificationEvent,
@@ -151,6 +152,15 @@ class DeliverableAdmin(ReadOnlyAdmin):
     list_filter = ["kind", "state"]
     list_select_related = ["question", "decided_by"]
     search_fields = ["question__code", "key", "title"]
+
+
+@admin.register(DocumentReview)
+class DocumentReviewAdmin(ReadOnlyAdmin):
+    """Reviews are recorded on the question page and the API (`acceptance.services.reviews`)."""
+
+    list_display = ["deliverable", "reviewer", "accepted", "created_at"]
+    list_filter = ["accepted"]
+    list_select_related = ["deliverable__question", "reviewer"]
 
 
 @admin.register(Blob)

@@ -76,6 +76,8 @@ def _deliverable(question: Question, key: str) -> Deliverable:
 
 
 class DeliverableListApi(Api):
+    pagination_class = None  # a question owes a handful of things: listed whole
+
     @extend_schema(responses=DeliverableOutputSerializer(many=True))
     def get(self, request, code):
         """What the question must deliver, each with its state and, for a calbin, its progress per target kind."""

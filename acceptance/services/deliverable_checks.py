@@ -4,8 +4,10 @@ and same-version symbols, E1 for an image or a schema checked against the curren
 the deliverable — accepted when nothing is found and the answer is complete, rejected with the findings.
 
 What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"):
-- sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library) and,
-  optionally, `example/` (one C or C++ source: the minimal example, built against them where a compiler is).
+- sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library),
+  optionally `example/` (one C or C++ source: the minimal example, built against them where a compiler is)
+  and `entry_points.txt` (one call a line: the calls the answer declares, checked with those of the
+  capabilities' recipes — the only ones for a capability whose recipe names none).
 - container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file.
 """
@@ -134,7 +136,11 @@ def _outcome(report: Report, what: str, *, versions: dict | None = None, extra: 
     return CheckOutcome(not failing, summary, findings, checked, versions or {})
 
 
-def _entry_points(deliverable: Deliverable) -> list[str]:
+MAX_DECLARED_ENTRY_POINTS = 500
+
+
+def _entry_points(deliverable: Deliverable, declared_file: Path) -> list[str]:
+    """The recipes' entry points of the deliverable's capabilities, then those the delivery declares."""
     points: list[str] = []
     for capability in deliverable.capabilities.order_by("position", "slug"):
         try:
@@ -142,6 +148,10 @@ def _entry_points(deliverable: Deliverable) -> list[str]:
         except KeyError:
             continue
         points += [point for point in recipe.sdk_entry_points if point not in points]
+    if declared_file.is_file():
+        lines = declared_file.read_text(errors="replace").splitlines()[:MAX_DECLARED_ENTRY_POINTS]
+        declared = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        points += [point for point in declared if point not in points]
     return points
 
 
@@ -161,7 +171,7 @@ def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Ar
             {},
         )
     library = libraries[0]
-    report = check_sdk(scratch / "include", library, _entry_points(deliverable))
+    report = check_sdk(scratch / "include", library, _entry_points(deliverable, scratch / "entry_points.txt"))
     sources = (
         sorted(p for p in (scratch / "example").glob("*") if p.suffix.lower() in C_SUFFIXES | CXX_SUFFIXES)
         if (scratch / "example").is_dir()

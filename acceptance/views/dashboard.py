@@ -8,6 +8,8 @@ from django.utils import timezone
 
 from acceptance import stages
 from acceptance.selectors import (
+    ATTENTION_LABELS,
+    attention,
     promotions_blocked_since,
     runs_in_progress,
     section_progress,
@@ -43,7 +45,9 @@ def _runs_in_progress_context():
 def _team_dashboard(request):
     if web.wants_partial(request):
         return web.render_page(request, "acceptance/dashboard.html", _runs_in_progress_context(), partial="live-runs")
+    counts = attention().counts
     context = {
+        "attention_counts": [(kind, label, counts[kind]) for kind, label in ATTENTION_LABELS.items()],
         "sections": section_progress(),
         "due_counts": [(status, count) for status, count in due_counts(user=request.user).items()],
         "due_soon_days": due_soon_days(),

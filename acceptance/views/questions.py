@@ -18,7 +18,13 @@ from django.views.decorators.http import require_POST
 
 from acceptance import stages
 from acceptance.models import Run
-from acceptance.selectors import question_chain_rows, question_deliverables, question_positions
+from acceptance.selectors import (
+    ATTENTION_LABELS,
+    attention,
+    question_chain_rows,
+    question_deliverables,
+    question_positions,
+)
 from acceptance.services import run_rerun
 from acceptance.views.plots import run_plots
 from calculet import labels, web
@@ -73,6 +79,7 @@ class QuestionFilterForm(forms.Form):
     assignee = forms.ChoiceField(required=False, label=_("Assignee"))
     stage = forms.ChoiceField(required=False, label=_("Chain stage"))
     theme = forms.ChoiceField(required=False, label=_("Blocks"))
+    attention = forms.ChoiceField(required=False, label=_("Needs"))
     sort = forms.ChoiceField(required=False, label=_("Sort"))
 
     def __init__(self, data, *, sections, organisations, assignees):
@@ -93,6 +100,7 @@ class QuestionFilterForm(forms.Form):
         ]
         themes = sorted({s.blocks for s in sections if s.blocks})
         self.fields["theme"].choices = anything + [(theme, theme) for theme in themes]
+        self.fields["attention"].choices = anything + list(ATTENTION_LABELS.items())
         self.fields["sort"].choices = SORT_CHOICES
 
     def filter(self, questions, positions: dict[int, str]):
@@ -127,6 +135,8 @@ class QuestionFilterForm(forms.Form):
             questions = questions.filter(pk__in=[pk for pk, position in positions.items() if position == data["stage"]])
         if data.get("theme"):
             questions = questions.filter(section__blocks=data["theme"])
+        if data.get("attention"):
+            questions = questions.filter(pk__in=attention().questions[data["attention"]])
         return questions.order_by(*SORTS[data.get("sort") or "code"])
 
 

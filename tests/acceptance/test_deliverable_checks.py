@@ -46,11 +46,13 @@ def golden(acme, tmp_path):
     return make_artifact(acme, b"golden", kind="golden", version="1.0", file_name="golden.npz", tmp_dir=tmp_path)
 
 
-def sdk_archive(tmp_path, *, undefined=()) -> bytes:
-    headers, library = build_sdk(tmp_path / "sdk", list(KV_MANAGER_CALLS), undefined=undefined)
+def sdk_archive(tmp_path, *, calls=KV_MANAGER_CALLS, undefined=(), declared=None) -> bytes:
+    headers, library = build_sdk(tmp_path / "sdk", list(calls), undefined=undefined)
     files = {f"include/calrt/{p.name}": p.read_bytes() for p in (headers / "calrt").iterdir()}
     files[f"lib/{library.name}"] = library.read_bytes()
-    files["example/example.cpp"] = example_source(list(KV_MANAGER_CALLS)).encode()
+    files["example/example.cpp"] = example_source(list(calls)).encode()
+    if declared is not None:
+        files["entry_points.txt"] = "".join(f"{call}\n" for call in declared).encode()
     return tar_bytes(files)
 
 
@@ -203,3 +205,35 @@ def test_the_last_accepted_deliverable_closes_the_question_through_the_task(
     question.refresh_from_db()
     assert question.state == states.CLOSED
     assert not answer.question.chains.exists()  # an image is checked, not run through the chain
+
+
+def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls_it_declares(
+    engineer, acme, golden, tmp_path
+):
+    calls = ["KernelRegistry::Register", "LaunchKernel"]
+    answer, _deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V12",
+        kind="sdk",
+        artifact_kind="sdk",
+        data=sdk_archive(tmp_path / "a", calls=calls, declared=calls),
+        capability_slug="custom-kernel-sdk",
+    )
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+
+    silent = make_artifact(
+        acme,
+        sdk_archive(tmp_path / "b", calls=calls),
+        kind="sdk",
+        version="0.7.7",
+        file_name="s.tar",
+        tmp_dir=tmp_path,
+    )
+    data = complete_answer_data(capability=None, calbin=silent, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=answer.question, data=data)
+    decided = deliverable_check_answer(second.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "no entry points to check" in decided.reason

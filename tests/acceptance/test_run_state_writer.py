@@ -14,6 +14,7 @@ OTHER_STATE_WRITERS = {
     "vendor/services/questions.py": "Question.state",
     "vendor/services/artifacts.py": "Artifact.state",
     "vendor/services/webhooks.py": "WebhookDelivery.state",
+    "vendor/services/deliverables.py": "Deliverable.state",
 }
 WRITE_METHODS = {"create", "update", "get_or_create", "update_or_create", "bulk_create", "bulk_update"}
 

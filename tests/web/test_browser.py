@@ -8,9 +8,11 @@ from playwright.sync_api import expect, sync_playwright
 
 from acceptance import stages
 from acceptance.models import PromotionAttempt
+from acceptance.services import answer_submit
 from evidence.models import Capability
 from tests.web.conftest import PASSWORD, make_chain, make_run, put_to
-from vendor.models import Comment, NotificationPreference, Question
+from vendor.models import Comment, DocumentReview, NotificationPreference, Question
+from vendor.services.deliverables import deliverable_accept
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -311,3 +313,81 @@ def test_notification_preferences_are_chosen_and_kept(page, pm, checklist, langu
     assert (preference.muted, preference.language) == (["comment"], "zh-hans")
     pm.refresh_from_db()
     assert pm.email == "ada@example.org"
+
+
+# What a question owes, and a PM's document review, in both languages.
+DELIVERABLE_WORDS = {
+    "en": {
+        "owed": "Owed",
+        "accepted": "Accepted",
+        "closed": "Closed",
+        "review": "Review the document",
+        "record": "Record the review",
+        "reason": "Reason",
+        "still_owe": "What you still owe",
+        "simulator_none": "Simulator: not run",
+    },
+    "zh-hans": {
+        "owed": "待交付",
+        "accepted": "已验收",
+        "closed": "已关闭",
+        "review": "审阅文档",
+        "record": "记录审阅",
+        "reason": "理由",
+        "still_owe": "仍需交付",
+        "simulator_none": "模拟器: 未运行",
+    },
+}
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_a_pm_reviews_a_document_item_by_item_and_the_question_closes(
+    page, pm, acme, acme_engineer, checklist, language
+):
+    put_to(pm, acme, "V09", ask=True)
+    answer_submit(actor=acme_engineer, question=Question.objects.get(code="V09"), data={"summary": "letter attached"})
+    log_in(page, "ada")
+    in_language(page, language)
+    words = DELIVERABLE_WORDS[language]
+    page.goto("/questions/V09/")
+    row = page.locator("#deliverable-ci-licence")
+    expect(row.locator(".deliverable-state")).to_have_text(words["owed"])
+    row.get_by_role("link", name=words["review"]).click()
+    expect(page).to_have_url(re.compile(r"/questions/V09/deliverables/ci-licence/review$"))
+    boxes = page.locator("input[type=checkbox]")
+    expect(boxes).to_have_count(3)
+    for index in range(3):
+        boxes.nth(index).check()
+    page.get_by_label(words["reason"], exact=True).fill("Signed by the vendor's counsel on 1 December.")
+    page.get_by_role("button", name=words["record"]).click()
+    expect(page).to_have_url(re.compile(r"/questions/V09/#deliverables$"))
+    expect(page.locator("#deliverable-ci-licence .deliverable-state")).to_have_text(words["accepted"])
+    expect(page.locator("h1 .badge.state")).to_have_text(words["closed"])
+    review = DocumentReview.objects.get()
+    assert review.accepted and review.reviewer.username == "ada" and all(entry["ticked"] for entry in review.items)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_the_vendor_sees_what_it_still_owes_per_deliverable_and_target_kind(
+    page,
+    pm,
+    acme,
+    acme_engineer,
+    checklist,
+    language,
+):
+    put_to(pm, acme, "V18", ask=True)
+    v18 = Question.objects.get(code="V18")
+    deliverable_accept(v18.deliverables.get(key="package-batch-8"), actor="system", reason="every stage passed")
+    log_in(page, "ann")
+    in_language(page, language)
+    words = DELIVERABLE_WORDS[language]
+    page.goto("/vendor/")
+    owed = page.locator("#owed")
+    expect(owed.get_by_role("heading")).to_have_text(words["still_owe"])
+    expect(owed.locator("#owed-V18-package-batch-4")).to_contain_text(words["simulator_none"])
+    expect(owed.locator("#owed-V18-package-batch-16")).to_be_visible()
+    expect(owed.locator("#owed-V18-package-batch-8")).to_have_count(0)
+    page.goto("/questions/V18/")
+    expect(page.locator("#deliverable-package-batch-8 .deliverable-state")).to_have_text(words["accepted"])
+    expect(page.locator("#deliverable-package-batch-4 .deliverable-state")).to_have_text(words["owed"])

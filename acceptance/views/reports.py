@@ -1,0 +1,40 @@
+"""The reports page and the checklist downloads: the live checklist, and what each vendor still owes, per
+deliverable and, for model packages, per target kind."""
+
+from django.http import Http404, HttpResponse
+from django.utils.translation import gettext_lazy as _
+
+from acceptance.selectors import deliverables_owed_views, deliverables_progress
+from calculet import web
+from evidence.exporter import EXPORT_FORMATS, checklist_export
+from vendor.access import may_see_all
+from vendor.models import Deliverable
+from vendor.selectors import open_questions
+
+
+@web.page_for(may_see_all)
+def reports(request):
+    questions = list(open_questions())
+    owed_by_question: dict[int, list] = {}
+    for view in deliverables_owed_views(question.pk for question in questions):
+        owed_by_question.setdefault(view.deliverable.question_id, []).append(view)
+    by_vendor: dict = {}
+    for question in questions:
+        question.owed = owed_by_question.get(question.pk, [])
+        by_vendor.setdefault(question.organisation, []).append(question)
+    context = {
+        "formats": [("md", _("Checklist, Markdown")), ("csv", _("Checklist, CSV")), ("json", _("Checklist, JSON"))],
+        "open_by_vendor": list(by_vendor.items()),
+    }
+    return web.render_page(request, "evidence/reports.html", context, nav="reports")
+
+
+@web.page_for(may_see_all)
+def report_checklist(request, fmt):
+    if fmt not in EXPORT_FORMATS:
+        raise Http404
+    content_type, extension = EXPORT_FORMATS[fmt]
+    progress = deliverables_progress(Deliverable.objects.filter(kind=Deliverable.CALBIN).only("id"))
+    response = HttpResponse(checklist_export(fmt, progress), content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="calculet-checklist.{extension}"'
+    return response

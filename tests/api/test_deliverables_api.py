@@ -1,0 +1,85 @@
+"""Answers name their deliverable; the question's deliverables and the document reviews through the API."""
+
+import pytest
+
+from evidence.models import Capability
+from tests.factories import make_deliverable
+from tests.vendor.fixtures import complete_answer, db_snapshot, make_question
+from vendor.models import Answer, Organisation
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def v18(vendor_a):
+    question = make_question("V18", organisation=Organisation.objects.get(slug="acme"), state="asked", deliverable=None)
+    for position, batch in enumerate((4, 8, 16), start=1):
+        make_deliverable(question, f"package-batch-{batch}", position=position)
+    return question
+
+
+def test_an_answer_to_a_question_owing_several_things_must_name_one(vendor_a, v18):
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", {"summary": "batch 8"}, format="json")
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["field"] == "deliverable"
+    assert "package-batch-4, package-batch-8, package-batch-16" in error["message"]
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", {"summary": "batch 8", "deliverable": "package-batch-32"}, format="json"
+    )
+    assert (response.status_code, response.json()["errors"][0]["field"]) == (400, "deliverable")
+    assert db_snapshot() == before
+
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", {"summary": "batch 8", "deliverable": "package-batch-8"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    assert response.json()["deliverable"] == "package-batch-8"
+    assert Answer.objects.get().deliverable.key == "package-batch-8"
+
+
+def test_an_answer_may_claim_only_a_capability_its_deliverable_proves(vendor_a, question_a, capability, artifacts_a):
+    """A batch-8 package proves nothing about batch 16."""
+    capability.deliverables.add(question_a.deliverables.get(key="package"))
+    batch_16 = Capability.objects.create(slug="decode-batch-16", title="Decode batch 16", status="C3", position=2)
+    batch_16.questions.add(question_a)
+    batch_16.deliverables.add(make_deliverable(question_a, "package-batch-16"))
+    body = {**complete_answer(artifacts_a), "deliverable": "package", "capability": "decode-batch-16"}
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 400
+    error = response.json()["errors"][0]
+    assert error["field"] == "capability"
+    assert "package proves decode-batch-8, not decode-batch-16" in error["message"]
+    assert db_snapshot() == before
+
+
+def test_the_question_lists_its_deliverables_with_state_and_progress(pm, vendor_a, v18):
+    body = vendor_a.client().get("/api/v1/questions/V18/deliverables/").json()
+    assert [d["key"] for d in body] == ["package-batch-4", "package-batch-8", "package-batch-16"]
+    assert body[0]["state"] == "owed"
+    assert body[0]["progress"] == {"simulator": "none", "hardware": "none"}
+    detail = pm.client().get("/api/v1/questions/V18/").json()
+    assert [d["state"] for d in detail["deliverables"]] == ["owed", "owed", "owed"]
+
+
+def test_a_pm_reviews_a_document_through_the_api(pm, vendor_a):
+    acme = Organisation.objects.get(slug="acme")
+    question = make_question("V60", organisation=acme, state="asked", deliverable=None)
+    make_deliverable(question, "version-policy", kind="document", checklist=["Dated", "Release dates"])
+    vendor_a.client().post("/api/v1/questions/V60/answers/", {"summary": "policy attached"}, format="json")
+    url = "/api/v1/questions/V60/deliverables/version-policy/reviews/"
+    refused = vendor_a.client().post(url, {"items": [{"ticked": True}] * 2, "reason": "mine"}, format="json")
+    assert refused.status_code == 403
+    bad = pm.client().post(url, {"items": [{"ticked": True}], "reason": "short"}, format="json")
+    assert (bad.status_code, bad.json()["errors"][0]["field"]) == (400, "items")
+    response = pm.client().post(
+        url, {"items": [{"ticked": True, "note": "1 Dec"}, {"ticked": False}], "reason": "no dates"}, format="json"
+    )
+    assert response.status_code == 201, response.json()
+    review = response.json()
+    assert (review["accepted"], review["reviewer"], review["items"][1]["item"]) == (False, "pat", "Release dates")
+    listed = vendor_a.client().get("/api/v1/questions/V60/deliverables/").json()[0]
+    assert listed["state"] == "rejected" and "Release dates" in listed["reason"]
+    assert len(listed["reviews"]) == 1

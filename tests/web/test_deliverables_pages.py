@@ -1,0 +1,82 @@
+"""What is owed, shown exactly: the question page, the vendor's page, the dashboard, the reports and both
+exports; V18 owing batch 4 and 16 once batch 8 is accepted."""
+
+import csv
+import io
+
+import pytest
+from django.urls import reverse
+
+from acceptance import stages
+from evidence.exporter import checklist_markdown
+from tests.web.conftest import make_chain, make_run, put_to
+from vendor.models import Question
+from vendor.services.deliverables import deliverable_accept
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def v18_batch_8_accepted(pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18", ask=True)
+    question = Question.objects.get(code="V18")
+    deliverable_accept(question.deliverables.get(key="package-batch-8"), actor="system", reason="chain passed")
+    return question
+
+
+def test_the_question_page_shows_4_and_16_owed_after_8_is_accepted(pm_client, v18_batch_8_accepted):
+    body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    assert "2 deliverables are still owed." in body
+    for key, state in (("package-batch-4", "Owed"), ("package-batch-8", "Accepted"), ("package-batch-16", "Owed")):
+        row = body[body.index(f'id="deliverable-{key}"') :]
+        assert f">{state}</span>" in row[: row.index("</tr>")]
+
+
+def test_calbin_progress_per_target_kind_follows_the_chains(pm_client, pm, acme, acme_engineer, checklist):
+    put_to(pm, acme, "V18", ask=True)
+    question = Question.objects.get(code="V18")
+    capability = question.capabilities.get(slug="decode-batch-4")
+    chain = make_chain(question, acme_engineer, capability=capability)
+    assert chain.answer.deliverable.key == "package-batch-4"
+    for stage in stages.CHAIN_STAGES:
+        make_run(chain, stage, stages.PASSED)
+    body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    row = body[body.index('id="deliverable-package-batch-4"') :]
+    row = row[: row.index("</tr>")]
+    assert '<li class="progress-passed">Simulator: passed</li>' in row
+    assert '<li class="progress-none">Hardware: not run</li>' in row
+
+
+def test_the_vendor_page_lists_what_it_still_owes(client, v18_batch_8_accepted, acme_engineer):
+    client.force_login(acme_engineer)
+    body = client.get(reverse("vendor-home")).content.decode()
+    assert 'id="owed-V18-package-batch-4"' in body and 'id="owed-V18-package-batch-16"' in body
+    assert 'id="owed-V18-package-batch-8"' not in body
+
+
+def test_the_dashboard_counts_what_is_owed_and_links_to_the_filtered_list(pm_client, v18_batch_8_accepted):
+    # Every other question is deferred: V18 is the only open one.
+    Question.objects.exclude(code="V18").update(state="deferred", state_reason="not in this release")
+    response = pm_client.get(reverse("dashboard"))
+    counts = {kind: count for kind, _label, count in response.context["attention_counts"]}
+    assert counts["owed"] == 2  # V18's batch 4 and 16
+    assert counts["incomplete"] == 0 and counts["chain_failed"] == 0
+    assert 'href="/questions/?attention=owed"' in response.content.decode()
+    listed = pm_client.get(reverse("question-list") + "?attention=owed")
+    assert [q.code for q in listed.context["page"]] == ["V18"]
+
+
+def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batch_8_accepted):
+    body = pm_client.get(reverse("reports")).content.decode()
+    assert 'id="report-owed-V18-package-batch-4"' in body and 'id="report-owed-V18-package-batch-8"' not in body
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode()
+    v18 = next(row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V18")
+    assert v18["deliverables_owed"] == (
+        "package-batch-4 (calbin, owed; simulator: none, hardware: none); "
+        "package-batch-16 (calbin, owed; simulator: none, hardware: none)"
+    )
+    markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
+    row = next(line for line in markdown.splitlines() if line.startswith("| V18 |"))
+    assert "package-batch-4 (calbin, owed; simulator: none, hardware: none)" in row
+    assert "package-batch-8" not in row
+    assert "| 待交付 |" in checklist_markdown()
