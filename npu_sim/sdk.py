@@ -92,12 +92,14 @@ def example_source(entry_points: list[str]) -> str:
 
 
 def sdk_archive(root: Path, entry_points: list[str], *, version: str = CALRT_VERSION) -> bytes:
-    """The SDK as a vendor delivers it: a tar of `include/` (the headers), `lib/` (the one shared library) and
-    `example/` (the minimal example), reproducible (sorted, times and owners zero)."""
+    """The SDK as a vendor delivers it: a tar of `include/` (the headers), `lib/` (the one shared library),
+    `example/` (the minimal example) and `entry_points.txt` (the calls it declares, one a line), reproducible
+    (sorted, times and owners zero)."""
     headers, library = build_sdk(root, entry_points, version=version)
     files = {f"include/{path.relative_to(headers)}": path.read_bytes() for path in headers.rglob("*") if path.is_file()}
     files[f"lib/{library.name}"] = library.read_bytes()
     files["example/example.cpp"] = example_source(entry_points).encode()
+    files["entry_points.txt"] = "".join(f"{entry}\n" for entry in entry_points).encode()
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
