@@ -15,7 +15,7 @@ from acceptance.services import answer_submit, capability_promote, chain_start_f
 from acceptance.services.targets import target_heartbeat
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
-from evidence.models import Capability
+from evidence.models import Capability, EvidenceItem
 from tests.acceptance.conftest import drive, sdk_checked
 from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import (
@@ -204,6 +204,10 @@ def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
         firmware_version="1.8.0",
         chip="calculet-2c",
     )
+    # What was measured on CalRT 0.7.6 is no longer current: it counts as E3 until checked again.
+    measured = EvidenceItem.objects.filter(run__chain=chain)
+    assert measured.count() == 5 and not measured.filter(current=True).exists()
+    assert AuditEntry.objects.filter(action="evidence.lapse").count() == 5
     drive(chain)
     artifact = chain.runs.filter(stage=stages.ARTIFACT).latest("id")
     assert artifact.state == stages.FAILED and "calrt 0.8.0" in artifact.reason
