@@ -157,3 +157,22 @@ def test_seed_demo_waits_for_its_chains_on_a_real_worker(workers, settings, tmp_
     assert_the_story_was_told(capsys.readouterr().out)
     runner_workers = RunResult.objects.filter(run__stage=stages.RUNNER).values_list("worker", flat=True)
     assert runner_workers and not any(worker.endswith(f":{os.getpid()}") for worker in runner_workers)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_without_a_compiler_the_demo_skips_the_sdk_and_says_so(
+    chain_in_process, settings, tmp_path, capsys, monkeypatch
+):
+    def no_compiler(*args, **kwargs):
+        raise FileNotFoundError(2, "No such file or directory", "g++")
+
+    monkeypatch.setattr("calculet.demo.sdk_archive", no_compiler)
+    settings.DATA_DIR = tmp_path
+    call_command("import_checklist")
+    call_command("seed_demo")
+    output = capsys.readouterr().out
+    assert "skipped V20's SDK: it is built with g++, which could not build it" in output
+    assert not Answer.objects.filter(question__code="V20").exists()
+    assert Deliverable.objects.get(question__code="V20", key="parallel-mode-sdk").state == Deliverable.OWED
+    assert Capability.objects.get(slug="decode-batch-8").status == "C2"  # the rest of the story is told
+    assert "Still running" not in output
