@@ -359,12 +359,17 @@ def capability_status_basis(capability) -> StatusBasis:
 
 
 def _sdk_checked_versions(capability) -> list[dict]:
-    """The versions of the current E2 evidence from the SDK check linked to the capability. The seed's own
-    snapshot is not a check of anything the vendor delivered, and lapsed evidence counts as E3."""
+    """The versions of the current E2 evidence from an SDK check that passed (its sdk deliverable accepted)
+    linked to the capability. A failed check is recorded as E2 evidence too, and rejects its deliverable; the
+    seed's own snapshot is not a check of anything the vendor delivered; lapsed evidence counts as E3."""
     return list(
-        capability.evidence.filter(grades__grade="E2", origin=EvidenceItem.CHECK, current=True).values_list(
-            "versions", flat=True
-        )
+        capability.evidence.filter(
+            grades__grade="E2",
+            origin=EvidenceItem.CHECK,
+            current=True,
+            deliverable__kind=Deliverable.SDK,
+            deliverable__state=Deliverable.ACCEPTED,
+        ).values_list("versions", flat=True)
     )
 
 

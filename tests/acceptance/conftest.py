@@ -145,20 +145,32 @@ def pass_stages(chain, upto: str, *, device: dict | None = None) -> list[Run]:
 
 
 def sdk_checked(capability, *, calrt: str = "0.7.6"):
-    """E2 evidence for the capability, as the SDK check records it: its entry points found in the delivered
-    headers and as defined dynamic symbols of the same-version library."""
+    """E2 evidence for the capability, as a passing SDK check records it: its entry points found in the
+    delivered headers and as defined dynamic symbols of the same-version library, and its sdk deliverable
+    accepted."""
     from evidence.models import EvidenceItem
     from evidence.services import evidence_record
+    from vendor.models import Deliverable
+    from vendor.services.deliverables import deliverable_accept
 
-    return evidence_record(
+    question = capability.questions.order_by("pk").first()
+    deliverable = Deliverable.objects.create(
+        question=question, key=f"sdk-{capability.slug}-{calrt.replace('.', '-')}-{question.deliverables.count()}",
+        kind=Deliverable.SDK, title="SDK", position=9,
+    )  # fmt: skip
+    capability.deliverables.add(deliverable)
+    item = evidence_record(
         origin=EvidenceItem.CHECK,
         grade="E2",
         conclusion=f"SDK entry points of {capability.slug} present in CalRT {calrt}",
-        organisation=None,
+        organisation=question.organisation,
         capabilities=[capability],
         versions={"calrt": calrt},
-        code_prefix="CHECK-SDK",
+        deliverable=deliverable,
+        code_prefix="CHK-SDK",
     )
+    deliverable_accept(deliverable, actor="system", reason="static check passed")
+    return item
 
 
 def drive(chain, limit: int = 20) -> None:

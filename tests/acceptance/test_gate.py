@@ -20,6 +20,7 @@ from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
 from tests.acceptance.conftest import pass_stages, sdk_checked
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_user
+from vendor.services.deliverables import deliverable_accept, deliverable_reject
 
 
 @pytest.fixture
@@ -314,3 +315,17 @@ def test_a_status_names_its_versions_and_new_target_versions_make_re_verificatio
     body = client.get(f"/capabilities/{capability.slug}/").content.decode()
     assert 'id="status-versions"' in body and "calrt 0.7.6" in body
     assert "Re-verification due" in body and "CalRT 0.7.7" in body
+
+
+def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chain, capability, pm_user):
+    pass_stages(chain, stages.SOAK)
+    assert promote(capability, "C2", pm_user).allowed
+    other_version = sdk_checked(capability, calrt="0.8.0")
+    assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
+    failed = sdk_checked(capability)
+    deliverable_reject(failed.deliverable, actor="system", reason="static check failed: KvManager::Apply missing")
+    assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
+    other_version.deliverable.refresh_from_db()
+    assert other_version.deliverable.state == "accepted"  # accepted, but for CalRT 0.8.0
+    deliverable_accept(failed.deliverable, actor="system", reason="static check passed")
+    assert promote(capability, "C1", pm_user).allowed
