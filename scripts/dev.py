@@ -84,7 +84,7 @@ def run() -> None:
     # With REDIS_URL set, the workers are yours to run, as in production (README.md).
     processes = [] if env.get("REDIS_URL") else start(worker_commands(PYTHON), env)
     try:
-        sh(*manage, "seed_demo", env=env)  # waits for the demo's chain, which the simulator's worker runs
+        sh(*manage, "seed_demo", env=env)  # waits for the demo's chains, which the simulator's worker runs
         processes += start([[str(PYTHON), "manage.py", "runserver", "127.0.0.1:8000"]], env)
         processes[-1].wait()
     except KeyboardInterrupt:

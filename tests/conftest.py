@@ -121,3 +121,30 @@ def checklist(db, checklist_tables):
             entries.append(entry)
         AuditEntry.objects.bulk_create(entries)
         AuditHead.objects.filter(pk=1).update(last_hash=prev_hash)
+
+
+@pytest.fixture
+def workers(transactional_db, tmp_path):
+    """Start real worker processes (tests/acceptance/workers.py); every one is killed, with its process group,
+    at the end of the test."""
+    from calculet.celery import app
+    from tests.acceptance.workers import Worker
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.client.flushdb()
+    log_dir = tmp_path / "worker-logs"
+    log_dir.mkdir()
+    started: list = []
+
+    class Starter:
+        def celery(self, queue: str, name: str, **env):
+            started.append(Worker.celery(queue, name, log_dir, **env))
+            return started[-1]
+
+        def serve_target(self, slug: str, options: list[str], **env):
+            started.append(Worker.serve_target(slug, options, log_dir, **env))
+            return started[-1]
+
+    yield Starter()
+    for worker in started:
+        worker.stop()

@@ -1,99 +1,17 @@
 """Real inputs for the inspection checks (acceptance/inspection/), built in the test: headers and a shared
-library with g++ and a minimal example (`build_sdk`, `example_source`), an OCI image archive with tarfile
-and hashlib (`build_oci_archive`, or `oci_image_files` to break one), JSON Schemas of the simulator's
-package metadata and trace that pass and one that fails, and sources with a build command
-(`build_project`)."""
+library with g++ and a minimal example (`build_sdk`, `example_source`: the simulator's stand-in SDK,
+npu_sim/sdk.py), an OCI image archive with tarfile and hashlib (`build_oci_archive`, or `oci_image_files`
+to break one), JSON Schemas of the simulator's package metadata and trace that pass and one that fails,
+and sources with a build command (`build_project`)."""
 
 import gzip
 import hashlib
 import io
 import json
-import subprocess
 import tarfile
-from collections import defaultdict
 from pathlib import Path
 
-CALRT_VERSION = "0.7.6"
-
-
-# SDKs
-
-
-def sdk_header(entry_points: list[str], version: str = CALRT_VERSION) -> str:
-    """A header declaring each entry point: `Class::Name` as a member of `calrt::Class`, `Name` as a C call."""
-    members: dict[str, list[str]] = defaultdict(list)
-    functions = []
-    for entry in entry_points:
-        if "::" in entry:
-            owner, name = entry.split("::")
-            members[owner].append(name)
-        else:
-            functions.append(entry)
-    lines = ["#pragma once", f'#define CALRT_VERSION "{version}"', "namespace calrt {"]
-    for owner, names in members.items():
-        lines += [f"class {owner} {{", " public:", *(f"  int {name}(int value);" for name in names), "};"]
-    lines += ["}  // namespace calrt", 'extern "C" {', *(f"int {name}(int value);" for name in functions), "}"]
-    return "\n".join(lines) + "\n"
-
-
-def build_sdk(
-    root: Path,
-    entry_points: list[str],
-    *,
-    undefined: tuple[str, ...] = (),
-    version: str = CALRT_VERSION,
-    header_version: str | None = None,
-) -> tuple[Path, Path]:
-    """Headers declaring every entry point and `libcalrt-linux-x86_64.so.<version>` defining all but
-    `undefined`, built with g++. Returns (headers directory, library)."""
-    include = root / "include" / "calrt"
-    include.mkdir(parents=True)
-    (include / "calrt.h").write_text(sdk_header(entry_points, header_version or version))
-    body = ['#include "calrt/calrt.h"']
-    for entry in entry_points:
-        if entry in undefined:
-            continue
-        if "::" in entry:
-            body.append(f"int calrt::{entry}(int value) {{ return value + 1; }}")
-        else:
-            body.append(f'extern "C" int {entry}(int value) {{ return value + 2; }}')
-    source = root / "calrt.cpp"
-    source.write_text("\n".join(body) + "\n")
-    library = root / "lib" / f"libcalrt-linux-x86_64.so.{version}"
-    library.parent.mkdir()
-    subprocess.run(
-        [
-            "g++",
-            "-shared",
-            "-fPIC",
-            f"-I{root / 'include'}",
-            f"-Wl,-soname,{library.name}",
-            str(source),
-            "-o",
-            str(library),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return root / "include", library
-
-
-def example_source(entry_points: list[str]) -> str:
-    """A minimal C++ example calling each entry point once."""
-    calls = []
-    for n, entry in enumerate(entry_points):
-        if "::" in entry:
-            owner, name = entry.split("::")
-            calls.append(f"  {{ calrt::{owner} object; total += object.{name}({n}); }}")
-        else:
-            calls.append(f"  total += {entry}({n});")
-    return (
-        "\n".join(
-            ['#include "calrt/calrt.h"', "int main() {", "  int total = 0;", *calls, "  return total > 0 ? 0 : 1;", "}"]
-        )
-        + "\n"
-    )
-
+from npu_sim.sdk import build_sdk, example_source  # noqa: F401 - the tests' SDKs are the simulator's
 
 # OCI image archives
 

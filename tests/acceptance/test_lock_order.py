@@ -15,7 +15,7 @@ from acceptance.services.runs import finishing
 from acceptance.services.runs.claiming import run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
-from tests.acceptance.test_workers import wait_until, workers  # noqa: F401 - `workers` is a fixture
+from tests.acceptance.test_workers import wait_until
 from tests.factories import complete_answer_data, make_artifact, make_capability, tiny_package_bytes
 from vendor.services.organisations import token_create
 
@@ -47,7 +47,7 @@ def _settled(question) -> bool:
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdict_is_a_first_attempt(
-    workers,  # noqa: F811
+    workers,
     live_server,
     vendor_user,
     question,

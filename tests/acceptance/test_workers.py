@@ -17,7 +17,7 @@ from acceptance.services import answer_submit, capability_promote, chain_start_f
 from acceptance.services.dispatch import queue_length
 from acceptance.services.targets import target_heartbeat
 from tests.acceptance.test_sandbox import processes_with
-from tests.acceptance.workers import BOARD_DOUBLE, Worker
+from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import (
     complete_answer_data,
     make_artifact,
@@ -30,31 +30,6 @@ from tests.factories import (
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 HARDWARE_VERSIONS = ["--calrt", "0.7.6", "--driver", "2.3.0", "--firmware", "1.8.0", "--chip", "calculet-2c"]
-
-
-@pytest.fixture
-def workers(transactional_db, tmp_path):
-    """Start worker processes; every one is killed, with its process group, at the end of the test."""
-    from calculet.celery import app
-
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()
-    log_dir = tmp_path / "worker-logs"
-    log_dir.mkdir()
-    started: list[Worker] = []
-
-    class Starter:
-        def celery(self, queue: str, name: str, **env) -> Worker:
-            started.append(Worker.celery(queue, name, log_dir, **env))
-            return started[-1]
-
-        def serve_target(self, slug: str, options: list[str], **env) -> Worker:
-            started.append(Worker.serve_target(slug, options, log_dir, **env))
-            return started[-1]
-
-    yield Starter()
-    for worker in started:
-        worker.stop()
 
 
 def wait_until(predicate, *, timeout: float, what: str, workers=(), sweep: bool = True):

@@ -1,18 +1,34 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from calculet.demo import DemoError, demo_seed
+from calculet.demo import CHAIN_WAIT_SECONDS, DemoError, demo_seed
+from calculet.errors import DomainError
 
 
 class Command(BaseCommand):
     help = "Build the demo story (idempotent) and print its logins and the vendor's API token."
 
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=CHAIN_WAIT_SECONDS,
+            help="Seconds to wait for the demo's chains on the simulator target (default %(default)s).",
+        )
+
     def handle(self, *args, **options):
         try:
-            report = demo_seed()
-        except DemoError as exc:
+            report = demo_seed(wait_seconds=options["wait"])
+        except (DemoError, DomainError) as exc:
             raise CommandError(str(exc)) from exc
         for step in report.steps:
             self.stdout.write(f"  {step}")
+        if report.still_running:
+            self.stdout.write(
+                "\nStill running, so the promotions that need their verdicts were not asked; run seed_demo "
+                "again once they have finished:"
+            )
+            for line in report.still_running:
+                self.stdout.write(f"  {line}")
         self.stdout.write(
             "\nDemo ready at http://127.0.0.1:8000/\n"
             f"  PM login:      {report.pm_username} / {report.password}\n"
