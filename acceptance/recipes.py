@@ -56,6 +56,11 @@ KV_MANAGER_CALLS = tuple(
 )
 
 
+# A decode package is driven through the C++ infer call and the output buffer's Wait (I06, R14: 0.7.6 symbols,
+# E2/C0 infer) and the KV manager's allocation and apply of each lane (K07).
+DECODE_CALLS = ("infer", "OutputBuf::Wait", "KvManager::Allocate", "KvManager::Apply")
+
+
 def decode_batch(batch: int) -> ProbeSpec:
     return ProbeSpec("decode_batch", {"batch": batch})
 
@@ -103,9 +108,9 @@ _RECIPES = [
     Recipe("calbin-metadata-schema", 1),
     Recipe("enginecore", 1),
     # From the questions.
-    Recipe("decode-batch-4", 1, (decode_batch(4),)),
-    Recipe("decode-batch-8", 1, (decode_batch(8),)),
-    Recipe("decode-batch-16", 1, (decode_batch(16),)),
+    Recipe("decode-batch-4", 2, (decode_batch(4),), DECODE_CALLS),
+    Recipe("decode-batch-8", 2, (decode_batch(8),), DECODE_CALLS),
+    Recipe("decode-batch-16", 2, (decode_batch(16),), DECODE_CALLS),
     Recipe("prefill-batch-dynamic-shape", 1, (ProbeSpec("prefill_shapes"),)),
     Recipe("single-chiplet", 1, (SINGLE_CHIPLET,)),
     Recipe("pipeline-parallel", 1, (ProbeSpec("pipeline_parallel", {}, LAYOUT_THRESHOLDS),)),

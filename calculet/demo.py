@@ -7,15 +7,17 @@ it works whatever ALLOWED_HOSTS says.
   the simulator's `build-calbin` with its golden and a minimal example, uploaded as a tus client uploads (an
   upload created, then appended in two chunks). Its chain runs the decode_batch probe on the simulator target
   (the runner stage runs the example beside the package too), so
-  decode-batch-8 is promoted to C2 on E4 evidence; C1 is asked, which needs the SDK check (E2); C0 is
-  blocked for want of an attested hardware target. Batch 4 and 16 stay owed, so V18 stays open.
+  decode-batch-8 is promoted to C2 on E4 evidence, then to C1 once the SDK check has found its calls (E2, from
+  V20's SDK below); C0 is blocked for want of an attested hardware target. Batch 4 and 16 stay owed, so V18
+  stays open.
 - V17 is answered with the same batch-8 package claiming NPU sampling: the package cannot exercise the
   sampling probe (`not_exercised`), the runner stage fails, and the promotion of the pinned capability is
   blocked naming that stage and its run.
 - V20 owes an SDK with the parallel mode calls. The vendor delivers a CalRT 0.7.6 SDK (headers, library and
   minimal example, built by the simulator's stand-in, npu_sim/sdk.py, with g++); the SDK check finds the
-  calls declared in the headers and defined in the library (E2) and accepts the deliverable. That E2 is about
-  parallel mode: decode-batch-8's recipe names no SDK entry points and V18 owes no SDK, so its C1 stays blocked.
+  calls declared in the headers and defined in the library (E2) and accepts the deliverable. The SDK also
+  carries the calls a decode package is driven through (infer, OutputBuf::Wait, the KV manager's Allocate and
+  Apply: decode-batch-8's recipe), so the same check is E2 for decode-batch-8 at CalRT 0.7.6.
 - V60's written API/ABI policy is reviewed by the PM against its checklist and accepted: V60 closes.
 - Two more people work in the integration team; V17 and V18 are assigned with due dates, and the vendor
   writes in V18's thread, mentioning the PM.
@@ -290,8 +292,9 @@ def _answer_v20(vendor, golden: Artifact, report: DemoReport) -> None:
         return
     deliverable = _sdk_deliverable()
     entry_points: list[str] = []
-    for capability in deliverable.capabilities.order_by("position", "slug"):
-        recipe = RECIPES.get(capability.slug)
+    slugs = [*deliverable.capabilities.order_by("position", "slug").values_list("slug", flat=True), "decode-batch-8"]
+    for slug in slugs:
+        recipe = RECIPES.get(slug)
         entry_points += [point for point in (recipe.sdk_entry_points if recipe else ()) if point not in entry_points]
     with tempfile.TemporaryDirectory(prefix="calculet-demo-") as tmp:
         try:
@@ -504,7 +507,7 @@ def demo_seed(*, wait_seconds: float = CHAIN_WAIT_SECONDS) -> DemoReport:
     _review_v60(pm, report)
     _discuss_v18(pm, vendor, report)
     waiting = _wait_for_chains(CHAIN_QUESTIONS, wait_seconds, report)
-    if "V18" not in waiting:
+    if "V18" not in waiting and "V20" not in waiting:  # C1 needs V20's SDK check
         _promote_v18(pm, report)
     if "V17" not in waiting:
         _promote_v17(pm, report)

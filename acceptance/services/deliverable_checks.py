@@ -7,7 +7,9 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 - sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library),
   optionally `example/` (one C or C++ source: the minimal example, built against them where a compiler is)
   and `entry_points.txt` (one call a line: the calls the answer declares, checked with those of the
-  capabilities' recipes — the only ones for a capability whose recipe names none).
+  capabilities' recipes — the only ones for a capability whose recipe names none). A passing SDK is also
+  evidence (E2) for every other capability whose recipe's calls it carries, declared and defined: the
+  capability's SDK entry points present in the delivered SDK of that version, as the promotion policy asks.
 - container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file.
 """
@@ -15,18 +17,19 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 import json
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import transaction
+from django.db.models import Q
 
 from acceptance.inspection import Report
 from acceptance.inspection.oci import check_oci_archive
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk
-from acceptance.recipes import recipe_for
+from acceptance.recipes import RECIPES, recipe_for
 from calculet.errors import DomainError
-from evidence.models import EvidenceItem
+from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
 from vendor.models import Answer, Artifact, Deliverable
 from vendor.services.artifacts import UnsafeArchiveError, archive_extract
@@ -53,6 +56,7 @@ class CheckOutcome:
     findings: list[str]
     checked: dict
     versions: dict
+    also_proves: list[str] = field(default_factory=list)  # capability slugs beyond the deliverable's own
 
 
 def deliverable_check_wanted(answer: Answer) -> bool:
@@ -92,7 +96,11 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             grade=GRADES[deliverable.kind],
             conclusion=f"{question.code} {deliverable.key}: static check {verdict}. {outcome.summary}",
             organisation=answer.organisation,
-            capabilities=list(deliverable.capabilities.all()),
+            capabilities=list(
+                Capability.objects.filter(
+                    Q(deliverables=deliverable) | Q(slug__in=outcome.also_proves if outcome.passed else [])
+                ).distinct()
+            ),
             versions=outcome.versions,
             deliverable=deliverable,
             code_prefix=f"CHK-{deliverable.kind.upper().replace('_', '-')}",
@@ -180,7 +188,23 @@ def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Ar
     )
     build = build_example(scratch / "include", library, sources[0]) if sources else None
     versions = {"calrt": report.library_version} if report.library_version else {}
-    return _outcome(report, what, versions=versions, extra=build)
+    outcome = _outcome(report, what, versions=versions, extra=build)
+    outcome.also_proves = _also_proven(scratch / "include", library, deliverable)
+    return outcome
+
+
+def _also_proven(headers: Path, library: Path, deliverable: Deliverable) -> list[str]:
+    """The other capabilities whose recipes' SDK entry points the delivered SDK carries, every one declared in
+    its headers and defined in its library (one read of both, whatever the number of recipes)."""
+    own = set(deliverable.capabilities.values_list("slug", flat=True))
+    others = [recipe for slug, recipe in RECIPES.items() if slug not in own and recipe.sdk_entry_points]
+    points = list(dict.fromkeys(point for recipe in others for point in recipe.sdk_entry_points))
+    found = check_sdk(headers, library, points).entry_points
+    return [
+        recipe.capability
+        for recipe in others
+        if all(found[point]["declared_in"] and found[point]["symbol"] for point in recipe.sdk_entry_points)
+    ]
 
 
 def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from acceptance.recipes import KV_MANAGER_CALLS
+from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
 from acceptance.services import answer_submit
 from acceptance.services.deliverable_checks import deliverable_check_answer
 from evidence.models import EvidenceItem
@@ -88,6 +88,32 @@ def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(engineer, ac
     assert findings["checked"]["report"]["checked"]["entry_points"] == list(KV_MANAGER_CALLS)
     # The minimal example was built against the headers and the library.
     assert findings["checked"]["build"]["passed"] is True
+
+
+@pytest.mark.parametrize(("left_out", "proves_decode"), [((), True), (("infer",), False)])
+def test_a_passing_sdk_is_e2_for_every_capability_whose_calls_it_carries(
+    engineer, acme, golden, tmp_path, left_out, proves_decode
+):
+    """The capability's SDK entry points present in the delivered SDK of that version: an SDK delivered for the
+    KV manager that also carries decode's calls is E2 for decode batch 8; one without `infer` is not."""
+    decode = make_capability("decode-batch-8")
+    calls = [call for call in dict.fromkeys([*KV_MANAGER_CALLS, *DECODE_CALLS]) if call not in left_out]
+    answer, deliverable, capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V26",
+        kind="sdk",
+        artifact_kind="sdk",
+        data=sdk_archive(tmp_path, calls=calls),
+        capability_slug="kv-manager-api",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.ACCEPTED, decided.reason
+    item = EvidenceItem.objects.get(deliverable=deliverable)
+    assert capability.evidence.filter(pk=item.pk).exists()
+    assert decode.evidence.filter(pk=item.pk).exists() is proves_decode
 
 
 def test_an_sdk_missing_one_symbol_is_rejected_naming_it(engineer, acme, golden, tmp_path):
