@@ -13,7 +13,7 @@ from uuid import UUID
 import pytest
 import requests
 
-from tests.factories import make_capability, make_question, tiny_calbin_bytes
+from tests.factories import make_capability, make_question, tiny_package_bytes
 from vendor.services.organisations import api_user_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,9 +132,8 @@ def test_a_generated_client_runs_the_vendors_flow_and_the_pms_promotion(
     assert isinstance(token, models.TokenCreated) and token.key
     client = gen.AuthenticatedClient(base_url=live_server.url, token=token.key, prefix="Token")
 
-    calbin = tiny_calbin_bytes(tmp_path)
+    calbin, golden_bytes = tiny_package_bytes(tmp_path)
     calbin_id = _tus_upload(gen, client, calbin, kind="calbin", version="1.0.0", file_name="tiny-b8.tar")
-    golden_bytes = b"golden logits"
     golden = _module(gen, "api.artifacts.artifacts_create").sync(
         client=client,
         body=models.ArtifactUploadInputRequest(
@@ -186,12 +185,12 @@ def test_a_generated_client_runs_the_vendors_flow_and_the_pms_promotion(
 
     pm = gen.AuthenticatedClient(base_url=live_server.url, token=pm_key, prefix="Token")
     promoted = _module(gen, "api.capabilities.capabilities_promotions_create").sync(
-        capability.slug, client=pm, body=models.PromotionInputRequest(to=models.CapabilityStatusEnum("C1"))
+        capability.slug, client=pm, body=models.PromotionInputRequest(to=models.CapabilityStatusEnum("C2"))
     )
     assert isinstance(promoted, models.PromotionOutput), promoted
-    assert promoted.allowed, promoted.reasons
+    assert promoted.allowed, promoted.reasons  # C2: the complete answer's probes passed on the simulator
     capability.refresh_from_db()
-    assert capability.status == "C1"
+    assert capability.status == "C2"
 
     refused = _module(gen, "api.capabilities.capabilities_promotions_create").sync_detailed(
         capability.slug, client=client, body=models.PromotionInputRequest(to=models.CapabilityStatusEnum("C0"))

@@ -69,7 +69,7 @@ def test_the_dashboard_counts_what_is_owed_and_links_to_the_filtered_list(pm_cli
 def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batch_8_accepted):
     body = pm_client.get(reverse("reports")).content.decode()
     assert 'id="report-owed-V18-package-batch-4"' in body and 'id="report-owed-V18-package-batch-8"' not in body
-    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode()
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
     v18 = next(row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V18")
     assert v18["deliverables_owed"] == (
         "package-batch-4 (calbin, owed; simulator: none, hardware: none); "
@@ -79,4 +79,4 @@ def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batc
     row = next(line for line in markdown.splitlines() if line.startswith("| V18 |"))
     assert "package-batch-4 (calbin, owed; simulator: none, hardware: none)" in row
     assert "package-batch-8" not in row
-    assert "| 待交付 |" in checklist_markdown()
+    assert "| Deliverables owed |" in checklist_markdown()

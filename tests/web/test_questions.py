@@ -404,7 +404,9 @@ def test_answer_tolerances_read_as_the_golden_check_applies_them(pm_client, pm, 
     put_to(pm, acme, "V18")
     tolerances = {"cosine_min": 0.9999, "max_rel": 0.02, "decode_logits.top1_min": 0.98, "k": 5}
     answer_submit(
-        actor=acme_engineer, question=Question.objects.get(code="V18"), data={"golden": {"tolerances": tolerances}}
+        actor=acme_engineer,
+        question=Question.objects.get(code="V18"),
+        data={"deliverable": "package-batch-8", "golden": {"tolerances": tolerances}},
     )
     body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
     shown = re.findall(r'<span class="muted tolerance">([^<]*)</span>', body)
