@@ -56,12 +56,15 @@ def test_filter_and_edit_a_question_in_place(page, pm, checklist):
     row = page.locator("#question-V59")
     expect(row.locator("select")).to_have_count(0)
     row.get_by_label("Priority V59").click()
+    # htmx focuses the fetched control once it has wired it up (autofocus): a change before then is never sent.
+    expect(row.locator('select[name="priority"]')).to_be_focused()
     row.locator('select[name="priority"]').select_option("p0")
     expect(page.locator("#question-V59").get_by_role("status")).to_have_text("Saved")
     expect(page.locator("#question-V59").get_by_label("Priority V59")).to_contain_text("P0")
     assert Question.objects.get(code="V59").priority == "p0"
 
     page.locator("#question-V59").get_by_label("State V59").click()
+    expect(page.locator('#question-V59 select[name="state"]')).to_be_focused()
     page.locator('#question-V59 select[name="state"]').select_option("closed")
     expect(page.locator("#question-V59").get_by_role("alert")).to_contain_text("cannot move from new to closed")
     assert Question.objects.get(code="V59").state == "new"
