@@ -5,6 +5,7 @@ import pytest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run
+from acceptance.recipes import recipe_for
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, drive, make_artifact, sdk_checked
@@ -22,7 +23,10 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_t
     assert [(stage, state) for stage, state, _ in rows] == [(stage, stages.PASSED) for stage in stages.CHAIN_STAGES]
     # Every runner stage sent the capability's recipe: decode at batch 8, each lane against the vendor's golden.
     for run in chain.runs.filter(stage__in=stages.RUNNER_STAGES):
-        assert run.probes == [{"name": "decode_batch", "params": {"batch": 8}}] and run.recipe_version == 1
+        assert (
+            run.probes == [{"name": "decode_batch", "params": {"batch": 8}}]
+            and run.recipe_version == recipe_for("decode-batch-8").version
+        )
         assert [(p["name"], p["verdict"]) for p in run.result["probes"]] == [("decode_batch", "pass")]
     golden = chain.runs.get(stage=stages.GOLDEN).result["probes"][0]
     assert golden["metrics"]["worst_lane_cosine"] >= 0.9999

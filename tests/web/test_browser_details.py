@@ -14,7 +14,7 @@ from acceptance.services import answer_submit, capability_promote
 from evidence.models import Capability, EvidenceItem
 from npu_sim.timing import TimingModel, context_rows
 from tests.factories import make_chain, make_run, put_to
-from tests.web.test_browser import log_in
+from tests.web.test_browser import htmx_wired, log_in
 from vendor.models import Question
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -193,7 +193,7 @@ def test_a_list_cell_fetches_its_control_when_clicked(page, pm, checklist, langu
     expect(page.locator("#question-table table select")).to_have_count(0)
     expect(row.locator("#cell-V01-state a.cell-value")).to_have_text(WORDS[language]["state_new"])
     row.locator("#cell-V01-priority a.cell-value").click()
-    expect(row.locator('select[name="priority"]')).to_be_focused()  # wired up by htmx, which focuses it
+    htmx_wired(page, '#question-V01 select[name="priority"]')
     row.locator('select[name="priority"]').select_option("p0")
     expect(row.get_by_role("status")).to_be_visible()
     expect(page.locator("#question-table table select")).to_have_count(0)
