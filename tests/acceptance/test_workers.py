@@ -157,7 +157,6 @@ def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
     time.sleep(1)
     assert runner_processes(run) == []  # the runner died with its parent
     settings.ACCEPTANCE_RUN_DIR = tmp_path / "worker-data" / "runs"  # the worker's, swept from here
-    assert len(list(settings.ACCEPTANCE_RUN_DIR.glob(f"calculet-run-{run.pk}-*"))) == 1  # the killed attempt's
     wait_until(
         lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[simulator]
     )
