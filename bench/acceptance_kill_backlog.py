@@ -34,8 +34,9 @@ from acceptance import stages
 from acceptance.models import Run
 from tests.acceptance.workers import Worker
 
-# Long enough (about a minute here) to still be running once the backlog is submitted.
-LONG_SOAK = {"soak_requests": 768, "soak_concurrency": 2}
+# Long enough (about a minute here) to still be running once the backlog is submitted; within the soak limits
+# an answer may ask for (`protocol.SOAK_LIMITS`).
+LONG_SOAK = {"soak_requests": 512, "soak_output_tokens": 48, "soak_concurrency": 2}
 MODES = ("pool-child", "whole-worker")
 
 
