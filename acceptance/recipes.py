@@ -13,7 +13,8 @@ points the capability needs (checked in the delivered headers and the library's 
   name. A capability whose seed rows name no call has none; its SDK deliverable is checked against the
   names the answer declares.
 - A capability the simulator cannot exercise (a compiler, a schema, a separate SDK) has no probes: its
-  container image, schema or SDK deliverable proves it.
+  container image, schema or SDK deliverable proves it. One that is about a build (`reproducible_build`)
+  is proven only by the answer's build run twice with the same bytes out (V03).
 """
 
 from collections.abc import Mapping
@@ -36,6 +37,7 @@ class Recipe:
     version: int
     probes: tuple[ProbeSpec, ...] = ()
     sdk_entry_points: tuple[str, ...] = ()
+    reproducible_build: bool = False  # the answer's build must run twice in fresh sandboxes, same bytes out
 
 
 LAYOUT_THRESHOLDS = {"cosine_min": 0.9999, "top1_min": 0.99, "max_rel": 0.01}
@@ -104,7 +106,7 @@ _RECIPES = [
     ),
     # I05: absent from 0.7.6's headers and symbols; the version that adds them must carry both.
     Recipe("pdf-relocate-alloc", 1, (), ("RelocateTensorAddress", "AllocDevMem")),
-    Recipe("reproducible-compile", 1),
+    Recipe("reproducible-compile", 2, reproducible_build=True),
     Recipe("calbin-metadata-schema", 1),
     Recipe("enginecore", 1),
     # From the questions.

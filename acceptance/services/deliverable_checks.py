@@ -10,12 +10,18 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
   capabilities' recipes — the only ones for a capability whose recipe names none). A passing SDK is also
   evidence (E2) for every other capability whose recipe's calls it carries, declared and defined: the
   capability's SDK entry points present in the delivered SDK of that version, as the promotion policy asks.
-- container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it.
+- container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it;
+  where the answer delivers its build — the minimal example as a build context (a tar, or one file) with
+  `outputs.txt` naming what the build writes, and the build command as the example's command — the build runs
+  twice in fresh sandboxes and must write the same bytes (V03). A capability whose recipe is about a build
+  (`reproducible_build`) is proven only so: an image answer without its build is rejected.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file.
 """
 
 import json
 import logging
+import shutil
+import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +31,10 @@ from django.db.models import Q
 
 from acceptance.inspection import Report
 from acceptance.inspection.oci import check_oci_archive
+from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk
-from acceptance.recipes import RECIPES, recipe_for
+from acceptance.recipes import RECIPES, Recipe
 from calculet.errors import DomainError
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
@@ -129,7 +136,9 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         if deliverable.kind == Deliverable.SDK:
             return _check_sdk(path, Path(scratch), deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
-            return _outcome(check_oci_archive(path), f"image {artifact.file_name} {artifact.version}")
+            build = _reproduce_build(answer, deliverable, Path(scratch))
+            what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
+            return _outcome(check_oci_archive(path), what, extra=build)
         return _check_schema(path, deliverable, artifact)
 
 
@@ -146,16 +155,53 @@ def _outcome(report: Report, what: str, *, versions: dict | None = None, extra: 
 
 
 MAX_DECLARED_ENTRY_POINTS = 500
+MAX_BUILD_OUTPUTS = 100
+
+
+def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) -> Report | None:
+    """V03: the answer's build — its minimal example delivered as a build context, run with its command — twice
+    in fresh sandboxes, the outputs `outputs.txt` names compared byte for byte. None when the answer delivers no
+    build and none of the deliverable's capabilities is about one."""
+    artifact = answer.minimal_example_artifact
+    command = answer.minimal_example_command.strip()
+    if artifact is None or not command:
+        if not any(recipe.reproducible_build for recipe in _recipes(deliverable)):
+            return None
+        report = Report()
+        report.add(
+            "build_missing",
+            "the answer must deliver its build to prove it reproducible: the build context (a tar with outputs.txt "
+            "naming what the build writes) as its minimal example, and the build command as the example's command",
+        )
+        return report
+    context = scratch / "build"
+    context.mkdir()
+    with blob_local_path(artifact.stored_blob) as source:
+        if tarfile.is_tarfile(source):
+            try:
+                archive_extract(source, context)
+            except (UnsafeArchiveError, DomainError) as error:
+                report = Report()
+                report.add("build_context_unsafe", f"the build context cannot be unpacked: {error}")
+                return report
+        else:
+            shutil.copyfile(source, context / Path(artifact.file_name).name)
+    named = context / "outputs.txt"
+    lines = named.read_text(errors="replace").splitlines()[:MAX_BUILD_OUTPUTS] if named.is_file() else []
+    outputs = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return reproduce(command, context, outputs)
+
+
+def _recipes(deliverable: Deliverable) -> list[Recipe]:
+    """The proof recipes of the deliverable's capabilities (a capability without one has nothing to add)."""
+    slugs = deliverable.capabilities.order_by("position", "slug").values_list("slug", flat=True)
+    return [RECIPES[slug] for slug in slugs if slug in RECIPES]
 
 
 def _entry_points(deliverable: Deliverable, declared_file: Path) -> list[str]:
     """The recipes' entry points of the deliverable's capabilities, then those the delivery declares."""
     points: list[str] = []
-    for capability in deliverable.capabilities.order_by("position", "slug"):
-        try:
-            recipe = recipe_for(capability.slug)
-        except KeyError:
-            continue
+    for recipe in _recipes(deliverable):
         points += [point for point in recipe.sdk_entry_points if point not in points]
     if declared_file.is_file():
         lines = declared_file.read_text(errors="replace").splitlines()[:MAX_DECLARED_ENTRY_POINTS]

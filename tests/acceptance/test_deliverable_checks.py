@@ -20,6 +20,7 @@ from tests.factories import (
 )
 from tests.inspection_builders import (
     PACKAGE_METADATA_SCHEMA,
+    build_project,
     build_sdk,
     example_source,
     oci_image_files,
@@ -56,15 +57,29 @@ def sdk_archive(tmp_path, *, calls=KV_MANAGER_CALLS, undefined=(), declared=None
     return tar_bytes(files)
 
 
-def answer_with(engineer, acme, golden, tmp_path, *, code, kind, artifact_kind, data: bytes, capability_slug, **extra):
-    """A complete answer delivering `data` (as an artifact of `artifact_kind`) for the question's deliverable."""
+def answer_with(
+    engineer, acme, golden, tmp_path, *, code, kind, artifact_kind, data: bytes, capability_slug, answer=None, **extra
+):
+    """A complete answer delivering `data` (as an artifact of `artifact_kind`) for the question's deliverable;
+    `answer` overrides fields of the answer."""
     question = make_question(code, organisation=acme, state="asked", deliverable=None)
     capability = make_capability(capability_slug, questions=[question])
     deliverable = make_deliverable(question, "delivery", kind=kind, capabilities=[capability], **extra)
     artifact = make_artifact(engineer, data, kind=artifact_kind, version="0.7.6", file_name=f"delivery-{kind}")
     answer_data = complete_answer_data(capability=capability, calbin=artifact, golden=golden, deliverable="delivery")
-    answer = answer_submit(actor=engineer, question=question, data=answer_data)
-    return answer, deliverable, capability
+    answer_data.update(answer or {})
+    stored = answer_submit(actor=engineer, question=question, data=answer_data)
+    return stored, deliverable, capability
+
+
+def build_delivered(engineer, tmp_path, *, reproducible=True) -> dict:
+    """The answer's minimal example as its build (V03): the sources with `sh build.sh` and outputs.txt naming
+    what the build writes."""
+    project = build_project(tmp_path / "build-context", reproducible=reproducible)
+    (project / "outputs.txt").write_text("out\n")
+    files = {str(path.relative_to(project)): path.read_bytes() for path in project.rglob("*") if path.is_file()}
+    context = make_artifact(engineer, tar_bytes(files), kind="sdk", version="0.7.6", file_name="build-context.tar")
+    return {"minimal_example": {"artifact": context.pk, "command": "sh build.sh", "description": "the one-step build"}}
 
 
 def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(engineer, acme, golden, tmp_path):
@@ -134,21 +149,79 @@ def test_an_sdk_missing_one_symbol_is_rejected_naming_it(engineer, acme, golden,
     assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E2"
 
 
-def test_an_image_with_sbom_and_licence_is_accepted_with_e1(engineer, acme, golden, tmp_path):
+def test_an_image_with_sbom_licence_and_a_reproducible_build_is_accepted_with_e1(engineer, acme, golden, tmp_path):
     answer, deliverable, _capability = answer_with(
         engineer,
         acme,
         golden,
         tmp_path,
-        code="V01",
+        code="V03",
+        kind="container_image",
+        artifact_kind="container_image",
+        data=tar_bytes(oci_image_files()),
+        capability_slug="reproducible-compile",
+        answer=build_delivered(engineer, tmp_path),
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.ACCEPTED, decided.reason
+    assert "built twice: nothing found" in decided.reason
+    evidence = EvidenceItem.objects.get(deliverable=deliverable)
+    assert evidence.grade_text == "E1"
+    runs = json.loads(evidence.explanation)["checked"]["build"]["checked"]["runs"]
+    assert [run["env"]["TZ"] for run in runs] == ["UTC", "Asia/Shanghai"]
+    assert runs[0]["digests"] == runs[1]["digests"] and runs[0]["digests"]["out"].startswith("sha256:")
+
+
+def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(engineer, acme, golden, tmp_path):
+    answer, _deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V03",
+        kind="container_image",
+        artifact_kind="container_image",
+        data=tar_bytes(oci_image_files()),
+        capability_slug="reproducible-compile",
+        answer=build_delivered(engineer, tmp_path, reproducible=False),
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "out differs between the two builds (1 file(s): built-at)" in decided.reason
+
+
+def test_an_image_proving_a_reproducible_build_without_its_build_is_rejected(engineer, acme, golden, tmp_path):
+    answer, _deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V03",
         kind="container_image",
         artifact_kind="container_image",
         data=tar_bytes(oci_image_files()),
         capability_slug="reproducible-compile",
     )
     decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "the answer must deliver its build to prove it reproducible" in decided.reason
+
+
+def test_an_image_for_a_capability_not_about_a_build_needs_no_build(engineer, acme, golden, tmp_path):
+    answer, _deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V59",
+        kind="container_image",
+        artifact_kind="container_image",
+        data=tar_bytes(oci_image_files()),
+        capability_slug="enginecore",
+    )
+    decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.ACCEPTED, decided.reason
-    assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E1"
+    assert "built twice" not in decided.reason
 
 
 def test_an_image_without_a_licence_is_rejected(engineer, acme, golden, tmp_path):
@@ -220,6 +293,7 @@ def test_the_last_accepted_deliverable_closes_the_question_through_the_task(
             artifact_kind="container_image",
             data=tar_bytes(oci_image_files()),
             capability_slug="reproducible-compile",
+            answer=build_delivered(engineer, tmp_path),
         )
     deliverable.refresh_from_db()
     assert deliverable.state == Deliverable.ACCEPTED
