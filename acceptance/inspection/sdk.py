@@ -53,10 +53,16 @@ class BuildReport(Report):
 
 
 def check_sdk(
-    headers_dir: Path, library: Path, entry_points: Sequence[str], *, version: str | None = None
+    headers_dir: Path,
+    library: Path,
+    entry_points: Sequence[str],
+    *,
+    version: str | None = None,
+    also_look_for: Sequence[str] = (),
 ) -> SdkReport:
     """Every entry point declared in a header under `headers_dir` and defined as a callable dynamic symbol of
-    `library`. With `version`, the library (and a header's `#define ..._VERSION`) must be that version."""
+    `library`. With `version`, the library (and a header's `#define ..._VERSION`) must be that version.
+    `also_look_for` are looked up in the same read and reported in `entry_points`, their absence no finding."""
     report = SdkReport()
     headers = _read_headers(Path(headers_dir), report)
     symbols = _defined_symbols(Path(library), report)
@@ -68,10 +74,13 @@ def check_sdk(
         return report
     demangled = _demangle(sorted(symbols))
     report.checked["demangled_with"] = "c++filt" if demangled is not None else None
-    for entry in entry_points:
+    required = set(entry_points)
+    for entry in dict.fromkeys([*entry_points, *also_look_for]):
         declared_in = _declared_in(entry, headers)
         symbol = _defined_as(entry, symbols, demangled)
         report.entry_points[entry] = {"declared_in": declared_in, "symbol": symbol}
+        if entry not in required:
+            continue
         if declared_in is None:
             report.add("entry_point_not_declared", f"{entry} is not declared in any header", entry_point=entry)
         if symbol is None:

@@ -226,7 +226,13 @@ def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Ar
             {},
         )
     library = libraries[0]
-    report = check_sdk(scratch / "include", library, _entry_points(deliverable, scratch / "entry_points.txt"))
+    others = _other_recipes_with_calls(deliverable)
+    report = check_sdk(
+        scratch / "include",
+        library,
+        _entry_points(deliverable, scratch / "entry_points.txt"),
+        also_look_for=[point for recipe in others for point in recipe.sdk_entry_points],
+    )
     sources = (
         sorted(p for p in (scratch / "example").glob("*") if p.suffix.lower() in C_SUFFIXES | CXX_SUFFIXES)
         if (scratch / "example").is_dir()
@@ -235,22 +241,24 @@ def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Ar
     build = build_example(scratch / "include", library, sources[0]) if sources else None
     versions = {"calrt": report.library_version} if report.library_version else {}
     outcome = _outcome(report, what, versions=versions, extra=build)
-    outcome.also_proves = _also_proven(scratch / "include", library, deliverable)
+    found = report.entry_points
+    outcome.also_proves = [
+        recipe.capability
+        for recipe in others
+        if all(
+            point in found and found[point]["declared_in"] and found[point]["symbol"]
+            for point in recipe.sdk_entry_points
+        )
+    ]
     return outcome
 
 
-def _also_proven(headers: Path, library: Path, deliverable: Deliverable) -> list[str]:
-    """The other capabilities whose recipes' SDK entry points the delivered SDK carries, every one declared in
-    its headers and defined in its library (one read of both, whatever the number of recipes)."""
+def _other_recipes_with_calls(deliverable: Deliverable) -> list[Recipe]:
+    """The recipes, beyond the deliverable's own capabilities', that name SDK entry points: a passing SDK that
+    carries all of one's calls, declared and defined, is evidence for that capability too (looked up in the
+    same read of the headers and the library)."""
     own = set(deliverable.capabilities.values_list("slug", flat=True))
-    others = [recipe for slug, recipe in RECIPES.items() if slug not in own and recipe.sdk_entry_points]
-    points = list(dict.fromkeys(point for recipe in others for point in recipe.sdk_entry_points))
-    found = check_sdk(headers, library, points).entry_points
-    return [
-        recipe.capability
-        for recipe in others
-        if all(found[point]["declared_in"] and found[point]["symbol"] for point in recipe.sdk_entry_points)
-    ]
+    return [recipe for slug, recipe in RECIPES.items() if slug not in own and recipe.sdk_entry_points]
 
 
 def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
