@@ -12,42 +12,15 @@ verdicts, each run finished within 30 s plus its own run time after the kill.
 """
 
 import argparse
-import os
-import signal
 import statistics
-import threading
 import time
-from datetime import timedelta
 
-from acceptance_setup import Vendor, bench_database
-from django.db import connection
-from django.utils import timezone
+from acceptance_setup import Vendor, bench_database, kill_mid_run, run_ended, simulator_worker, soak_running, sweeping
 
 from acceptance import stages
-from acceptance.models import Run, RunResult
-from acceptance.services import runs_sweep
-from tests.acceptance.workers import Worker
+from acceptance.models import RunResult
 
-PRODUCTION = {"ACCEPTANCE_RUN_LEASE_SECONDS": 15, "ACCEPTANCE_RUN_HEARTBEAT_SECONDS": 2}
 LONG_SOAK = {"soak_requests": 192, "soak_concurrency": 2}
-
-
-def sweeper(stop: threading.Event, interval: float) -> None:
-    try:
-        while not stop.wait(interval):
-            runs_sweep()
-    finally:
-        connection.close()
-
-
-def wait_for(predicate, timeout: float):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    return None
 
 
 def main() -> None:
@@ -58,55 +31,35 @@ def main() -> None:
     rows = []
     with bench_database("kill"):
         vendor = Vendor()
-        worker = Worker.celery("simulator", "kill-0", vendor.tmp, **PRODUCTION)
-        stop = threading.Event()
-        sweeping = threading.Thread(target=sweeper, args=(stop, args.sweep_interval), daemon=True)
-        sweeping.start()
+        worker = simulator_worker("kill-0", vendor.tmp)
         try:
-            for round_number in range(args.repeat):
-                mode = "pool child" if round_number % 2 == 0 else "whole worker"
-                answer = vendor.answer(thresholds=LONG_SOAK)
-                running = wait_for(
-                    lambda answer=answer: Run.objects.filter(
-                        answer=answer,
-                        stage=stages.SOAK,
-                        state=stages.RUNNING,
-                        started_at__lte=timezone.now() - timedelta(seconds=1.5),
-                    ).first(),
-                    timeout=180,
-                )
-                if running is None:
-                    raise SystemExit(f"round {round_number}: the soak never started; see {worker.log_path}")
-                killed_at = time.time()
-                if mode == "pool child":
-                    os.kill(worker.wait_for_pool_child(), signal.SIGKILL)
-                else:
-                    worker.kill()
-                    worker.stop()
-                    worker = Worker.celery("simulator", f"kill-{round_number + 1}", vendor.tmp, **PRODUCTION)
-                finished = wait_for(
-                    lambda run_id=running.pk: (
-                        Run.objects.filter(pk=run_id).exclude(state__in=stages.ACTIVE_STATES).first()
-                    ),
-                    timeout=240,
-                )
-                verdicts = RunResult.objects.filter(run=running).count()
-                if finished is None:
-                    rows.append((mode, None, None, None, verdicts))
-                    print(f"round {round_number:2d} {mode:12s}: LOST (no verdict within 240 s)", flush=True)
-                    continue
-                own = finished.result.get("sandbox", {}).get("elapsed_seconds", 0.0)
-                after_kill = finished.finished_at.timestamp() - killed_at
-                rows.append((mode, finished.verdict, after_kill, after_kill - own, verdicts))
-                print(
-                    f"round {round_number:2d} {mode:12s}: verdict {finished.verdict} after {after_kill:5.1f} s "
-                    f"(runner {own:4.1f} s, overhead {after_kill - own:4.1f} s), attempt {finished.attempt}, "
-                    f"verdicts {verdicts}",
-                    flush=True,
-                )
+            with sweeping(args.sweep_interval):
+                for round_number in range(args.repeat):
+                    mode = "pool child" if round_number % 2 == 0 else "whole worker"
+                    answer = vendor.answer(thresholds=LONG_SOAK)
+                    running = soak_running(answer, timeout=180)
+                    if running is None:
+                        raise SystemExit(f"round {round_number}: the soak never started; see {worker.log_path}")
+                    killed_at = time.time()
+                    worker = kill_mid_run(
+                        worker, whole_worker=mode == "whole worker", replacement=f"kill-{round_number + 1}"
+                    )
+                    finished = run_ended(running, timeout=240)
+                    verdicts = RunResult.objects.filter(run=running).count()
+                    if finished is None:
+                        rows.append((mode, None, None, None, verdicts))
+                        print(f"round {round_number:2d} {mode:12s}: LOST (no verdict within 240 s)", flush=True)
+                        continue
+                    own = finished.result.get("sandbox", {}).get("elapsed_seconds", 0.0)
+                    after_kill = finished.finished_at.timestamp() - killed_at
+                    rows.append((mode, finished.verdict, after_kill, after_kill - own, verdicts))
+                    print(
+                        f"round {round_number:2d} {mode:12s}: verdict {finished.verdict} after {after_kill:5.1f} s "
+                        f"(runner {own:4.1f} s, overhead {after_kill - own:4.1f} s), attempt {finished.attempt}, "
+                        f"verdicts {verdicts}",
+                        flush=True,
+                    )
         finally:
-            stop.set()
-            sweeping.join()
             worker.stop()
     lost = sum(1 for row in rows if row[1] is None)
     duplicates = sum(1 for row in rows if row[4] > 1)

@@ -19,20 +19,14 @@ attempt — the backlog it worked through while the dead attempt's lease ran out
 """
 
 import argparse
-import os
-import signal
 import statistics
-import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from acceptance_kill import PRODUCTION, sweeper, wait_for
-from acceptance_setup import Vendor, bench_database
-from django.utils import timezone
+from acceptance_setup import Vendor, bench_database, kill_mid_run, run_ended, simulator_worker, soak_running, sweeping
 
 from acceptance import stages
 from acceptance.models import Run
-from tests.acceptance.workers import Worker
 
 # Long enough (about a minute here) to still be running once the backlog is submitted; within the soak limits
 # an answer may ask for (`protocol.SOAK_LIMITS`).
@@ -59,71 +53,51 @@ def main() -> None:
     rows = []
     with bench_database("kill_backlog"):
         vendor = Vendor()
-        worker = Worker.celery("simulator", "backlog-0", vendor.tmp, **PRODUCTION)
-        stop = threading.Event()
-        sweeping = threading.Thread(target=sweeper, args=(stop, args.sweep_interval), daemon=True)
-        sweeping.start()
+        worker = simulator_worker("backlog-0", vendor.tmp)
         try:
-            for round_number in range(args.repeat):
-                mode = modes[round_number % 2]
-                answer = vendor.answer(thresholds=LONG_SOAK)
-                running = wait_for(
-                    lambda answer=answer: Run.objects.filter(
-                        answer=answer,
-                        stage=stages.SOAK,
-                        state=stages.RUNNING,
-                        started_at__lte=timezone.now() - timedelta(seconds=1.5),
-                    ).first(),
-                    timeout=600,
-                )
-                if running is None:
-                    raise SystemExit(f"round {round_number}: the soak never started; see {worker.log_path}")
-                for _ in range(args.backlog):
-                    vendor.answer()
-                queued = Run.objects.filter(target=running.target, state=stages.QUEUED).count()
-                if not Run.objects.filter(pk=running.pk, state=stages.RUNNING, attempt=1).exists():
-                    raise SystemExit(f"round {round_number}: the soak ended before the kill; make it longer")
-                killed_at = time.time()
-                if mode == "pool-child":
-                    os.kill(worker.wait_for_pool_child(), signal.SIGKILL)
-                else:
-                    worker.kill()
-                    worker.stop()
-                    worker = Worker.celery("simulator", f"backlog-{round_number + 1}", vendor.tmp, **PRODUCTION)
-                finished = wait_for(
-                    lambda run_id=running.pk: (
-                        Run.objects.filter(pk=run_id).exclude(state__in=stages.ACTIVE_STATES).first()
-                    ),
-                    timeout=600,
-                )
-                if finished is None:
-                    rows.append((mode, None))
-                    print(f"round {round_number} {mode:12s}: LOST (no verdict within 600 s)", flush=True)
-                    continue
-                resent = _resent_at(finished, killed_at)
-                resent_time = datetime.fromtimestamp(resent, UTC)
-                restarted = finished.started_at.timestamp()
-                others = Run.objects.exclude(pk=finished.pk).filter(target=finished.target)
-                ahead = others.filter(started_at__gt=resent_time, started_at__lt=finished.started_at).count()
-                already = [
-                    run.finished_at.timestamp() - resent
-                    for run in others.filter(started_at__lte=resent_time, finished_at__gt=resent_time)
-                ]
-                own = finished.result.get("sandbox", {}).get("elapsed_seconds", 0.0)
-                after_kill = finished.finished_at.timestamp() - killed_at
-                figure = after_kill - own - sum(already)
-                rows.append((mode, figure))
-                print(
-                    f"round {round_number} {mode:12s}: {queued} runs queued at the kill; re-sent "
-                    f"{resent - killed_at:4.1f} s after it, new attempt {restarted - resent:4.1f} s after that, "
-                    f"{ahead} run(s) started in between; verdict {finished.verdict} (attempt {finished.attempt}) "
-                    f"{after_kill:5.1f} s after the kill = runner {own:4.1f} s + already running "
-                    f"{sum(already):4.1f} s + {figure:4.1f} s",
-                    flush=True,
-                )
+            with sweeping(args.sweep_interval):
+                for round_number in range(args.repeat):
+                    mode = modes[round_number % 2]
+                    answer = vendor.answer(thresholds=LONG_SOAK)
+                    running = soak_running(answer, timeout=600)
+                    if running is None:
+                        raise SystemExit(f"round {round_number}: the soak never started; see {worker.log_path}")
+                    for _ in range(args.backlog):
+                        vendor.answer()
+                    queued = Run.objects.filter(target=running.target, state=stages.QUEUED).count()
+                    if not Run.objects.filter(pk=running.pk, state=stages.RUNNING, attempt=1).exists():
+                        raise SystemExit(f"round {round_number}: the soak ended before the kill; make it longer")
+                    killed_at = time.time()
+                    worker = kill_mid_run(
+                        worker, whole_worker=mode == "whole-worker", replacement=f"backlog-{round_number + 1}"
+                    )
+                    finished = run_ended(running, timeout=600)
+                    if finished is None:
+                        rows.append((mode, None))
+                        print(f"round {round_number} {mode:12s}: LOST (no verdict within 600 s)", flush=True)
+                        continue
+                    resent = _resent_at(finished, killed_at)
+                    resent_time = datetime.fromtimestamp(resent, UTC)
+                    restarted = finished.started_at.timestamp()
+                    others = Run.objects.exclude(pk=finished.pk).filter(target=finished.target)
+                    ahead = others.filter(started_at__gt=resent_time, started_at__lt=finished.started_at).count()
+                    already = [
+                        run.finished_at.timestamp() - resent
+                        for run in others.filter(started_at__lte=resent_time, finished_at__gt=resent_time)
+                    ]
+                    own = finished.result.get("sandbox", {}).get("elapsed_seconds", 0.0)
+                    after_kill = finished.finished_at.timestamp() - killed_at
+                    figure = after_kill - own - sum(already)
+                    rows.append((mode, figure))
+                    print(
+                        f"round {round_number} {mode:12s}: {queued} runs queued at the kill; re-sent "
+                        f"{resent - killed_at:4.1f} s after it, new attempt {restarted - resent:4.1f} s after that, "
+                        f"{ahead} run(s) started in between; verdict {finished.verdict} (attempt {finished.attempt}) "
+                        f"{after_kill:5.1f} s after the kill = runner {own:4.1f} s + already running "
+                        f"{sum(already):4.1f} s + {figure:4.1f} s",
+                        flush=True,
+                    )
         finally:
-            stop.set()
-            sweeping.join()
             worker.stop()
     for mode in MODES:
         figures = [row[1] for row in rows if row[0] == mode and row[1] is not None]

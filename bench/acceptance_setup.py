@@ -1,12 +1,17 @@
 """Shared by the acceptance benchmarks: a throw-away database (bench_<name>_<bench>, created and dropped
-here), an empty Redis database, temporary artifact storage, and answers built the way the tests build them."""
+here), an empty Redis database, temporary artifact storage, answers built the way the tests build them, and
+the kill benchmarks' worker with production timings, sweeper thread and kill -9."""
 
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +29,15 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
+
+from acceptance import stages  # noqa: E402
+from acceptance.models import Run  # noqa: E402
+from acceptance.services import runs_sweep  # noqa: E402
+from tests.acceptance.workers import Worker  # noqa: E402
+
+# A 15 s lease renewed every 2 s, as in production.
+PRODUCTION = {"ACCEPTANCE_RUN_LEASE_SECONDS": 15, "ACCEPTANCE_RUN_HEARTBEAT_SECONDS": 2}
 
 
 @contextmanager
@@ -79,3 +93,70 @@ class Vendor:
         data = complete_answer_data(capability=self.capability, calbin=self.calbin, golden=self.golden)
         data.update(overrides)
         return answer_submit(actor=self.user, question=question, data=data)
+
+
+def simulator_worker(name: str, log_dir: Path) -> Worker:
+    """A worker on the simulator's queue with the production timings."""
+    return Worker.celery("simulator", name, log_dir, **PRODUCTION)
+
+
+def kill_mid_run(worker: Worker, *, whole_worker: bool, replacement: str) -> Worker:
+    """kill -9 the worker's pool child (its main process survives and forks a new one) or, with `whole_worker`,
+    its whole process group, and then start `replacement` at once, as a supervisor would, logging beside it.
+    Returns the worker that serves the simulator's queue from now on."""
+    if not whole_worker:
+        os.kill(worker.wait_for_pool_child(), signal.SIGKILL)
+        return worker
+    worker.kill()
+    worker.stop()
+    return simulator_worker(replacement, worker.log_path.parent)
+
+
+@contextmanager
+def sweeping(interval: float):
+    """Sweep every `interval` seconds from a thread, standing in for Celery beat, while the block runs."""
+    stop = threading.Event()
+
+    def sweep() -> None:
+        try:
+            while not stop.wait(interval):
+                runs_sweep()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=sweep, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def wait_for(predicate, timeout: float):
+    """Poll until `predicate()` is truthy and return its value, or None after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    return None
+
+
+def soak_running(answer, timeout: float) -> Run | None:
+    """The answer's soak run once its runner has run for 1.5 s, or None if that takes over `timeout` seconds."""
+    return wait_for(
+        lambda: Run.objects.filter(
+            answer=answer,
+            stage=stages.SOAK,
+            state=stages.RUNNING,
+            started_at__lte=timezone.now() - timedelta(seconds=1.5),
+        ).first(),
+        timeout,
+    )
+
+
+def run_ended(run: Run, timeout: float) -> Run | None:
+    """The run as it ended, or None if it is still active after `timeout` seconds."""
+    return wait_for(lambda: Run.objects.filter(pk=run.pk).exclude(state__in=stages.ACTIVE_STATES).first(), timeout)

@@ -82,18 +82,28 @@ def build_delivered(engineer, tmp_path, *, reproducible=True) -> dict:
     return {"minimal_example": {"artifact": context.pk, "command": "sh build.sh", "description": "the one-step build"}}
 
 
-def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(engineer, acme, golden, tmp_path):
-    answer, deliverable, capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V26",
-        kind="sdk",
-        artifact_kind="sdk",
-        data=sdk_archive(tmp_path),
-        capability_slug="kv-manager-api",
-    )
+@pytest.fixture
+def answer_with_sdk(engineer, acme, golden, tmp_path):
+    """`answer_with` for an SDK archive, delivered for the KV manager's question unless told otherwise."""
+
+    def answer(data: bytes, *, code="V26", capability_slug="kv-manager-api"):
+        return answer_with(
+            engineer,
+            acme,
+            golden,
+            tmp_path,
+            code=code,
+            kind="sdk",
+            artifact_kind="sdk",
+            data=data,
+            capability_slug=capability_slug,
+        )
+
+    return answer
+
+
+def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(answer_with_sdk, tmp_path):
+    answer, deliverable, capability = answer_with_sdk(sdk_archive(tmp_path))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.ACCEPTED, decided.reason
     item = EvidenceItem.objects.get(deliverable=deliverable)
@@ -107,23 +117,13 @@ def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(engineer, ac
 
 @pytest.mark.parametrize(("left_out", "proves_decode"), [((), True), (("infer",), False)])
 def test_a_passing_sdk_is_e2_for_every_capability_whose_calls_it_carries(
-    engineer, acme, golden, tmp_path, left_out, proves_decode
+    answer_with_sdk, tmp_path, left_out, proves_decode
 ):
     """The capability's SDK entry points present in the delivered SDK of that version: an SDK delivered for the
     KV manager that also carries decode's calls is E2 for decode batch 8; one without `infer` is not."""
     decode = make_capability("decode-batch-8")
     calls = [call for call in dict.fromkeys([*KV_MANAGER_CALLS, *DECODE_CALLS]) if call not in left_out]
-    answer, deliverable, capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V26",
-        kind="sdk",
-        artifact_kind="sdk",
-        data=sdk_archive(tmp_path, calls=calls),
-        capability_slug="kv-manager-api",
-    )
+    answer, deliverable, capability = answer_with_sdk(sdk_archive(tmp_path, calls=calls))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.ACCEPTED, decided.reason
     item = EvidenceItem.objects.get(deliverable=deliverable)
@@ -131,18 +131,8 @@ def test_a_passing_sdk_is_e2_for_every_capability_whose_calls_it_carries(
     assert decode.evidence.filter(pk=item.pk).exists() is proves_decode
 
 
-def test_an_sdk_missing_one_symbol_is_rejected_naming_it(engineer, acme, golden, tmp_path):
-    answer, deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V26",
-        kind="sdk",
-        artifact_kind="sdk",
-        data=sdk_archive(tmp_path, undefined=("KvManager::DoShift",)),
-        capability_slug="kv-manager-api",
-    )
+def test_an_sdk_missing_one_symbol_is_rejected_naming_it(answer_with_sdk, tmp_path):
+    answer, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path, undefined=("KvManager::DoShift",)))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
     assert "KvManager::DoShift is not a defined dynamic symbol" in decided.reason
@@ -304,19 +294,11 @@ def test_the_last_accepted_deliverable_closes_the_question_through_the_task(
 
 
 def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls_it_declares(
-    engineer, acme, golden, tmp_path
+    answer_with_sdk, engineer, golden, tmp_path
 ):
     calls = ["KernelRegistry::Register", "LaunchKernel"]
-    answer, _deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V12",
-        kind="sdk",
-        artifact_kind="sdk",
-        data=sdk_archive(tmp_path / "a", calls=calls, declared=calls),
-        capability_slug="custom-kernel-sdk",
+    answer, _deliverable, _capability = answer_with_sdk(
+        sdk_archive(tmp_path / "a", calls=calls, declared=calls), code="V12", capability_slug="custom-kernel-sdk"
     )
     assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
 

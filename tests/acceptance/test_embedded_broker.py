@@ -8,14 +8,13 @@ import os
 import signal
 import socket
 import sys
-import time
 import urllib.request
 
 import pytest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
-from tests.acceptance.workers import ROOT, Worker, worker_env
+from tests.acceptance.workers import ROOT, Worker, wait_until, worker_env
 from tests.factories import complete_answer_data
 from vendor.services.organisations import api_user_create
 
@@ -33,16 +32,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def wait_for(predicate, *, timeout: float, what: str, processes: list[Worker]):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    logs = "\n".join(process.log_text()[-3000:] for process in processes)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
 
 
 def answers_to_web(port: int) -> bool:
@@ -80,13 +69,14 @@ def test_dev_run_workers_run_a_chain_queued_by_a_request_after_it_returned(
     web = Worker([sys.executable, "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}"], env, logs / "web.log")
     processes = [default_worker, simulator_worker, web]
     try:
-        wait_for(
+        wait_until(
             lambda: Target.objects.filter(slug="simulator", health=Target.OK).exists(),
             timeout=120,
             what="the simulator worker's heartbeat",
-            processes=processes,
+            workers=processes,
+            sweep=False,
         )
-        wait_for(lambda: answers_to_web(port), timeout=120, what="the web server", processes=processes)
+        wait_until(lambda: answers_to_web(port), timeout=120, what="the web server", workers=processes, sweep=False)
 
         # With the simulator's worker frozen, the run the request queues can only wait on the broker.
         os.killpg(simulator_worker.pid, signal.SIGSTOP)
@@ -98,11 +88,12 @@ def test_dev_run_workers_run_a_chain_queued_by_a_request_after_it_returned(
         os.killpg(simulator_worker.pid, signal.SIGCONT)
 
         chain = Chain.objects.get(target__slug="simulator")
-        wait_for(
+        wait_until(
             lambda: all(state == stages.PASSED for _, state, _ in selectors.chain_stages(chain)),
             timeout=300,
             what="the chain on the simulator",
-            processes=processes,
+            workers=processes,
+            sweep=False,
         )
         runs = list(Run.objects.filter(chain=chain))
         assert len(runs) == len(stages.CHAIN_STAGES)

@@ -16,7 +16,7 @@ from acceptance.services.runs import finishing
 from acceptance.services.runs.claiming import run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
-from tests.acceptance.test_workers import wait_until
+from tests.acceptance.workers import wait_until
 from tests.factories import complete_answer_data, make_artifact, make_capability, tiny_package_bytes
 from vendor.services.organisations import token_create
 

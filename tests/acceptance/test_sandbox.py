@@ -13,6 +13,7 @@ import pytest
 
 from acceptance import protocol, sandbox, stages
 from acceptance.sandbox import Limits, run_sandboxed, scrubbed_environment
+from tests.acceptance.workers import processes_with
 
 LIMITS = Limits(
     wall_seconds=3,
@@ -113,23 +114,6 @@ def test_cancelling_from_the_tick_kills_the_runner(tmp_path):
         tick_seconds=0.2,
     )
     assert outcome.limit_hit == sandbox.CANCELLED
-
-
-def processes_with(token: str) -> list[int]:
-    """Live processes whose command line carries `token` (zombies waiting to be reaped do not count)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if token.encode() not in (entry / "cmdline").read_bytes():
-                continue
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            found.append(int(entry.name))
-    return found
 
 
 def test_the_runner_and_its_children_are_gone_after_the_run(tmp_path):

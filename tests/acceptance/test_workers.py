@@ -7,7 +7,6 @@ import signal
 import sys
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -16,8 +15,7 @@ from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
 from acceptance.services.dispatch import queue_length
 from acceptance.services.targets import target_heartbeat
-from tests.acceptance.test_sandbox import processes_with
-from tests.acceptance.workers import BOARD_DOUBLE
+from tests.acceptance.workers import BOARD_DOUBLE, processes_with, wait_until
 from tests.factories import (
     complete_answer_data,
     make_artifact,
@@ -30,22 +28,6 @@ from tests.factories import (
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 HARDWARE_VERSIONS = ["--calrt", "0.7.6", "--driver", "2.3.0", "--firmware", "1.8.0", "--chip", "calculet-2c"]
-
-
-def wait_until(predicate, *, timeout: float, what: str, workers=(), sweep: bool = True):
-    """Poll until `predicate()` is truthy, sweeping every second as Celery beat would."""
-    deadline = time.monotonic() + timeout
-    last_sweep = 0.0
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if sweep and time.monotonic() - last_sweep > 1:
-            runs_sweep()
-            last_sweep = time.monotonic()
-        time.sleep(0.2)
-    logs = "\n".join(worker.log_text()[-3000:] for worker in workers)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
 
 
 def chain_on(answer, slug: str) -> Chain | None:
@@ -129,18 +111,7 @@ def soak_running(answer) -> Run | None:
 
 def runner_processes(run: Run) -> list[int]:
     """Live processes whose command line points into this run's working directory."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if f"calculet-run-{run.pk}-" in cmdline and state != "Z":
-            found.append(int(proc.name))
-    return found
+    return processes_with(f"calculet-run-{run.pk}-")
 
 
 # Long enough (about 10 s here; 64 requests took 2 s and were once missed) that the test sees the soak at work

@@ -1,4 +1,5 @@
-"""Real Celery worker processes for the tests and benchmarks, in their own process groups."""
+"""Real Celery worker processes for the tests and benchmarks, in their own process groups; waiting on them, and
+finding the processes a run leaves behind."""
 
 import contextlib
 import os
@@ -10,6 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
+
+from acceptance.services import runs_sweep
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARD_DOUBLE = Path(__file__).resolve().parent / "board_double.py"
@@ -103,3 +106,37 @@ class Worker:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def wait_until(predicate, *, timeout: float, what: str, workers=(), sweep: bool = True):
+    """Poll until `predicate()` is truthy and return its value; with `sweep`, sweep every second as Celery beat
+    would."""
+    deadline = time.monotonic() + timeout
+    last_sweep = 0.0
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if sweep and time.monotonic() - last_sweep > 1:
+            runs_sweep()
+            last_sweep = time.monotonic()
+        time.sleep(0.2)
+    logs = "\n".join(worker.log_text()[-3000:] for worker in workers)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{logs}")
+
+
+def processes_with(token: str) -> list[int]:
+    """Live processes whose command line carries `token` (zombies waiting to be reaped do not count)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() not in (entry / "cmdline").read_bytes():
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append(int(entry.name))
+    return found

@@ -1,3 +1,4 @@
+import re
 import shutil
 from pathlib import Path
 
@@ -7,6 +8,18 @@ from npu_sim.calbin import build_calbin
 from npu_sim.device import VirtualDevice
 from npu_sim.kv import KvManager
 from npu_sim.loaded_calbin import Calbin
+
+# How validation creates a finding: error("code", ...), warning("code", ...), Finding("code", ...),
+# CalbinError("code", ...), the code as the first argument, possibly on the next line.
+FINDING_CALL = re.compile(r"\b(?:error|warning|Finding|CalbinError)\(\s*\"([a-z0-9_]+)\"")
+CALBIN_SOURCE = Path(__file__).resolve().parents[2] / "npu_sim" / "calbin"
+
+
+@pytest.fixture(scope="session")
+def produced_finding_codes() -> set[str]:
+    """Every finding code validation can produce, read from its source."""
+    source = "".join(path.read_text() for path in CALBIN_SOURCE.glob("*.py"))
+    return set(FINDING_CALL.findall(source))
 
 
 @pytest.fixture(scope="session")

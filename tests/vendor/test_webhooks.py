@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
-from tests.acceptance.workers import Worker
+from tests.acceptance.workers import Worker, wait_until
 from tests.factories import db_snapshot, make_account
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
@@ -220,15 +220,6 @@ def celery_worker(transactional_db, tmp_path):
     worker.stop()
 
 
-def wait_for(predicate, *, timeout: float, what: str, worker: Worker):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen in {timeout} s; worker log:\n{worker.log_text()[-3000:]}")
-
-
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a, receiver, celery_worker):
@@ -237,11 +228,12 @@ def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a,
     question_update(actor=pm.user, question=question_a, assignee=vendor_a.user)  # commits: the event is told
     event = NotificationEvent.objects.get(kind="assigned")
     delivery = WebhookDelivery.objects.get(hook=hook, event=event)
-    wait_for(
+    wait_until(
         lambda: WebhookDelivery.objects.get(pk=delivery.pk).state == "delivered",
         timeout=60,
         what="delivery",
-        worker=celery_worker,
+        workers=[celery_worker],
+        sweep=False,
     )
     delivery.refresh_from_db()
     assert [attempt["status"] for attempt in delivery.log] == [503, 500, 200]
@@ -262,6 +254,6 @@ def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
     webhook_create(actor=pm.user, organisation=bolt, name="bolt", url=endpoint.url, kinds=[])
     comment_create(actor=pm.user, question=question_a, body="for acme")
     comment_create(actor=pm.user, question=question_b, body="for bolt")
-    wait_for(lambda: len(endpoint.received) >= 1, timeout=60, what="delivery", worker=celery_worker)
+    wait_until(lambda: len(endpoint.received) >= 1, timeout=60, what="delivery", workers=[celery_worker], sweep=False)
     time.sleep(2)  # anything else would have arrived by now
     assert [json.loads(request["body"])["question"] for request in endpoint.received] == ["V19"]

@@ -3,7 +3,7 @@ import os
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.factories import make_user
+from tests.factories import PASSWORD, make_user
 from vendor.models import Organisation
 
 # Playwright's sync API runs an event loop in the test's thread; Django's async-safety check would then
@@ -68,3 +68,20 @@ def page(browser, live_server):
     page = context.new_page()
     yield page
     context.close()
+
+
+def log_in(page, username):
+    page.goto("/login/")
+    page.get_by_label("User name").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.locator("main").get_by_role("button", name="Log in").click()
+
+
+def htmx_wired(page, selector: str) -> None:
+    """Wait until htmx has processed the element a swap brought in (its listeners attached): a change made
+    before then is never sent."""
+    page.wait_for_function(
+        "s => { const e = document.querySelector(s); return !!(e && e['htmx-internal-data'] && "
+        "e['htmx-internal-data'].initHash); }",
+        arg=selector,
+    )

@@ -10,18 +10,12 @@ from acceptance import stages
 from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit
 from evidence.models import Capability
-from tests.factories import PASSWORD, make_chain, make_run, put_to
+from tests.factories import make_chain, make_run, put_to
+from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Comment, DocumentReview, NotificationPreference, Question
 from vendor.services.deliverables import deliverable_accept
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def log_in(page, username):
-    page.goto("/login/")
-    page.get_by_label("User name").fill(username)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.locator("main").get_by_role("button", name="Log in").click()
 
 
 def mark_document(page):
@@ -41,16 +35,6 @@ def test_log_in_and_out(page, pm):
     expect(page).to_have_url(re.compile(r"/login/$"))
     page.goto("/questions/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/questions/$"))
-
-
-def htmx_wired(page, selector: str) -> None:
-    """Wait until htmx has processed the element a swap brought in (its listeners attached): a change made
-    before then is never sent."""
-    page.wait_for_function(
-        "s => { const e = document.querySelector(s); return !!(e && e['htmx-internal-data'] && "
-        "e['htmx-internal-data'].initHash); }",
-        arg=selector,
-    )
 
 
 def test_filter_and_edit_a_question_in_place(page, pm, checklist):

@@ -14,7 +14,7 @@ from acceptance.services import answer_submit, capability_promote
 from evidence.models import Capability, EvidenceItem
 from npu_sim.timing import TimingModel, context_rows
 from tests.factories import make_chain, make_run, put_to
-from tests.web.test_browser import htmx_wired, log_in
+from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Question
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
