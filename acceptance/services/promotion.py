@@ -5,8 +5,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from acceptance import policy as gate_policy
-from acceptance.models import PromotionAttempt, Run
+from acceptance import stages
+from acceptance.models import PromotionAttempt, Run, Target
 from acceptance.selectors import capability_gate_facts, capability_recipe_probes
+from acceptance.services.targets import target_accepts_runs
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -203,3 +205,34 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
         attempt = _attempt_record("system", locked, current, supported, reason[:REASON_MAX_CHARS], decision, policy)
     attempt.capability = locked
     return attempt
+
+
+def capabilities_reverify_unrunnable() -> list[PromotionAttempt]:
+    """Proof that cannot run again: a capability above C3 whose chain must re-verify lapsed evidence (the
+    target's versions changed, or a newer answer superseded the artifacts) and waits to run on a target that
+    takes no runs now (in maintenance, its health check failed, no worker serving it) is re-verified on the
+    evidence there is (`capability_reverify`): demoted to what that supports rather than left standing on
+    lapsed evidence until the target comes back. The sweeper calls this. Returns the demotions."""
+    now = timezone.now()
+    # Only chains re-verifying lapsed evidence: a PM's re-run waiting for a target in maintenance changes nothing.
+    waiting = (
+        Run.objects.filter(
+            state__in=(stages.PENDING, stages.QUEUED),
+            chain__capability__status__in=("C0", "C1", "C2"),
+            chain__runs__evidence__current=False,
+        )
+        .values_list("chain__capability_id", "target_id")
+        .distinct()
+    )
+    targets = {target.pk: target for target in Target.objects.filter(pk__in={target for _, target in waiting})}
+    demoted = []
+    for capability_id, target_id in sorted(set(waiting)):
+        target = targets[target_id]
+        if target_accepts_runs(target, now):
+            continue
+        why = "it is in maintenance" if target.maintenance else (target.health_reason or f"it is {target.health}")
+        capability = Capability.objects.get(pk=capability_id)
+        attempt = capability_reverify(capability, cause=f"its proof cannot run again on {target.slug}: {why}")
+        if attempt is not None:
+            demoted.append(attempt)
+    return demoted

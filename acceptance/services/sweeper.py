@@ -16,6 +16,7 @@ from acceptance import stages
 from acceptance.models import Run, Target
 from acceptance.services.dispatch import queue_length, run_send
 from acceptance.services.locking import run_lock
+from acceptance.services.promotion import capabilities_reverify_unrunnable
 from acceptance.services.runs.finishing import run_give_up
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
@@ -35,6 +36,7 @@ class SweepReport:
     resent: int = 0
     dispatched: int = 0
     removed_dirs: int = 0
+    demoted: int = 0
 
 
 def run_dirs_sweep() -> int:
@@ -76,6 +78,8 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
       flush). A duplicate message is harmless: the claim lets one attempt through.
     - `pending` runs go to targets that accept runs again.
     - Working directories left on this host by lost attempts are removed (`run_dirs_sweep`).
+    - A capability whose proof waits to run again on a target that takes no runs is re-verified on the
+      evidence there is, and demoted when that has lapsed (`capabilities_reverify_unrunnable`).
     """
     report = SweepReport()
     targets_refresh_health()
@@ -112,4 +116,5 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
     for target in Target.objects.filter(runs__state=stages.PENDING).distinct():
         report.dispatched += runs_dispatch_pending(target)
     report.removed_dirs = run_dirs_sweep()
+    report.demoted = len(capabilities_reverify_unrunnable())
     return report

@@ -11,8 +11,15 @@ import pytest
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, Target
-from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
-from acceptance.services.targets import target_heartbeat
+from acceptance.services import (
+    answer_submit,
+    capability_promote,
+    chain_start_for_answer,
+    run_rerun,
+    runs_sweep,
+    target_register,
+)
+from acceptance.services.targets import target_heartbeat, target_set_maintenance
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
@@ -215,6 +222,59 @@ def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
     assert {r["code"] for r in demotion.reasons} >= {"stage_not_passed"}
     entry = AuditEntry.objects.filter(action="capability.demote").latest("id")
     assert entry.actor_label == "system" and entry.after["status"] == "C3"
+
+
+def _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path) -> Chain:
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
+    assert capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="").allowed
+    sdk_checked(capability)
+    assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
+    return chain
+
+
+def _register_simulator(calrt_version: str) -> None:
+    target_register(
+        actor="ops",
+        slug="simulator",
+        kind=Target.SIMULATOR,
+        calrt_version=calrt_version,
+        driver_version="2.3.0",
+        firmware_version="1.8.0",
+        chip="calculet-2c",
+    )
+
+
+def test_a_calrt_upgrade_whose_re_run_cannot_run_demotes_the_capability_at_the_next_sweep(
+    vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
+):
+    chain = _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path)
+    target_set_maintenance(actor="ops", target=simulator_online, maintenance=True, reason="board swap")
+    # CalRT 0.7.7 is inside the package's range, so the re-run could pass; but the target takes no runs.
+    _register_simulator("0.7.7")
+    assert chain.runs.filter(state=stages.PENDING).exists()
+
+    report = runs_sweep()
+
+    assert report.demoted == 1
+    assert Capability.objects.get(pk=capability.pk).status == "C3"
+    demotion = PromotionAttempt.objects.latest("id")
+    assert (demotion.actor_label, demotion.from_status, demotion.to_status) == ("system", "C1", "C3")
+    assert "its proof cannot run again on simulator: it is in maintenance" in demotion.reason
+    assert runs_sweep().demoted == 0  # once
+
+
+def test_a_target_in_maintenance_demotes_nothing_while_the_evidence_still_holds(
+    vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
+):
+    chain = _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path)
+    target_set_maintenance(actor="ops", target=simulator_online, maintenance=True, reason="board swap")
+    # A PM's re-run of the soak waits for the target; the C1 evidence on CalRT 0.7.6 is still current.
+    run_rerun(actor=pm_user, run=chain.runs.get(stage=stages.SOAK))
+    assert chain.runs.filter(stage=stages.SOAK, state=stages.PENDING).exists()
+
+    assert runs_sweep().demoted == 0
+    assert Capability.objects.get(pk=capability.pk).status == "C1"
 
 
 EXAMPLE = """import os, subprocess, sys
