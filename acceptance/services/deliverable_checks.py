@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from acceptance.inspection import Report
 from acceptance.inspection.oci import check_oci_archive
@@ -64,19 +64,29 @@ def deliverable_check_wanted(answer: Answer) -> bool:
     return answer.deliverable is not None and answer.deliverable.kind in CHECKED_KINDS
 
 
+def _owing_a_check(answers: QuerySet[Answer]) -> QuerySet[Answer]:
+    """Those of `answers` whose check is still to be done: each names a deliverable of a checked kind, is the
+    newest answer of its organisation for it (a newer one's check decides instead), and no check evidence
+    names it yet."""
+    newer = Answer.objects.filter(
+        deliverable=OuterRef("deliverable"), organisation=OuterRef("organisation"), pk__gt=OuterRef("pk")
+    )
+    checked = EvidenceItem.objects.filter(origin=EvidenceItem.CHECK, answer=OuterRef("pk"))
+    return answers.filter(deliverable__kind__in=CHECKED_KINDS).filter(~Exists(newer), ~Exists(checked))
+
+
 def deliverable_check_answer(answer_id: int) -> Deliverable | None:
     """Check the artifacts of the answer for its deliverable, record the evidence and decide the deliverable.
 
-    Does nothing (returns None) when the answer names no checked deliverable, or when a newer answer for the
-    same deliverable exists (its own check decides). Otherwise the deliverable is accepted when the check
-    finds nothing and the answer is complete, rejected with the findings as the reason.
+    Does nothing (returns None) when the answer names no checked deliverable, when a newer answer for the
+    same deliverable exists (its own check decides), or when its check has already recorded its evidence (a
+    message sent twice). Otherwise the deliverable is accepted when the check finds nothing and the answer is
+    complete, rejected with the findings as the reason.
     """
     answer = Answer.objects.select_related("deliverable", "question", "organisation").get(pk=answer_id)
     deliverable = answer.deliverable
-    if deliverable is None or deliverable.kind not in CHECKED_KINDS:
-        return None
-    newer = Answer.objects.filter(deliverable=deliverable, organisation=answer.organisation, pk__gt=answer.pk)
-    if newer.exists():
+    owing = _owing_a_check(Answer.objects.filter(pk=answer_id))
+    if deliverable is None or not owing.exists():
         return None
     outcome = _check(answer, deliverable)
     if not answer.complete:
@@ -91,6 +101,8 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
     )
     with transaction.atomic():
         deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
+        if not owing.exists():  # while this one ran, another message checked the answer or a newer one came
+            return None
         evidence_record(
             origin=EvidenceItem.CHECK,
             grade=GRADES[deliverable.kind],
@@ -103,6 +115,7 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             ),
             versions=outcome.versions,
             deliverable=deliverable,
+            answer=answer,
             code_prefix=f"CHK-{deliverable.kind.upper().replace('_', '-')}",
             source_text=f"static check of answer {answer.pk} (r{answer.revision}) of {answer.organisation.slug}",
             explanation=json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str),

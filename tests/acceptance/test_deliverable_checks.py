@@ -1,15 +1,20 @@
 """Static checks of an answer's sdk, container_image and schema deliverables: real inputs (a shared library
-built with g++, an OCI archive, JSON Schemas), evidence of the right grade, and the deliverable decided."""
+built with g++, an OCI archive, JSON Schemas), evidence of the right grade, and the deliverable decided; a
+check run twice decides once."""
 
 import copy
+import importlib
 import json
 
 import pytest
+from django.apps import apps
 
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
-from acceptance.services import answer_submit
+from acceptance.services import answer_submit, deliverable_checks
 from acceptance.services.deliverable_checks import deliverable_check_answer
+from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
+from evidence.services import evidence_record
 from tests.factories import (
     complete_answer_data,
     make_artifact,
@@ -254,3 +259,66 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
     decided = deliverable_check_answer(second.pk)
     assert decided.state == Deliverable.REJECTED
     assert "no entry points to check" in decided.reason
+
+
+# A check runs once
+
+
+def schema_answer(engineer, acme, golden, tmp_path):
+    """A complete answer delivering a schema that passes its check. Stored in the test's transaction, which
+    never commits: its check is never sent, so each test runs it itself."""
+    return answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V47",
+        kind="schema",
+        artifact_kind="schema",
+        data=json.dumps(PACKAGE_METADATA_SCHEMA).encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+    )
+
+
+def test_a_check_run_twice_decides_once(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+    assert deliverable_check_answer(answer.pk) is None
+    assert EvidenceItem.objects.filter(deliverable=deliverable).count() == 1
+    assert AuditEntry.objects.filter(action="deliverable.accept").count() == 1
+
+
+def test_a_check_that_finds_its_answer_checked_meanwhile_records_nothing(engineer, acme, golden, tmp_path, monkeypatch):
+    """Two messages for one answer, the second decided while the first was checking: the first finds the
+    evidence under the deliverable's lock and stops there."""
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    check = deliverable_checks._check
+
+    def check_while_another_message_decides(answer, deliverable):
+        monkeypatch.setattr(deliverable_checks, "_check", check)
+        assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+        return check(answer, deliverable)
+
+    monkeypatch.setattr(deliverable_checks, "_check", check_while_another_message_decides)
+    assert deliverable_check_answer(answer.pk) is None
+    assert EvidenceItem.objects.filter(deliverable=deliverable).count() == 1
+
+
+def test_check_evidence_recorded_before_it_named_its_answer_is_linked_to_it(engineer, acme, golden, tmp_path):
+    """Otherwise every answer checked before the migration would be checked again."""
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    item = evidence_record(
+        origin=EvidenceItem.CHECK,
+        grade="E1",
+        conclusion="static check passed",
+        organisation=acme,
+        deliverable=deliverable,
+        code_prefix="CHK-SCHEMA",
+        source_text=f"static check of answer {answer.pk} (r1) of acme",
+    )
+    migration = importlib.import_module("evidence.migrations.0004_evidence_item_answer")
+    migration.link_checked_answers(apps, None)
+    item.refresh_from_db()
+    assert item.answer == answer
+    assert deliverable_check_answer(answer.pk) is None  # checked already: not again
