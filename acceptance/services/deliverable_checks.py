@@ -18,10 +18,12 @@ import json
 import logging
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from acceptance.inspection import Report
 from acceptance.inspection.oci import check_oci_archive
@@ -47,6 +49,10 @@ GRADES = {Deliverable.SDK: "E2", Deliverable.CONTAINER_IMAGE: "E1", Deliverable.
 MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 # Reported, never a failure: the seed asks for the example to build "where a compiler is present".
 NOT_FAILING = {"compiler_missing"}
+# A check still owed this long after its answer was stored lost its message (a broker flush, no worker) and is
+# sent again. Longer than the task's 16-minute time limit (acceptance.tasks), so a check is seldom sent again
+# while it runs; when it is, the second finds it done.
+CHECK_RESEND_AFTER = timedelta(minutes=30)
 
 
 @dataclass
@@ -73,6 +79,29 @@ def _owing_a_check(answers: QuerySet[Answer]) -> QuerySet[Answer]:
     )
     checked = EvidenceItem.objects.filter(origin=EvidenceItem.CHECK, answer=OuterRef("pk"))
     return answers.filter(deliverable__kind__in=CHECKED_KINDS).filter(~Exists(newer), ~Exists(checked))
+
+
+def deliverable_check_send(answer_id: int) -> None:
+    """Send the answer's check to a worker. When the broker is down nothing is lost: the answer still owes
+    its check, and `deliverable_checks_resend` sends it again."""
+    from acceptance.tasks import deliverable_check_task  # the tasks module imports this one
+
+    try:
+        deliverable_check_task.delay(answer_id)
+    except Exception:
+        logger.exception("could not send the check of answer %s; it will be sent again", answer_id)
+
+
+def deliverable_checks_resend(*, now: datetime | None = None) -> int:
+    """Send again the check of every answer still owing one CHECK_RESEND_AFTER after it was stored (its
+    message was lost); returns how many. A check still running meanwhile is harmless: the first to record
+    its evidence decides, the other finds it done."""
+    cutoff = (now or timezone.now()) - CHECK_RESEND_AFTER
+    overdue = _owing_a_check(Answer.objects.filter(created_at__lte=cutoff))
+    answer_ids = list(overdue.order_by("pk").values_list("pk", flat=True))
+    for answer_id in answer_ids:
+        deliverable_check_send(answer_id)
+    return len(answer_ids)
 
 
 def deliverable_check_answer(answer_id: int) -> Deliverable | None:

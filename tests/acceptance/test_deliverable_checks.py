@@ -1,17 +1,25 @@
 """Static checks of an answer's sdk, container_image and schema deliverables: real inputs (a shared library
 built with g++, an OCI archive, JSON Schemas), evidence of the right grade, and the deliverable decided; a
-check run twice decides once."""
+check whose message was lost is sent again, and a check run twice decides once."""
 
 import copy
 import importlib
 import json
+from datetime import timedelta
 
 import pytest
 from django.apps import apps
+from django.utils import timezone
+from kombu.exceptions import OperationalError
 
+from acceptance import tasks
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
 from acceptance.services import answer_submit, deliverable_checks
-from acceptance.services.deliverable_checks import deliverable_check_answer
+from acceptance.services.deliverable_checks import (
+    CHECK_RESEND_AFTER,
+    deliverable_check_answer,
+    deliverable_checks_resend,
+)
 from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
@@ -266,7 +274,7 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
 
 def schema_answer(engineer, acme, golden, tmp_path):
     """A complete answer delivering a schema that passes its check. Stored in the test's transaction, which
-    never commits: its check is never sent, so each test runs it itself."""
+    never commits: its check is never sent, as if the message were lost."""
     return answer_with(
         engineer,
         acme,
@@ -322,3 +330,69 @@ def test_check_evidence_recorded_before_it_named_its_answer_is_linked_to_it(engi
     item.refresh_from_db()
     assert item.answer == answer
     assert deliverable_check_answer(answer.pk) is None  # checked already: not again
+
+
+# A check whose message was lost is sent again
+
+OVERDUE = CHECK_RESEND_AFTER + timedelta(minutes=1)
+
+
+@pytest.fixture
+def sent_checks(monkeypatch):
+    """The answer ids whose check is sent to the broker (where no worker of these tests listens)."""
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.deliverable_check_task, "delay", sent.append)
+    return sent
+
+
+def test_a_lost_check_is_sent_again_once_it_is_overdue(engineer, acme, golden, tmp_path, sent_checks):
+    answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert deliverable_checks_resend() == 0  # stored just now: its message may still be on its way
+    assert sent_checks == []
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
+    assert sent_checks == [answer.pk]
+
+
+def test_the_check_sent_again_decides_the_deliverable_and_is_not_sent_after(
+    engineer, acme, golden, tmp_path, chain_in_process
+):
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1  # run in this process as it is sent
+    deliverable.refresh_from_db()
+    assert deliverable.state == Deliverable.ACCEPTED
+    assert EvidenceItem.objects.get(deliverable=deliverable).answer == answer
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 0
+
+
+def test_an_answer_already_checked_is_not_sent_again(engineer, acme, golden, tmp_path, sent_checks):
+    answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    deliverable_check_answer(answer.pk)
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 0
+    assert sent_checks == []
+
+
+def test_only_the_newest_answer_for_a_deliverable_is_sent_again(engineer, acme, golden, tmp_path, sent_checks):
+    first, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    artifact = make_artifact(engineer, b"{}", kind="schema", version="0.7.7", file_name="s.json")
+    data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=deliverable.question, data=data)
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
+    assert sent_checks == [second.pk]
+    assert deliverable_check_answer(first.pk) is None  # superseded: its check decides nothing either
+
+
+def test_a_check_refused_by_a_broker_that_is_down_does_not_fail_the_answer(
+    engineer, acme, golden, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    tried: list[int] = []
+
+    def broker_down(answer_id):
+        tried.append(answer_id)
+        raise OperationalError("Error 111 connecting to redis: Connection refused.")
+
+    monkeypatch.setattr(tasks.deliverable_check_task, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert tried == [answer.pk]  # sent once stored, refused, and the answer still owes its check
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
+    assert tried == [answer.pk, answer.pk]
