@@ -10,7 +10,7 @@ from django.conf import settings
 
 from acceptance import worker  # noqa: F401 - connects the worker heartbeat to Celery's signals
 from acceptance.services import runs_sweep, targets_health_check
-from acceptance.services.deliverable_checks import deliverable_check_answer
+from acceptance.services.deliverable_checks import deliverable_check_answer, deliverable_checks_resend
 from acceptance.services.runs.claiming import worker_label
 from acceptance.services.runs.execute import run_execute
 from calculet.logs import run_id_var
@@ -60,3 +60,8 @@ def targets_health_check_task() -> None:
 @shared_task(name="acceptance.deliverable_check", acks_late=True, soft_time_limit=900, time_limit=960)
 def deliverable_check_task(answer_id: int) -> None:
     deliverable_check_answer(answer_id)
+
+
+@shared_task(name="acceptance.deliverable_checks_resend", acks_late=True)
+def deliverable_checks_resend_task() -> None:
+    deliverable_checks_resend()

@@ -267,6 +267,7 @@ CELERY_TASK_ROUTES = {
     "acceptance.runs_sweep": {"queue": "default"},
     "acceptance.targets_health_check": {"queue": "default"},
     "acceptance.deliverable_check": {"queue": "default"},
+    "acceptance.deliverable_checks_resend": {"queue": "default"},
     "vendor.uploads_expire": {"queue": "default"},
     "vendor.artifact_check": {"queue": "default"},
     "vendor.artifacts_check_resend": {"queue": "default"},
@@ -284,6 +285,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "acceptance.targets_health_check",
         "schedule": ACCEPTANCE_HEALTH_CHECK_INTERVAL,
         "options": {"expires": ACCEPTANCE_HEALTH_CHECK_INTERVAL},
+    },
+    "acceptance-deliverable-checks-resend": {
+        "task": "acceptance.deliverable_checks_resend",
+        "schedule": 600,
+        "options": {"expires": 600},
     },
     "vendor-uploads-expire": {"task": "vendor.uploads_expire", "schedule": 3600, "options": {"expires": 3600}},
     "vendor-artifacts-check-resend": {

@@ -98,6 +98,10 @@ class EvidenceItem(models.Model):
     deliverable = models.ForeignKey(
         "vendor.Deliverable", null=True, blank=True, on_delete=models.PROTECT, related_name="evidence_items"
     )
+    # The answer a static check examined: what tells that answer's check has been done.
+    answer = models.ForeignKey(
+        "vendor.Answer", null=True, blank=True, on_delete=models.PROTECT, related_name="evidence_items"
+    )
     # False once its versions are no longer the target's: it then counts as E3 (to be checked again).
     current = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -23,6 +23,7 @@ def evidence_record(
     capabilities: Iterable[Capability] = (),
     versions: Mapping[str, str] | None = None,
     deliverable=None,
+    answer=None,
     code_prefix: str,
     source_text: str = "",
     explanation: str = "",
@@ -53,6 +54,7 @@ def evidence_record(
             organisation=organisation,
             versions=versions,
             deliverable=deliverable,
+            answer=answer,
         )
         item.code = f"{code_prefix}-{item.pk}"
         item.save(update_fields=["code"])
@@ -71,6 +73,7 @@ def evidence_record(
                 "organisation": organisation.slug if organisation else None,
                 "capabilities": [capability.slug for capability in capabilities],
                 "deliverable": deliverable.pk if deliverable else None,
+                "answer": answer.pk if answer else None,
                 "versions": versions,
             },
         )

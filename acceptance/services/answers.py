@@ -5,7 +5,7 @@ from django.db import transaction
 from acceptance import protocol
 from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
-from acceptance.services.deliverable_checks import deliverable_check_wanted
+from acceptance.services.deliverable_checks import deliverable_check_send, deliverable_check_wanted
 from acceptance.services.inputs import answer_recipe, threshold_overrides
 from calculet.audit import audit_record
 from calculet.errors import DomainError
@@ -88,14 +88,8 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
             audit_record(actor=actor, action="answer.claim", obj=answer, after={"capability": capability.slug})
         answer_id = answer.pk
         if deliverable_check_wanted(answer):
-            transaction.on_commit(lambda: _send_deliverable_check(answer_id))
+            transaction.on_commit(lambda: deliverable_check_send(answer_id))
         elif answer.complete and (answer.deliverable is None or answer.deliverable.kind == Deliverable.CALBIN):
             # Only a model package runs through the chain; a document is reviewed by a PM.
             transaction.on_commit(lambda: chain_start_for_answer(answer_id))
     return answer
-
-
-def _send_deliverable_check(answer_id: int) -> None:
-    from acceptance.tasks import deliverable_check_task
-
-    deliverable_check_task.delay(answer_id)

@@ -24,10 +24,12 @@ import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.utils import timezone
 
 from acceptance.inspection import Report
 from acceptance.inspection.oci import check_oci_archive
@@ -54,6 +56,10 @@ GRADES = {Deliverable.SDK: "E2", Deliverable.CONTAINER_IMAGE: "E1", Deliverable.
 MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 # Reported, never a failure: the seed asks for the example to build "where a compiler is present".
 NOT_FAILING = {"compiler_missing"}
+# A check still owed this long after its answer was stored lost its message (a broker flush, no worker) and is
+# sent again. Longer than the task's 16-minute time limit (acceptance.tasks), so a check is seldom sent again
+# while it runs; when it is, the second finds it done.
+CHECK_RESEND_AFTER = timedelta(minutes=30)
 
 
 @dataclass
@@ -71,19 +77,52 @@ def deliverable_check_wanted(answer: Answer) -> bool:
     return answer.deliverable is not None and answer.deliverable.kind in CHECKED_KINDS
 
 
+def _owing_a_check(answers: QuerySet[Answer]) -> QuerySet[Answer]:
+    """Those of `answers` whose check is still to be done: each names a deliverable of a checked kind, is the
+    newest answer of its organisation for it (a newer one's check decides instead), and no check evidence
+    names it yet."""
+    newer = Answer.objects.filter(
+        deliverable=OuterRef("deliverable"), organisation=OuterRef("organisation"), pk__gt=OuterRef("pk")
+    )
+    checked = EvidenceItem.objects.filter(origin=EvidenceItem.CHECK, answer=OuterRef("pk"))
+    return answers.filter(deliverable__kind__in=CHECKED_KINDS).filter(~Exists(newer), ~Exists(checked))
+
+
+def deliverable_check_send(answer_id: int) -> None:
+    """Send the answer's check to a worker. When the broker is down nothing is lost: the answer still owes
+    its check, and `deliverable_checks_resend` sends it again."""
+    from acceptance.tasks import deliverable_check_task  # the tasks module imports this one
+
+    try:
+        deliverable_check_task.delay(answer_id)
+    except Exception:
+        logger.exception("could not send the check of answer %s; it will be sent again", answer_id)
+
+
+def deliverable_checks_resend(*, now: datetime | None = None) -> int:
+    """Send again the check of every answer still owing one CHECK_RESEND_AFTER after it was stored (its
+    message was lost); returns how many. A check still running meanwhile is harmless: the first to record
+    its evidence decides, the other finds it done."""
+    cutoff = (now or timezone.now()) - CHECK_RESEND_AFTER
+    overdue = _owing_a_check(Answer.objects.filter(created_at__lte=cutoff))
+    answer_ids = list(overdue.order_by("pk").values_list("pk", flat=True))
+    for answer_id in answer_ids:
+        deliverable_check_send(answer_id)
+    return len(answer_ids)
+
+
 def deliverable_check_answer(answer_id: int) -> Deliverable | None:
     """Check the artifacts of the answer for its deliverable, record the evidence and decide the deliverable.
 
-    Does nothing (returns None) when the answer names no checked deliverable, or when a newer answer for the
-    same deliverable exists (its own check decides). Otherwise the deliverable is accepted when the check
-    finds nothing and the answer is complete, rejected with the findings as the reason.
+    Does nothing (returns None) when the answer names no checked deliverable, when a newer answer for the
+    same deliverable exists (its own check decides), or when its check has already recorded its evidence (a
+    message sent twice). Otherwise the deliverable is accepted when the check finds nothing and the answer is
+    complete, rejected with the findings as the reason.
     """
     answer = Answer.objects.select_related("deliverable", "question", "organisation").get(pk=answer_id)
     deliverable = answer.deliverable
-    if deliverable is None or deliverable.kind not in CHECKED_KINDS:
-        return None
-    newer = Answer.objects.filter(deliverable=deliverable, organisation=answer.organisation, pk__gt=answer.pk)
-    if newer.exists():
+    owing = _owing_a_check(Answer.objects.filter(pk=answer_id))
+    if deliverable is None or not owing.exists():
         return None
     outcome = _check(answer, deliverable)
     if not answer.complete:
@@ -98,6 +137,8 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
     )
     with transaction.atomic():
         deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
+        if not owing.exists():  # while this one ran, another message checked the answer or a newer one came
+            return None
         evidence_record(
             origin=EvidenceItem.CHECK,
             grade=GRADES[deliverable.kind],
@@ -110,6 +151,7 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             ),
             versions=outcome.versions,
             deliverable=deliverable,
+            answer=answer,
             code_prefix=f"CHK-{deliverable.kind.upper().replace('_', '-')}",
             source_text=f"static check of answer {answer.pk} (r{answer.revision}) of {answer.organisation.slug}",
             explanation=json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str),

@@ -1,15 +1,28 @@
 """Static checks of an answer's sdk, container_image and schema deliverables: real inputs (a shared library
-built with g++, an OCI archive, JSON Schemas), evidence of the right grade, and the deliverable decided."""
+built with g++, an OCI archive, JSON Schemas), evidence of the right grade, and the deliverable decided; a
+check whose message was lost is sent again, and a check run twice decides once."""
 
 import copy
+import importlib
 import json
+from datetime import timedelta
 
 import pytest
+from django.apps import apps
+from django.utils import timezone
+from kombu.exceptions import OperationalError
 
+from acceptance import tasks
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
-from acceptance.services import answer_submit
-from acceptance.services.deliverable_checks import deliverable_check_answer
+from acceptance.services import answer_submit, deliverable_checks
+from acceptance.services.deliverable_checks import (
+    CHECK_RESEND_AFTER,
+    deliverable_check_answer,
+    deliverable_checks_resend,
+)
+from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
+from evidence.services import evidence_record
 from tests.factories import (
     complete_answer_data,
     make_artifact,
@@ -310,3 +323,132 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
     decided = deliverable_check_answer(second.pk)
     assert decided.state == Deliverable.REJECTED
     assert "no entry points to check" in decided.reason
+
+
+# A check runs once
+
+
+def schema_answer(engineer, acme, golden, tmp_path):
+    """A complete answer delivering a schema that passes its check. Stored in the test's transaction, which
+    never commits: its check is never sent, as if the message were lost."""
+    return answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V47",
+        kind="schema",
+        artifact_kind="schema",
+        data=json.dumps(PACKAGE_METADATA_SCHEMA).encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+    )
+
+
+def test_a_check_run_twice_decides_once(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+    assert deliverable_check_answer(answer.pk) is None
+    assert EvidenceItem.objects.filter(deliverable=deliverable).count() == 1
+    assert AuditEntry.objects.filter(action="deliverable.accept").count() == 1
+
+
+def test_a_check_that_finds_its_answer_checked_meanwhile_records_nothing(engineer, acme, golden, tmp_path, monkeypatch):
+    """Two messages for one answer, the second decided while the first was checking: the first finds the
+    evidence under the deliverable's lock and stops there."""
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    check = deliverable_checks._check
+
+    def check_while_another_message_decides(answer, deliverable):
+        monkeypatch.setattr(deliverable_checks, "_check", check)
+        assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+        return check(answer, deliverable)
+
+    monkeypatch.setattr(deliverable_checks, "_check", check_while_another_message_decides)
+    assert deliverable_check_answer(answer.pk) is None
+    assert EvidenceItem.objects.filter(deliverable=deliverable).count() == 1
+
+
+def test_check_evidence_recorded_before_it_named_its_answer_is_linked_to_it(engineer, acme, golden, tmp_path):
+    """Otherwise every answer checked before the migration would be checked again."""
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    item = evidence_record(
+        origin=EvidenceItem.CHECK,
+        grade="E1",
+        conclusion="static check passed",
+        organisation=acme,
+        deliverable=deliverable,
+        code_prefix="CHK-SCHEMA",
+        source_text=f"static check of answer {answer.pk} (r1) of acme",
+    )
+    migration = importlib.import_module("evidence.migrations.0004_evidence_item_answer")
+    migration.link_checked_answers(apps, None)
+    item.refresh_from_db()
+    assert item.answer == answer
+    assert deliverable_check_answer(answer.pk) is None  # checked already: not again
+
+
+# A check whose message was lost is sent again
+
+OVERDUE = CHECK_RESEND_AFTER + timedelta(minutes=1)
+
+
+@pytest.fixture
+def sent_checks(monkeypatch):
+    """The answer ids whose check is sent to the broker (where no worker of these tests listens)."""
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.deliverable_check_task, "delay", sent.append)
+    return sent
+
+
+def test_a_lost_check_is_sent_again_once_it_is_overdue(engineer, acme, golden, tmp_path, sent_checks):
+    answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert deliverable_checks_resend() == 0  # stored just now: its message may still be on its way
+    assert sent_checks == []
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
+    assert sent_checks == [answer.pk]
+
+
+def test_the_check_sent_again_decides_the_deliverable_and_is_not_sent_after(
+    engineer, acme, golden, tmp_path, chain_in_process
+):
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1  # run in this process as it is sent
+    deliverable.refresh_from_db()
+    assert deliverable.state == Deliverable.ACCEPTED
+    assert EvidenceItem.objects.get(deliverable=deliverable).answer == answer
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 0
+
+
+def test_an_answer_already_checked_is_not_sent_again(engineer, acme, golden, tmp_path, sent_checks):
+    answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    deliverable_check_answer(answer.pk)
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 0
+    assert sent_checks == []
+
+
+def test_only_the_newest_answer_for_a_deliverable_is_sent_again(engineer, acme, golden, tmp_path, sent_checks):
+    first, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    artifact = make_artifact(engineer, b"{}", kind="schema", version="0.7.7", file_name="s.json")
+    data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=deliverable.question, data=data)
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
+    assert sent_checks == [second.pk]
+    assert deliverable_check_answer(first.pk) is None  # superseded: its check decides nothing either
+
+
+def test_a_check_refused_by_a_broker_that_is_down_does_not_fail_the_answer(
+    engineer, acme, golden, tmp_path, monkeypatch, django_capture_on_commit_callbacks
+):
+    tried: list[int] = []
+
+    def broker_down(answer_id):
+        tried.append(answer_id)
+        raise OperationalError("Error 111 connecting to redis: Connection refused.")
+
+    monkeypatch.setattr(tasks.deliverable_check_task, "delay", broker_down)
+    with django_capture_on_commit_callbacks(execute=True):
+        answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    assert tried == [answer.pk]  # sent once stored, refused, and the answer still owes its check
+    assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
+    assert tried == [answer.pk, answer.pk]
