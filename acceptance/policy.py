@@ -61,6 +61,8 @@ class ChainFacts:
     stage_run_ids: dict[str, int] = field(default_factory=dict)
     # Per runner stage: the probes whose verdict was pass in its latest run on the current inputs.
     probes_passed: dict[str, set[str]] = field(default_factory=dict)
+    # Per runner stage: the probes that did not pass in that run, each with its first finding's code.
+    probes_failed: dict[str, dict[str, str]] = field(default_factory=dict)
     # Per runner stage: whether its latest run was measured on an attested board (E0).
     attested: dict[str, bool] = field(default_factory=dict)
     # The versions the device reported in the latest runner-stage run (calrt, driver, firmware, chip).
@@ -167,6 +169,23 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
                 },
             )
         )
+        if state == STALE:
+            continue
+        # The probes that failed it, each with what its runner found (not_exercised: the package lacks it).
+        for probe, finding in sorted(chain.probes_failed.get(stage, {}).items()):
+            found.append(
+                reason(
+                    "probe_failed",
+                    _("Probe %(probe)s failed in %(stage)s (%(code)s) on %(target)s: %(finding)s.")
+                    % {
+                        "probe": probe,
+                        "stage": STAGE_LABELS[stage],
+                        "code": stage,
+                        "target": chain.target_name,
+                        "finding": finding,
+                    },
+                )
+            )
     return found
 
 

@@ -448,6 +448,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
         rows = _stage_rows(chain, latest)
         current = {stage: run for stage, state, run in rows if run is not None and state != stages.STALE}
         probes_passed: dict[str, set[str]] = {}
+        probes_failed: dict[str, dict[str, str]] = {}
         attested: dict[str, bool] = {}
         versions: dict[str, str] = {}
         for stage in stages.RUNNER_STAGES:
@@ -458,6 +459,9 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
             device = getattr(run, "result_device", None) or {}
             probes = getattr(run, "result_probes", None) or []
             probes_passed[stage] = {p.get("name") for p in probes if p.get("verdict") == stages.PASS}
+            probes_failed[stage] = {
+                str(p.get("name", "?")): _first_finding_code(p) for p in probes if p.get("verdict") != stages.PASS
+            }
             attested[stage] = device_attested({"device": device}, chain.target.kind)
             if device:
                 versions = {key: str(device.get(key, "")) for key in VERSION_KEYS}
@@ -469,11 +473,20 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 stage_states={stage: state for stage, state, _ in rows},
                 stage_run_ids={stage: run.pk for stage, _, run in rows if run is not None},
                 probes_passed=probes_passed,
+                probes_failed=probes_failed,
                 attested=attested,
                 versions=versions,
             )
         )
     return list(by_answer.values())
+
+
+def _first_finding_code(probe: dict) -> str:
+    """What a probe that did not pass found first (its verdict when it reports no finding)."""
+    findings = probe.get("findings")
+    first = findings[0] if isinstance(findings, list) and findings else None
+    code = first.get("code") if isinstance(first, dict) else None
+    return str(code or probe.get("verdict") or "failed")
 
 
 def capability_recipe_probes(capability) -> list[str]:

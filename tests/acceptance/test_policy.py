@@ -138,6 +138,16 @@ def test_an_answer_on_another_deliverable_or_incomplete_proves_nothing():
     assert codes(gate("C2", [answer(chain("simulator", ALL_PASSED), complete=False)])) == ["answer_incomplete"]
 
 
+def test_a_blocked_reason_names_the_probe_that_failed_its_stage_and_what_it_found():
+    failed = chain("simulator", {**passed_up_to(stages.ARTIFACT), stages.RUNNER: stages.FAILED}, 3)
+    failed.probes_failed = {stages.RUNNER: {"sampling": "not_exercised"}}
+    decision = gate("C2", [answer(failed)], probes=["sampling"])
+    assert codes(decision)[:2] == ["stage_not_passed", "probe_failed"]
+    assert decision.reasons[1]["message"] == (
+        "Probe sampling failed in Isolated runner (runner) on simulator: not_exercised."
+    )
+
+
 def test_c1_adds_the_sdk_check_to_c2():
     proven = chain("simulator", ALL_PASSED)
     assert codes(gate("C1", [answer(proven)])) == ["no_sdk_evidence"]
