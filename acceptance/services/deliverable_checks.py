@@ -23,7 +23,7 @@ import logging
 import shutil
 import tarfile
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,6 +32,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from acceptance.inspection import Report
+from acceptance.inspection.isolated import DEFAULT_LIMITS
 from acceptance.inspection.oci import check_oci_archive
 from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
@@ -198,6 +199,10 @@ def _outcome(report: Report, what: str, *, versions: dict | None = None, extra: 
 
 MAX_DECLARED_ENTRY_POINTS = 500
 MAX_BUILD_OUTPUTS = 100
+# Both builds end within the check task's soft time limit (900 s, acceptance.tasks) with time left for the
+# image: a build that takes longer fails with the sandbox's reason rather than the task being cut off
+# undecided (and sent again).
+BUILD_LIMITS = replace(DEFAULT_LIMITS, wall_seconds=360)
 
 
 def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) -> Report | None:
@@ -231,7 +236,7 @@ def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) ->
     named = context / "outputs.txt"
     lines = named.read_text(errors="replace").splitlines()[:MAX_BUILD_OUTPUTS] if named.is_file() else []
     outputs = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return reproduce(command, context, outputs)
+    return reproduce(command, context, outputs, limits=BUILD_LIMITS)
 
 
 def _recipes(deliverable: Deliverable) -> list[Recipe]:

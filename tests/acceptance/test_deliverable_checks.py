@@ -5,6 +5,7 @@ check whose message was lost is sent again, and a check run twice decides once."
 import copy
 import importlib
 import json
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -191,6 +192,29 @@ def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(en
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
     assert "out differs between the two builds (1 file(s): built-at)" in decided.reason
+
+
+def test_a_build_past_its_time_limit_is_rejected_with_the_sandboxs_reason_not_left_undecided(
+    engineer, acme, golden, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(deliverable_checks, "BUILD_LIMITS", replace(deliverable_checks.BUILD_LIMITS, wall_seconds=1))
+    delivered = build_delivered(engineer, tmp_path)
+    delivered["minimal_example"]["command"] = "sleep 30; sh build.sh"
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V03",
+        kind="container_image",
+        artifact_kind="container_image",
+        data=tar_bytes(oci_image_files()),
+        capability_slug="reproducible-compile",
+        answer=delivered,
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "build 1 failed" in decided.reason and "1 s" in decided.reason, decided.reason
 
 
 def test_an_image_proving_a_reproducible_build_without_its_build_is_rejected(engineer, acme, golden, tmp_path):
