@@ -116,6 +116,28 @@ def answer_with_sdk(engineer, acme, golden, tmp_path):
     return answer
 
 
+@pytest.fixture
+def answer_with_image(engineer, acme, golden, tmp_path):
+    """`answer_with` for an OCI image (with SBOM and licence unless `data` says otherwise), delivered for V03's
+    reproducible compile unless told otherwise; `answer` overrides fields of the answer (its build)."""
+
+    def answer(*, data=None, code="V03", capability_slug="reproducible-compile", answer=None):
+        return answer_with(
+            engineer,
+            acme,
+            golden,
+            tmp_path,
+            code=code,
+            kind="container_image",
+            artifact_kind="container_image",
+            data=tar_bytes(oci_image_files()) if data is None else data,
+            capability_slug=capability_slug,
+            answer=answer,
+        )
+
+    return answer
+
+
 def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(answer_with_sdk, tmp_path):
     answer, deliverable, capability = answer_with_sdk(sdk_archive(tmp_path))
     decided = deliverable_check_answer(answer.pk)
@@ -153,19 +175,8 @@ def test_an_sdk_missing_one_symbol_is_rejected_naming_it(answer_with_sdk, tmp_pa
     assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E2"
 
 
-def test_an_image_with_sbom_licence_and_a_reproducible_build_is_accepted_with_e1(engineer, acme, golden, tmp_path):
-    answer, deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V03",
-        kind="container_image",
-        artifact_kind="container_image",
-        data=tar_bytes(oci_image_files()),
-        capability_slug="reproducible-compile",
-        answer=build_delivered(engineer, tmp_path),
-    )
+def test_an_image_with_sbom_licence_and_a_reproducible_build_is_accepted_with_e1(answer_with_image, engineer, tmp_path):
+    answer, deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.ACCEPTED, decided.reason
     assert "built twice: nothing found" in decided.reason
@@ -176,18 +187,9 @@ def test_an_image_with_sbom_licence_and_a_reproducible_build_is_accepted_with_e1
     assert runs[0]["digests"] == runs[1]["digests"] and runs[0]["digests"]["out"].startswith("sha256:")
 
 
-def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(engineer, acme, golden, tmp_path):
-    answer, _deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V03",
-        kind="container_image",
-        artifact_kind="container_image",
-        data=tar_bytes(oci_image_files()),
-        capability_slug="reproducible-compile",
-        answer=build_delivered(engineer, tmp_path, reproducible=False),
+def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(answer_with_image, engineer, tmp_path):
+    answer, _deliverable, _capability = answer_with_image(
+        answer=build_delivered(engineer, tmp_path, reproducible=False)
     )
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
@@ -195,92 +197,40 @@ def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(en
 
 
 def test_a_build_past_its_time_limit_is_rejected_with_the_sandboxs_reason_not_left_undecided(
-    engineer, acme, golden, tmp_path, monkeypatch
+    answer_with_image, engineer, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(deliverable_checks, "BUILD_LIMITS", replace(deliverable_checks.BUILD_LIMITS, wall_seconds=1))
     delivered = build_delivered(engineer, tmp_path)
     delivered["minimal_example"]["command"] = "sleep 30; sh build.sh"
-    answer, deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V03",
-        kind="container_image",
-        artifact_kind="container_image",
-        data=tar_bytes(oci_image_files()),
-        capability_slug="reproducible-compile",
-        answer=delivered,
-    )
+    answer, _deliverable, _capability = answer_with_image(answer=delivered)
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
     assert "build 1 failed" in decided.reason and "1 s" in decided.reason, decided.reason
 
 
-def test_an_image_proving_a_reproducible_build_without_its_build_is_rejected(engineer, acme, golden, tmp_path):
-    answer, _deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V03",
-        kind="container_image",
-        artifact_kind="container_image",
-        data=tar_bytes(oci_image_files()),
-        capability_slug="reproducible-compile",
-    )
+def test_an_image_proving_a_reproducible_build_without_its_build_is_rejected(answer_with_image):
+    answer, _deliverable, _capability = answer_with_image()
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
     assert "the answer must deliver its build to prove it reproducible" in decided.reason
 
 
-def test_an_image_for_a_capability_not_about_a_build_needs_no_build(engineer, acme, golden, tmp_path):
-    answer, _deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V59",
-        kind="container_image",
-        artifact_kind="container_image",
-        data=tar_bytes(oci_image_files()),
-        capability_slug="enginecore",
-    )
+def test_an_image_for_a_capability_not_about_a_build_needs_no_build(answer_with_image):
+    answer, _deliverable, _capability = answer_with_image(code="V59", capability_slug="enginecore")
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.ACCEPTED, decided.reason
     assert "built twice" not in decided.reason
 
 
-def test_an_image_without_a_licence_is_rejected(engineer, acme, golden, tmp_path):
-    answer, deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V01",
-        kind="container_image",
-        artifact_kind="container_image",
-        data=tar_bytes(oci_image_files(licence=False)),
-        capability_slug="reproducible-compile",
-    )
+def test_an_image_without_a_licence_is_rejected(answer_with_image):
+    answer, _deliverable, _capability = answer_with_image(data=tar_bytes(oci_image_files(licence=False)))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
     assert "licen" in decided.reason.lower()
 
 
 def test_a_schema_that_holds_is_accepted_and_one_accepting_a16_is_rejected(engineer, acme, golden, tmp_path):
-    answer, deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V47",
-        kind="schema",
-        artifact_kind="schema",
-        data=json.dumps(PACKAGE_METADATA_SCHEMA).encode(),
-        capability_slug="calbin-metadata-schema",
-        schema_of="package-metadata",
-    )
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
     assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
     assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E1"
 
@@ -307,21 +257,10 @@ def test_an_incomplete_answer_is_not_accepted_even_when_the_check_passes(enginee
 
 
 def test_the_last_accepted_deliverable_closes_the_question_through_the_task(
-    engineer, acme, golden, tmp_path, chain_in_process, django_capture_on_commit_callbacks
+    answer_with_image, engineer, tmp_path, chain_in_process, django_capture_on_commit_callbacks
 ):
     with django_capture_on_commit_callbacks(execute=True):
-        answer, deliverable, _capability = answer_with(
-            engineer,
-            acme,
-            golden,
-            tmp_path,
-            code="V01",
-            kind="container_image",
-            artifact_kind="container_image",
-            data=tar_bytes(oci_image_files()),
-            capability_slug="reproducible-compile",
-            answer=build_delivered(engineer, tmp_path),
-        )
+        answer, deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path))
     deliverable.refresh_from_db()
     assert deliverable.state == Deliverable.ACCEPTED
     question = deliverable.question
@@ -354,7 +293,7 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
 
 def schema_answer(engineer, acme, golden, tmp_path):
     """A complete answer delivering a schema that passes its check. Stored in the test's transaction, which
-    never commits: its check is never sent, as if the message were lost."""
+    never commits: its check is never sent (as if the message were lost) unless the test runs it."""
     return answer_with(
         engineer,
         acme,
