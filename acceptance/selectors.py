@@ -108,7 +108,7 @@ def chains_stages(chains: list[Chain], *, states_only: bool = False) -> dict[int
 
 @functools.cache
 def _positions_query(database_vendor: str) -> tuple[str, tuple]:
-    """The SQL of `question_positions`, compiled once per process and database: Django takes longer to compile
+    """The SQL of `chain_state_rows`, compiled once per process and database: Django takes longer to compile
     its seven subqueries than the database takes to run them."""
     newest = {
         f"newest_{stage}": Subquery(
@@ -122,8 +122,8 @@ def _positions_query(database_vendor: str) -> tuple[str, tuple]:
     return Chain.objects.annotate(**newest).values_list("question_id", "stage_digests", *newest).query.sql_with_params()
 
 
-def question_positions() -> dict[int, str]:
-    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached.
+def chain_state_rows() -> list[tuple[int, list[StageRow]]]:
+    """Every chain's question and the state of each of its stages on its current inputs (no run attached).
 
     One query: per chain and stage, the newest run's state and inputs digest come back as one "state digest"
     text from an index probe, so no run row is loaded (the lists and the dashboard ask for this on every view).
@@ -132,13 +132,21 @@ def question_positions() -> dict[int, str]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         chains = cursor.fetchall()
-    positions: dict[int, str] = {}
+    found = []
     for question_id, stored_digests, *latest in chains:
         digests = json.loads(stored_digests) if isinstance(stored_digests, str) else stored_digests
-        rows = []
+        rows: list[StageRow] = []
         for stage, state_digest in zip(stages.CHAIN_STAGES, latest, strict=True):
             state, _, digest = (state_digest or "").partition(" ")
             rows.append((stage, stages.stage_state(state or None, digest, digests.get(stage, "")), None))
+        found.append((question_id, rows))
+    return found
+
+
+def question_positions() -> dict[int, str]:
+    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached."""
+    positions: dict[int, str] = {}
+    for question_id, rows in chain_state_rows():
         position = stages.chain_position(rows)
         known = positions.get(question_id)
         if known is None or stages.POSITIONS.index(position) > stages.POSITIONS.index(known):
@@ -617,15 +625,14 @@ def attention() -> Attention:
         .values_list("question_id", "complete")
     )
     incomplete = [question_id for question_id, complete in latest if not complete]
-    chains = list(Chain.objects.only("id", "question_id", "stage_digests"))
     failed, stale = [], []
-    rows_by_chain = chains_stages(chains)
-    for chain in chains:
-        rows = rows_by_chain[chain.pk]
-        if stages.chain_next(rows)[0] == stages.STOPPED:
-            failed.append(chain.question_id)
-        if any(state == stages.STALE for _stage, state, _run in rows):
-            stale.append(chain.question_id)
+    for question_id, rows in chain_state_rows():
+        states = {stage: state for stage, state, _run in rows}
+        # Stopped: its first stage that has not passed failed or erred (`stages.chain_next`).
+        if states.get(stages.chain_position(rows)) in (stages.FAILED, stages.ERROR):
+            failed.append(question_id)
+        if stages.STALE in states.values():
+            stale.append(question_id)
     found = {ATTENTION_OWED: owed, ATTENTION_INCOMPLETE: incomplete, ATTENTION_FAILED: failed, ATTENTION_STALE: stale}
     return Attention(
         questions={kind: set(ids) for kind, ids in found.items()},

@@ -42,6 +42,29 @@ def test_dashboard_counts_questions_by_state_and_chain_stage(pm_client, pm, acme
 
 
 @pytest.mark.django_db
+def test_dashboard_counts_failed_and_stale_chains_and_the_list_filters_on_them(
+    pm_client, pm, acme, acme_engineer, checklist
+):
+    put_to(pm, acme, "V18", "V19", "V20", ask=True)
+    failed = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    make_run(failed, stages.CLAIM, stages.PASSED)
+    make_run(failed, stages.ARTIFACT, stages.FAILED)
+    stale = make_chain(Question.objects.get(code="V19"), acme_engineer)
+    make_run(stale, stages.CLAIM, stages.PASSED)
+    stale.stage_digests = {**stale.stage_digests, stages.CLAIM: "f" * 64}  # its inputs changed since
+    stale.save(update_fields=["stage_digests"])
+    waiting = make_chain(Question.objects.get(code="V20"), acme_engineer)
+    make_run(waiting, stages.CLAIM, stages.QUEUED)
+
+    response = pm_client.get(reverse("dashboard"))
+    counts = {kind: count for kind, _label, count in response.context["attention_counts"]}
+    assert (counts["chain_failed"], counts["chain_stale"]) == (1, 1)
+    for kind, code in (("chain_failed", "V18"), ("chain_stale", "V19")):
+        listed = pm_client.get(reverse("question-list") + f"?attention={kind}")
+        assert [question.code for question in listed.context["page"]] == [code]
+
+
+@pytest.mark.django_db
 def test_dashboard_polls_runs_in_progress_and_stops_when_none_are(pm_client, pm, acme, acme_engineer, checklist):
     put_to(pm, acme, "V18")
     chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
