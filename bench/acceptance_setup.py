@@ -59,27 +59,19 @@ def bench_database(bench: str, *, flush_redis: bool = True):
 
 
 class Vendor:
-    """A vendor organisation with a question, a capability and a tiny decode-batch-8 calbin."""
+    """A vendor organisation with the decode-batch-8 capability, the simulator's tiny decode-batch-8 package and
+    the golden file delivered with it."""
 
     def __init__(self):
-        from tests.factories import make_artifact, make_capability, make_user, tiny_calbin_bytes
+        from tests.factories import make_artifact, make_capability, make_user, tiny_package_bytes
 
         self.tmp = BENCH_TMP / f"vendor-{uuid.uuid4().hex[:8]}"
         self.tmp.mkdir()
         self.user = make_user(f"bench-{uuid.uuid4().hex[:8]}", "bench-vendor", "vendor")
-        organisation = self.user.membership.organisation
-        self.capability = make_capability(f"bench-{uuid.uuid4().hex[:8]}")
-        self.calbin = make_artifact(
-            organisation,
-            tiny_calbin_bytes(self.tmp),
-            kind="calbin",
-            version="1.0.0",
-            file_name="tiny-b8.tar",
-            tmp_dir=self.tmp,
-        )
-        self.golden = make_artifact(
-            organisation, b"golden", kind="golden", version="1.0.0", file_name="golden.npz", tmp_dir=self.tmp
-        )
+        self.capability = make_capability("decode-batch-8")
+        calbin_bytes, golden_bytes = tiny_package_bytes(self.tmp)
+        self.calbin = make_artifact(self.user, calbin_bytes, kind="calbin", version="1.0.0", file_name="tiny-b8.tar")
+        self.golden = make_artifact(self.user, golden_bytes, kind="golden", version="1.0.0", file_name="golden.npz")
         self.next_question = 1
 
     def answer(self, **overrides):
@@ -87,7 +79,9 @@ class Vendor:
         from acceptance.services import answer_submit
         from tests.factories import complete_answer_data, make_question
 
-        question = make_question(f"V{self.next_question:02d}", organisation=self.user.membership.organisation)
+        question = make_question(
+            f"V{self.next_question:02d}", organisation=self.user.membership.organisation, state="asked"
+        )
         self.next_question += 1
         self.capability.questions.add(question)
         data = complete_answer_data(capability=self.capability, calbin=self.calbin, golden=self.golden)
