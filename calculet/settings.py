@@ -84,6 +84,11 @@ DATABASES = {
     "default": env.db("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'calculet.sqlite3'}"),
 }
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default has the web server, the workers and `seed_demo` writing at once. A transaction that
+    # read first and then writes cannot wait for another writer (SQLite answers "database is locked" at once),
+    # so every transaction takes the write lock when it begins, waiting up to 20 s for it.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"transaction_mode": "IMMEDIATE", "timeout": 20})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # The cache holds the API's per-token request counts. Each gunicorn worker counts alone in the default
