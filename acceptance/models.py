@@ -52,15 +52,17 @@ class Target(models.Model):
     def __str__(self):
         return self.name
 
-    def as_job_target(self) -> dict:
+    def registered_versions(self) -> dict:
+        """The CalRT, driver, firmware and chip the target is registered with (the job's and result's keys)."""
         return {
-            "name": self.slug,
-            "kind": self.kind,
             "calrt": self.calrt_version,
             "driver": self.driver_version,
             "firmware": self.firmware_version,
             "chip": self.chip,
         }
+
+    def as_job_target(self) -> dict:
+        return {"name": self.slug, "kind": self.kind, **self.registered_versions()}
 
 
 class AnswerClaim(models.Model):

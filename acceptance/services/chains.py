@@ -4,7 +4,6 @@ from django.db import transaction
 
 from acceptance import stages
 from acceptance.models import AnswerClaim, Chain, Run, Target
-from acceptance.protocol import VERSION_KEYS
 from acceptance.selectors import chain_stages
 from acceptance.services.dispatch import run_send
 from acceptance.services.inputs import (
@@ -133,7 +132,7 @@ def chains_refresh(chains: list[Chain], active: list[Run], target: Target, *, ac
     """Recompute the current inputs of the target's chains and of their `active` runs (all locked by
     `chains_lock_for_target`) after its versions changed, and move them on. The people of each question whose
     proof must now be run again on the new versions are told."""
-    registered = {key: value for key, value in target.as_job_target().items() if key in VERSION_KEYS}
+    registered = target.registered_versions()
     measured = EvidenceItem.objects.filter(run__target=target, current=True)
     evidence_lapse(
         measured.filter(pk__in=[item.pk for item in measured if item.versions != registered]),

@@ -118,7 +118,8 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         else:
             command, cwd = default_runner_command(), workdir
             device_config = workdir / "inputs" / "device.json"
-            device_config.write_text(json.dumps(_device_config(target)))
+            # The simulator plays the device the target is registered as.
+            device_config.write_text(json.dumps(target.registered_versions()))
             extra_env["NPU_SIM_DEVICE_CONFIG"] = str(device_config)
         if inputs is None:
             reporter.note("preparing the known-good package")
@@ -242,16 +243,6 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
     }
     reason = finding["message"] if outcome.verdict == stages.PASS else f"{outcome.reason}; {finding['message']}"
     return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
-
-
-def _device_config(target: Target) -> dict:
-    """The simulator plays the device the target is registered as."""
-    return {
-        "calrt": target.calrt_version,
-        "driver": target.driver_version,
-        "firmware": target.firmware_version,
-        "chip": target.chip,
-    }
 
 
 def _attested(outcome: StageOutcome, target: Target) -> StageOutcome:
