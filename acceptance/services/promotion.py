@@ -215,7 +215,7 @@ def capabilities_reverify_unrunnable() -> list[PromotionAttempt]:
     lapsed evidence until the target comes back. The sweeper calls this. Returns the demotions."""
     now = timezone.now()
     # Only chains re-verifying lapsed evidence: a PM's re-run waiting for a target in maintenance changes nothing.
-    waiting = (
+    waiting = set(
         Run.objects.filter(
             state__in=(stages.PENDING, stages.QUEUED),
             chain__capability__status__in=("C0", "C1", "C2"),
@@ -226,7 +226,7 @@ def capabilities_reverify_unrunnable() -> list[PromotionAttempt]:
     )
     targets = {target.pk: target for target in Target.objects.filter(pk__in={target for _, target in waiting})}
     demoted = []
-    for capability_id, target_id in sorted(set(waiting)):
+    for capability_id, target_id in sorted(waiting):
         target = targets[target_id]
         if target_accepts_runs(target, now):
             continue
