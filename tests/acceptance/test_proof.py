@@ -188,47 +188,11 @@ def test_c4_to_c3_without_an_answer_is_blocked(pm_user, organisation):
     assert Capability.objects.get(pk=capability.pk).status == "C4"
 
 
-def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
-    vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
-):
+def _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path) -> Chain:
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
     promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
     assert promoted.allowed and promoted.versions["calrt"] == "0.7.6"
-    sdk_checked(capability)
-    assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
-
-    # The simulator is now the device on CalRT 0.8.0, outside the package's range: the artifact stage re-runs
-    # on the new versions and fails, and the system demotes what no current evidence supports.
-    target_register(
-        actor="ops",
-        slug="simulator",
-        kind=Target.SIMULATOR,
-        calrt_version="0.8.0",
-        driver_version="2.3.0",
-        firmware_version="1.8.0",
-        chip="calculet-2c",
-    )
-    # What was measured on CalRT 0.7.6 is no longer current: it counts as E3 until checked again.
-    measured = EvidenceItem.objects.filter(run__chain=chain)
-    assert measured.count() == 5 and not measured.filter(current=True).exists()
-    assert AuditEntry.objects.filter(action="evidence.lapse").count() == 5
-    drive(chain)
-    artifact = chain.runs.filter(stage=stages.ARTIFACT).latest("id")
-    assert artifact.state == stages.FAILED and "calrt 0.8.0" in artifact.reason
-    assert Capability.objects.get(pk=capability.pk).status == "C3"
-    demotion = PromotionAttempt.objects.latest("id")
-    assert (demotion.actor_label, demotion.from_status, demotion.to_status) == ("system", "C1", "C3")
-    assert demotion.allowed and demotion.reason.startswith(f"re-verification: run {artifact.pk} (artifact")
-    assert {r["code"] for r in demotion.reasons} >= {"stage_not_passed"}
-    entry = AuditEntry.objects.filter(action="capability.demote").latest("id")
-    assert entry.actor_label == "system" and entry.after["status"] == "C3"
-
-
-def _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path) -> Chain:
-    calbin, golden = package(vendor_user, tmp_path)
-    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
-    assert capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="").allowed
     sdk_checked(capability)
     assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
     return chain
@@ -244,6 +208,30 @@ def _register_simulator(calrt_version: str) -> None:
         firmware_version="1.8.0",
         chip="calculet-2c",
     )
+
+
+def test_a_calrt_upgrade_whose_re_run_fails_demotes_the_capability(
+    vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
+):
+    chain = _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path)
+
+    # The simulator is now the device on CalRT 0.8.0, outside the package's range: the artifact stage re-runs
+    # on the new versions and fails, and the system demotes what no current evidence supports.
+    _register_simulator("0.8.0")
+    # What was measured on CalRT 0.7.6 is no longer current: it counts as E3 until checked again.
+    measured = EvidenceItem.objects.filter(run__chain=chain)
+    assert measured.count() == 5 and not measured.filter(current=True).exists()
+    assert AuditEntry.objects.filter(action="evidence.lapse").count() == 5
+    drive(chain)
+    artifact = chain.runs.filter(stage=stages.ARTIFACT).latest("id")
+    assert artifact.state == stages.FAILED and "calrt 0.8.0" in artifact.reason
+    assert Capability.objects.get(pk=capability.pk).status == "C3"
+    demotion = PromotionAttempt.objects.latest("id")
+    assert (demotion.actor_label, demotion.from_status, demotion.to_status) == ("system", "C1", "C3")
+    assert demotion.allowed and demotion.reason.startswith(f"re-verification: run {artifact.pk} (artifact")
+    assert {r["code"] for r in demotion.reasons} >= {"stage_not_passed"}
+    entry = AuditEntry.objects.filter(action="capability.demote").latest("id")
+    assert entry.actor_label == "system" and entry.after["status"] == "C3"
 
 
 def test_a_calrt_upgrade_whose_re_run_cannot_run_demotes_the_capability_at_the_next_sweep(
