@@ -20,8 +20,6 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 
 import json
 import logging
-import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -42,7 +40,7 @@ from calculet.errors import DomainError
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
 from vendor.models import Answer, Artifact, Deliverable
-from vendor.services.artifacts import UnsafeArchiveError, archive_extract
+from vendor.services.artifacts import UnsafeArchiveError, archive_extract, example_unpack
 from vendor.services.deliverables import deliverable_accept, deliverable_lock, deliverable_reject
 from vendor.storage import blob_local_path
 
@@ -223,20 +221,23 @@ def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) ->
         return report
     context = scratch / "build"
     context.mkdir()
-    with blob_local_path(artifact.stored_blob) as source:
-        if tarfile.is_tarfile(source):
-            try:
-                archive_extract(source, context)
-            except (UnsafeArchiveError, DomainError) as error:
-                report = Report()
-                report.add("build_context_unsafe", f"the build context cannot be unpacked: {error}")
-                return report
-        else:
-            shutil.copyfile(source, context / Path(artifact.file_name).name)
-    named = context / "outputs.txt"
-    lines = named.read_text(errors="replace").splitlines()[:MAX_BUILD_OUTPUTS] if named.is_file() else []
-    outputs = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    try:
+        example_unpack(artifact, context)
+    except (UnsafeArchiveError, DomainError) as error:
+        report = Report()
+        report.add("build_context_unsafe", f"the build context cannot be unpacked: {error}")
+        return report
+    outputs = _listed(context / "outputs.txt", MAX_BUILD_OUTPUTS)
     return reproduce(command, context, outputs, limits=BUILD_LIMITS)
+
+
+def _listed(path: Path, limit: int) -> list[str]:
+    """What a delivery lists in a text file, one entry a line (blank lines and # comments skipped), at most
+    `limit` lines read; nothing when there is no such file."""
+    if not path.is_file():
+        return []
+    lines = path.read_text(errors="replace").splitlines()[:limit]
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _recipes(deliverable: Deliverable) -> list[Recipe]:
@@ -250,10 +251,7 @@ def _entry_points(deliverable: Deliverable, declared_file: Path) -> list[str]:
     points: list[str] = []
     for recipe in _recipes(deliverable):
         points += [point for point in recipe.sdk_entry_points if point not in points]
-    if declared_file.is_file():
-        lines = declared_file.read_text(errors="replace").splitlines()[:MAX_DECLARED_ENTRY_POINTS]
-        declared = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-        points += [point for point in declared if point not in points]
+    points += [point for point in _listed(declared_file, MAX_DECLARED_ENTRY_POINTS) if point not in points]
     return points
 
 

@@ -15,6 +15,7 @@ import logging
 import lzma
 import os
 import re
+import shutil
 import stat
 import tarfile
 import tempfile
@@ -232,6 +233,16 @@ def archive_extract(path: Path, destination: Path) -> None:
     tree = ArchiveTree()
     with _archive_open(path) as archive:
         archive.extractall(destination, filter=lambda member, dest: archive_member_check(member, tree, dest))
+
+
+def example_unpack(artifact: Artifact, destination: Path) -> None:
+    """An answer's minimal example into `destination`: a tar unpacked (`archive_extract`, which raises
+    UnsafeArchiveError for a member it refuses), any other file copied under its own name."""
+    with blob_local_path(artifact.stored_blob) as source:
+        if tarfile.is_tarfile(source):
+            archive_extract(source, destination)
+        else:
+            shutil.copyfile(source, destination / Path(artifact.file_name).name)
 
 
 class ArchiveTree:

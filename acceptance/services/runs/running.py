@@ -6,7 +6,6 @@ import os
 import shlex
 import shutil
 import sys
-import tarfile
 import tempfile
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
 from npu_sim.calbin import build_calbin
 from vendor.models import Artifact
-from vendor.services.artifacts import archive_extract
+from vendor.services.artifacts import archive_extract, example_unpack
 from vendor.storage import blob_local_path
 
 
@@ -192,11 +191,7 @@ def minimal_example_run(run: Run, reporter: RunReporter, inputs: AnswerInputs) -
         example.mkdir()
         calbin_artifact = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
         _copy_blob(calbin_artifact, workdir / "calbin.tar")
-        with blob_local_path(artifact.stored_blob) as source:
-            if tarfile.is_tarfile(source):
-                archive_extract(source, example)
-            else:
-                shutil.copyfile(source, example / Path(artifact.file_name).name)
+        example_unpack(artifact, example)
         inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
         reporter.note(f"minimal example: {shlex.join(command)}")
 
