@@ -10,15 +10,18 @@ same file:
 - dd if=<the file> of=<a new file> bs=1M conv=fsync: what writing them durably costs;
 - tuspy uploading it in 64 MiB chunks, and in one PATCH (tuspy's default), to gunicorn with 2 sync workers
   (each chunk is a new connection, so chunks land on both workers), until the last 204: the bytes are on
-  disk (fsync), their SHA-256 checked against the declared one, and stored content-addressed.
+  disk (fsync), their SHA-256 checked against the declared one, and stored content-addressed;
+- the same one PATCH sent by curl, which streams the file: tuspy reads a whole chunk into memory before it
+  sends a byte, so its one-PATCH figure also holds the client reading 2 GiB first (its CPU seconds show it).
 
 ratio = upload throughput / the slower of openssl and dd (goal >= 0.8). Each worker's peak RSS growth during
 an upload comes from /proc (peak reset through clear_refs before it; goal <= 64 MiB), and how many bytes each
-worker wrote from /proc/<pid>/io, to show where the chunks went. Prints the figures; files and database are
-removed.
+worker wrote from /proc/<pid>/io, to show where the chunks went; the CPU seconds of the client and of the
+workers come from os.times and /proc/<pid>/stat. Prints the figures; files and database are removed.
 """
 
 import argparse
+import base64
 import hashlib
 import os
 import shutil
@@ -135,8 +138,52 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def tus_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -> float:
-    """tuspy from creation to the last 204; seconds."""
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def tus_create(port: int, key: str, path: Path, sha256: str) -> str:
+    """The upload's URL, from tus creation by hand (what tuspy's first request does)."""
+    metadata = {"kind": "golden", "version": f"{time.time_ns()}", "filename": path.name, "sha256": sha256}
+    encoded = ",".join(f"{name} {base64.b64encode(value.encode()).decode()}" for name, value in metadata.items())
+    response = requests.post(
+        f"http://127.0.0.1:{port}/api/v1/uploads/",
+        headers={
+            "Authorization": f"Token {key}",
+            "Tus-Resumable": "1.0.0",
+            "Upload-Length": str(path.stat().st_size),
+            "Upload-Metadata": encoded,
+        },
+        timeout=60,
+    )
+    response.raise_for_status()
+    return response.headers["Location"]
+
+
+def curl_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -> tuple[float, str]:
+    """curl streaming the whole file in one PATCH, from creation to the 204; seconds and the upload's URL."""
+    started = time.perf_counter()
+    url = tus_create(port, key, path, sha256)
+    # From standard input with the length given: `--upload-file <path>` would add the file's name to the URL.
+    with open(path, "rb") as body:
+        subprocess.run(
+            [
+                "curl", "--silent", "--show-error", "--fail", "--request", "PATCH", "--upload-file", "-",
+                "--header", f"Content-Length: {path.stat().st_size}", "--header", f"Authorization: Token {key}",
+                "--header", "Tus-Resumable: 1.0.0", "--header", "Upload-Offset: 0",
+                "--header", "Content-Type: application/offset+octet-stream", "--header", "Expect:",
+                "--header", "Transfer-Encoding:",
+                requests.compat.urljoin(f"http://127.0.0.1:{port}", url),
+            ],
+            stdin=body,
+            check=True,
+        )  # fmt: skip
+    return time.perf_counter() - started, requests.compat.urljoin(f"http://127.0.0.1:{port}", url)
+
+
+def tus_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -> tuple[float, str]:
+    """tuspy from creation to the last 204; seconds and the upload's URL."""
     uploader = tus.TusClient(
         f"http://127.0.0.1:{port}/api/v1/uploads/", headers={"Authorization": f"Token {key}"}
     ).uploader(
@@ -146,11 +193,13 @@ def tus_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) ->
     )
     started = time.perf_counter()
     uploader.upload()
-    elapsed = time.perf_counter() - started
-    state = requests.get(uploader.url, headers={"Authorization": f"Token {key}"}, timeout=60).json()
+    return time.perf_counter() - started, uploader.url
+
+
+def check_verified(url: str, key: str) -> None:
+    state = requests.get(url, headers={"Authorization": f"Token {key}"}, timeout=60).json()
     if state["artifact_state"] != "verified":
         raise RuntimeError(f"upload not verified: {state}")
-    return elapsed
 
 
 def measure(size_gib: float, work: Path, port: int, key: str, server: subprocess.Popen) -> list[dict]:
@@ -165,13 +214,22 @@ def measure(size_gib: float, work: Path, port: int, key: str, server: subprocess
     rate = lambda seconds: size / MIB / seconds  # noqa: E731
     floor = min(rate(openssl), rate(dd))
     rows = []
-    for label, chunk_size in ((f"{CHUNK // MIB} MiB chunks", CHUNK), ("one PATCH", size)):
+    ways = (
+        (f"tuspy {CHUNK // MIB} MiB chunks", tus_upload, CHUNK),
+        ("tuspy one PATCH", tus_upload, size),
+        ("curl one PATCH", curl_upload, size),
+    )
+    for label, upload, chunk_size in ways:
         pids = worker_pids(server)
         rss_before = {pid: memory_kib(pid, "VmRSS") for pid in pids}
         written_before = {pid: written_bytes(pid) for pid in pids}
         for pid in pids:
             Path(f"/proc/{pid}/clear_refs").write_text("5")  # reset the peak to the current RSS
-        seconds = tus_upload(port, key, source, sha256, chunk_size)
+        cpu_before = {pid: cpu_seconds(pid) for pid in pids}
+        client_before = os.times()
+        seconds, url = upload(port, key, source, sha256, chunk_size)
+        client_after = os.times()
+        check_verified(url, key)
         rows.append(
             {
                 "size": size_gib,
@@ -182,6 +240,9 @@ def measure(size_gib: float, work: Path, port: int, key: str, server: subprocess
                 "ratio": rate(seconds) / floor,
                 "rss_growth": max((memory_kib(pid, "VmHWM") - rss_before[pid]) / 1024 for pid in pids),
                 "written": [(written_bytes(pid) - written_before[pid]) / GIB for pid in pids],
+                "server_cpu": sum(cpu_seconds(pid) - cpu_before[pid] for pid in pids),
+                # The client's own CPU: tuspy runs in this process, curl is a child.
+                "client_cpu": sum(client_after[n] - client_before[n] for n in range(4)),
             }
         )
     source.unlink()
@@ -212,15 +273,16 @@ def main() -> None:
             f"files under {work}"
         )
         print(
-            f"{'size':>8}  {'how':<16}{'openssl MiB/s':>14}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
-            f"{'peak RSS growth MiB':>21}  GiB written by each worker"
+            f"{'size':>8}  {'how':<22}{'openssl MiB/s':>14}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
+            f"{'CPU s client/server':>21}{'peak RSS growth MiB':>21}  GiB written by each worker"
         )
         for size in sizes:
             for row in measure(size, work, port, key, server):
                 written = " / ".join(f"{value:.2f}" for value in row["written"])
                 print(
-                    f"{row['size']:>5g}GiB  {row['how']:<16}{row['openssl']:>14.0f}{row['dd']:>16.0f}"
-                    f"{row['upload']:>14.0f}{row['ratio']:>7.2f}x{row['rss_growth']:>21.1f}  {written}",
+                    f"{row['size']:>5g}GiB  {row['how']:<22}{row['openssl']:>14.0f}{row['dd']:>16.0f}"
+                    f"{row['upload']:>14.0f}{row['ratio']:>7.2f}x"
+                    f"{row['client_cpu']:>11.1f} / {row['server_cpu']:<7.1f}{row['rss_growth']:>21.1f}  {written}",
                     flush=True,
                 )
     finally:
