@@ -11,8 +11,11 @@ lets each request the pages back to back. Two measurements, each after a warm-up
 - alone: each URL by itself under 16 clients, for what one page costs when nothing else is asked for.
 
 Before serving, each page's CPU time per request is measured in this process (Django's test client, 20
-requests after a warm-up, `time.process_time`): on a shared machine it moves far less with the load than
-requests per second do. Prints the figures; the database is dropped at the end.
+requests after a warm-up, `time.process_time`), once with its cached parts (calculet.pagecache) and once
+rendered afresh (the cache emptied before each request): on a shared machine it moves far less with the load
+than requests per second do. With --writes-per-second N a thread commits N writes a second during the load
+(a target's heartbeat, as a live worker writes), so the cached parts are rendered afresh after each. Prints
+the figures; the database is dropped at the end.
 """
 
 import argparse
@@ -25,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import requests
@@ -39,6 +43,7 @@ django.setup()
 
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.utils import timezone  # noqa: E402
 
 from bench import web_dataset  # noqa: E402
 
@@ -145,9 +150,11 @@ def load(base: str, cookies, paths: list[str], seconds: float) -> dict[str, list
     return latencies
 
 
-def cpu_per_request(paths: list[str], repeat: int = 20) -> dict[str, float]:
-    """CPU milliseconds one request of each path costs, served in this process to the PM."""
+def cpu_per_request(paths: list[str], *, afresh: bool, repeat: int = 20) -> dict[str, float]:
+    """CPU milliseconds one request of each path costs, served in this process to the PM; `afresh` empties
+    the cache before each request, so its parts are rendered."""
     from django.contrib.auth import get_user_model
+    from django.core.cache import cache
     from django.test import Client
 
     client = Client()
@@ -157,13 +164,30 @@ def cpu_per_request(paths: list[str], repeat: int = 20) -> dict[str, float]:
     for path in paths:
         for _ in range(3):
             client.get(path)
-        started = time.process_time()
+        spent = 0.0
         for _ in range(repeat):
+            if afresh:
+                cache.clear()
+            started = time.process_time()
             if client.get(path).status_code != 200:
                 raise RuntimeError(f"{path} did not answer 200")
-        costs[path] = (time.process_time() - started) / repeat * 1000
+            spent += time.process_time() - started
+        costs[path] = spent / repeat * 1000
     connection.close()
     return costs
+
+
+def heartbeats(per_second: float, stop: threading.Event) -> int:
+    """Commit a target's heartbeat `per_second` times a second until `stop`; how many were written."""
+    from acceptance.models import Target
+
+    target = Target.objects.first()
+    written = 0
+    while not stop.wait(1 / per_second):
+        Target.objects.filter(pk=target.pk).update(last_heartbeat_at=timezone.now())
+        written += 1
+    connection.close()
+    return written
 
 
 def p95(values: list[float]) -> float:
@@ -188,6 +212,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="measuring time of each measurement")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn worker processes")
     parser.add_argument("--threads", type=int, default=8, help="threads per gunicorn worker")
+    parser.add_argument("--writes-per-second", type=float, default=0, help="commits a second during the load")
     args = parser.parse_args()
 
     settings.DATABASES["default"]["TEST"]["NAME"] = "benchweb_" + settings.DATABASES["default"]["NAME"]
@@ -199,8 +224,12 @@ def main() -> None:
         counts = web_dataset.build()
         connection.close()
         print(f"dataset {counts} built in {time.perf_counter() - started:.0f} s")
-        costs = cpu_per_request([PAGES["dashboard"], PAGES["question list"]])
-        print("CPU per request, in process: " + ", ".join(f"{path} {ms:.1f} ms" for path, ms in costs.items()))
+        for afresh in (False, True):
+            costs = cpu_per_request([PAGES["dashboard"], PAGES["question list"]], afresh=afresh)
+            print(
+                f"CPU per request, in process, {'rendered afresh' if afresh else 'cached parts'}: "
+                + ", ".join(f"{path} {ms:.1f} ms" for path, ms in costs.items())
+            )
         port = free_port()
         server = start_gunicorn(port, args.workers, args.threads)
         base = f"http://127.0.0.1:{port}"
@@ -211,6 +240,10 @@ def main() -> None:
         )
         paths = list(PAGES.values())
         load(base, cookies, paths, 3)
+        if args.writes_per_second:
+            stop = threading.Event()
+            writer = ThreadPoolExecutor(max_workers=1)
+            written = writer.submit(heartbeats, args.writes_per_second, stop)
         report(
             "mixed: each client cycles through the three URLs", load(base, cookies, paths, args.seconds), args.seconds
         )
@@ -219,6 +252,10 @@ def main() -> None:
             load(base, cookies, [path], 2)
             alone.update(load(base, cookies, [path], args.seconds / 2))
         report("alone: each URL by itself", alone, args.seconds / 2)
+        if args.writes_per_second:
+            stop.set()
+            print(f"heartbeats committed during the load: {written.result()}")
+            writer.shutdown()
     finally:
         if server is not None:
             stop_gunicorn(server)

@@ -91,8 +91,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update({"transaction_mode": "IMMEDIATE", "timeout": 20})
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# The cache holds the API's per-token request counts. Each gunicorn worker counts alone in the default
-# in-process cache; a shared Redis cache (a database index of its own, not the broker's) counts them together.
+# The cache holds the API's per-token request counts and the busiest pages' rendered parts (calculet.pagecache).
+# Each gunicorn worker counts and keeps parts alone in the default in-process cache; a shared Redis cache (a
+# database index of its own, not the broker's) counts them together and renders each part once for all.
 CACHES = {"default": env.cache("CACHE_URL", default="locmemcache://")}
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -2,7 +2,7 @@
 
 from django import template
 
-from calculet import labels
+from calculet import labels, pagecache
 
 register = template.Library()
 
@@ -30,3 +30,26 @@ def char_count(field_id: str, value, limit: int):
     """`{% char_count "comment-body" form.body.value 4000 %}`: the characters used of a field's limit, beside the
     field. The server's count stands without JavaScript; static/js/calculet.js keeps it live while typing."""
     return {"field_id": field_id, "used": len(str(value or "")), "limit": limit}
+
+
+@register.tag
+def cached_part(parser, token):
+    """`{% cached_part "dashboard-sections" data_version today %}…{% endcached_part %}`: the enclosed part,
+    rendered once per data version (see calculet.pagecache) and per value of the names after it. A view that
+    caches a part reads `data_version` first and hands what the part shows as lazy objects, so a part served
+    from the cache costs no query."""
+    bits = token.split_contents()
+    if len(bits) < 3:
+        raise template.TemplateSyntaxError(f"{bits[0]} takes a part name, the data version and what else it varies on.")
+    nodelist = parser.parse(("endcached_part",))
+    parser.delete_first_token()
+    return CachedPartNode(nodelist, parser.compile_filter(bits[1]), [parser.compile_filter(bit) for bit in bits[2:]])
+
+
+class CachedPartNode(template.Node):
+    def __init__(self, nodelist, name, keys):
+        self.nodelist, self.name, self.keys = nodelist, name, keys
+
+    def render(self, context):
+        version, *vary = (key.resolve(context) for key in self.keys)
+        return pagecache.cached_part(self.name.resolve(context), version, vary, lambda: self.nodelist.render(context))

@@ -5,6 +5,7 @@ import datetime
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect
 from django.utils import timezone
+from django.utils.functional import SimpleLazyObject
 
 from acceptance import stages
 from acceptance.selectors import (
@@ -16,7 +17,7 @@ from acceptance.selectors import (
     target_list,
     vendor_overview,
 )
-from calculet import labels, web
+from calculet import labels, pagecache, web
 from evidence.grades import STATUSES
 from evidence.selectors import capabilities_with_grades
 from vendor import due
@@ -45,21 +46,32 @@ def _runs_in_progress_context():
 def _team_dashboard(request):
     if web.wants_partial(request):
         return web.render_page(request, "acceptance/dashboard.html", _runs_in_progress_context(), partial="live-runs")
-    counts = attention().counts
+    data_version = pagecache.data_version()  # before anything the cached parts show is read
+    # The window starts on a whole minute, so the blocked attempts it shows follow from the data and the minute.
+    blocked_since = (timezone.now() - BLOCKED_WINDOW).replace(second=0, microsecond=0)
+    # What the cached parts show is read only when a part is rendered, not when it comes from the cache.
     context = {
-        "attention_counts": [(kind, label, counts[kind]) for kind, label in ATTENTION_LABELS.items()],
-        "sections": section_progress(),
-        "due_counts": [(status, count) for status, count in due_counts(user=request.user).items()],
+        "data_version": data_version,
+        "today": timezone.localdate(),
+        "blocked_since": blocked_since,
+        "attention_counts": SimpleLazyObject(_attention_counts),
+        "sections": SimpleLazyObject(section_progress),
+        "due_counts": SimpleLazyObject(lambda: list(due_counts(user=request.user).items())),
         "due_soon_days": due_soon_days(),
         "state_choices": labels.choices("state"),
         "positions": stages.POSITIONS,
-        "capabilities": capabilities_with_grades(user=request.user),
+        "capabilities": SimpleLazyObject(lambda: capabilities_with_grades(user=request.user)),
         "statuses": STATUSES,
-        "blocked": promotions_blocked_since(timezone.now() - BLOCKED_WINDOW)[:BLOCKED_LIMIT],
+        "blocked": SimpleLazyObject(lambda: list(promotions_blocked_since(blocked_since)[:BLOCKED_LIMIT])),
         "targets": target_list(),
         **_runs_in_progress_context(),
     }
     return web.render_page(request, "acceptance/dashboard.html", context, nav="dashboard")
+
+
+def _attention_counts() -> list[tuple[str, str, int]]:
+    counts = attention().counts
+    return [(kind, label, counts[kind]) for kind, label in ATTENTION_LABELS.items()]
 
 
 @web.page_for(is_vendor_member)

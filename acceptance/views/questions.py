@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.functional import SimpleLazyObject
 from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext_lazy as _
@@ -30,7 +31,7 @@ from acceptance.selectors import (
 )
 from acceptance.services import run_rerun
 from acceptance.views.plots import run_plots
-from calculet import labels, web
+from calculet import labels, pagecache, web
 from calculet.errors import DomainError
 from evidence.selectors import question_capabilities
 from vendor import due
@@ -215,19 +216,25 @@ def _question_list_context(request, params: QueryDict):
     people = vendor_selectors.assignees()
     organisations = list(vendor_selectors.vendor_organisations())
     form = QuestionFilterForm(params, sections=sections, organisations=organisations, assignees=people.everyone())
-    positions = question_positions()
-    questions = vendor_selectors.question_list(user=request.user)
-    # Filters the page cannot apply are shown as errors, and nothing is listed until they are fixed.
-    questions = form.filter(questions, positions) if form.is_valid() else questions.none()
-    page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
     today = timezone.localdate()
-    texts = _row_texts()
-    for question in page:
-        _annotate_row(question, positions=positions, people=people, today=today, texts=texts)
+
+    def rows_page():
+        positions = question_positions()
+        questions = vendor_selectors.question_list(user=request.user)
+        # Filters the page cannot apply are shown as errors, and nothing is listed until they are fixed.
+        questions = form.filter(questions, positions) if form.is_valid() else questions.none()
+        page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
+        texts = _row_texts()
+        for question in page:
+            _annotate_row(question, positions=positions, people=people, today=today, texts=texts)
+        return page
+
     return {
         "form": form,
         "filter_selects": form.selects(),
-        "page": page,
+        # Read when the rows are rendered, not when they come from the cache (`question_list`).
+        "page": SimpleLazyObject(rows_page),
+        "today": today,
         "params": params,
         "list_url": f"{request.path}?{params.urlencode()}" if params else request.path,
         "assignees": people.team,
@@ -243,7 +250,8 @@ def _question_list_context(request, params: QueryDict):
 def question_list(request):
     if is_vendor_member(request.user):  # a vendor's own questions are on their landing page
         return redirect("vendor-home")
-    context = _question_list_context(request, request.GET)
+    data_version = pagecache.data_version()  # before anything the cached rows show is read
+    context = {**_question_list_context(request, request.GET), "data_version": data_version}
     status = 400 if context["form"].errors and not web.wants_partial(request) else 200
     return web.render_page(
         request, "acceptance/question-list.html", context, partial="question-table", nav="questions", status=status

@@ -1,0 +1,109 @@
+"""The dashboard's and the question list's cached parts (calculet.pagecache): served again only while nothing has
+been committed since, and kept apart by language, role, filters and date. Committed rows, as in production."""
+
+import datetime
+import re
+import threading
+
+import pytest
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from django.utils import timezone
+
+from calculet.pagecache import data_version
+from tests.factories import make_user
+from vendor.models import Question
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CSRF_TOKEN = re.compile(r'(csrfmiddlewaretoken" value=|"X-CSRFToken": )"[^"]+"')
+# Tables the cached parts read from; an unchanged page reads none of them (the live runs only join some).
+PART_TABLES = tuple(
+    f'FROM "{table}"' for table in ("vendor_question", "vendor_deliverable", "evidence_capability", "acceptance_chain")
+)
+
+
+def due_count(body: str, status: str) -> int:
+    return int(re.search(rf'id="due-count-{status}">\s*<span class="figure[^"]*">(\d+)</span>', body).group(1))
+
+
+def committed_elsewhere(change) -> None:
+    """Run `change` on another thread's own database connection and commit it there."""
+
+    def run():
+        try:
+            change()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+
+
+def test_an_unchanged_dashboard_comes_from_the_cache(pm_client, checklist):
+    first = pm_client.get(reverse("dashboard")).content.decode()
+    with CaptureQueriesContext(connection) as queries:
+        second = pm_client.get(reverse("dashboard")).content.decode()
+    assert not [query["sql"] for query in queries if any(table in query["sql"] for table in PART_TABLES)]
+    assert CSRF_TOKEN.sub("", second) == CSRF_TOKEN.sub("", first)
+    assert 'id="due-count-none"' in second and "Questions by section" in second
+
+
+def test_a_commit_from_another_connection_shows_on_the_next_dashboard(pm_client, checklist):
+    assert due_count(pm_client.get(reverse("dashboard")).content.decode(), "due_soon") == 0
+    tomorrow = timezone.localdate() + datetime.timedelta(days=1)
+    committed_elsewhere(lambda: Question.objects.filter(code="V18").update(due_date=tomorrow))
+    assert due_count(pm_client.get(reverse("dashboard")).content.decode(), "due_soon") == 1
+
+
+def test_the_due_dates_follow_the_day_without_any_write(pm_client, checklist, monkeypatch):
+    today = timezone.localdate()
+    Question.objects.filter(code="V18").update(due_date=today + datetime.timedelta(days=1))
+    body = pm_client.get(reverse("dashboard")).content.decode()
+    assert (due_count(body, "due_soon"), due_count(body, "overdue")) == (1, 0)
+    monkeypatch.setattr(timezone, "localdate", lambda *args, **kwargs: today + datetime.timedelta(days=2))
+    body = pm_client.get(reverse("dashboard")).content.decode()
+    assert (due_count(body, "due_soon"), due_count(body, "overdue")) == (0, 1)
+
+
+def test_each_language_has_its_own_parts(pm_client, checklist):
+    english = pm_client.get(reverse("dashboard"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    chinese = pm_client.get(reverse("dashboard"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "Questions by section" in english and "仍待交付" not in english
+    assert "各小节的问题" in chinese and "仍待交付" in chinese and "Questions by section" not in chinese
+
+
+def test_an_edit_shows_on_the_next_question_list(pm_client, checklist):
+    list_url = reverse("question-list") + "?q=V18"
+    row = re.compile(r'<tr id="question-V18".*?</tr>', re.DOTALL)
+    assert "P1 — high" not in row.search(pm_client.get(list_url).content.decode()).group()
+    response = pm_client.post(reverse("question-edit", args=["V18"]), {"priority": "p1", "next": list_url})
+    assert response.status_code == 302
+    with CaptureQueriesContext(connection) as queries:
+        body = pm_client.get(list_url).content.decode()
+    assert any('FROM "vendor_question"' in query["sql"] for query in queries)  # rendered afresh
+    assert "P1 — high" in row.search(body).group()
+
+
+def test_filters_and_roles_get_their_own_rows(pm_client, checklist):
+    # Logged in before the PM's rows are cached: logging in writes (last_login) and would start afresh.
+    viewer_client = Client()
+    viewer_client.force_login(make_user("victor", "team", "viewer"))
+    url = reverse("question-list")
+    pm_rows = pm_client.get(url).content.decode()
+    assert 'id="question-V01"' in pm_rows and 'class="cell-edit"' in pm_rows
+    filtered = pm_client.get(url + "?section=12.2").content.decode()
+    assert 'id="question-V01"' not in filtered and "cell-edit" in filtered
+
+    viewer_rows = viewer_client.get(url).content.decode()
+    assert 'id="question-V01"' in viewer_rows and "cell-edit" not in viewer_rows
+
+
+def test_no_version_inside_a_transaction():
+    version = data_version()
+    assert version is not None and version.startswith(connection.settings_dict["NAME"] + "@")
+    with transaction.atomic():
+        assert data_version() is None
