@@ -29,6 +29,7 @@ worker leaves no runner behind.
 import contextlib
 import ctypes
 import itertools
+import json
 import os
 import pwd
 import resource
@@ -175,11 +176,14 @@ def _drop_privileges(uid: int, gid: int) -> None:
     os.setresuid(uid, uid, uid)
 
 
-def _bwrap_argv(bwrap: str, uid: int, gid: int, view: list[str], devices: tuple[str, ...] = ()) -> list[str]:
+def _bwrap_argv(
+    bwrap: str, uid: int, gid: int, view: list[str], devices: tuple[str, ...] = (), info_fd: int | None = None
+) -> list[str]:
     """bwrap's arguments up to the runner's command. A root worker runs bwrap as root, so that it can mount
     what the runner's user could not reach (`_runner_view`), and `setpriv` turns into that user, without
     capabilities, before the command; any other worker runs bwrap as itself in a user namespace. `devices`
-    are the host's device nodes the runner may use (a board's), in the otherwise minimal /dev."""
+    are the host's device nodes the runner may use (a board's), in the otherwise minimal /dev. `info_fd`:
+    where bwrap writes the pid of the namespace's init (`_namespace_init`)."""
     as_root = os.geteuid() == 0
     become = ["--reuid", str(uid), "--regid", str(gid), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
     return [
@@ -194,6 +198,7 @@ def _bwrap_argv(bwrap: str, uid: int, gid: int, view: list[str], devices: tuple[
         *(arg for device in devices for arg in ("--dev-bind", device, device)),
         "--remount-ro", "/dev",
         *view,
+        *(["--info-fd", str(info_fd)] if info_fd is not None else []),
         "--",
         *(["setpriv", *become, "--no-new-privs", "--"] if as_root else []),
     ]  # fmt: skip
@@ -412,6 +417,25 @@ class ProcessTree:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
+    def add(self, pid: int) -> None:
+        """Count `pid` in the tree before a poll could see it."""
+        started = _start_time(pid)
+        if started is not None:
+            self.seen.setdefault(pid, started)
+
+
+def _namespace_init(info_read: int) -> int | None:
+    """The pid of the PID namespace's init, from what bwrap writes to its info fd right after it made the
+    namespace (then it closes the fd; None when bwrap failed first). The init leaves the namespace last: its
+    exit waits until the kernel has killed and reaped every process left there. bwrap's outer process may
+    exit before that, as soon as the runner's exit status reaches it, so the supervisor waits for the init."""
+    with os.fdopen(info_read, "rb") as info:
+        data = info.read()
+    try:
+        return int(json.loads(data)["child-pid"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
 
 def _child_setup(limits: Limits, cgroup: Cgroup | None, drop_to: tuple[int, int] | None) -> Callable[[], None]:
     parent = os.getpid()
@@ -525,6 +549,12 @@ def _explain(
     return None, ""
 
 
+def _close(*fds: int | None) -> None:
+    for fd in fds:
+        if fd is not None:
+            os.close(fd)
+
+
 def run_sandboxed(
     argv: list[str],
     *,
@@ -550,9 +580,11 @@ def run_sandboxed(
     workdir = Path(workdir)
     cwd = Path(cwd or workdir)
     _hand_over(workdir, sandbox_host)
+    info_read, info_write = os.pipe() if sandbox_host.bwrap else (None, None)
     if sandbox_host.bwrap:
         view = _runner_view(workdir, cwd)
-        command = [*_bwrap_argv(sandbox_host.bwrap, sandbox_host.uid, sandbox_host.gid, view, devices), *argv]
+        bwrap_argv = _bwrap_argv(sandbox_host.bwrap, sandbox_host.uid, sandbox_host.gid, view, devices, info_write)
+        command = [*bwrap_argv, *argv]
         drop_to = None
     else:
         command = argv
@@ -569,19 +601,27 @@ def run_sandboxed(
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=() if info_write is None else (info_write,),
             preexec_fn=_child_setup(limits, cgroup, drop_to),  # noqa: PLW1509
         )
     except subprocess.SubprocessError as error:  # the child's setup failed before exec
+        _close(info_read, info_write)
         if cgroup is not None:
             cgroup.remove()
         raise OSError(f"the sandbox could not be set up: {error}") from error
     except OSError:
+        _close(info_read, info_write)
         if cgroup is not None:
             cgroup.remove()
         raise
     # Both pipes exist: Popen was asked for them.
     stdout, stderr = cast(IO[bytes], process.stdout), cast(IO[bytes], process.stderr)
     tree = ProcessTree(process.pid)
+    if info_read is not None:
+        _close(info_write)
+        init = _namespace_init(info_read)
+        if init is not None:
+            tree.add(init)
     # The kernel tells the selector when the runner exits (Linux 5.3+), so no polling delay is added per run.
     pidfd = os.pidfd_open(process.pid)
     selector = selectors.DefaultSelector()
