@@ -18,13 +18,12 @@ from acceptance.services.dispatch import queue_length, run_send
 from acceptance.services.locking import run_lock
 from acceptance.services.promotion import capabilities_reverify_unrunnable
 from acceptance.services.runs.finishing import run_give_up
+from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
 from calculet.db import lock_rows
 
 SWEEPER = "sweeper"
-# The worker makes a run's working directory as `calculet-run-<run id>-<random>` under ACCEPTANCE_RUN_DIR.
-RUN_DIR_PREFIX = "calculet-run-"
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +40,8 @@ class SweepReport:
 
 def run_dirs_sweep() -> int:
     """Remove the working directories that attempts which lost their worker left under this host's
-    ACCEPTANCE_RUN_DIR (a killed worker cannot remove its own); returns how many.
+    ACCEPTANCE_RUN_DIR (a killed worker cannot remove its own); returns how many. Only this database's runs'
+    directories are looked at (`run_dir_prefix`): another setup may share the folder.
 
     A directory exists only while its attempt holds the run, and the run is `running` from its claim, which
     commits before the directory is made. So the directories are listed first and the runs read second:
@@ -49,8 +49,9 @@ def run_dirs_sweep() -> int:
     moves on); any other run's are left over.
     """
     found: dict[int, list[Path]] = {}
-    for path in Path(settings.ACCEPTANCE_RUN_DIR).glob(f"{RUN_DIR_PREFIX}*-*"):
-        run_number = path.name.removeprefix(RUN_DIR_PREFIX).split("-", 1)[0]
+    prefix = run_dir_prefix()
+    for path in Path(settings.ACCEPTANCE_RUN_DIR).glob(f"{prefix}*-*"):
+        run_number = path.name.removeprefix(prefix).split("-", 1)[0]
         if run_number.isdigit() and path.is_dir() and not path.is_symlink():
             found.setdefault(int(run_number), []).append(path)
     running = set(Run.objects.filter(pk__in=found, state=stages.RUNNING).values_list("pk", flat=True))

@@ -25,6 +25,7 @@ from acceptance.services import (
 from acceptance.services.runs.claiming import CLAIMED, GONE, HELD, run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
+from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_health_check_start, target_heartbeat
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
@@ -251,21 +252,25 @@ def test_the_sweeper_removes_the_working_directories_of_lost_attempts(answer, si
     lost = Run.objects.get()
     finished = pass_stage(Chain.objects.get(), stages.RUNNER)
     assert run_claim(lost.pk, "w1")[0] == CLAIMED
-    # As the worker makes them (execution.py): calculet-run-<id>-<random>, with the run's inputs inside.
-    directories = {run.pk: tempfile.mkdtemp(prefix=f"calculet-run-{run.pk}-", dir=run_dir) for run in (lost, finished)}
+    # As the worker makes them (running.py): calculet-run-<database>-<id>-<random>, with the run's inputs inside.
+    directories = {
+        run.pk: tempfile.mkdtemp(prefix=f"{run_dir_prefix()}{run.pk}-", dir=run_dir) for run in (lost, finished)
+    }
     for directory in directories.values():
         (Path(directory) / "inputs").mkdir()
         (Path(directory) / "inputs" / "calbin.tar").write_bytes(b"a copy of the calbin")
     unrelated = run_dir / "calculet-run-notes"
     unrelated.mkdir()
+    # Another setup's run with the finished run's id, sharing the folder with another database.
+    other_setup = Path(tempfile.mkdtemp(prefix=f"calculet-run-0123456789ab-{finished.pk}-", dir=run_dir))
 
     assert runs_sweep().removed_dirs == 1
-    assert sorted(run_dir.iterdir()) == sorted([Path(directories[lost.pk]), unrelated])  # running: kept
+    assert sorted(run_dir.iterdir()) == sorted([Path(directories[lost.pk]), unrelated, other_setup])  # running: kept
 
     Run.objects.filter(pk=lost.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     report = runs_sweep()
     assert (report.requeued, report.removed_dirs) == (1, 1)
-    assert list(run_dir.iterdir()) == [unrelated]
+    assert sorted(run_dir.iterdir()) == sorted([unrelated, other_setup])
 
 
 def test_the_sweeper_resends_queued_runs_whose_queue_is_empty(

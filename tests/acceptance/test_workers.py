@@ -14,6 +14,7 @@ from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
 from acceptance.services.dispatch import queue_length
+from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_heartbeat
 from tests.acceptance.workers import BOARD_DOUBLE, processes_with, wait_until
 from tests.factories import (
@@ -111,7 +112,7 @@ def soak_running(answer) -> Run | None:
 
 def runner_processes(run: Run) -> list[int]:
     """Live processes whose command line points into this run's working directory."""
-    return processes_with(f"calculet-run-{run.pk}-")
+    return processes_with(f"{run_dir_prefix()}{run.pk}-")
 
 
 # Long enough (about 10 s here; 64 requests took 2 s and were once missed) that the test sees the soak at work
@@ -134,7 +135,7 @@ def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
         lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[simulator]
     )
     runs_sweep()
-    assert list(settings.ACCEPTANCE_RUN_DIR.glob(f"calculet-run-{run.pk}-*")) == []
+    assert list(settings.ACCEPTANCE_RUN_DIR.glob(f"{run_dir_prefix()}{run.pk}-*")) == []
     run.refresh_from_db()
     assert run.attempt == 2
     assert list(RunResult.objects.filter(run=run).values_list("attempt", "verdict")) == [(2, stages.PASS)]
@@ -153,7 +154,7 @@ def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_ver
     time.sleep(1)
     assert runner_processes(run) == []
     run_dir = tmp_path / "worker-data" / "runs"
-    assert len(list(run_dir.glob(f"calculet-run-{run.pk}-*"))) == 1  # the killed attempt's
+    assert len(list(run_dir.glob(f"{run_dir_prefix()}{run.pk}-*"))) == 1  # the killed attempt's
     second = workers.celery("simulator", "sim-2")
     wait_until(
         lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=120, what="the soak", workers=[second]
@@ -164,7 +165,7 @@ def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_ver
     assert RunResult.objects.filter(run=run).count() == 1
     # The new worker's heartbeat removes what the killed one left on this host.
     wait_until(
-        lambda: not list(run_dir.glob(f"calculet-run-{run.pk}-*")),
+        lambda: not list(run_dir.glob(f"{run_dir_prefix()}{run.pk}-*")),
         timeout=30,
         what="the killed attempt's directory to go",
         workers=[second],

@@ -1,6 +1,7 @@
 """Running a runner stage: its inputs copied into a run directory of its own, the job written, and the
 runner — the bundled simulator, the host's own, or on a board the vendor's bundle — run in the sandbox."""
 
+import hashlib
 import json
 import os
 import shlex
@@ -10,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from django.conf import settings
+from django.db import connection
 
 from acceptance import stages
 from acceptance.models import Run, Target
@@ -94,6 +96,13 @@ def _golden_for_job(inputs: AnswerInputs, calbin_artifact: Artifact, destination
     return str(destination), "vendor"
 
 
+def run_dir_prefix() -> str:
+    """`calculet-run-<database>-`: each run's working directory under ACCEPTANCE_RUN_DIR is this, the run's id,
+    `-` and a random part. The tag of the database's name keeps apart setups that share a data folder with
+    different databases, so each one's sweeper removes only its own runs' directories."""
+    return f"calculet-run-{hashlib.sha256(connection.settings_dict['NAME'].encode()).hexdigest()[:12]}-"
+
+
 def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None = None) -> StageOutcome:
     """Run the run's runner stage in the sandbox: on the answer's calbin with the capability's probes and the
     vendor's golden, or on the known-good package for a health job (`inputs` None).
@@ -106,7 +115,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
     target: Target = run.target
     if target.kind == Target.HARDWARE and not target.runner_command:
         return no_hardware_runner(target)
-    with tempfile.TemporaryDirectory(prefix=f"calculet-run-{run.pk}-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{run_dir_prefix()}{run.pk}-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
         workdir = Path(tmp)
         (workdir / "inputs").mkdir()
         calbin = workdir / "inputs" / "calbin.tar"
