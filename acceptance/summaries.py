@@ -122,10 +122,41 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
 ]
 
 
-def run_summary(reason: str) -> str:
-    """`reason` in the active language when calculet wrote it; otherwise as it is."""
-    for pattern, translate in SENTENCES:
-        match = pattern.match(reason)
+# Why a target is not healthy (selectors.target_health_state), stored in English as a run's summary is.
+HEALTH_REASONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (
+        re.compile(r"^no hardware runner command is registered: the target runs nothing$"),
+        lambda _match: gettext("no hardware runner command is registered: the target runs nothing"),
+    ),
+    (
+        re.compile(r"^no worker has reported for this target yet$"),
+        lambda _match: gettext("no worker has reported for this target yet"),
+    ),
+    (
+        re.compile(r"^no worker heartbeat for (?P<seconds>\d+) s$"),
+        lambda match: gettext("no worker heartbeat for %(seconds)s s") % {"seconds": match["seconds"]},
+    ),
+    (
+        re.compile(r"^the last health check failed \(run (?P<run>\d+)\)$"),
+        lambda match: gettext("the last health check failed (run %(run)s)") % {"run": match["run"]},
+    ),
+    (re.compile(r"^the last health check failed$"), lambda _match: gettext("the last health check failed")),
+]
+
+
+def _translated(sentences: list[tuple[re.Pattern, Callable[[re.Match], str]]], text: str) -> str:
+    for pattern, translate in sentences:
+        match = pattern.match(text)
         if match is not None:
             return translate(match)
-    return reason
+    return text
+
+
+def run_summary(reason: str) -> str:
+    """`reason` in the active language when calculet wrote it; otherwise as it is."""
+    return _translated(SENTENCES, reason)
+
+
+def health_reason(reason: str) -> str:
+    """A target's health reason in the active language."""
+    return _translated(HEALTH_REASONS, reason)

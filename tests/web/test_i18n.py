@@ -1,5 +1,6 @@
 """The two catalogues are complete, compiled, and used by the pages."""
 
+import datetime
 import gettext
 import re
 import subprocess
@@ -8,7 +9,11 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.translation.template import templatize
+
+from acceptance.models import Target
+from acceptance.services.targets import targets_refresh_health
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
 
@@ -74,6 +79,23 @@ def test_pages_speak_chinese_after_the_switch_and_keep_the_seed_text(pm_client, 
     assert "CCU exception 后 KV/DRAM 是否可信" in body
     pm_client.post(reverse("set_language"), {"language": "en", "next": "/"})
     assert "Vendor questions" in pm_client.get("/questions/").content.decode()
+
+
+@pytest.mark.django_db
+def test_a_targets_health_reason_is_shown_in_chinese(pm_client, checklist):
+    board = Target.objects.create(
+        slug="board", name="board", kind=Target.HARDWARE, queue="board", runner_command="/opt/board/runner",
+        calrt_version="0.7.6", driver_version="2.3.0", firmware_version="1.8.0", chip="calculet-2c",
+        last_heartbeat_at=timezone.now() - datetime.timedelta(seconds=600),
+    )  # fmt: skip
+    targets_refresh_health()
+    board.refresh_from_db()
+    assert re.fullmatch(r"no worker heartbeat for \d+ s", board.health_reason)
+    seconds = board.health_reason.split()[-2]
+    chinese = pm_client.get(reverse("dashboard"), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert f"已 {seconds} 秒没有 worker 心跳" in chinese and board.health_reason not in chinese
+    english = pm_client.get(reverse("dashboard"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert board.health_reason in english
 
 
 def _extracted_messages(tmp_path) -> set[tuple[str, str]]:
