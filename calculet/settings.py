@@ -303,6 +303,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 600,
         "options": {"expires": 600},
     },
+    # E-mails and webhook deliveries whose message was lost (vendor.services.webhooks.RESEND_AFTER).
+    "vendor-notifications-resend": {
+        "task": "vendor.notifications_resend",
+        "schedule": 600,
+        "options": {"expires": 600},
+    },
     # Once a day, early: who has a question due soon or overdue (each told once per due date).
     "vendor-questions-due": {
         "task": "vendor.questions_due_notify",

@@ -5,9 +5,9 @@ from smtplib import SMTPException
 from celery import shared_task
 
 from vendor.services.artifacts import artifact_check, artifacts_check_resend
-from vendor.services.notifications import notification_email_send, questions_due_notify
+from vendor.services.notifications import notification_email_send, notification_emails_resend, questions_due_notify
 from vendor.services.uploads import upload_expire_stale
-from vendor.services.webhooks import webhook_deliver
+from vendor.services.webhooks import webhook_deliver, webhook_deliveries_resend
 
 
 @shared_task(name="vendor.uploads_expire", acks_late=True)
@@ -41,6 +41,12 @@ def webhook_deliver_task(self, delivery_id: int) -> None:
     wait = webhook_deliver(delivery_id)  # the service counts the attempts and says how long to back off
     if wait is not None:
         raise self.retry(countdown=wait)
+
+
+@shared_task(name="vendor.notifications_resend", acks_late=True)
+def notifications_resend_task() -> None:
+    notification_emails_resend()
+    webhook_deliveries_resend()
 
 
 @shared_task(name="vendor.questions_due_notify", acks_late=True)

@@ -1,8 +1,10 @@
 """The acceptance events people are told of: a run that fails or errs, the gate's decisions, proof to re-verify
 after a target's versions change."""
 
+import datetime
+
 import pytest
-from django.utils import translation
+from django.utils import timezone, translation
 
 from acceptance import stages
 from acceptance.models import Chain, Run, Target
@@ -12,8 +14,9 @@ from acceptance.services.runs.finishing import run_finish
 from tests.factories import make_user
 from vendor import events
 from vendor.models import Notification, NotificationEvent, NotificationPreference
-from vendor.services.notifications import notification_email_send
+from vendor.services.notifications import notification_email_send, notification_emails_resend, notify
 from vendor.services.questions import question_update
+from vendor.services.webhooks import RESEND_AFTER
 
 
 @pytest.fixture
@@ -74,6 +77,30 @@ def test_a_failed_run_is_mailed_in_the_readers_language(chain, pm_user, vendor_u
         assert events.subject(event.kind, event.data) == (
             f"{question.code}: Claim ended failed on Bundled NPU simulator"
         )
+
+
+def test_an_email_whose_message_was_lost_is_sent_again(pm_user, vendor_user, question, mailoutbox, settings):
+    pm_user.email = "pam@team.example"
+    pm_user.save(update_fields=["email"])
+    # No commit in this test, so the e-mail was never queued: as if the broker had been down.
+    event = notify(
+        "overdue",
+        actor="system",
+        organisation_id=question.organisation_id,
+        question_id=question.pk,
+        data={"due_date": "2026-01-01"},
+    )
+    notification = Notification.objects.get(event=event, user=pm_user)
+    failed = Notification.objects.create(event=event, user=vendor_user, email="val@acme.example", error="550")
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    assert notification_emails_resend() == 0  # its message may still be on its way
+    later = timezone.now() + RESEND_AFTER + datetime.timedelta(seconds=1)
+    assert notification_emails_resend(now=later) == 1  # not the one whose sending failed: its task retries it
+    assert [mail.to for mail in mailoutbox] == [["pam@team.example"]]
+    notification.refresh_from_db()
+    failed.refresh_from_db()
+    assert notification.emailed_at is not None and failed.emailed_at is None
+    assert notification_emails_resend(now=later) == 0
 
 
 def test_a_passed_run_tells_nobody(chain, pm_user, question, told):

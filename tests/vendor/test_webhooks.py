@@ -1,6 +1,7 @@
 """Outgoing webhooks against a real HTTP server this test starts: signed bodies, retries with backoff through real
 Celery workers, a log per hook, the test button, and a vendor's hook carrying only that vendor's events."""
 
+import datetime
 import hashlib
 import hmac
 import json
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
@@ -19,7 +21,14 @@ from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notify
 from vendor.services.questions import question_update
-from vendor.services.webhooks import webhook_create, webhook_deliver, webhook_test, webhook_update
+from vendor.services.webhooks import (
+    RESEND_AFTER,
+    webhook_create,
+    webhook_deliver,
+    webhook_deliveries_resend,
+    webhook_test,
+    webhook_update,
+)
 
 
 class Receiver:
@@ -110,6 +119,34 @@ def test_a_failing_endpoint_is_tried_again_later_then_given_up(pm, question_a, r
     assert (delivery.state, delivery.attempts, [a["status"] for a in delivery.log]) == ("failed", 3, [500] * 3)
     assert delivery.finished_at is not None
     assert webhook_deliver(delivery.pk) is None and len(endpoint.received) == 3
+
+
+def test_a_delivery_whose_message_was_lost_is_sent_again(pm, question_a, receiver, settings):
+    settings.CELERY_TASK_ALWAYS_EAGER = True  # a queued delivery is attempted at once, in this process
+    endpoint = receiver()
+    webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=[])
+    # No commit in this test, so the delivery's message was never queued: as if the broker had been down.
+    delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
+    assert webhook_deliveries_resend() == 0  # its message may still be on its way
+    later = timezone.now() + RESEND_AFTER + datetime.timedelta(seconds=1)
+    assert webhook_deliveries_resend(now=later) == 1
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.attempts, len(endpoint.received)) == ("delivered", 1, 1)
+    assert webhook_deliveries_resend(now=later) == 0
+
+
+def test_a_retrying_delivery_is_sent_again_only_once_its_back_off_is_long_past(pm, question_a, receiver, settings):
+    settings.WEBHOOK_RETRY_SECONDS = 60
+    endpoint = receiver(500, 204)
+    webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=[])
+    delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
+    assert webhook_deliver(delivery.pk) == 60  # its retry is due a minute after this attempt
+    settings.CELERY_TASK_ALWAYS_EAGER = True
+    after_back_off = timezone.now() + datetime.timedelta(seconds=60) + RESEND_AFTER
+    assert webhook_deliveries_resend(now=after_back_off - datetime.timedelta(seconds=5)) == 0
+    assert webhook_deliveries_resend(now=after_back_off + datetime.timedelta(seconds=5)) == 1
+    delivery.refresh_from_db()
+    assert (delivery.state, [attempt["status"] for attempt in delivery.log]) == ("delivered", [500, 204])
 
 
 def test_an_unreachable_address_and_a_redirect_count_as_failures(pm, question_a, receiver):

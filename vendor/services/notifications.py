@@ -6,6 +6,7 @@ Services call `notify_on_commit` at the line where the change they make is decid
 once that change has committed, and a failure to tell never undoes it.
 """
 
+import datetime
 import logging
 from functools import partial
 
@@ -32,7 +33,7 @@ from vendor.models import (
     Question,
 )
 from vendor.selectors import questions_by_due
-from vendor.services.webhooks import webhook_deliveries_create
+from vendor.services.webhooks import RESEND_AFTER, webhook_deliveries_create
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +156,17 @@ def _send_email(notification_id: int) -> None:
         notification_email_task.delay(notification_id)
     except Exception:  # the broker is down: the notification stays listed, with no e-mail sent
         logger.exception("could not queue the e-mail of notification %s", notification_id)
+
+
+def notification_emails_resend(*, now: datetime.datetime | None = None) -> int:
+    """Queue again the e-mail of every notification still unsent RESEND_AFTER after it was made and on which
+    no attempt has failed (a failed attempt is retried, and given up, by its task); returns how many."""
+    cutoff = (now or timezone.now()) - RESEND_AFTER
+    unsent = Notification.objects.filter(emailed_at__isnull=True, error="", created_at__lte=cutoff).exclude(email="")
+    notification_ids = list(unsent.order_by("pk").values_list("pk", flat=True))
+    for notification_id in notification_ids:
+        _send_email(notification_id)
+    return len(notification_ids)
 
 
 def notification_email_send(notification_id: int) -> None:

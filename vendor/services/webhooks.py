@@ -4,6 +4,7 @@ HMAC-SHA256 under the hook's own secret, tried again with exponential backoff, e
 Deliveries are at least once: a receiver tells a repeat by its X-Calculet-Delivery header.
 """
 
+import datetime
 import hashlib
 import hmac
 import json
@@ -207,6 +208,36 @@ def webhook_test(*, actor, hook: Webhook) -> WebhookDelivery:
         audit_record(actor=actor, action="webhook.test", obj=hook, after={"delivery": delivery.pk})
         transaction.on_commit(partial(_send, delivery.pk))
     return delivery
+
+
+# A message that has not arrived this long after it was due was lost (a broker restarted or flushed, or down
+# when it was queued): the e-mail or delivery is queued again (`webhook_deliveries_resend`,
+# `notifications.notification_emails_resend`, both from Celery beat).
+RESEND_AFTER = datetime.timedelta(minutes=30)
+
+
+def _next_attempt_due(delivery: WebhookDelivery) -> datetime.datetime:
+    """When the delivery's next attempt was to be made: at once, or its back-off after the last attempt."""
+    if not delivery.log:
+        return delivery.created_at
+    last = datetime.datetime.fromisoformat(delivery.log[-1]["at"])
+    return last + datetime.timedelta(seconds=settings.WEBHOOK_RETRY_SECONDS * 2 ** (delivery.attempts - 1))
+
+
+def webhook_deliveries_resend(*, now: datetime.datetime | None = None) -> int:
+    """Queue again every pending delivery whose next attempt is RESEND_AFTER overdue; returns how many. A
+    message that was only late, not lost, makes one attempt more: receivers tell a repeat by its
+    X-Calculet-Delivery."""
+    now = now or timezone.now()
+    pending = WebhookDelivery.objects.filter(state=WebhookDelivery.PENDING, created_at__lte=now - RESEND_AFTER)
+    overdue = [
+        delivery.pk
+        for delivery in pending.only("pk", "created_at", "attempts", "log").order_by("pk")
+        if _next_attempt_due(delivery) + RESEND_AFTER <= now
+    ]
+    for delivery_id in overdue:
+        _send(delivery_id)
+    return len(overdue)
 
 
 def _send(delivery_id: int, countdown: float = 0) -> None:
