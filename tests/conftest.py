@@ -44,19 +44,26 @@ def _empty_cache(request):
 
 
 @pytest.fixture
-def chain_in_process(settings, db):
-    """Tasks run in this process as they are sent, and a chain runs to its end: this process stands for a
-    worker serving the default and simulator queues, and reports itself like one."""
-    from acceptance.services.targets import target_ensure_simulator, target_heartbeat
+def tasks_in_process(settings):
+    """Tasks run in this process as they are sent."""
     from calculet.celery import app as celery_app
 
     # Read before changing the Django setting: Celery's configuration reads through to it.
     previous = celery_app.conf.task_always_eager
     settings.CELERY_TASK_ALWAYS_EAGER = True
     celery_app.conf.task_always_eager = True
-    target_heartbeat(queues=["default", target_ensure_simulator().queue], worker="in-process@pytest")
-    yield "in process"
+    yield
     celery_app.conf.task_always_eager = previous
+
+
+@pytest.fixture
+def chain_in_process(tasks_in_process, db):
+    """Tasks run in this process as they are sent, and a chain runs to its end: this process stands for a
+    worker serving the default and simulator queues, and reports itself like one."""
+    from acceptance.services.targets import target_ensure_simulator, target_heartbeat
+
+    target_heartbeat(queues=["default", target_ensure_simulator().queue], worker="in-process@pytest")
+    return "in process"
 
 
 CHECKLIST_COPY = "checklist_copy_"

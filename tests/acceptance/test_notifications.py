@@ -79,7 +79,7 @@ def test_a_failed_run_is_mailed_in_the_readers_language(chain, pm_user, vendor_u
         )
 
 
-def test_an_email_whose_message_was_lost_is_sent_again(pm_user, vendor_user, question, mailoutbox, settings):
+def test_an_email_whose_message_was_lost_is_sent_again(pm_user, vendor_user, question, mailoutbox, tasks_in_process):
     pm_user.email = "pam@team.example"
     pm_user.save(update_fields=["email"])
     # No commit in this test, so the e-mail was never queued: as if the broker had been down.
@@ -92,7 +92,6 @@ def test_an_email_whose_message_was_lost_is_sent_again(pm_user, vendor_user, que
     )
     notification = Notification.objects.get(event=event, user=pm_user)
     failed = Notification.objects.create(event=event, user=vendor_user, email="val@acme.example", error="550")
-    settings.CELERY_TASK_ALWAYS_EAGER = True
     assert notification_emails_resend() == 0  # its message may still be on its way
     later = timezone.now() + RESEND_AFTER + datetime.timedelta(seconds=1)
     assert notification_emails_resend(now=later) == 1  # not the one whose sending failed: its task retries it

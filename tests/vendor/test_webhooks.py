@@ -121,8 +121,7 @@ def test_a_failing_endpoint_is_tried_again_later_then_given_up(pm, question_a, r
     assert webhook_deliver(delivery.pk) is None and len(endpoint.received) == 3
 
 
-def test_a_delivery_whose_message_was_lost_is_sent_again(pm, question_a, receiver, settings):
-    settings.CELERY_TASK_ALWAYS_EAGER = True  # a queued delivery is attempted at once, in this process
+def test_a_delivery_whose_message_was_lost_is_sent_again(pm, question_a, receiver, tasks_in_process):
     endpoint = receiver()
     webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=[])
     # No commit in this test, so the delivery's message was never queued: as if the broker had been down.
@@ -135,13 +134,14 @@ def test_a_delivery_whose_message_was_lost_is_sent_again(pm, question_a, receive
     assert webhook_deliveries_resend(now=later) == 0
 
 
-def test_a_retrying_delivery_is_sent_again_only_once_its_back_off_is_long_past(pm, question_a, receiver, settings):
+def test_a_retrying_delivery_is_sent_again_only_once_its_back_off_is_long_past(
+    pm, question_a, receiver, settings, tasks_in_process
+):
     settings.WEBHOOK_RETRY_SECONDS = 60
     endpoint = receiver(500, 204)
     webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=[])
     delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
     assert webhook_deliver(delivery.pk) == 60  # its retry is due a minute after this attempt
-    settings.CELERY_TASK_ALWAYS_EAGER = True
     after_back_off = timezone.now() + datetime.timedelta(seconds=60) + RESEND_AFTER
     assert webhook_deliveries_resend(now=after_back_off - datetime.timedelta(seconds=5)) == 0
     assert webhook_deliveries_resend(now=after_back_off + datetime.timedelta(seconds=5)) == 1
