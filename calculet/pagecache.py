@@ -11,6 +11,7 @@ own writes: there every part is rendered every time.
 """
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterable
 
 from django.core.cache import cache
@@ -18,6 +19,7 @@ from django.db import connection
 from django.utils.translation import get_language
 
 PART_SECONDS = 300  # how long an unchanged page's parts are kept
+_RENDER_LOCKS = [threading.Lock() for _ in range(64)]
 
 
 def data_version() -> str | None:
@@ -36,9 +38,16 @@ def cached_part(name: str, version: str | None, vary: Iterable, render: Callable
     `vary` values and language. No version (None, or a template's missing variable) renders it afresh."""
     if not version:
         return render()
-    key = "part:" + hashlib.sha256(repr((name, version, get_language(), *vary)).encode()).hexdigest()
+    digest = hashlib.sha256(repr((name, version, get_language(), *vary)).encode()).digest()
+    key = "part:" + digest.hex()
     html = cache.get(key)
-    if html is None:
-        html = render()
-        cache.set(key, html, PART_SECONDS)
+    if html is not None:
+        return html
+    # After a commit every thread of the process asks for the same new part at once: one renders it, the
+    # others wait for it instead of rendering it too.
+    with _RENDER_LOCKS[digest[0] % len(_RENDER_LOCKS)]:
+        html = cache.get(key)
+        if html is None:
+            html = render()
+            cache.set(key, html, PART_SECONDS)
     return html

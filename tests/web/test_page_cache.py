@@ -4,14 +4,17 @@ been committed since, and kept apart by language, role, filters and date. Commit
 import datetime
 import re
 import threading
+import time
 
 import pytest
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from calculet import pagecache
 from calculet.pagecache import data_version
 from tests.factories import make_user
 from vendor.models import Question
@@ -100,6 +103,47 @@ def test_filters_and_roles_get_their_own_rows(pm_client, checklist):
 
     viewer_rows = viewer_client.get(url).content.decode()
     assert 'id="question-V01"' in viewer_rows and "cell-edit" not in viewer_rows
+
+
+def test_threads_asking_for_the_same_new_part_render_it_once(monkeypatch):
+    renders, seen_gets = [], []
+    started, release = threading.Event(), threading.Event()
+
+    class CountingCache:
+        """The cache, counting the parts asked for (each thread has its own cache object)."""
+
+        def get(self, key):
+            seen_gets.append(key)
+            return cache.get(key)
+
+        def set(self, key, value, timeout):
+            cache.set(key, value, timeout)
+
+    def render():
+        renders.append(threading.current_thread().name)
+        if len(renders) == 1:
+            started.set()
+            release.wait(10)
+        return "<p>part</p>"
+
+    monkeypatch.setattr(pagecache, "cache", CountingCache())
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(pagecache.cached_part("p", "v1", [], render)), name=name)
+        for name in ("first", "second")
+    ]
+    threads[0].start()
+    assert started.wait(10)
+    threads[1].start()
+    # The first thread's miss and its look again before rendering, then the second's miss; without the
+    # wait for the first render, the second renders at once.
+    deadline = time.monotonic() + 10
+    while len(seen_gets) < 3 and len(renders) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    release.set()
+    for thread in threads:
+        thread.join(10)
+    assert results == ["<p>part</p>", "<p>part</p>"] and renders == ["first"]
 
 
 def test_no_version_inside_a_transaction():
