@@ -19,7 +19,7 @@ from django.db import connection
 from django.utils.translation import get_language
 
 PART_SECONDS = 300  # how long an unchanged page's parts are kept
-_RENDER_LOCKS = [threading.Lock() for _ in range(64)]
+_RENDER_LOCKS = [threading.RLock() for _ in range(64)]  # reentrant: a part may hold another part
 
 
 def data_version() -> str | None:
