@@ -221,7 +221,12 @@ def _next_attempt_due(delivery: WebhookDelivery) -> datetime.datetime:
     if not delivery.log:
         return delivery.created_at
     last = datetime.datetime.fromisoformat(delivery.log[-1]["at"])
-    return last + datetime.timedelta(seconds=settings.WEBHOOK_RETRY_SECONDS * 2 ** (delivery.attempts - 1))
+    return last + datetime.timedelta(seconds=_back_off(delivery.attempts))
+
+
+def _back_off(attempts: int) -> float:
+    """Seconds to wait before the next attempt of a delivery tried `attempts` times."""
+    return settings.WEBHOOK_RETRY_SECONDS * 2 ** (attempts - 1)
 
 
 def webhook_deliveries_resend(*, now: datetime.datetime | None = None) -> int:
@@ -300,4 +305,4 @@ def webhook_deliver(delivery_id: int) -> float | None:
         locked.save(update_fields=["attempts", "log", "state", "finished_at"])
     if locked.state != WebhookDelivery.PENDING:
         return None
-    return settings.WEBHOOK_RETRY_SECONDS * 2 ** (locked.attempts - 1)
+    return _back_off(locked.attempts)
