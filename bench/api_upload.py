@@ -164,7 +164,7 @@ def tus_create(port: int, key: str, path: Path, sha256: str) -> str:
 def curl_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -> tuple[float, str]:
     """curl streaming the whole file in one PATCH, from creation to the 204; seconds and the upload's URL."""
     started = time.perf_counter()
-    url = tus_create(port, key, path, sha256)
+    url = requests.compat.urljoin(f"http://127.0.0.1:{port}", tus_create(port, key, path, sha256))
     # From standard input with the length given: `--upload-file <path>` would add the file's name to the URL.
     with open(path, "rb") as body:
         subprocess.run(
@@ -173,13 +173,12 @@ def curl_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -
                 "--header", f"Content-Length: {path.stat().st_size}", "--header", f"Authorization: Token {key}",
                 "--header", "Tus-Resumable: 1.0.0", "--header", "Upload-Offset: 0",
                 "--header", "Content-Type: application/offset+octet-stream", "--header", "Expect:",
-                "--header", "Transfer-Encoding:",
-                requests.compat.urljoin(f"http://127.0.0.1:{port}", url),
+                "--header", "Transfer-Encoding:", url,
             ],
             stdin=body,
             check=True,
         )  # fmt: skip
-    return time.perf_counter() - started, requests.compat.urljoin(f"http://127.0.0.1:{port}", url)
+    return time.perf_counter() - started, url
 
 
 def tus_upload(port: int, key: str, path: Path, sha256: str, chunk_size: int) -> tuple[float, str]:
