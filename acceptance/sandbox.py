@@ -24,6 +24,11 @@ no PID namespace (the supervisor kills every descendant it saw, but one that dou
 polls escapes), the host's filesystem as far as that user may write it, and for the network only the audit
 hook that Python runners load. The child also asks the kernel for SIGKILL when its parent dies, so a killed
 worker leaves no runner behind.
+
+The two are the isolation stacks `Bubblewrap` and `Session` (`Stack`), and the memory limit's two methods
+`Cgroup` and `PssPoll` (`MemoryLimit`); `host()` chooses both once per process. `run_sandboxed` prepares
+a run, starts it, watches it and ends it (`_prepare`, `_start`, `_Supervision`). The module uses only the
+standard library, so that a program without Django can run it.
 """
 
 import contextlib
@@ -39,10 +44,11 @@ import signal
 import subprocess
 import sys
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, cast
+from typing import IO, ClassVar, Protocol, cast
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 SITE_DIR = PROJECT_DIR / "acceptance" / "sandbox_site"
@@ -105,7 +111,8 @@ class Isolation:
 
 @dataclass(frozen=True)
 class Host:
-    """What this host allows a sandbox, probed once per process."""
+    """What this host allows a sandbox, probed once per process (`host()`): it chooses the isolation stack and
+    the memory limit of every run."""
 
     bwrap: str | None  # a bwrap that ran here, or None
     cgroup_parent: Path | None  # a delegated cgroup v2 with the memory controller for runner cgroups
@@ -113,15 +120,17 @@ class Host:
     uid: int
     gid: int
 
+    def stack(self) -> "Stack":
+        """The isolation stack for one run: bubblewrap where it runs here, else the fallback (`Session`)."""
+        return Bubblewrap(self, self.bwrap) if self.bwrap else Session(self)
+
+    def memory_limit(self, memory_bytes: int) -> "MemoryLimit":
+        """The memory limit for one run's whole tree: a cgroup of its own where one is delegated, else PSS polls."""
+        return Cgroup(self.cgroup_parent, memory_bytes) if self.cgroup_parent else PssPoll()
+
     @property
     def isolation(self) -> Isolation:
-        return Isolation(
-            pid_namespace=self.bwrap is not None,
-            network=NAMESPACE if self.bwrap else AUDIT_HOOK,
-            filesystem=READ_ONLY if self.bwrap else USER_PERMISSIONS,
-            memory=CGROUP_V2 if self.cgroup_parent else PSS_POLL,
-            user=self.user,
-        )
+        return self.stack().isolation
 
 
 @dataclass
@@ -168,12 +177,6 @@ def _runner_account() -> tuple[str, int, int]:
     except KeyError:  # an arbitrary uid without a passwd entry, as some container platforms run
         name = str(os.geteuid())
     return name, os.geteuid(), os.getegid()
-
-
-def _drop_privileges(uid: int, gid: int) -> None:
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
 
 
 def _bwrap_argv(
@@ -309,8 +312,57 @@ def network_isolation_method() -> str:
     return host().isolation.network
 
 
+class MemoryLimit(Protocol):
+    """How a run's whole tree is held to its memory limit: `Cgroup` or `PssPoll`, as the host allows."""
+
+    def join(self) -> None:
+        """In the child, before it drops its privileges and execs."""
+
+    def used(self, pids: list[int]) -> int:
+        """The tree's memory now, for the supervisor to hold to the limit (0 when the kernel holds it)."""
+
+    def kill(self) -> None: ...
+
+    def out_of_memory(self) -> bool:
+        """Whether the kernel ended the tree for its memory."""
+
+    def peak(self) -> int: ...
+
+    def remove(self) -> None:
+        """Release what the limit set up, once the tree is gone."""
+
+
+class PssPoll:
+    """The supervisor sums the tree's proportional set size (shared pages counted once) at every poll and kills
+    it past the limit; `RLIMIT_AS` bounds each process between two polls."""
+
+    def __init__(self) -> None:
+        self.highest = 0
+
+    def join(self) -> None:
+        """Nothing to join: the tree is measured from outside."""
+
+    def used(self, pids: list[int]) -> int:
+        total = sum(_pss_bytes(pid) for pid in pids)
+        self.highest = max(self.highest, total)
+        return total
+
+    def kill(self) -> None:
+        """Nothing of its own: the tree is killed process by process."""
+
+    def out_of_memory(self) -> bool:
+        return False  # a crossing is seen by `used`, and the tree killed then
+
+    def peak(self) -> int:
+        return self.highest
+
+    def remove(self) -> None:
+        """Nothing to release."""
+
+
 class Cgroup:
-    """A run's own cgroup v2: the kernel holds the whole tree to `memory.max` and OOM-kills it as a group."""
+    """A run's own cgroup v2 (a `MemoryLimit`): the kernel holds the whole tree to `memory.max` and OOM-kills it
+    as a group."""
 
     def __init__(self, parent: Path, memory_bytes: int):
         self.path = parent / f"calculet-run-{os.getpid()}-{next(_cgroup_names)}"
@@ -328,6 +380,9 @@ class Cgroup:
     def join(self) -> None:
         """In the child, before it drops its privileges and execs: everything it starts is in the group."""
         os.write(self.procs, b"0")
+
+    def used(self, pids: list[int]) -> int:
+        return 0  # the kernel holds the group to memory.max itself
 
     def _value(self, name: str, key: str | None = None) -> int:
         try:
@@ -394,9 +449,9 @@ class ProcessTree:
         self.root = root
         self.seen: dict[int, str] = {}
 
-    def poll(self, *, measure: bool) -> int:
-        """Walk the tree from the root; with `measure`, its PSS in bytes (shared pages counted once)."""
-        total = 0
+    def poll(self) -> list[int]:
+        """Walk the tree from the root, remembering every process in it; returns those it found alive."""
+        found = []
         pending = [self.root]
         while pending:
             pid = pending.pop()
@@ -404,10 +459,9 @@ class ProcessTree:
             if started is None:
                 continue
             self.seen.setdefault(pid, started)
-            if measure:
-                total += _pss_bytes(pid)
+            found.append(pid)
             pending += _children(pid)
-        return total
+        return found
 
     def alive(self) -> list[int]:
         return [pid for pid, started in self.seen.items() if _start_time(pid) == started]
@@ -424,6 +478,147 @@ class ProcessTree:
             self.seen.setdefault(pid, started)
 
 
+class Stack(ABC):
+    """How one run is confined, made by `Host.stack()` for each run: `Bubblewrap` where bwrap runs, else the
+    fallback `Session`. Each says what it adds to the command and to the child's set-up, how it finds the run's
+    process tree and what the exit status it sees means. Both end a run the same way: the runner's process
+    group, its memory group and every process of the tree are killed, and the run returns once the tree is
+    gone (for bubblewrap, the namespace's init with it). The memory limit is the host's (`Host.memory_limit`)."""
+
+    pid_namespace: ClassVar[bool]
+    network: ClassVar[str]
+    filesystem: ClassVar[str]
+
+    def __init__(self, sandbox_host: Host):
+        self.host = sandbox_host
+
+    @property
+    def isolation(self) -> Isolation:
+        return Isolation(
+            pid_namespace=self.pid_namespace,
+            network=self.network,
+            filesystem=self.filesystem,
+            memory=CGROUP_V2 if self.host.cgroup_parent else PSS_POLL,
+            user=self.host.user,
+        )
+
+    def hand_over(self, workdir: Path) -> None:
+        """Give the working directory to the runner's user."""
+        if self.host.uid == os.geteuid():
+            return
+        for root, dirs, files in os.walk(workdir):
+            os.chown(root, self.host.uid, self.host.gid)
+            for name in dirs + files:
+                os.chown(os.path.join(root, name), self.host.uid, self.host.gid, follow_symlinks=False)
+
+    @abstractmethod
+    def command(self, argv: list[str], *, workdir: Path, cwd: Path, devices: tuple[str, ...]) -> list[str]:
+        """The command to start for the runner's `argv`."""
+
+    def pass_fds(self) -> tuple[int, ...]:
+        return ()
+
+    def child_user(self) -> tuple[int, int] | None:
+        """The (uid, gid) the child becomes before exec, when nothing in the command changes its user."""
+        return None
+
+    def find_tree(self, pid: int) -> ProcessTree:
+        """The run's process tree, from the started process."""
+        return ProcessTree(pid)
+
+    def exit_status(self, status: int) -> tuple[int | None, int | None]:
+        """The runner's exit code and the signal that killed it, from the started process's wait status."""
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        return exit_code, signal_number
+
+    @abstractmethod
+    def abandon(self) -> None:
+        """Release what `command` set up, when the run cannot start."""
+
+
+class Bubblewrap(Stack):
+    """bwrap's namespaces: a PID namespace whose init the run waits for, a network with only a loopback, the
+    host's filesystem read-only but for the working directory, `nobody` through `setpriv` for a root worker."""
+
+    pid_namespace = True
+    network = NAMESPACE
+    filesystem = READ_ONLY
+
+    def __init__(self, sandbox_host: Host, bwrap: str):
+        super().__init__(sandbox_host)
+        self.bwrap = bwrap
+        self.info: tuple[int, int] | None = None  # the pipe bwrap writes its namespace's init to
+
+    def command(self, argv: list[str], *, workdir: Path, cwd: Path, devices: tuple[str, ...]) -> list[str]:
+        self.info = os.pipe()
+        view = _runner_view(workdir, cwd)
+        return [*_bwrap_argv(self.bwrap, self.host.uid, self.host.gid, view, devices, self.info[1]), *argv]
+
+    def pass_fds(self) -> tuple[int, ...]:
+        return () if self.info is None else (self.info[1],)
+
+    def find_tree(self, pid: int) -> ProcessTree:
+        """The tree from bwrap's outer process, with the namespace's init in it from the start, so that the run
+        ends only once the init is gone (`_namespace_init`)."""
+        tree = ProcessTree(pid)
+        if self.info is not None:
+            info_read, info_write = self.info
+            os.close(info_write)
+            init = _namespace_init(info_read)
+            if init is not None:
+                tree.add(init)
+        return tree
+
+    def exit_status(self, status: int) -> tuple[int | None, int | None]:
+        exit_code, signal_number = super().exit_status(status)
+        if exit_code is not None and 128 < exit_code <= 128 + signal.SIGRTMAX:
+            # bwrap reports a command killed by signal n as exit status 128 + n, as shells do.
+            return None, exit_code - 128
+        return exit_code, signal_number
+
+    def abandon(self) -> None:
+        if self.info is not None:
+            os.close(self.info[0])
+            os.close(self.info[1])
+
+
+class Session(Stack):
+    """The fallback where bwrap cannot run: the runner gets a session and process group of its own, as the
+    runner's user (the child drops to it), on the host's filesystem and network. Its tree is what the
+    supervisor's polls saw of it; for the network only the audit hook Python runners load stands in the way."""
+
+    pid_namespace = False
+    network = AUDIT_HOOK
+    filesystem = USER_PERMISSIONS
+
+    def hand_over(self, workdir: Path) -> None:
+        """Without bwrap nothing can show the runner's user a parent closed to it, so that is checked first."""
+        if self.host.uid != os.geteuid():
+            for directory in workdir.parents:
+                if not directory.stat().st_mode & 0o001:
+                    raise PermissionError(
+                        f"the runner's user {self.host.user} cannot reach {workdir}: {directory} is not searchable "
+                        "by others (choose an ACCEPTANCE_RUN_DIR whose parents are)"
+                    )
+        super().hand_over(workdir)
+
+    def command(self, argv: list[str], *, workdir: Path, cwd: Path, devices: tuple[str, ...]) -> list[str]:
+        return argv
+
+    def child_user(self) -> tuple[int, int] | None:
+        return None if self.host.uid == os.geteuid() else (self.host.uid, self.host.gid)
+
+    def abandon(self) -> None:
+        """Nothing to release: the command is the runner's own."""
+
+
+def _drop_privileges(uid: int, gid: int) -> None:
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+
+
 def _namespace_init(info_read: int) -> int | None:
     """The pid of the PID namespace's init, from what bwrap writes to its info fd right after it made the
     namespace (then it closes the fd; None when bwrap failed first). The init leaves the namespace last: its
@@ -437,14 +632,13 @@ def _namespace_init(info_read: int) -> int | None:
         return None
 
 
-def _child_setup(limits: Limits, cgroup: Cgroup | None, drop_to: tuple[int, int] | None) -> Callable[[], None]:
+def _child_setup(limits: Limits, memory: MemoryLimit, drop_to: tuple[int, int] | None) -> Callable[[], None]:
     parent = os.getpid()
 
     def setup() -> None:
-        # Runs in the forked child before exec: keep it to system calls. The cgroup is joined while still
+        # Runs in the forked child before exec: keep it to system calls. The memory group is joined while still
         # privileged; the death signal is asked for after any change of user (which clears it).
-        if cgroup is not None:
-            cgroup.join()
+        memory.join()
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
@@ -457,23 +651,6 @@ def _child_setup(limits: Limits, cgroup: Cgroup | None, drop_to: tuple[int, int]
             os._exit(1)
 
     return setup
-
-
-def _hand_over(workdir: Path, sandbox_host: Host) -> None:
-    """Give the working directory to the runner's user. Without bwrap nothing can show that user a parent
-    closed to it, so that is checked first."""
-    if sandbox_host.uid == os.geteuid():
-        return
-    for directory in workdir.parents if sandbox_host.bwrap is None else []:
-        if not directory.stat().st_mode & 0o001:
-            raise PermissionError(
-                f"the runner's user {sandbox_host.user} cannot reach {workdir}: {directory} is not searchable by "
-                "others (choose an ACCEPTANCE_RUN_DIR whose parents are)"
-            )
-    for root, dirs, files in os.walk(workdir):
-        os.chown(root, sandbox_host.uid, sandbox_host.gid)
-        for name in dirs + files:
-            os.chown(os.path.join(root, name), sandbox_host.uid, sandbox_host.gid, follow_symlinks=False)
 
 
 def scrubbed_environment(extra: dict[str, str] | None = None, *, python_path: list[str] | None = None) -> dict:
@@ -549,12 +726,6 @@ def _explain(
     return None, ""
 
 
-def _close(*fds: int | None) -> None:
-    for fd in fds:
-        if fd is not None:
-            os.close(fd)
-
-
 def run_sandboxed(
     argv: list[str],
     *,
@@ -566,176 +737,212 @@ def run_sandboxed(
     on_tick: Callable[[], bool] | None = None,
     tick_seconds: float = 1.0,
     devices: tuple[str, ...] = (),
+    sandbox_host: Host | None = None,
 ) -> Outcome:
     """Run `argv` in `cwd` (default `workdir`, whose total size is limited) under `limits`, passing its
     output to `on_output(stream, chunk)` as it comes. `workdir` is handed to the runner's user and is its
     TMPDIR. `devices` (paths such as a board's /dev node) are bound into the sandbox's /dev; the runner's
-    user must be allowed to open them.
+    user must be allowed to open them. `sandbox_host` is what the host allows, `host()` unless given: a host
+    without `bwrap` runs the fallback stack.
 
     `on_tick` is called about every `tick_seconds`; returning False cancels the run (the caller lost its
     lease). Never raises for anything the command does; raises OSError only when it cannot be started.
     Returns once no process of the run is left.
     """
-    sandbox_host = host()
+    stack = (sandbox_host or host()).stack()
     workdir = Path(workdir)
     cwd = Path(cwd or workdir)
-    _hand_over(workdir, sandbox_host)
-    info_read, info_write = os.pipe() if sandbox_host.bwrap else (None, None)
-    if sandbox_host.bwrap:
-        view = _runner_view(workdir, cwd)
-        bwrap_argv = _bwrap_argv(sandbox_host.bwrap, sandbox_host.uid, sandbox_host.gid, view, devices, info_write)
-        command = [*bwrap_argv, *argv]
-        drop_to = None
-    else:
-        command = argv
-        drop_to = (sandbox_host.uid, sandbox_host.gid) if sandbox_host.uid != os.geteuid() else None
-    cgroup = Cgroup(sandbox_host.cgroup_parent, limits.memory_bytes) if sandbox_host.cgroup_parent else None
+    command, memory = _prepare(stack, argv, workdir=workdir, cwd=cwd, limits=limits, devices=devices)
     started = time.monotonic()
+    process = _start(stack, memory, command, cwd=cwd, env={**env, "TMPDIR": str(workdir)}, limits=limits)
+    run = _Supervision(stack, memory, process, started=started, limits=limits, on_output=on_output)
     try:
-        process = subprocess.Popen(
+        run.watch(workdir, on_tick, tick_seconds)
+    finally:
+        status, rusage = run.end()
+    return run.outcome(status, rusage)
+
+
+def _prepare(
+    stack: Stack, argv: list[str], *, workdir: Path, cwd: Path, limits: Limits, devices: tuple[str, ...]
+) -> tuple[list[str], MemoryLimit]:
+    """Hand the working directory to the runner's user; the command the stack starts, and the memory limit."""
+    stack.hand_over(workdir)
+    command = stack.command(argv, workdir=workdir, cwd=cwd, devices=devices)
+    try:
+        return command, stack.host.memory_limit(limits.memory_bytes)
+    except OSError:
+        stack.abandon()
+        raise
+
+
+def _start(
+    stack: Stack, memory: MemoryLimit, command: list[str], *, cwd: Path, env: dict[str, str], limits: Limits
+) -> subprocess.Popen[bytes]:
+    """Start the command in a session of its own, its limits set in the child before exec. When it cannot be
+    started, what was set up for it is released and OSError raised."""
+    try:
+        return subprocess.Popen(
             command,
             cwd=cwd,
-            env={**env, "TMPDIR": str(workdir)},
+            env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
-            pass_fds=() if info_write is None else (info_write,),
-            preexec_fn=_child_setup(limits, cgroup, drop_to),  # noqa: PLW1509
+            pass_fds=stack.pass_fds(),
+            preexec_fn=_child_setup(limits, memory, stack.child_user()),  # noqa: PLW1509
         )
-    except subprocess.SubprocessError as error:  # the child's setup failed before exec
-        _close(info_read, info_write)
-        if cgroup is not None:
-            cgroup.remove()
-        raise OSError(f"the sandbox could not be set up: {error}") from error
-    except OSError:
-        _close(info_read, info_write)
-        if cgroup is not None:
-            cgroup.remove()
-        raise
-    # Both pipes exist: Popen was asked for them.
-    stdout, stderr = cast(IO[bytes], process.stdout), cast(IO[bytes], process.stderr)
-    tree = ProcessTree(process.pid)
-    if info_read is not None:
-        _close(info_write)
-        init = _namespace_init(info_read)
-        if init is not None:
-            tree.add(init)
-    # The kernel tells the selector when the runner exits (Linux 5.3+), so no polling delay is added per run.
-    pidfd = os.pidfd_open(process.pid)
-    selector = selectors.DefaultSelector()
-    selector.register(pidfd, selectors.EVENT_READ)
-    streams = {stdout.fileno(): "stdout", stderr.fileno(): "stderr"}
-    for fd in streams:
-        os.set_blocking(fd, False)
-        selector.register(fd, selectors.EVENT_READ)
-    limit_hit: str | None = None
-    output_bytes = 0
-    memory_peak = 0
-    tail = b""
+    except (OSError, subprocess.SubprocessError) as error:
+        stack.abandon()
+        memory.remove()
+        if isinstance(error, OSError):
+            raise
+        raise OSError(f"the sandbox could not be set up: {error}") from error  # the child's setup failed
 
-    def kill() -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        if cgroup is not None:
-            cgroup.kill()
-        tree.kill()
 
-    def read(fd: int) -> bool:
-        """Pass on what the stream has; False at its end or when nothing is waiting."""
-        nonlocal limit_hit, output_bytes, tail
+class _Supervision:
+    """A started run, watched until no process of it is left: its output passed on and counted, its limits
+    held (the first one crossed kills the tree and is the run's), and its end waited for."""
+
+    def __init__(
+        self,
+        stack: Stack,
+        memory: MemoryLimit,
+        process: subprocess.Popen[bytes],
+        *,
+        started: float,
+        limits: Limits,
+        on_output: Callable[[str, bytes], None],
+    ):
+        self.stack = stack
+        self.memory = memory
+        self.process = process
+        self.started = started
+        self.limits = limits
+        self.on_output = on_output
+        self.tree = stack.find_tree(process.pid)
+        self.limit_hit: str | None = None
+        self.output_bytes = 0
+        self.memory_peak = 0
+        self.tail = b""
+        # The kernel tells the selector when the runner exits (Linux 5.3+), so no polling delay is added per run.
+        self.pidfd = os.pidfd_open(process.pid)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.pidfd, selectors.EVENT_READ)
+        # Both pipes exist: Popen was asked for them.
+        self.stdout, self.stderr = cast(IO[bytes], process.stdout), cast(IO[bytes], process.stderr)
+        self.streams = {self.stdout.fileno(): "stdout", self.stderr.fileno(): "stderr"}
+        for fd in self.streams:
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ)
+
+    def watch(self, workdir: Path, on_tick: Callable[[], bool] | None, tick_seconds: float) -> None:
+        """Until the runner exits: pass its output on; every MEMORY_POLL_SECONDS walk the tree and measure its
+        memory; past the wall time kill it; every `tick_seconds` check the working directory and ask `on_tick`."""
+        wall_deadline = self.started + self.limits.wall_seconds
+        next_tick = self.started + tick_seconds
+        next_poll = self.started
+        exited = False
+        while not exited:
+            exited = self._wait(min(next_tick, next_poll, wall_deadline))
+            now = time.monotonic()
+            if now >= next_poll:
+                next_poll = now + MEMORY_POLL_SECONDS
+                if self.memory.used(self.tree.poll()) > self.limits.memory_bytes:
+                    self._stop(MEMORY)
+            if now > wall_deadline:
+                self._stop(WALL_TIME)
+            if now >= next_tick:
+                next_tick = now + tick_seconds
+                self._tick(workdir, on_tick)
+
+    def end(self) -> tuple[int, resource.struct_rusage]:
+        """Kill whatever the runner left behind and wait until it is gone; then read its last output and
+        release what the run held. Returns the started process's wait status and resource usage."""
+        self.tree.poll()
+        self._kill()
+        for fd in list(self.streams):
+            while fd in self.streams and self._read(fd):
+                pass
+        _, status, rusage = os.wait4(self.process.pid, 0)
+        self.process.returncode = os.waitstatus_to_exitcode(status)
+        gone_by = time.monotonic() + GONE_TIMEOUT_SECONDS
+        while self.tree.alive() and time.monotonic() < gone_by:
+            time.sleep(0.01)
+        self.selector.close()
+        os.close(self.pidfd)
+        self.stdout.close()
+        self.stderr.close()
+        if self.limit_hit is None and self.memory.out_of_memory():
+            self.limit_hit = MEMORY
+        self.memory_peak = self.memory.peak()
+        self.memory.remove()
+        return status, rusage
+
+    def outcome(self, status: int, rusage: resource.struct_rusage) -> Outcome:
+        exit_code, signal_number = self.stack.exit_status(status)
+        max_rss = rusage.ru_maxrss * 1024
+        tail = self.tail.decode("utf-8", errors="replace")
+        limit, reason = _explain(self.limit_hit, exit_code, signal_number, self.limits, max_rss, tail)
+        return Outcome(
+            exit_code=exit_code,
+            signal_number=signal_number,
+            limit_hit=limit,
+            reason=reason,
+            elapsed_seconds=time.monotonic() - self.started,
+            max_rss_bytes=max_rss,
+            output_bytes=self.output_bytes,
+            isolation=self.stack.isolation,
+            memory_peak_bytes=self.memory_peak,
+        )
+
+    def _wait(self, deadline: float) -> bool:
+        """Read what the streams have until `deadline`; True once the runner has exited."""
+        exited = False
+        for key, _ in self.selector.select(timeout=max(0.0, deadline - time.monotonic())):
+            if key.fd == self.pidfd:
+                exited = True
+            elif key.fd in self.streams:
+                self._read(key.fd)
+        return exited
+
+    def _read(self, fd: int) -> bool:
+        """Pass on what the stream has, cut at the output limit; False at its end or when nothing is waiting."""
         try:
             chunk = os.read(fd, 65536)
         except BlockingIOError:
             return False
         if not chunk:
-            selector.unregister(fd)
-            streams.pop(fd)
+            self.selector.unregister(fd)
+            self.streams.pop(fd)
             return False
-        room = limits.output_bytes - output_bytes
-        output_bytes += len(chunk)
+        room = self.limits.output_bytes - self.output_bytes
+        self.output_bytes += len(chunk)
         if len(chunk) > room:
             chunk = chunk[: max(room, 0)]
-            if limit_hit is None:
-                limit_hit = OUTPUT
-                kill()
+            self._stop(OUTPUT)
         if chunk:
-            if streams[fd] == "stderr":
-                tail = (tail + chunk)[-16384:]
-            on_output(streams[fd], chunk)
+            if self.streams[fd] == "stderr":
+                self.tail = (self.tail + chunk)[-16384:]
+            self.on_output(self.streams[fd], chunk)
         return True
 
-    next_tick = started + tick_seconds
-    next_poll = started
-    exited = False
-    try:
-        while not exited:
-            deadline = min(next_tick, next_poll, started + limits.wall_seconds)
-            for key, _ in selector.select(timeout=max(0.0, deadline - time.monotonic())):
-                if key.fd == pidfd:
-                    exited = True
-                elif key.fd in streams:
-                    read(key.fd)
-            now = time.monotonic()
-            if now >= next_poll:
-                next_poll = now + MEMORY_POLL_SECONDS
-                memory = tree.poll(measure=cgroup is None)
-                memory_peak = max(memory_peak, memory)
-                if limit_hit is None and memory > limits.memory_bytes:
-                    limit_hit = MEMORY
-                    kill()
-            if limit_hit is None and now - started > limits.wall_seconds:
-                limit_hit = WALL_TIME
-                kill()
-            if now >= next_tick:
-                next_tick = now + tick_seconds
-                if limit_hit is None and _directory_bytes(workdir) > limits.workdir_bytes:
-                    limit_hit = WORKDIR_SIZE
-                    kill()
-                if limit_hit is None and on_tick is not None and not on_tick():
-                    limit_hit = CANCELLED
-                    kill()
-    finally:
-        # Whatever the runner left behind goes too, and the run ends only when it is gone; then its last
-        # output is read.
-        tree.poll(measure=False)
-        kill()
-        for fd in list(streams):
-            while fd in streams and read(fd):
-                pass
-        _, status, rusage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-        gone_by = time.monotonic() + GONE_TIMEOUT_SECONDS
-        while tree.alive() and time.monotonic() < gone_by:
-            time.sleep(0.01)
-        selector.close()
-        os.close(pidfd)
-        stdout.close()
-        stderr.close()
-        if cgroup is not None:
-            if limit_hit is None and cgroup.out_of_memory():
-                limit_hit = MEMORY
-            memory_peak = cgroup.peak()
-            cgroup.remove()
-    exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-    signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    if sandbox_host.bwrap and exit_code is not None and 128 < exit_code <= 128 + signal.SIGRTMAX:
-        # bwrap reports a command killed by signal n as exit status 128 + n, as shells do.
-        signal_number = exit_code - 128
-        exit_code = None
-    max_rss = rusage.ru_maxrss * 1024
-    limit, reason = _explain(
-        limit_hit, exit_code, signal_number, limits, max_rss, tail.decode("utf-8", errors="replace")
-    )
-    return Outcome(
-        exit_code=exit_code,
-        signal_number=signal_number,
-        limit_hit=limit,
-        reason=reason,
-        elapsed_seconds=time.monotonic() - started,
-        max_rss_bytes=max_rss,
-        output_bytes=output_bytes,
-        isolation=sandbox_host.isolation,
-        memory_peak_bytes=memory_peak,
-    )
+    def _tick(self, workdir: Path, on_tick: Callable[[], bool] | None) -> None:
+        if self.limit_hit is None and _directory_bytes(workdir) > self.limits.workdir_bytes:
+            self._stop(WORKDIR_SIZE)
+        if self.limit_hit is None and on_tick is not None and not on_tick():
+            self._stop(CANCELLED)
+
+    def _stop(self, limit: str) -> None:
+        """End the run for `limit`, unless a limit ended it already."""
+        if self.limit_hit is None:
+            self.limit_hit = limit
+            self._kill()
+
+    def _kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.memory.kill()
+        self.tree.kill()
