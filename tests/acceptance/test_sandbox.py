@@ -1,11 +1,25 @@
-"""The runner sandbox and the runner protocol's verdicts, on real subprocesses: no database."""
+"""The runner sandbox and the runner protocol's verdicts, on real subprocesses: no database.
 
+Every test of what the sandbox does runs on both isolation stacks: bubblewrap, which this host has, and the
+fallback, forced by handing `run_sandboxed` this host without its bwrap. Where the fallback cannot promise
+what bubblewrap does (a PID or network namespace, a read-only host), the test asserts what it does instead.
+
+The fallback runs here as the worker's own user, as it does for a worker that is not root: for a root worker
+it runs the runner as `nobody`, who needs the worker's Python readable by others, and this suite's Python
+may live where it is not (under a closed /root). `test_the_fallback_runs_a_root_workers_runner_as_its_user`
+covers that drop with a program every user may run.
+"""
+
+import dataclasses
 import json
 import os
 import pwd
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -15,138 +29,241 @@ from acceptance import protocol, sandbox, stages
 from acceptance.sandbox import Limits, run_sandboxed, scrubbed_environment
 from tests.acceptance.workers import processes_with
 
+# Generous: only the tests of the wall-time limit are meant to meet it, whatever the machine's load.
 LIMITS = Limits(
-    wall_seconds=3,
+    wall_seconds=60,
     memory_bytes=512 * 1024**2,
     output_bytes=1024**2,
     file_bytes=8 * 1024**2,
     workdir_bytes=32 * 1024**2,
 )
+WORKER_USER = pwd.getpwuid(os.geteuid()).pw_name
 
 
-def run_python(code: str, tmp_path: Path, limits: Limits = LIMITS, env_extra=None):
+@pytest.fixture(params=["bubblewrap", "fallback"])
+def sandbox_host(request) -> sandbox.Host:
+    """This host as probed, with bwrap (the suite's machines have it), or the same host without bwrap, which
+    runs the fallback stack, as the worker's own user (see the module's docstring)."""
+    probed = sandbox.host()
+    assert probed.bwrap is not None, "bwrap cannot run on this machine: install bubblewrap"
+    if request.param == "bubblewrap":
+        return probed
+    return dataclasses.replace(probed, bwrap=None, user=WORKER_USER, uid=os.geteuid(), gid=os.getegid())
+
+
+def bubblewrap(sandbox_host: sandbox.Host) -> bool:
+    return sandbox_host.bwrap is not None
+
+
+def with_limits(**changes) -> Limits:
+    return dataclasses.replace(LIMITS, **changes)
+
+
+def run_python(code: str, tmp_path: Path, sandbox_host: sandbox.Host, limits: Limits = LIMITS, **options):
+    return run_command([sys.executable, "-c", code], tmp_path, sandbox_host, limits, **options)
+
+
+def run_command(argv: list[str], workdir: Path, sandbox_host: sandbox.Host, limits: Limits = LIMITS, **options):
     chunks: list[bytes] = []
+    options.setdefault("on_output", lambda stream, chunk: chunks.append(chunk))
     outcome = run_sandboxed(
-        [sys.executable, "-c", code],
-        workdir=tmp_path,
-        env=scrubbed_environment(env_extra),
-        limits=limits,
-        on_output=lambda stream, chunk: chunks.append(chunk),
+        argv, workdir=workdir, env=scrubbed_environment(), limits=limits, sandbox_host=sandbox_host, **options
     )
     return outcome, b"".join(chunks).decode(errors="replace")
 
 
-def test_a_well_behaved_command_exits_cleanly_with_its_output(tmp_path):
-    outcome, output = run_python("import numpy; print('sum', numpy.arange(4).sum())", tmp_path)
+def wait_until(condition, seconds: float = 60) -> bool:
+    """Whether `condition()` held within `seconds` (a bound against hanging, not a measure of speed)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def kill_all(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            continue
+
+
+def test_a_well_behaved_command_exits_cleanly_with_its_output(tmp_path, sandbox_host):
+    outcome, output = run_python("import numpy; print('sum', numpy.arange(4).sum())", tmp_path, sandbox_host)
     assert outcome.clean_exit
     assert "sum 6" in output
     assert outcome.limit_hit is None
 
 
-def test_sleeping_past_the_wall_time_is_killed_with_the_reason(tmp_path):
-    outcome, _ = run_python("import time; time.sleep(60)", tmp_path, Limits(**{**LIMITS.__dict__, "wall_seconds": 1}))
+def test_sleeping_past_the_wall_time_is_killed_with_the_reason(tmp_path, sandbox_host):
+    outcome, _ = run_python("import time; time.sleep(60)", tmp_path, sandbox_host, with_limits(wall_seconds=1))
     assert outcome.limit_hit == sandbox.WALL_TIME
-    assert "wall-time limit of 1 s" in outcome.reason
-    assert outcome.elapsed_seconds < 10
+    assert outcome.reason == "wall-time limit of 1 s exceeded; the runner was killed"
+    assert outcome.elapsed_seconds < 60  # killed, not waited for
 
 
-def test_allocating_past_the_memory_limit_ends_with_the_memory_reason(tmp_path):
-    outcome, _ = run_python("import numpy; a = numpy.ones(2 * 1024**3 // 8); print(a.sum())", tmp_path)
+def test_allocating_past_the_memory_limit_ends_with_the_memory_reason(tmp_path, sandbox_host):
+    code = "import numpy; a = numpy.ones(2 * 1024**3 // 8); print(a.sum())"
+    outcome, _ = run_python(code, tmp_path, sandbox_host)
     assert outcome.limit_hit == sandbox.MEMORY
-    assert "memory limit of 512 MiB" in outcome.reason
+    assert outcome.reason == "memory limit of 512 MiB exceeded"
 
 
-def test_writing_gigabytes_to_stdout_is_cut_at_the_output_cap(tmp_path):
-    outcome, output = run_python("import sys\nwhile True: sys.stdout.write('x' * 65536)", tmp_path)
+def test_a_runner_killed_by_a_signal_is_told_apart_from_one_that_exits(tmp_path, sandbox_host):
+    # bwrap reports its command's death by signal n as exit status 128 + n; the fallback sees the signal itself.
+    outcome, _ = run_python("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", tmp_path, sandbox_host)
+    assert (outcome.exit_code, outcome.signal_number, outcome.limit_hit) == (None, 15, None)
+    assert outcome.reason == "runner killed by signal 15 (SIGTERM)"
+    record = outcome.sandbox_record()
+    assert (record["exit_code"], record["signal"]) == (None, 15)
+    exited, _ = run_python("raise SystemExit(3)", tmp_path, sandbox_host)
+    assert (exited.exit_code, exited.signal_number, exited.reason) == (3, None, "runner exited with status 3")
+
+
+def test_writing_gigabytes_to_stdout_is_cut_at_the_output_cap(tmp_path, sandbox_host):
+    outcome, output = run_python("import sys\nwhile True: sys.stdout.write('x' * 65536)", tmp_path, sandbox_host)
     assert outcome.limit_hit == sandbox.OUTPUT
-    assert len(output) <= LIMITS.output_bytes
-    assert "output limit" in outcome.reason
+    assert len(output) == LIMITS.output_bytes
+    assert outcome.output_bytes > LIMITS.output_bytes
+    assert outcome.reason == f"output limit of {LIMITS.output_bytes} bytes exceeded; the runner was killed"
 
 
-def test_writing_a_huge_file_hits_the_file_size_limit(tmp_path):
-    outcome, _ = run_python("f = open('big', 'wb')\nwhile True: f.write(b'x' * 1048576)", tmp_path)
+def test_writing_a_huge_file_hits_the_file_size_limit(tmp_path, sandbox_host):
+    outcome, _ = run_python("f = open('big', 'wb')\nwhile True: f.write(b'x' * 1048576)", tmp_path, sandbox_host)
     assert outcome.limit_hit == sandbox.FILE_SIZE
+    assert outcome.reason == f"file-size limit of {LIMITS.file_bytes} bytes exceeded"
     assert (tmp_path / "big").stat().st_size <= LIMITS.file_bytes
 
 
-def test_many_small_files_hit_the_working_directory_limit(tmp_path):
+def test_many_small_files_hit_the_working_directory_limit(tmp_path, sandbox_host):
     code = "import time\nfor i in range(100):\n    open(f'f{i}', 'wb').write(b'x' * 4 * 1048576); time.sleep(0.05)"
-    outcome, _ = run_python(code, tmp_path)
+    outcome, _ = run_python(code, tmp_path, sandbox_host)
     assert outcome.limit_hit == sandbox.WORKDIR_SIZE
+    assert outcome.reason == f"working directory grew past {LIMITS.workdir_bytes} bytes; the runner was killed"
 
 
-def test_a_network_connection_is_denied_and_says_so(tmp_path):
-    outcome, output = run_python("import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)", tmp_path)
+def test_a_network_connection_is_denied_and_says_so(tmp_path, sandbox_host):
+    # The audit hook every Python runner loads ends it on either stack at its first step towards the network
+    # (create_connection resolves the address first), before the kernel is asked.
+    code = "import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)"
+    outcome, output = run_python(code, tmp_path, sandbox_host)
     assert outcome.limit_hit == sandbox.NETWORK
-    assert "network access denied" in outcome.reason
+    assert outcome.reason == "network access denied in the sandbox (socket.getaddrinfo '192.0.2.1')"
+    assert outcome.exit_code == sandbox.NETWORK_DENIED_EXIT
 
 
-def test_without_the_python_hook_the_kernel_still_has_no_network_for_the_runner(tmp_path):
-    # -I ignores PYTHONPATH, so the audit hook is not loaded: only the namespace stands in the way.
-    chunks = []
-    outcome = run_sandboxed(
-        [sys.executable, "-I", "-c", "import socket; socket.create_connection(('192.0.2.1', 80), timeout=5)"],
-        workdir=tmp_path,
-        env=scrubbed_environment(),
-        limits=LIMITS,
-        on_output=lambda stream, chunk: chunks.append(chunk),
-    )
-    assert "Network is unreachable" in b"".join(chunks).decode()
-    assert outcome.limit_hit == sandbox.NETWORK
+def test_without_the_python_hook_only_bubblewrap_keeps_the_runner_off_the_network(tmp_path, sandbox_host):
+    # -I ignores PYTHONPATH, so the audit hook is not loaded. Under bubblewrap the runner's loopback is its own
+    # (the host's listener is not on it) and nothing else is routed; the fallback has no network namespace, so
+    # the runner reaches the host's listener.
+    token = uuid.uuid4().hex
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        code = (
+            "import socket\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=5).sendall(b'{token}')\n"
+            "except ConnectionRefusedError:\n"
+            "    print('loopback refused', flush=True)\n"
+            "    socket.create_connection(('192.0.2.1', 80), timeout=5)\n"
+            "print('reached the host')\n"
+        )
+        outcome, output = run_command([sys.executable, "-I", "-c", code], tmp_path, sandbox_host)
+        listener.setblocking(False)
+        if bubblewrap(sandbox_host):
+            assert "loopback refused" in output and "Network is unreachable" in output
+            assert outcome.limit_hit == sandbox.NETWORK
+            assert outcome.reason == (
+                "network access denied in the sandbox (connection attempt failed: the sandbox has no network)"
+            )
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+        else:
+            assert outcome.clean_exit, outcome.reason
+            assert "reached the host" in output
+            connection, _ = listener.accept()
+            with connection:
+                connection.settimeout(10)
+                assert connection.recv(64) == token.encode()
 
 
-def test_the_environment_is_scrubbed(tmp_path, monkeypatch):
+def test_the_environment_is_scrubbed(tmp_path, monkeypatch, sandbox_host):
     monkeypatch.setenv("DATABASE_URL", "postgres://secret")
-    outcome, output = run_python("import os, json; print(json.dumps(sorted(os.environ)))", tmp_path)
+    outcome, output = run_python("import os, json; print(json.dumps(sorted(os.environ)))", tmp_path, sandbox_host)
     names = json.loads(output)
     assert "DATABASE_URL" not in names and "SECRET_KEY" not in names and "REDIS_URL" not in names
-    assert "PATH" in names
+    assert "PATH" in names and "TMPDIR" in names
 
 
-def test_cancelling_from_the_tick_kills_the_runner(tmp_path):
-    outcome = run_sandboxed(
-        [sys.executable, "-c", "import time; time.sleep(60)"],
-        workdir=tmp_path,
-        env=scrubbed_environment(),
-        limits=LIMITS,
-        on_output=lambda stream, chunk: None,
-        on_tick=lambda: False,
-        tick_seconds=0.2,
+def test_cancelling_from_the_tick_kills_the_runner(tmp_path, sandbox_host):
+    outcome, _ = run_python(
+        "import time; time.sleep(60)", tmp_path, sandbox_host, on_tick=lambda: False, tick_seconds=0.2
     )
     assert outcome.limit_hit == sandbox.CANCELLED
+    assert outcome.reason == "the run was cancelled or taken over; the runner was killed"
 
 
-def test_the_runner_and_its_children_are_gone_after_the_run(tmp_path):
+def test_the_runner_and_its_children_are_gone_after_the_run(tmp_path, sandbox_host):
+    # One child stays in the runner's process group, one leaves it with setsid: both are in the tree the
+    # supervisor walks when it ends the run, on either stack.
     token = uuid.uuid4().hex
     code = (
-        "import subprocess, sys, time\n"
+        "import os, subprocess, sys, time\n"
         f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '{token}'])\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import os, time; os.setsid(); time.sleep(60)', '{token}'])\n"
         "time.sleep(60)"
     )
-    limits = Limits(**{**LIMITS.__dict__, "wall_seconds": 1})
-    outcome, _ = run_python(code, tmp_path, limits)
+    outcome, _ = run_python(code, tmp_path, sandbox_host, with_limits(wall_seconds=1))
     assert outcome.limit_hit == sandbox.WALL_TIME
     assert processes_with(token) == []
 
 
-def test_daemons_that_call_setsid_do_not_survive_a_runner_that_exits(tmp_path):
-    # Each child leaves the runner's session and process group and forks once more, so the daemon it leaves
-    # is orphaned; the runner exits as soon as its three daemons are up.
+def test_a_daemon_that_leaves_between_two_polls_survives_only_the_fallback(tmp_path, sandbox_host):
+    # The runner starts a daemon that calls setsid and forks once more, so that it is orphaned, while the
+    # supervisor is held in on_output (no poll can see it), and exits. Under bubblewrap it was in the PID
+    # namespace, which dies with the runner, and the run ends once it is gone. The fallback kills what its
+    # polls saw: this daemon survives it unless a cgroup of the run's own holds it (the kernel kills the group).
     token = uuid.uuid4().hex
-    daemon = "import os, time\nos.setsid()\nif os.fork(): os._exit(0)\nopen(f'up-{os.getpid()}', 'w')\ntime.sleep(300)"
-    code = (
-        "import glob, subprocess, sys, time\n"
-        f"for _ in range(3): subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
-        "while len(glob.glob('up-*')) < 3: time.sleep(0.05)\n"
-        "print('daemons up')"
+    daemon = (
+        "import os, time\n"
+        "os.setsid()\n"
+        "middle = os.getpid()\n"
+        "if os.fork(): os._exit(0)\n"
+        "while os.getppid() == middle: time.sleep(0.01)\n"
+        "open(f'up-{os.getpid()}', 'w').close()\n"
+        "time.sleep(300)"
     )
-    outcome, output = run_python(code, tmp_path)
+    code = (
+        "import glob, os, subprocess, sys, time\n"
+        "print('ready', flush=True)\n"
+        "while not os.path.exists('go'): time.sleep(0.01)\n"
+        f"subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
+        "while not glob.glob('up-*'): time.sleep(0.01)\n"
+        "print('daemon up')"
+    )
+    chunks: list[bytes] = []
+
+    def hold_the_supervisor(stream: str, chunk: bytes) -> None:
+        chunks.append(chunk)
+        if b"ready" in chunk:
+            (tmp_path / "go").touch()
+            assert wait_until(lambda: list(tmp_path.glob("up-*")))
+
+    try:
+        outcome, _ = run_python(code, tmp_path, sandbox_host, on_output=hold_the_supervisor)
+        left = processes_with(token)
+    finally:
+        kill_all(processes_with(token))
     assert outcome.clean_exit, outcome.reason
-    assert "daemons up" in output
-    assert processes_with(token) == []
+    assert b"daemon up" in b"".join(chunks)
+    escapes = not bubblewrap(sandbox_host) and sandbox_host.cgroup_parent is None
+    assert len(left) == (1 if escapes else 0)
+    assert outcome.isolation.pid_namespace is bubblewrap(sandbox_host)
 
 
-def test_a_forking_memory_hog_is_held_to_one_limit_for_the_whole_tree(tmp_path):
+def test_a_forking_memory_hog_is_held_to_one_limit_for_the_whole_tree(tmp_path, sandbox_host):
     # Four children of 400 MiB each stay under the per-process address-space limit of 1024 MiB; together
     # they do not.
     code = (
@@ -162,75 +279,158 @@ def test_a_forking_memory_hog_is_held_to_one_limit_for_the_whole_tree(tmp_path):
         "for pid in children:\n"
         "    os.waitpid(pid, 0)\n"
     )
-    limits = Limits(**{**LIMITS.__dict__, "memory_bytes": 1024 * 1024**2, "wall_seconds": 60})
-    outcome, _ = run_python(code, tmp_path, limits)
+    limits = with_limits(memory_bytes=1024 * 1024**2, wall_seconds=120)
+    outcome, _ = run_python(code, tmp_path, sandbox_host, limits)
     assert outcome.limit_hit == sandbox.MEMORY
-    assert "memory limit of 1024 MiB exceeded" in outcome.reason
+    assert outcome.reason == "memory limit of 1024 MiB exceeded by the runner's processes together; they were killed"
     assert outcome.memory_peak_bytes > 1024 * 1024**2
-    assert outcome.elapsed_seconds < 30
     verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "runner", "")
     assert verdict.verdict == stages.ERROR
     assert "memory limit of 1024 MiB exceeded" in verdict.reason
+    assert verdict.result["sandbox"]["memory_peak_bytes"] == outcome.memory_peak_bytes
 
 
-def test_a_runner_cannot_write_outside_its_directory(tmp_path):
-    # A directory anyone may write to, outside the run's: only the read-only filesystem stands in the way.
+def test_a_runner_writes_outside_its_directory_only_without_bubblewrap(tmp_path, sandbox_host):
+    # A directory anyone may write to, and the run directory's parent, outside the run's own. Bubblewrap's
+    # host is read-only; the fallback's is what the runner's user may write (here the worker's own user).
     outside = Path(tempfile.mkdtemp(prefix="calculet-sandbox-outside-"))
     outside.chmod(0o777)
+    escaped = tmp_path.parent / f"escaped-{tmp_path.name}"
     try:
         code = (
             "import errno, sys\n"
             "failed = []\n"
-            f"for path in [{str(outside / 'note')!r}, {str(tmp_path.parent / ('escaped-' + tmp_path.name))!r}]:\n"
+            f"for path in [{str(outside / 'note')!r}, {str(escaped)!r}]:\n"
             "    try:\n"
             "        open(path, 'w').write('was here')\n"
             "    except OSError as error:\n"
             "        failed.append(errno.errorcode[error.errno])\n"
             "open('inside', 'w').write('fine')\n"
-            "print(' '.join(failed))"
+            "print(' '.join(failed) or 'none failed')"
         )
-        outcome, output = run_python(code, tmp_path)
+        outcome, output = run_python(code, tmp_path, sandbox_host)
         assert outcome.clean_exit, outcome.reason
-        assert output.split() == ["EROFS", "EROFS"]
-        assert list(outside.iterdir()) == []
-        assert not (tmp_path.parent / f"escaped-{tmp_path.name}").exists()
         assert (tmp_path / "inside").read_text() == "fine"
+        if bubblewrap(sandbox_host):
+            assert output.split() == ["EROFS", "EROFS"]
+            assert list(outside.iterdir()) == [] and not escaped.exists()
+        else:
+            assert output.split() == ["none", "failed"]
+            assert (outside / "note").read_text() == escaped.read_text() == "was here"
+            assert outcome.isolation.filesystem == sandbox.USER_PERMISSIONS
     finally:
         shutil.rmtree(outside)
+        escaped.unlink(missing_ok=True)
 
 
-def test_only_the_device_nodes_given_are_in_the_sandbox(tmp_path):
-    # The runner's /dev is minimal; a hardware host gives it its board's node. /dev/kmsg stands for one here.
-    code = "import os; print(os.path.exists('/dev/kmsg'), os.path.exists('/dev/loop0'), os.path.exists('/dev/null'))"
-    chunks: list[bytes] = []
-    outcome = run_sandboxed(
-        [sys.executable, "-c", code],
-        workdir=tmp_path,
-        env=scrubbed_environment(),
-        limits=LIMITS,
-        on_output=lambda stream, chunk: chunks.append(chunk),
-        devices=("/dev/kmsg",),
-    )
-    assert outcome.clean_exit, outcome.reason
-    assert b"".join(chunks).split() == [b"True", b"False", b"True"]
-    _, without = run_python(code, tmp_path)
-    assert without.split() == ["False", "False", "True"]
+def test_only_the_device_nodes_given_are_in_a_bubblewrap_sandbox(tmp_path, sandbox_host):
+    # Bubblewrap's /dev is minimal and a hardware host gives it its board's node (/dev/kmsg stands for one
+    # here); the fallback has the host's /dev, whatever it is given.
+    devices = ("/dev/kmsg", "/dev/loop0", "/dev/null")
+    code = f"import os; print(*(os.path.exists(path) for path in {devices!r}))"
+    given, with_kmsg = run_python(code, tmp_path, sandbox_host, devices=("/dev/kmsg",))
+    _, without = run_python(code, tmp_path, sandbox_host)
+    assert given.clean_exit, given.reason
+    if bubblewrap(sandbox_host):
+        assert with_kmsg.split() == ["True", "False", "True"]
+        assert without.split() == ["False", "False", "True"]
+    else:
+        on_the_host = [str(os.path.exists(path)) for path in devices]
+        assert with_kmsg.split() == without.split() == on_the_host
 
 
-def test_the_outcome_records_the_isolation_in_force(tmp_path):
-    outcome, output = run_python("import os; print(os.getuid())", tmp_path)
-    expected_user = "nobody" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
-    assert int(output) == pwd.getpwnam(expected_user).pw_uid
-    assert outcome.isolation.user == expected_user
-    assert outcome.isolation.pid_namespace is True
-    assert outcome.isolation.network == sandbox.NAMESPACE
-    assert outcome.isolation.filesystem == sandbox.READ_ONLY
-    assert outcome.isolation.memory in (sandbox.CGROUP_V2, sandbox.PSS_POLL)
+def test_the_outcome_records_the_isolation_in_force(tmp_path, sandbox_host):
+    outcome, output = run_python("import os; print(os.getuid())", tmp_path, sandbox_host)
+    if bubblewrap(sandbox_host):
+        user = "nobody" if os.geteuid() == 0 else WORKER_USER
+        confined = {"pid_namespace": True, "network_isolation": "namespace", "filesystem": "read-only"}
+    else:
+        user = WORKER_USER
+        confined = {"pid_namespace": False, "network_isolation": "audit-hook", "filesystem": "user-permissions"}
+    assert int(output) == pwd.getpwnam(user).pw_uid
     record = protocol.outcome_verdict(outcome, tmp_path / "result.json", "runner", "").result["sandbox"]
-    assert record["pid_namespace"] is True
-    assert record["user"] == expected_user
-    assert record["filesystem"] == sandbox.READ_ONLY
-    assert record["memory_limit"] == outcome.isolation.memory
+    assert record == {
+        "exit_code": 0,
+        "signal": None,
+        "limit": None,
+        "elapsed_seconds": round(outcome.elapsed_seconds, 3),
+        "max_rss_bytes": outcome.max_rss_bytes,
+        "memory_peak_bytes": outcome.memory_peak_bytes,
+        "output_bytes": len(output),
+        **confined,
+        "memory_limit": "cgroup-v2" if sandbox_host.cgroup_parent else "pss-poll",
+        "user": user,
+    }
+
+
+def test_the_fallback_runs_a_root_workers_runner_as_its_user(tmp_path):
+    # This host without bwrap, as probed: for a root worker the runner's user is `nobody`, which the child
+    # becomes before exec, without supplementary groups; it may write where others may, not in the worker's
+    # directories. The run directory's parents must let others through.
+    fallback = dataclasses.replace(sandbox.host(), bwrap=None)
+    base = Path(tempfile.mkdtemp(prefix="calculet-sandbox-fallback-"))
+    base.chmod(0o755)
+    outside = base / "open"
+    outside.mkdir(mode=0o777)
+    outside.chmod(0o777)
+    workdir = base / "run"
+    workdir.mkdir()
+    try:
+        script = (
+            f"id -u; id -G; echo x > {outside}/note && echo written; "
+            f"{{ echo x > {base}/escaped; }} 2>/dev/null || echo refused"
+        )
+        outcome, output = run_command(["/bin/sh", "-c", script], workdir, fallback)
+        assert outcome.clean_exit, outcome.reason
+        uid, groups, *writes = output.splitlines()
+        assert uid == str(fallback.uid)
+        if fallback.uid != os.geteuid():  # a root worker: the child became `nobody`, without supplementary groups
+            assert groups == str(fallback.gid)
+            assert writes == ["written", "refused"]
+        else:
+            assert writes == ["written"]
+        assert (outside / "note").stat().st_uid == fallback.uid
+        assert workdir.stat().st_uid == fallback.uid
+        assert outcome.sandbox_record()["user"] == fallback.user == ("nobody" if os.geteuid() == 0 else WORKER_USER)
+        assert outcome.sandbox_record()["pid_namespace"] is False
+    finally:
+        shutil.rmtree(base)
+
+
+def test_the_fallback_refuses_a_directory_its_runner_user_cannot_reach(tmp_path):
+    # pytest's temporary root is closed to others. Bubblewrap shows the runner's user the way down to its
+    # directory (every test above runs in one); without it, nothing starts and nothing is handed over.
+    nobody = pwd.getpwnam("nobody")
+    as_nobody = dataclasses.replace(sandbox.host(), bwrap=None, user="nobody", uid=nobody.pw_uid, gid=nobody.pw_gid)
+    closed = next(parent for parent in tmp_path.parents if not parent.stat().st_mode & 0o001)
+    with pytest.raises(PermissionError) as refused:
+        run_command(["/bin/true"], tmp_path, as_nobody)
+    assert str(refused.value) == (
+        f"the runner's user nobody cannot reach {tmp_path}: {closed} is not searchable by others "
+        "(choose an ACCEPTANCE_RUN_DIR whose parents are)"
+    )
+    assert tmp_path.stat().st_uid == os.geteuid()
+
+
+def test_the_sandbox_runs_with_only_the_standard_library(tmp_path):
+    # `python -S` has no site-packages (no Django, no numpy): the sandbox must import and run a command there.
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from acceptance import sandbox\n"
+        "limits = sandbox.Limits(wall_seconds=60, memory_bytes=2**29, output_bytes=2**20, file_bytes=2**20,"
+        " workdir_bytes=2**20)\n"
+        "seen = []\n"
+        f"outcome = sandbox.run_sandboxed(['/bin/echo', 'ran'], workdir=Path({str(tmp_path)!r}),"
+        " env=sandbox.scrubbed_environment(), limits=limits, on_output=lambda stream, chunk: seen.append(chunk))\n"
+        "outside = {name.split('.')[0] for name in sys.modules} - {*sys.stdlib_module_names, '__main__'}\n"
+        "print(outcome.clean_exit, b''.join(seen).decode().strip(), sorted(outside))"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-S", "-c", code], cwd=sandbox.PROJECT_DIR, capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["True", "ran", "['acceptance']"]
 
 
 def write_result(path: Path, **fields):
