@@ -16,7 +16,7 @@ from acceptance.services import answer_submit, capability_promote, chain_start_f
 from acceptance.services.dispatch import queue_length
 from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_heartbeat
-from tests.acceptance.workers import BOARD_DOUBLE, processes_with, wait_until
+from tests.acceptance.workers import BOARD_DOUBLE, broker_flush, processes_with, wait_until
 from tests.factories import (
     complete_answer_data,
     make_artifact,
@@ -26,7 +26,7 @@ from tests.factories import (
     sdk_checked,
 )
 
-pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 HARDWARE_VERSIONS = ["--calrt", "0.7.6", "--driver", "2.3.0", "--firmware", "1.8.0", "--chip", "calculet-2c"]
 
@@ -177,7 +177,6 @@ def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
     workers, settings, vendor_user, organisation, capability, calbin, golden
 ):
     from acceptance.services import target_ensure_simulator
-    from calculet.celery import app
 
     settings.ACCEPTANCE_QUEUED_RESEND_AFTER = 2  # the sweeper here stands in for beat; 30 s in production
     simulator_target = target_ensure_simulator()
@@ -199,8 +198,7 @@ def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
     queued = list(Run.objects.filter(state=stages.QUEUED))
     assert len(queued) == 3
     assert queue_length("simulator") == 3
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()
+    broker_flush()
     worker = workers.celery("simulator", "sim")
 
     def flushed_runs_done_and_chains_moved_on():

@@ -3,7 +3,6 @@ import time
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from tests.acceptance.workers import Worker
 from tests.factories import db_snapshot, make_artifact, sha256, zero_bomb
 from vendor.models import Artifact, Blob
 
@@ -124,13 +123,9 @@ def test_pm_may_download_any_vendors_artifact(pm, artifacts_b):
 
 
 @pytest.fixture
-def default_worker(transactional_db, tmp_path):
+def default_worker(workers):
     """A real Celery worker on the default queue, where archive checks go; killed with its group afterwards."""
-    from calculet.celery import app
-
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()
-    worker = Worker.celery("default", "default", tmp_path)
+    worker = workers.celery("default", "default")
     deadline = time.monotonic() + 60
     while " ready." not in worker.log_text() and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
-from tests.acceptance.workers import Worker, wait_until
+from tests.acceptance.workers import wait_until
 from tests.factories import db_snapshot, make_account
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
@@ -244,20 +244,11 @@ def test_the_test_button_sends_a_logged_test_delivery(client, pm, receiver):
 
 
 @pytest.fixture
-def celery_worker(transactional_db, tmp_path):
+def celery_worker(workers):
     """A real worker on the default queue, with short backoff; killed with its process group at the end."""
-    from calculet.celery import app
-
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()
-    log_dir = tmp_path / "worker-logs"
-    log_dir.mkdir()
-    worker = Worker.celery("default", "notifications", log_dir, WEBHOOK_RETRY_SECONDS=1, WEBHOOK_MAX_ATTEMPTS=4)
-    yield worker
-    worker.stop()
+    return workers.celery("default", "notifications", WEBHOOK_RETRY_SECONDS=1, WEBHOOK_MAX_ATTEMPTS=4)
 
 
-@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a, receiver, celery_worker):
     endpoint = receiver(503, 500, 200)
@@ -281,7 +272,6 @@ def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a,
     assert json.loads(endpoint.received[-1]["body"])["data"]["assignee"] == "alice"
 
 
-@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
     pm, vendor_a, vendor_b, question_a, question_b, receiver, celery_worker
