@@ -4,9 +4,9 @@ out the tests that start real processes, serve the app or drive a browser. Those
 test can land in the fast tier unmarked."""
 
 # A test using one of these fixtures (directly or through another fixture) gets its mark.
-SLOW_FIXTURES = {"workers": "worker", "live_server": "live_server", "browser": "browser"}
-# The marks the fast tier leaves out.
-SLOW_MARKS = frozenset({"worker", "live_server", "browser"})
+SLOW_FIXTURES = {"workers": "worker", "live_server": "live_server", "browser": "browser", "laptop": "laptop"}
+# The marks the fast tier leaves out (`laptop`: tests/laptop/'s `dev.py run`).
+SLOW_MARKS = frozenset({"worker", "live_server", "browser", "laptop"})
 
 # The marks of the test running now; None outside pytest (the benchmarks start workers too).
 running_test_marks: frozenset[str] | None = None
