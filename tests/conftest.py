@@ -175,11 +175,14 @@ def tasks_in_process(settings):
 
 
 @pytest.fixture
-def chain_in_process(tasks_in_process, db):
+def chain_in_process(tasks_in_process, db, settings):
     """Tasks run in this process as they are sent, and a chain runs to its end: this process stands for a
-    worker serving the default and simulator queues, and reports itself like one."""
+    worker serving the default and simulator queues, and reports itself like one. A worker reports every few
+    seconds from a thread of its own; this process reports once, so its report counts for as long as the
+    test takes on a loaded machine."""
     from acceptance.services.targets import target_ensure_simulator, target_heartbeat
 
+    settings.ACCEPTANCE_TARGET_OFFLINE_AFTER = 3600
     target_heartbeat(queues=["default", target_ensure_simulator().queue], worker="in-process@pytest")
     return "in process"
 
