@@ -1,6 +1,5 @@
 """scripts/dev.py's choice made before anything is installed: `run`'s port."""
 
-import os
 import socket
 import subprocess
 import sys
@@ -8,6 +7,7 @@ import sys
 import pytest
 
 from tests.acceptance.workers import ROOT, dev_script
+from tests.laptop.run import laptop_env
 
 DEV = ROOT / "scripts" / "dev.py"
 
@@ -22,8 +22,7 @@ def busy_port():
 
 @pytest.mark.parametrize("how", ["--port", "PORT"])
 def test_run_on_a_busy_port_stops_before_installing_or_migrating(busy_port, how, tmp_path):
-    env = {key: value for key, value in os.environ.items() if key != "PORT"}
-    env["CALCULET_DATA_DIR"] = str(tmp_path / "data")
+    env = laptop_env(tmp_path / "data")  # were the port not checked, nothing of this suite's would be touched
     args = ["--port", str(busy_port)] if how == "--port" else []
     if how == "PORT":
         env["PORT"] = str(busy_port)
