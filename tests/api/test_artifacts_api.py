@@ -123,6 +123,16 @@ def test_pm_may_download_any_vendors_artifact(pm, artifacts_b):
     assert b"".join(response.streaming_content) == b"golden-2.0-bolt-golden.npz"
 
 
+@pytest.mark.parametrize("asked", [{"format": "bin"}, {"HTTP_ACCEPT": "application/octet-stream"}])
+def test_a_download_asked_as_bytes_that_fails_answers_json_and_says_so(vendor_a, asked):
+    query = {"format": asked["format"]} if "format" in asked else {}
+    headers = {key: value for key, value in asked.items() if key != "format"}
+    response = vendor_a.client().get("/api/v1/artifacts/999999/download/", query, **headers)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["errors"][0]["code"] == "not_found"
+
+
 @pytest.fixture
 def default_worker(workers):
     """A real Celery worker on the default queue, where archive checks go; killed with its group afterwards."""
