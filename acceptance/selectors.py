@@ -618,10 +618,14 @@ def attention() -> Attention:
         .exclude(state=Deliverable.ACCEPTED)
         .values_list("question_id", flat=True)
     )
+    # Each organisation's latest revision: no later one exists (a NOT EXISTS both PostgreSQL and SQLite run,
+    # where DISTINCT ON is PostgreSQL's alone).
+    later_revision = Answer.objects.filter(
+        question=OuterRef("question"), organisation=OuterRef("organisation"), revision__gt=OuterRef("revision")
+    )
     latest = (
         Answer.objects.filter(question__in=open_questions)
-        .order_by("question_id", "organisation_id", "-revision")
-        .distinct("question_id", "organisation_id")
+        .exclude(Exists(later_revision))
         .values_list("question_id", "complete")
     )
     incomplete = [question_id for question_id, complete in latest if not complete]

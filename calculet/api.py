@@ -100,10 +100,17 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 
 
 class BinaryRenderer(JSONRenderer):
-    """Lets a download be negotiated for `Accept: application/octet-stream`; its errors still render as JSON."""
+    """Lets a download be negotiated for `Accept: application/octet-stream` (or `?format=bin`); its errors still
+    render as JSON, and say so in their Content-Type."""
 
     media_type = "application/octet-stream"
     format = "bin"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        response = (renderer_context or {}).get("response")
+        if response is not None and response.status_code >= 400:
+            response["Content-Type"] = "application/json"
+        return super().render(data, accepted_media_type, renderer_context)
 
 
 def plain(value):

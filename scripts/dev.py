@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Set-up and the two everyday commands, needing nothing but Python 3.11+.
 
-python3 scripts/dev.py run    # venv, install what serving needs, migrate, import the seed, workers, demo, serve
-python3 scripts/dev.py test   # venv, install with the test tools, lint, checks, the whole test suite
+python3 scripts/dev.py run [--port N]  # venv, install what serving needs, migrate, import, workers, demo, serve
+python3 scripts/dev.py test [--fast]   # venv, install with the test tools, lint, checks, the test suite
 """
 
+import argparse
 import contextlib
+import errno
 import hashlib
 import os
+import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -73,8 +77,57 @@ def stop(processes: list[subprocess.Popen], grace_seconds: float = 10) -> None:
         process.wait()
 
 
-def run() -> None:
-    env = {**os.environ, "DEBUG": os.environ.get("DEBUG", "1")}
+def data_dir() -> Path:
+    """The settings' CALCULET_DATA_DIR: where the SQLite file, the embedded broker and `run`'s secret key live."""
+    return Path(os.environ.get("CALCULET_DATA_DIR", ROOT / "data"))
+
+
+def port_in_use(port: int) -> bool:
+    """Whether another server listens on 127.0.0.1:`port` (bound as runserver binds, so a port another
+    process has just left still counts as free)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+def run_port(args: list[str]) -> int:
+    """`run`'s port: --port N, else $PORT, else 8000; a busy one stops `run` before it installs anything."""
+    parser = argparse.ArgumentParser(prog="scripts/dev.py run")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")), help="default: $PORT or 8000")
+    port = parser.parse_args(args).port
+    if port_in_use(port):
+        sys.exit(f"port {port} is in use on 127.0.0.1: stop what serves it, or choose another (--port N or PORT=N)")
+    return port
+
+
+def secret_key() -> str:
+    """A signing key of this checkout's own, made on the first `run` and kept in the data folder, so logins
+    survive a restart."""
+    path = data_dir() / "secret-key"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def run(port: int) -> None:
+    # Without DEBUG, as deployed: a missing page is the product's own 404 page (Django's debug page would list
+    # every URL pattern) and an error the product's 500, its traceback in this console. runserver --insecure
+    # serves the static files, which only DEBUG would otherwise have it serve. DEBUG=1 brings the debug pages.
+    env = {
+        **os.environ,
+        "DEBUG": os.environ.get("DEBUG", "0"),
+        "CALCULET_BASE_URL": os.environ.get("CALCULET_BASE_URL", f"http://127.0.0.1:{port}"),
+    }
+    if "SECRET_KEY" not in env:
+        env["SECRET_KEY"] = secret_key()
     manage = [PYTHON, "manage.py"]
     sh(*manage, "migrate", "--no-input", env=env)
     sh(*manage, "import_checklist", env=env)
@@ -85,7 +138,7 @@ def run() -> None:
     processes = [] if env.get("REDIS_URL") else start(worker_commands(PYTHON), env)
     try:
         sh(*manage, "seed_demo", env=env)  # waits for the demo's chains, which the simulator's worker runs
-        processes += start([[str(PYTHON), "manage.py", "runserver", "127.0.0.1:8000"]], env)
+        processes += start([[str(PYTHON), "manage.py", "runserver", "--insecure", f"127.0.0.1:{port}"]], env)
         processes[-1].wait()
     except KeyboardInterrupt:
         print("\nstopping", flush=True)
@@ -93,7 +146,13 @@ def run() -> None:
         stop(processes)
 
 
-def test() -> None:
+# The fast tier's processes: one per core of this 2-core machine, each on a test database of its own.
+FAST_PROCESSES = "2"
+
+
+def test(args: list[str]) -> None:
+    """Lint, checks and the suite; with --fast (first), the tests in parallel without the slow tiers
+    (tests/tiers.py: real workers, live servers, browsers, the laptop default). Other arguments go to pytest."""
     # The suite runs on the real services; a machine without them fails here rather than skipping.
     env = {
         **os.environ,
@@ -101,20 +160,32 @@ def test() -> None:
         "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
         "SECRET_KEY": os.environ.get("SECRET_KEY", "test-only-secret-key"),
     }
+    # Every test process (and each worker a test starts) imports the same few hundred modules and pytest
+    # rewrites every test module's asserts: cached compiled, they load in half the time.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    fast = args[:1] == ["--fast"]
     sh(PYTHON, "-m", "ruff", "check", ".", env=env)
     sh(PYTHON, "-m", "mypy", env=env)
     sh(VENV / "bin" / "lint-imports", env=env)
     sh(PYTHON, "manage.py", "check", env=env)
     sh(PYTHON, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
-    sh(PYTHON, "-m", "pytest", *sys.argv[2:], env=env)
+    if fast:
+        sh(PYTHON, "-m", "pytest", "--fast", "--numprocesses", FAST_PROCESSES, *args[1:], env=env)
+    else:
+        sh(PYTHON, "-m", "pytest", *args, env=env)
 
 
 def main() -> None:
-    commands = {"run": run, "test": test}
-    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("run", "test"):
         sys.exit(__doc__)
-    ensure_venv("test" if sys.argv[1] == "test" else "")
-    commands[sys.argv[1]]()
+    command, args = sys.argv[1], sys.argv[2:]
+    if command == "run":
+        port = run_port(args)  # before anything is installed or migrated
+        ensure_venv()
+        run(port)
+    else:
+        ensure_venv("test")
+        test(args)
 
 
 if __name__ == "__main__":

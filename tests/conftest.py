@@ -1,7 +1,22 @@
+import hashlib
 import io
 import os
+from pathlib import Path
 
 import pytest
+
+from tests import tiers
+
+# Set in each process of a parallel run (pytest-xdist): gw0, gw1, ...
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier: leave out the tests that start real processes, serve the app or drive a browser",
+    )
 
 
 def pytest_configure(config):
@@ -14,6 +29,109 @@ def pytest_configure(config):
         pytest.exit("CI runs the tests on PostgreSQL: set DATABASE_URL", returncode=3)
     # Test users' passwords need no resistance to guessing; the production hasher costs ~0.3 s a user.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    if XDIST_WORKER:
+        # Parallel test processes share one Redis database: each keeps its broker's keys (queues, bindings)
+        # under a prefix of its own, so one's messages never count in another's queue lengths.
+        from calculet.celery import app
+
+        options = {**settings.CELERY_BROKER_TRANSPORT_OPTIONS, "global_keyprefix": f"{XDIST_WORKER}:"}
+        settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
+        app.conf.broker_transport_options = options
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test by the slow fixtures it uses (tests/tiers.py); with --fast, leave the marked ones out."""
+    for item in items:
+        for fixture, mark in tiers.SLOW_FIXTURES.items():
+            if fixture in item.fixturenames:
+                item.add_marker(mark)
+    slow = [item for item in items if any(item.get_closest_marker(mark) for mark in tiers.SLOW_MARKS)]
+    if config.getoption("--fast"):
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item not in slow]
+    elif XDIST_WORKER and slow:
+        # Their worker processes know no broker prefix, and they empty the broker's database.
+        raise pytest.UsageError("the slow tiers run in one process: run them without -n (or add --fast)")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    tiers.running_test_marks = frozenset(mark.name for mark in item.iter_markers())
+
+
+def _migrations_digest() -> str:
+    """What the migrated schema depends on: Django's version and every installed app's migration files."""
+    import django
+    from django.apps import apps
+
+    digest = hashlib.sha256(django.__version__.encode())
+    for app_config in sorted(apps.get_app_configs(), key=lambda config: config.label):
+        for path in sorted((Path(app_config.path) / "migrations").glob("*.py")):
+            digest.update(f"{app_config.label}/{path.name}".encode() + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _clone_schema_template(connection, test_name: str) -> None:
+    """Create the test database `test_name` as a copy of a template holding the migrated schema, building the
+    template first when no run has yet migrated these migrations. Migrating costs far more than copying, so
+    the processes of a parallel run, and every later run, copy what one migration built (as Zulip's
+    tools/test-backend shares a template database)."""
+    from django.core.management import call_command
+
+    quote = connection.ops.quote_name
+    base = connection.settings_dict["NAME"]
+    prefix = f"test_{base}_schema_"
+    template = prefix + _migrations_digest()
+    lock_key = int.from_bytes(hashlib.sha256(base.encode()).digest()[:8], "big", signed=True)
+    with connection.creation._nodb_cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [lock_key])  # one builder per database name
+        try:
+            cursor.execute("SELECT 1 FROM pg_database WHERE datname = %s", [template])
+            if cursor.fetchone() is None:
+                # Built under another name and renamed when done: an interrupted build leaves no template.
+                building = f"{template}_building"
+                cursor.execute(f"DROP DATABASE IF EXISTS {quote(building)}")
+                cursor.execute(f"CREATE DATABASE {quote(building)}")
+                connection.close()
+                connection.settings_dict["NAME"] = building
+                call_command("migrate", verbosity=0, interactive=False, run_syncdb=True)
+                connection.close()
+                cursor.execute(f"ALTER DATABASE {quote(building)} RENAME TO {quote(template)}")
+                cursor.execute(
+                    "SELECT datname FROM pg_database WHERE starts_with(datname, %s) AND datname <> %s",
+                    [prefix, template],
+                )
+                for (outdated,) in cursor.fetchall():
+                    cursor.execute(f"DROP DATABASE IF EXISTS {quote(outdated)}")
+            cursor.execute(f"DROP DATABASE IF EXISTS {quote(test_name)}")
+            cursor.execute(f"CREATE DATABASE {quote(test_name)} TEMPLATE {quote(template)}")
+        finally:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [lock_key])
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """The test database (one per process of a parallel run: pytest-django names them _gw0, _gw1, ...), on
+    PostgreSQL a copy of the migrated schema's template; dropped at the end of the session."""
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import setup_databases, teardown_databases
+
+    verbosity = request.config.option.verbose
+    with django_db_blocker.unblock():
+        if connection.vendor != "postgresql":
+            databases = setup_databases(verbosity=verbosity, interactive=False)
+            yield
+            teardown_databases(databases, verbosity=verbosity)
+            return
+        original_name = connection.settings_dict["NAME"]
+        test_name = connection.creation._get_test_db_name()
+        _clone_schema_template(connection, test_name)
+        connection.close()
+        settings.DATABASES[connection.alias]["NAME"] = connection.settings_dict["NAME"] = test_name
+    yield
+    with django_db_blocker.unblock():
+        connection.creation.destroy_test_db(original_name, verbosity=verbosity)
 
 
 @pytest.fixture(autouse=True)
@@ -57,11 +175,14 @@ def tasks_in_process(settings):
 
 
 @pytest.fixture
-def chain_in_process(tasks_in_process, db):
+def chain_in_process(tasks_in_process, db, settings):
     """Tasks run in this process as they are sent, and a chain runs to its end: this process stands for a
-    worker serving the default and simulator queues, and reports itself like one."""
+    worker serving the default and simulator queues, and reports itself like one. A worker reports every few
+    seconds from a thread of its own; this process reports once, so its report counts for as long as the
+    test takes on a loaded machine."""
     from acceptance.services.targets import target_ensure_simulator, target_heartbeat
 
+    settings.ACCEPTANCE_TARGET_OFFLINE_AFTER = 3600
     target_heartbeat(queues=["default", target_ensure_simulator().queue], worker="in-process@pytest")
     return "in process"
 
@@ -134,11 +255,9 @@ def checklist(db, checklist_tables):
 def workers(transactional_db, tmp_path):
     """Start real worker processes (tests/acceptance/workers.py); every one is killed, with its process group,
     at the end of the test."""
-    from calculet.celery import app
-    from tests.acceptance.workers import Worker
+    from tests.acceptance.workers import Worker, broker_flush
 
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()
+    broker_flush()
     log_dir = tmp_path / "worker-logs"
     log_dir.mkdir()
     started: list = []

@@ -73,10 +73,12 @@ def answer(vendor_user, question, capability, calbin, golden):
 
 
 @pytest.fixture
-def simulator_online(db):
-    """The simulator target with a fresh worker heartbeat, so runs are sent to it."""
+def simulator_online(db, settings):
+    """The simulator target with a fresh worker heartbeat, so runs are sent to it, for as long as the test
+    takes on a loaded machine (a worker would report again every few seconds; the test reports once)."""
     from acceptance.services import target_ensure_simulator
 
+    settings.ACCEPTANCE_TARGET_OFFLINE_AFTER = 3600
     target = target_ensure_simulator()
     target_heartbeat(queues=[target.queue], worker="test-worker")
     target.refresh_from_db()

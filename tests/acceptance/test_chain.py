@@ -29,6 +29,7 @@ from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_health_check_start, target_heartbeat
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
+from tests.acceptance.workers import broker_flush
 from tests.factories import complete_answer_data, make_artifact, pass_stage, pass_stages
 
 
@@ -276,10 +277,7 @@ def test_the_sweeper_removes_the_working_directories_of_lost_attempts(answer, si
 def test_the_sweeper_resends_queued_runs_whose_queue_is_empty(
     answer, simulator_online, django_capture_on_commit_callbacks
 ):
-    from calculet.celery import app
-
-    with app.connection_for_write() as conn:
-        conn.default_channel.client.flushdb()
+    broker_flush()
     chain_start_for_answer(answer.pk)  # its send is never executed: as if the broker lost it
     run = Run.objects.get()
     assert runs_sweep().resent == 0  # sent just now: not yet

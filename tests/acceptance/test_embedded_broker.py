@@ -2,7 +2,6 @@
 (files under the data folder) and the workers `dev.py` starts run them, outside the request, with the simulator
 target's health coming from its worker's heartbeats."""
 
-import importlib.util
 import json
 import os
 import signal
@@ -14,18 +13,11 @@ import pytest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
-from tests.acceptance.workers import ROOT, Worker, wait_until, worker_env
+from tests.acceptance.workers import Worker, dev_script, wait_until, worker_env
 from tests.factories import complete_answer_data
 from vendor.services.organisations import api_user_create
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-def dev_script():
-    spec = importlib.util.spec_from_file_location("dev_script", ROOT / "scripts" / "dev.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def free_port() -> int:

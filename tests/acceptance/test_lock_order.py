@@ -45,7 +45,6 @@ def _settled(question) -> bool:
     return not Run.objects.filter(chain__question=question, state__in=stages.ACTIVE_STATES).exists()
 
 
-@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdict_is_a_first_attempt(
     workers,

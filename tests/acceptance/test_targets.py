@@ -15,9 +15,10 @@ from calculet.errors import DomainError
 from calculet.models import AuditEntry
 
 
-def test_a_silent_worker_takes_its_target_offline_and_a_heartbeat_brings_it_back(simulator_online):
+def test_a_silent_worker_takes_its_target_offline_and_a_heartbeat_brings_it_back(simulator_online, settings):
     assert simulator_online.health == Target.OK
-    Target.objects.filter(pk=simulator_online.pk).update(last_heartbeat_at=timezone.now() - timedelta(minutes=5))
+    silent_since = timezone.now() - timedelta(seconds=settings.ACCEPTANCE_TARGET_OFFLINE_AFTER + 5)
+    Target.objects.filter(pk=simulator_online.pk).update(last_heartbeat_at=silent_since)
     runs_sweep()
     simulator_online.refresh_from_db()
     assert simulator_online.health == Target.OFFLINE

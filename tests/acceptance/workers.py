@@ -2,6 +2,7 @@
 finding the processes a run leaves behind."""
 
 import contextlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -9,13 +10,23 @@ import sys
 import time
 from pathlib import Path
 
+import redis
 from django.conf import settings
 from django.db import connection
 
 from acceptance.services import runs_sweep
+from tests import tiers
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARD_DOUBLE = Path(__file__).resolve().parent / "board_double.py"
+
+
+def dev_script():
+    """scripts/dev.py as a module (it is a script, not a package's)."""
+    spec = importlib.util.spec_from_file_location("dev_script", ROOT / "scripts" / "dev.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def database_url() -> str:
@@ -48,9 +59,10 @@ def worker_env(**overrides) -> dict:
 
 
 class Worker:
-    """One `celery worker --pool prefork --concurrency 1` (or `manage.py serve_target`) process group."""
+    """One `celery worker --pool prefork --concurrency 1` (or `manage.py serve_target`, or a server) process group."""
 
     def __init__(self, argv: list[str], env: dict, log_path: Path):
+        tiers.require_slow_mark(" ".join(argv[:4]))
         self.log_path = log_path
         self.log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
@@ -106,6 +118,17 @@ class Worker:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+def broker_flush() -> None:
+    """Remove every message and queue of this test process's broker (its keys alone in a parallel run)."""
+    from calculet.celery import app
+
+    prefix = app.conf.broker_transport_options.get("global_keyprefix", "")
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    keys = list(client.scan_iter(match=f"{prefix}*"))
+    if keys:
+        client.delete(*keys)
 
 
 def wait_until(predicate, *, timeout: float, what: str, workers=(), sweep: bool = True):

@@ -1,6 +1,7 @@
 """Every endpoint, as vendor A on vendor B's objects, and with no, an expired or a revoked token."""
 
 import datetime
+import uuid
 
 import pytest
 from django.urls import reverse
@@ -218,19 +219,26 @@ def test_tokens_are_throttled_per_token(vendor_a, vendor_b, monkeypatch):
 def test_with_a_redis_cache_the_counts_are_shared_by_every_web_worker(vendor_a, monkeypatch, settings):
     """Counts kept in Redis, not in the process, so all gunicorn workers see the same ones."""
     import redis
-    from django.core.cache import cache
 
     from vendor.authentication import TokenRateThrottle
 
+    # Under a prefix of this test's own: other test runs may use the same Redis database at the same time, and
+    # clearing the cache would empty the whole database.
     cache_url = settings.REDIS_URL.rsplit("/", 1)[0] + "/15"
-    settings.CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": cache_url}}
-    cache.clear()
+    prefix = f"test-{uuid.uuid4().hex}"
+    settings.CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": cache_url,
+            "KEY_PREFIX": prefix,
+        }
+    }
     monkeypatch.setattr(TokenRateThrottle, "THROTTLE_RATES", {"token": "3/min"})
     client_a = vendor_a.client()
     assert [client_a.get("/api/v1/me/").status_code for _ in range(4)] == [200, 200, 200, 429]
-    stored = redis.Redis.from_url(cache_url).keys("*throttle_token*")
-    assert len(stored) == 1
-    cache.clear()
+    client = redis.Redis.from_url(cache_url)
+    assert len(client.keys(f"{prefix}:*throttle_token*")) == 1
+    client.delete(*client.keys(f"{prefix}:*"))
 
 
 def test_a_pm_can_create_and_revoke_their_own_tokens(pm):

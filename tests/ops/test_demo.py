@@ -119,7 +119,7 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
 ):
     from acceptance.services import runs_sweep
     from acceptance.tasks import deliverable_check_task
-    from calculet.celery import app
+    from tests.acceptance.workers import broker_flush
 
     settings.DATA_DIR = tmp_path
     settings.ACCEPTANCE_TARGET_HEARTBEAT_SECONDS = 1  # how long the demo waits for a worker to report itself
@@ -144,11 +144,9 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
         call_command("seed_demo", "--wait", "5")
         assert_the_story_was_told(capsys.readouterr().out)
     finally:
-        with app.connection_for_write() as conn:
-            conn.default_channel.client.flushdb()  # the run messages no worker took
+        broker_flush()  # the run messages no worker took
 
 
-@pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_seed_demo_waits_for_its_chains_on_a_real_worker(workers, settings, tmp_path, capsys):
     settings.DATA_DIR = tmp_path

@@ -3,17 +3,15 @@
 import io
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.acceptance.workers import ROOT, worker_env
+from tests.acceptance.workers import ROOT, Worker, wait_until, worker_env
 from tests.factories import sha256
 from vendor.models import Artifact, Upload
 from vendor.services.uploads import upload_append, upload_create
@@ -101,6 +99,13 @@ def test_an_upload_without_a_stored_hash_state_hashes_its_stored_bytes_once(vend
     assert Artifact.objects.get(pk=upload.artifact_id).state == Artifact.VERIFIED
 
 
+def serves(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/healthz", timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
 @pytest.fixture
 def gunicorn(tmp_path):
     """calculet.wsgi served by one gunicorn sync worker (as deployed) on the test database."""
@@ -109,26 +114,21 @@ def gunicorn(tmp_path):
         port = probe.getsockname()[1]
     env = {**worker_env(), "LOG_LEVEL": "WARNING"}
     command = [str(Path(sys.executable).parent / "gunicorn"), "calculet.wsgi", "--bind", f"127.0.0.1:{port}"]
-    server = subprocess.Popen([*command, "--workers", "1"], cwd=ROOT, env=env, start_new_session=True)
+    server = Worker([*command, "--workers", "1"], env, tmp_path / "gunicorn.log")
+    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        (worker,) = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
-        yield f"http://127.0.0.1:{port}", int(worker)
+        wait_until(lambda: serves(url), timeout=60, what="gunicorn", workers=[server], sweep=False)
+        (worker,) = server.pool_children()
+        yield url, worker
     finally:
-        os.killpg(server.pid, signal.SIGKILL)
-        server.wait()
+        server.stop()
 
 
 def minor_faults(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
+@pytest.mark.worker
 def test_a_chunk_passes_through_the_web_worker_without_faulting_in_fresh_memory(vendor_a, gunicorn):
     # gunicorn copies a body through several megabyte buffers; served by fresh mmaps, each copy faulted a page in
     # every 4 KiB (over 100,000 faults for this chunk), costing more than the copying itself.

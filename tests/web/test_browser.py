@@ -15,7 +15,7 @@ from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Comment, DocumentReview, NotificationPreference, Question
 from vendor.services.deliverables import deliverable_accept
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def mark_document(page):

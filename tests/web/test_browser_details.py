@@ -17,7 +17,7 @@ from tests.factories import make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Question
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 WORDS = {
     "en": {

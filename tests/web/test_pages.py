@@ -14,7 +14,7 @@ from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote, run_rerun
 from calculet.models import AuditEntry
 from evidence.models import Capability
-from tests.factories import make_chain, make_run, put_to
+from tests.factories import make_chain, make_run, make_user, put_to
 from vendor.models import Question
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -326,3 +326,16 @@ def test_vendor_sees_only_their_own_runs(client, pm, acme, acme_engineer, other_
     assert re.findall(r'<td class="num">([0-9]+)</td>', client.get(reverse("vendor-home")).content.decode()) == [
         str(own.pk)
     ]
+
+
+@pytest.mark.django_db
+def test_a_missing_page_and_another_vendors_question_are_the_same_product_404(client, pm, pm_client, checklist):
+    other = make_user("bob", "bolt", "vendor", organisation_name="Bolt Silicon")
+    put_to(pm, other.membership.organisation, "V19", ask=True)
+    client.force_login(make_user("ann", "acme", "vendor", organisation_name="Acme NPU"))
+    for reader, path in ((pm_client, "/questions/V99/"), (client, "/questions/V19/"), (client, "/no-such-page/")):
+        for language, heading in (("en", "Page not found"), ("zh-hans", "页面不存在")):
+            response = reader.get(path, HTTP_ACCEPT_LANGUAGE=language)
+            assert response.status_code == 404
+            assert [template.name for template in response.templates][:2] == ["404.html", "base.html"]
+            assert f"<h1>{heading}</h1>" in response.content.decode()

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from calculet.demo import CHAIN_WAIT_SECONDS, DemoError, demo_seed
@@ -29,11 +30,12 @@ class Command(BaseCommand):
             )
             for line in report.still_running:
                 self.stdout.write(f"  {line}")
+        base_url = settings.CALCULET_BASE_URL.rstrip("/")
         self.stdout.write(
-            "\nDemo ready at http://127.0.0.1:8000/\n"
+            f"\nDemo ready at {base_url}/\n"
             f"  PM login:      {report.pm_username} / {report.password}\n"
             f"  vendor login:  {report.vendor_username} / {report.password} (read-only pages)\n"
             f"  vendor token:  {report.vendor_token}\n"
             f"  try:           curl -H 'Authorization: Token {report.vendor_token}' "
-            "http://127.0.0.1:8000/api/v1/questions/\n"
+            f"{base_url}/api/v1/questions/\n"
         )
