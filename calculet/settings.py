@@ -5,6 +5,7 @@ laptop default: `scripts/dev.py run` starts the workers). Production sets DATABA
 and SECRET_KEY.
 """
 
+import ipaddress
 from pathlib import Path
 
 import environ
@@ -318,6 +319,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The proxies whose X-Forwarded-For is believed (addresses or networks): the throttles count a request against
+# the client address such a proxy saw, and against the connection's peer when it is not one of them.
+TRUSTED_PROXIES = [ipaddress.ip_network(value, strict=False) for value in env.list("TRUSTED_PROXIES", default=[])]
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
