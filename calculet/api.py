@@ -64,6 +64,14 @@ class Api(APIView):
     max_body_bytes: int | None = JSON_BODY_MAX_BYTES
     error_statuses: list[str] = []
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and response.status_code >= 400:
+            # An error is JSON whatever the client negotiated (a download's `?format=bin` included).
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = JSONRenderer.media_type
+        return response
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         if self.max_body_bytes is None:
@@ -100,7 +108,8 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 
 
 class BinaryRenderer(JSONRenderer):
-    """Lets a download be negotiated for `Accept: application/octet-stream`; its errors still render as JSON."""
+    """Lets a download be negotiated for `Accept: application/octet-stream`; its errors are served as JSON
+    (`Api.finalize_response`)."""
 
     media_type = "application/octet-stream"
     format = "bin"

@@ -66,6 +66,34 @@ def test_deeply_nested_json_is_a_clean_400_that_changes_nothing(request, questio
     assert db_snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('{"summary": "first", "summary": "second"}', "summary"),
+        ('{"thresholds": {"max_abs": 0.1, "max_abs": 0.5}}', "max_abs"),
+    ],
+)
+def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, body, field):
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0] == {
+        "field": field,
+        "code": "duplicate_key",
+        "message": f"The key {field!r} appears more than once in one object.",
+    }
+    assert db_snapshot() == before
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_numbers_are_a_400(vendor_a, question_a, constant):
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", f'{{"thresholds": {{"max_abs": {constant}}}}}', content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert "JSON parse error" in response.json()["errors"][0]["message"]
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting(vendor_a, question_a):
     response = vendor_a.client().post(
         "/api/v1/questions/V18/answers/", {"summary": "[" * 500 + '"\\' + "{" * 500}, format="json"

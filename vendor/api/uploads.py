@@ -182,7 +182,9 @@ class UploadListApi(TusApi, ListAPIView):
         request=None,
         parameters=[
             TUS_RESUMABLE,
-            OpenApiParameter("Upload-Length", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(
+                "Upload-Length", {"type": "integer", "minimum": 1}, OpenApiParameter.HEADER, required=True
+            ),
             OpenApiParameter(
                 "Upload-Metadata",
                 OpenApiTypes.STR,
@@ -227,7 +229,9 @@ class UploadDetailApi(TusApi):
         request={CHUNK_CONTENT_TYPE: OpenApiTypes.BINARY},
         parameters=[
             TUS_RESUMABLE,
-            OpenApiParameter("Upload-Offset", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(
+                "Upload-Offset", {"type": "integer", "minimum": 0}, OpenApiParameter.HEADER, required=True
+            ),
             OpenApiParameter(
                 "Upload-Checksum",
                 OpenApiTypes.STR,
