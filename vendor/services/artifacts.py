@@ -283,8 +283,8 @@ class ArchiveTree:
 def archive_member_check(member: tarfile.TarInfo, tree: ArchiveTree, destination: str) -> tarfile.TarInfo:
     """Judge one member after the members before it (recorded in `tree`); returns it as it may be unpacked.
 
-    Refused: an absolute name, a drive letter, a backslash or '..' in the name; a member written through the links before
-    it to a place outside the destination (`a -> .`, then `a/b -> ..`); a symbolic link whose target, from
+    Refused: an absolute name, a drive letter, a backslash or '..' in the name; a member written through the
+    links before it to a place outside the destination (`a -> .`, then `a/b -> ..`); a symbolic link whose target, from
     where it is, leaves the destination; a hard link to a name outside it; a device file or FIFO; the setuid,
     setgid or sticky bit. Python's `data` filter is applied last, as the floor (it also drops group and other
     write permission). Raises UnsafeArchiveError naming the member.
