@@ -88,7 +88,9 @@ def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, b
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
 def test_non_json_numbers_are_a_400(vendor_a, question_a, constant):
     response = vendor_a.client().post(
-        "/api/v1/questions/V18/answers/", f'{{"thresholds": {{"max_abs": {constant}}}}}', content_type="application/json"
+        "/api/v1/questions/V18/answers/",
+        f'{{"thresholds": {{"max_abs": {constant}}}}}',
+        content_type="application/json",
     )
     assert response.status_code == 400
     assert "JSON parse error" in response.json()["errors"][0]["message"]
@@ -156,7 +158,9 @@ def test_guessed_keys_are_throttled_per_address_and_never_lock_out_a_good_key(pm
     assert guesser.get("/api/v1/questions/").status_code == 429
     guesser.credentials(HTTP_AUTHORIZATION=f"Token {pm.key}")
     assert guesser.get("/api/v1/questions/").status_code == 200
-    assert APIClient(REMOTE_ADDR="203.0.113.8").get("/api/v1/questions/", HTTP_AUTHORIZATION="Token x").status_code == 401
+    assert (
+        APIClient(REMOTE_ADDR="203.0.113.8").get("/api/v1/questions/", HTTP_AUTHORIZATION="Token x").status_code == 401
+    )
 
 
 def test_guessing_the_rest_of_a_real_prefix_locks_out_only_that_prefix(pm, vendor_a, question_a):
