@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from calculet.errors import DomainError, PayloadTooLargeError
+from calculet.errors import NO_SPACE, DomainError, PayloadTooLargeError, StorageFullError
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
 ERROR_STATUSES_READ = ["400", "401", "403", "404", "429"]
@@ -147,6 +147,9 @@ def _flatten(detail, field=None):
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+        # Django spooling a multipart file to FILE_UPLOAD_TEMP_DIR found the disk full, before any view ran.
+        exc = StorageFullError("The artifact store is full; nothing of the file was kept.")
     if isinstance(exc, DomainError):
         body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.message}]}
         if exc.reasons:

@@ -139,6 +139,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 UPLOAD_TEMP_DIR = Path(env.str("UPLOAD_TEMP_DIR", default=str(STORAGE_ROOT / "uploads")))
+# Where Django spools a multipart file before the view reads it: the uploads' volume, not the system's /tmp, so
+# that a plain upload needs room only where /readyz looks and a full disk is one answer (507) for both ways.
+FILE_UPLOAD_TEMP_DIR = Path(env.str("FILE_UPLOAD_TEMP_DIR", default=str(UPLOAD_TEMP_DIR)))
+FILE_UPLOAD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
+FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.MemoryFileUploadHandler", "vendor.storage.SpoolUploadHandler"]
 UPLOAD_MAX_BYTES = env.int("UPLOAD_MAX_BYTES", default=20 * 1024**3)
 UPLOAD_PLAIN_MAX_BYTES = env.int("UPLOAD_PLAIN_MAX_BYTES", default=64 * 1024**2)
 UPLOAD_EXPIRY_HOURS = env.int("UPLOAD_EXPIRY_HOURS", default=24)
@@ -259,6 +264,8 @@ ACCEPTANCE_RUN_DIR = Path(env.str("ACCEPTANCE_RUN_DIR", default=str(DATA_DIR / "
 ACCEPTANCE_RUN_DIR.mkdir(parents=True, exist_ok=True)
 ACCEPTANCE_SWEEP_INTERVAL = env.int("ACCEPTANCE_SWEEP_INTERVAL", default=10)
 ACCEPTANCE_QUEUED_RESEND_AFTER = env.int("ACCEPTANCE_QUEUED_RESEND_AFTER", default=30)
+# A sweep older than this fails /readyz and ops_status: beat (or the default worker) has stopped.
+ACCEPTANCE_SWEEP_STALE_AFTER = env.int("ACCEPTANCE_SWEEP_STALE_AFTER", default=120)
 ACCEPTANCE_TARGET_HEARTBEAT_SECONDS = env.int("ACCEPTANCE_TARGET_HEARTBEAT_SECONDS", default=10)
 ACCEPTANCE_TARGET_OFFLINE_AFTER = env.int("ACCEPTANCE_TARGET_OFFLINE_AFTER", default=60)
 ACCEPTANCE_HEALTH_CHECK_INTERVAL = env.int("ACCEPTANCE_HEALTH_CHECK_INTERVAL", default=3600)

@@ -80,7 +80,14 @@ def test_a_tus_chunk_on_a_full_disk_is_a_507_and_nothing_past_the_acknowledged_o
     assert artifact.state == Artifact.VERIFIED and artifact.blob.sha256 == sha256(DATA)
 
 
-def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(vendor_a, small_disk):
+@pytest.mark.parametrize("spooled_on", ["the full disk", "another disk"])
+def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(
+    vendor_a, small_disk, settings, tmp_path, spooled_on
+):
+    # Django spools the multipart file (over 2.5 MiB) before the view runs: where FILE_UPLOAD_TEMP_DIR says.
+    spool = small_disk / "uploads" if spooled_on == "the full disk" else tmp_path / "spool"
+    spool.mkdir(parents=True, exist_ok=True)
+    settings.FILE_UPLOAD_TEMP_DIR = spool
     data = DATA[: 10 * MIB]
     before = db_snapshot()
     response = vendor_a.client().post(

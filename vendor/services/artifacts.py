@@ -8,7 +8,6 @@ the `vendor.artifact_check` task decides (`artifact_check`).
 """
 
 import bz2
-import errno
 import gzip
 import hashlib
 import logging
@@ -32,7 +31,14 @@ from django.utils import timezone
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError, StorageFullError
+from calculet.errors import (
+    NO_SPACE,
+    ConflictError,
+    DomainError,
+    ForbiddenError,
+    PayloadTooLargeError,
+    StorageFullError,
+)
 from vendor.access import user_membership
 from vendor.models import Artifact, Blob, Membership, Organisation
 from vendor.storage import CHUNK_BYTES, artifact_storage, blob_local_path, blob_store_file, file_sha256
@@ -48,7 +54,6 @@ DECOMPRESSORS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma
 RATIO_HEADROOM_BYTES = 1024 * 1024
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 MAX_LINK_HOPS = 40
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # A `verifying` artifact whose check message was lost (a broker restart) is sent again after this.
 CHECK_RESEND_AFTER = timedelta(minutes=10)
 

@@ -23,10 +23,9 @@ from rehashes import PySha256
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import ConflictError, DomainError, StorageFullError
+from calculet.errors import NO_SPACE, ConflictError, DomainError, StorageFullError
 from vendor.models import Upload
 from vendor.services.artifacts import (
-    NO_SPACE,
     ArtifactRejectedError,
     artifact_ingest,
     artifact_metadata_clean,
