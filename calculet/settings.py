@@ -10,6 +10,8 @@ from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from corsheaders.defaults import default_headers as cors_default_headers
+from corsheaders.defaults import default_methods as cors_default_methods
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -34,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "corsheaders",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -48,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "calculet.logs.RequestIdMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
     "calculet.health.ServiceUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -174,6 +178,37 @@ REST_FRAMEWORK = {
         "auth_failure": env.str("API_AUTH_FAILURE_RATE", default="20/min"),
     },
 }
+# Browsers on these origins may call the API (a tus client in another site's page among them): the token goes
+# in the Authorization header, never a cookie, so no credentials are allowed.
+CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_URLS_REGEX = r"^/api/"
+CORS_ALLOW_METHODS = (*cors_default_methods, "HEAD")
+CORS_ALLOW_HEADERS = (
+    *cors_default_headers,
+    "tus-resumable",
+    "upload-length",
+    "upload-offset",
+    "upload-metadata",
+    "upload-checksum",
+    "upload-defer-length",
+    "x-http-method-override",
+    "x-request-id",
+)
+CORS_EXPOSE_HEADERS = [
+    "Location",
+    "Tus-Resumable",
+    "Tus-Version",
+    "Tus-Extension",
+    "Tus-Max-Size",
+    "Tus-Checksum-Algorithm",
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Metadata",
+    "Upload-Expires",
+    "Upload-Artifact",
+    "X-Request-ID",
+]
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "calculet API",
     "DESCRIPTION": "Vendor answers, artifacts, acceptance runs and the promotion gate.",
