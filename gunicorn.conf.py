@@ -23,3 +23,6 @@ keepalive = 5
 # gunicorn refuses a longer header line with an HTML 431; below it the API answers 431 in its own error format
 # for any header over calculet.api.HEADER_MAX_BYTES (a long Upload-Metadata among them).
 limit_request_field_size = 32768
+
+# One gunicorn per host in production, several at once on a test machine: none needs the control socket.
+control_socket_disable = True

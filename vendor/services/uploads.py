@@ -12,6 +12,7 @@ import fcntl
 import hashlib
 import hmac
 import os
+import sys
 import time
 from contextlib import contextmanager
 from http import HTTPStatus
@@ -271,7 +272,7 @@ class _Chunk:
         if end == self.recorded:
             self._check_not_terminated()
             return
-        os.fsync(self.handle.fileno())
+        _fsync(self.handle)
         state = self.digest.serialize()
         if not Upload.objects.filter(pk=self.upload.pk, offset=self.recorded).update(offset=end, hash_state=state):
             raise UploadTerminatedError("The upload was terminated while this chunk was being sent.")
@@ -280,6 +281,18 @@ class _Chunk:
     def _check_not_terminated(self) -> None:
         if not Upload.objects.filter(pk=self.upload.pk).exists():
             raise UploadTerminatedError("The upload was terminated while this chunk was being sent.")
+
+
+def _fsync(handle) -> None:
+    """Wait until the disk holds the file's bytes. Under gevent (gunicorn.conf.py) the wait goes to gevent's
+    thread pool: in the worker's own thread it would stall every other connection of the worker meanwhile."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("socket"):
+        import gevent
+
+        gevent.get_hub().threadpool.apply(os.fsync, (handle.fileno(),))
+    else:
+        os.fsync(handle.fileno())
 
 
 def _discard(stream, length: int) -> None:
