@@ -1,4 +1,4 @@
-"""Throughput and server memory of tus uploads through gunicorn (2 sync workers) over loopback.
+"""Throughput and server memory of tus uploads through gunicorn (gunicorn.conf.py, 2 workers) over loopback.
 
     DATABASE_URL=postgres://... SECRET_KEY=x .venv/bin/python bench/api_upload.py [--sizes 2] [--dir PATH]
 
@@ -8,8 +8,8 @@ same file:
 
 - openssl dgst -sha256: what hashing the bytes costs;
 - dd if=<the file> of=<a new file> bs=1M conv=fsync: what writing them durably costs;
-- tuspy uploading it in 64 MiB chunks, and in one PATCH (tuspy's default), to gunicorn with 2 sync workers
-  (each chunk is a new connection, so chunks land on both workers), until the last 204: the bytes are on
+- tuspy uploading it in 64 MiB chunks, and in one PATCH (tuspy's default), to gunicorn as deployed with 2
+  workers (each chunk is a new connection, so chunks land on both workers), until the last 204: the bytes are on
   disk (fsync), their SHA-256 checked against the declared one, and stored content-addressed;
 - the same one PATCH sent by curl, which streams the file: tuspy reads a whole chunk into memory before it
   sends a byte, so its one-PATCH figure also holds the client reading 2 GiB first (its CPU seconds show it).
@@ -66,7 +66,8 @@ def database_url() -> str:
     return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-def start_gunicorn(port: int, storage_root: Path) -> subprocess.Popen:
+def start_gunicorn(port: int, storage_root: Path, *options: str) -> subprocess.Popen:
+    """gunicorn as deployed (gunicorn.conf.py) with WORKERS workers; `options` are more of its flags."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
@@ -77,20 +78,10 @@ def start_gunicorn(port: int, storage_root: Path) -> subprocess.Popen:
         "LOG_LEVEL": "WARNING",
     }
     env.pop("REDIS_URL", None)
-    command = [
-        str(Path(sys.executable).parent / "gunicorn"),
-        "calculet.wsgi",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        str(WORKERS),
-        "--timeout",
-        "3600",
-        "--log-level",
-        "warning",
-    ]
+    command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "calculet.wsgi"]
+    command += ["--bind", f"127.0.0.1:{port}", "--workers", str(WORKERS), "--log-level", "warning", *options]
     server = subprocess.Popen(command, cwd=ROOT, env=env, start_new_session=True)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180  # loading the app takes half a minute on a busy machine
     while time.monotonic() < deadline:
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
@@ -268,7 +259,7 @@ def main() -> None:
         port = free_port()
         server = start_gunicorn(port, storage_root)
         print(
-            f"gunicorn {WORKERS} sync workers over loopback, tuspy, {os.cpu_count()} CPUs shared with the client, "
+            f"gunicorn.conf.py, {WORKERS} workers over loopback, {os.cpu_count()} CPUs shared with the client, "
             f"files under {work}"
         )
         print(

@@ -11,7 +11,7 @@ engineer and a token and questions put to it, and PM users with a password and a
 decode-batch-8 calbin per vendor built with `python -m npu_sim build-calbin`, with its golden file beside it.
 
 Processes, each in a process group of its own and stopped on exit (Ctrl-C and errors included): gunicorn on
-a free port of 127.0.0.1 with sync workers (as docs/deploy.md runs it), Celery workers for the simulator
+a free port of 127.0.0.1 with gunicorn.conf.py (as docs/deploy.md runs it), Celery workers for the simulator
 target's queue and the default queue (prefork, concurrency 1, the production lease and heartbeat), and Celery
 beat (the sweeper every 10 s). Their logs stay in the work folder when something went wrong.
 
@@ -57,7 +57,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--vendors", type=int, default=3)
     parser.add_argument("--questions-per-vendor", type=int, default=2)
     parser.add_argument("--pms", type=int, default=2)
-    parser.add_argument("--web-workers", type=int, default=4, help="gunicorn sync workers (docs/deploy.md runs 4)")
+    parser.add_argument("--web-workers", type=int, default=4, help="gunicorn workers (gunicorn.conf.py)")
     parser.add_argument("--celery-workers", type=int, default=2, help="worker processes, concurrency 1 each")
     parser.add_argument("--supersede", type=float, default=0.15, help="share of answers replaced mid-chain")
     parser.add_argument("--max-requests", type=int, default=20_000, help="per client")

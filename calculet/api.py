@@ -12,7 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from calculet.errors import DomainError, PayloadTooLargeError
+from calculet.errors import NO_SPACE, DomainError, PayloadTooLargeError, StorageFullError
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
 ERROR_STATUSES_READ = ["400", "401", "403", "404", "429"]
@@ -64,6 +64,14 @@ class Api(APIView):
     max_body_bytes: int | None = JSON_BODY_MAX_BYTES
     error_statuses: list[str] = []
 
+    def finalize_response(self, request, response, *args, **kwargs):
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(response, Response) and response.status_code >= 400:
+            # An error is JSON whatever the client negotiated (a download's `?format=bin` included).
+            response.accepted_renderer = JSONRenderer()
+            response.accepted_media_type = JSONRenderer.media_type
+        return response
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         if self.max_body_bytes is None:
@@ -100,17 +108,11 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
 
 
 class BinaryRenderer(JSONRenderer):
-    """Lets a download be negotiated for `Accept: application/octet-stream` (or `?format=bin`); its errors still
-    render as JSON, and say so in their Content-Type."""
+    """Lets a download be negotiated for `Accept: application/octet-stream`; its errors are served as JSON
+    (`Api.finalize_response`)."""
 
     media_type = "application/octet-stream"
     format = "bin"
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        response = (renderer_context or {}).get("response")
-        if response is not None and response.status_code >= 400:
-            response["Content-Type"] = "application/json"
-        return super().render(data, accepted_media_type, renderer_context)
 
 
 def plain(value):
@@ -145,6 +147,9 @@ def _flatten(detail, field=None):
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE:
+        # Django spooling a multipart file to FILE_UPLOAD_TEMP_DIR found the disk full, before any view ran.
+        exc = StorageFullError("The artifact store is full; nothing of the file was kept.")
     if isinstance(exc, DomainError):
         body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.message}]}
         if exc.reasons:

@@ -1,5 +1,6 @@
 """The errors a business rule raises. Services raise them; the API and the pages turn them into responses."""
 
+import errno
 from http import HTTPStatus
 
 from django.http import Http404
@@ -40,6 +41,10 @@ class ForbiddenError(DomainError):
 class PayloadTooLargeError(DomainError):
     status_code = HTTPStatus.REQUEST_ENTITY_TOO_LARGE
     code = "too_large"
+
+
+# The errors of a write that found no room: the disk is full, or the quota is.
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class StorageFullError(DomainError):

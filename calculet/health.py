@@ -2,6 +2,7 @@
 
 import contextlib
 import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -12,6 +13,9 @@ from django.core.files.storage import storages
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpResponse, JsonResponse
+
+from acceptance.services.sweeper import SWEEPER
+from calculet.jobs import job_staleness
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +49,19 @@ def _check_broker():
 
 
 def _check_storage():
-    """The artifact store answers, and the local disks that take artifact bytes and partial uploads have at
-    least STORAGE_MIN_FREE_BYTES free (a full disk fails every upload with 507)."""
+    """The artifact store answers; Django can spool a plain upload to FILE_UPLOAD_TEMP_DIR (a directory it
+    does not make) and partial uploads can be written to UPLOAD_TEMP_DIR (made on the first upload); and the
+    local disks of artifacts and uploads have at least STORAGE_MIN_FREE_BYTES free (a full disk fails every
+    upload with 507)."""
     storage = storages["artifacts"]
     storage.exists("readyz-probe")
-    local = [Path(settings.UPLOAD_TEMP_DIR)]
+    spool = Path(settings.FILE_UPLOAD_TEMP_DIR)
+    if not (spool.is_dir() and os.access(spool, os.W_OK | os.X_OK)):
+        raise RuntimeError(f"FILE_UPLOAD_TEMP_DIR {spool} is not a directory calculet can write to")
+    uploads = Path(settings.UPLOAD_TEMP_DIR)
+    if uploads.exists() and not os.access(uploads, os.W_OK | os.X_OK):
+        raise RuntimeError(f"UPLOAD_TEMP_DIR {uploads} cannot be written")
+    local = [uploads, spool]
     with contextlib.suppress(NotImplementedError):  # a remote store (S3) has no local path
         local.append(Path(storage.path("")))
     for path in local:
@@ -60,12 +72,20 @@ def _check_storage():
             raise RuntimeError(f"{free} bytes free under {path}, below STORAGE_MIN_FREE_BYTES")
 
 
+def _check_sweeper():
+    """The sweeper ran within ACCEPTANCE_SWEEP_STALE_AFTER: beat and the default worker are up."""
+    reason = job_staleness(SWEEPER, stale_after=settings.ACCEPTANCE_SWEEP_STALE_AFTER)
+    if reason is not None:
+        raise RuntimeError(reason)
+
+
 def readyz(request):
     checks = {
         "database": _check_database,
         "migrations": _check_migrations,
         "broker": _check_broker,
         "storage": _check_storage,
+        "sweeper": _check_sweeper,
     }
     results = {}
     for name, check in checks.items():

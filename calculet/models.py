@@ -57,3 +57,14 @@ class AuditHead(models.Model):
     """A single row holding the latest audit hash; locking it serialises appends to the chain."""
 
     last_hash = models.CharField(max_length=64)
+
+
+class JobRun(models.Model):
+    """When a periodic job last finished (one row per job), so that a job that stopped running is seen: beat
+    down leaves no other trace. `/readyz` and `manage.py ops_status` read the sweeper's."""
+
+    name = models.CharField(max_length=60, primary_key=True)
+    finished_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.name} finished at {self.finished_at:%Y-%m-%d %H:%M:%S}"

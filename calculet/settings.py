@@ -5,10 +5,13 @@ laptop default: `scripts/dev.py run` starts the workers). Production sets DATABA
 and SECRET_KEY.
 """
 
+import ipaddress
 from pathlib import Path
 
 import environ
 from celery.schedules import crontab
+from corsheaders.defaults import default_headers as cors_default_headers
+from corsheaders.defaults import default_methods as cors_default_methods
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -33,6 +36,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "corsheaders",
     "rest_framework",
     "django_filters",
     "drf_spectacular",
@@ -47,6 +51,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "calculet.logs.RequestIdMiddleware",
+    "corsheaders.middleware.CorsMiddleware",
     "calculet.health.ServiceUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -138,6 +143,11 @@ STORAGES = {
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
 UPLOAD_TEMP_DIR = Path(env.str("UPLOAD_TEMP_DIR", default=str(STORAGE_ROOT / "uploads")))
+# Where Django spools a multipart file before the view reads it: the uploads' volume, not the system's /tmp, so
+# that a plain upload needs room only where /readyz looks and a full disk is one answer (507) for both ways.
+FILE_UPLOAD_TEMP_DIR = Path(env.str("FILE_UPLOAD_TEMP_DIR", default=str(UPLOAD_TEMP_DIR)))
+FILE_UPLOAD_TEMP_DIR.mkdir(parents=True, exist_ok=True)
+FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.MemoryFileUploadHandler", "vendor.storage.SpoolUploadHandler"]
 UPLOAD_MAX_BYTES = env.int("UPLOAD_MAX_BYTES", default=20 * 1024**3)
 UPLOAD_PLAIN_MAX_BYTES = env.int("UPLOAD_PLAIN_MAX_BYTES", default=64 * 1024**2)
 UPLOAD_EXPIRY_HOURS = env.int("UPLOAD_EXPIRY_HOURS", default=24)
@@ -168,6 +178,37 @@ REST_FRAMEWORK = {
         "auth_failure": env.str("API_AUTH_FAILURE_RATE", default="20/min"),
     },
 }
+# Browsers on these origins may call the API (a tus client in another site's page among them): the token goes
+# in the Authorization header, never a cookie, so no credentials are allowed.
+CORS_ALLOWED_ORIGINS = env.list("CORS_ALLOWED_ORIGINS", default=[])
+CORS_URLS_REGEX = r"^/api/"
+CORS_ALLOW_METHODS = (*cors_default_methods, "HEAD")
+CORS_ALLOW_HEADERS = (
+    *cors_default_headers,
+    "tus-resumable",
+    "upload-length",
+    "upload-offset",
+    "upload-metadata",
+    "upload-checksum",
+    "upload-defer-length",
+    "x-http-method-override",
+    "x-request-id",
+)
+CORS_EXPOSE_HEADERS = [
+    "Location",
+    "Tus-Resumable",
+    "Tus-Version",
+    "Tus-Extension",
+    "Tus-Max-Size",
+    "Tus-Checksum-Algorithm",
+    "Upload-Offset",
+    "Upload-Length",
+    "Upload-Metadata",
+    "Upload-Expires",
+    "Upload-Artifact",
+    "X-Request-ID",
+]
+
 SPECTACULAR_SETTINGS = {
     "TITLE": "calculet API",
     "DESCRIPTION": "Vendor answers, artifacts, acceptance runs and the promotion gate.",
@@ -258,6 +299,8 @@ ACCEPTANCE_RUN_DIR = Path(env.str("ACCEPTANCE_RUN_DIR", default=str(DATA_DIR / "
 ACCEPTANCE_RUN_DIR.mkdir(parents=True, exist_ok=True)
 ACCEPTANCE_SWEEP_INTERVAL = env.int("ACCEPTANCE_SWEEP_INTERVAL", default=10)
 ACCEPTANCE_QUEUED_RESEND_AFTER = env.int("ACCEPTANCE_QUEUED_RESEND_AFTER", default=30)
+# A sweep older than this fails /readyz and ops_status: beat (or the default worker) has stopped.
+ACCEPTANCE_SWEEP_STALE_AFTER = env.int("ACCEPTANCE_SWEEP_STALE_AFTER", default=120)
 ACCEPTANCE_TARGET_HEARTBEAT_SECONDS = env.int("ACCEPTANCE_TARGET_HEARTBEAT_SECONDS", default=10)
 ACCEPTANCE_TARGET_OFFLINE_AFTER = env.int("ACCEPTANCE_TARGET_OFFLINE_AFTER", default=60)
 ACCEPTANCE_HEALTH_CHECK_INTERVAL = env.int("ACCEPTANCE_HEALTH_CHECK_INTERVAL", default=3600)
@@ -318,6 +361,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The proxies whose X-Forwarded-For is believed (addresses or networks): the throttles count a request against
+# the client address such a proxy saw, and against the connection's peer when it is not one of them.
+TRUSTED_PROXIES = [ipaddress.ip_network(value, strict=False) for value in env.list("TRUSTED_PROXIES", default=[])]
 SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
 SESSION_COOKIE_SECURE = env.bool("SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE

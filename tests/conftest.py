@@ -252,6 +252,14 @@ def checklist(db, checklist_tables):
 
 
 @pytest.fixture
+def gunicorn_server(transactional_db):
+    """`tests.servers.gunicorn`: calculet served as deployed. A test that uses it is of the live-server tier."""
+    from tests import servers
+
+    return servers.gunicorn
+
+
+@pytest.fixture
 def workers(transactional_db, tmp_path):
     """Start real worker processes (tests/acceptance/workers.py); every one is killed, with its process group,
     at the end of the test."""

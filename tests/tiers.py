@@ -4,7 +4,13 @@ out the tests that start real processes, serve the app or drive a browser. Those
 test can land in the fast tier unmarked."""
 
 # A test using one of these fixtures (directly or through another fixture) gets its mark.
-SLOW_FIXTURES = {"workers": "worker", "live_server": "live_server", "browser": "browser", "laptop": "laptop"}
+SLOW_FIXTURES = {
+    "workers": "worker",
+    "live_server": "live_server",
+    "gunicorn_server": "live_server",
+    "browser": "browser",
+    "laptop": "laptop",
+}
 # The marks the fast tier leaves out (`laptop`: tests/laptop/'s `dev.py run`).
 SLOW_MARKS = frozenset({"worker", "live_server", "browser", "laptop"})
 

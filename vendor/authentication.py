@@ -1,32 +1,84 @@
+import ipaddress
+
+from django.conf import settings
 from django.utils import timezone
 from rest_framework import authentication, exceptions, throttling
 
 from vendor.models import ApiToken
 from vendor.tokens import token_hash
 
+# Failures of keys whose prefix names no token are counted together per address: a guesser varying the
+# whole key lands there, while a good key (its prefix is a real token's) is judged in its own bucket.
+UNKNOWN_PREFIX = "unknown"
+
+
+def _address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(value.strip())
+    except ValueError:
+        return None
+
+
+def _trusted(address) -> bool:
+    return any(address in network for network in settings.TRUSTED_PROXIES)
+
+
+def client_address(request) -> str:
+    """The address of the client that sent the request: the connection's peer, or, when that peer is one of
+    TRUSTED_PROXIES, the right-most address in X-Forwarded-For that is not a trusted proxy. Only a trusted
+    proxy's header is believed, and a proxy appends the address it saw, so a client cannot choose its own."""
+    peer = request.META.get("REMOTE_ADDR", "")
+    address = _address(peer)
+    if address is None or not _trusted(address):
+        return peer
+    for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
+        address = _address(hop)
+        if address is None:  # not an address: what came before it cannot be believed either
+            break
+        if not _trusted(address):
+            return str(address)
+    return peer
+
 
 class FailedAuthenticationThrottle(throttling.SimpleRateThrottle):
-    """Failed token checks counted per client address (in the shared cache when CACHE_URL names one): past
-    API_AUTH_FAILURE_RATE, the address is refused with 429 until the oldest failure leaves the window, so
-    keys cannot be guessed at request speed."""
+    """Failed token checks counted per client address and per token prefix (in the shared cache when CACHE_URL
+    names one). Past API_AUTH_FAILURE_RATE a bucket is refused with 429 until its oldest failure leaves the
+    window, so keys cannot be guessed at request speed. A failed key counts in its prefix's bucket when that
+    prefix is a real token's, otherwise in the address's bucket of unknown prefixes: guessing keys locks out
+    the guesses, never the good tokens sent from the same address."""
 
     scope = "auth_failure"
 
-    def get_cache_key(self, request, view):
-        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
-
-    def check(self, request) -> None:
-        self.key = self.get_cache_key(request, None)
-        self.history = self.cache.get(self.key, [])
+    def __init__(self, request, key: str):
+        super().__init__()
+        self.address = client_address(request)
+        self.prefix = key[:12]
         self.now = self.timer()
-        while self.history and self.history[-1] <= self.now - self.duration:
-            self.history.pop()
-        if len(self.history) >= self.num_requests:
+
+    def _history(self, bucket: str) -> list[float]:
+        history = self.cache.get(self._cache_key(bucket), [])
+        return [moment for moment in history if moment > self.now - self.duration]
+
+    def _cache_key(self, bucket: str) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": f"{self.address}:{bucket}"}
+
+    def _refuse_if_full(self, history: list[float]) -> None:
+        if len(history) >= self.num_requests:
+            self.history = history
             raise exceptions.Throttled(wait=self.wait())
 
-    def record_failure(self) -> None:
-        self.history.insert(0, self.now)
-        self.cache.set(self.key, self.history, self.duration)
+    def check_token(self) -> None:
+        """A good key is refused only while its own prefix's bucket is full."""
+        self._refuse_if_full(self._history(self.prefix))
+
+    def check_failure(self, prefix_known: bool) -> None:
+        """Refuse a failed key with 429 while its bucket, or the address's bucket of unknown prefixes, is full
+        (so a full bucket does not tell which prefixes are real); otherwise count it."""
+        bucket = self.prefix if prefix_known else UNKNOWN_PREFIX
+        history = self._history(bucket)
+        self._refuse_if_full(history)
+        self._refuse_if_full(self._history(UNKNOWN_PREFIX))
+        self.cache.set(self._cache_key(bucket), [self.now, *history], self.duration)
 
 
 class TokenAuthentication(authentication.TokenAuthentication):
@@ -35,15 +87,18 @@ class TokenAuthentication(authentication.TokenAuthentication):
     keyword = "Token"
 
     def authenticate(self, request):
-        if not authentication.get_authorization_header(request).lower().startswith(b"token"):
+        header = authentication.get_authorization_header(request).split()
+        if not header or header[0].lower() != b"token":
             return None
-        throttle = FailedAuthenticationThrottle()
-        throttle.check(request)
+        key = header[1].decode(errors="replace") if len(header) == 2 else ""
+        throttle = FailedAuthenticationThrottle(request, key)
         try:
-            return super().authenticate(request)
+            authenticated = super().authenticate(request)
         except exceptions.AuthenticationFailed:
-            throttle.record_failure()
+            throttle.check_failure(prefix_known=bool(key) and ApiToken.objects.filter(prefix=key[:12]).exists())
             raise
+        throttle.check_token()
+        return authenticated
 
     def authenticate_credentials(self, key):
         token = ApiToken.objects.select_related("user").filter(key_hash=token_hash(key)).first()
@@ -63,7 +118,7 @@ class TokenAuthentication(authentication.TokenAuthentication):
 
 
 class TokenRateThrottle(throttling.SimpleRateThrottle):
-    """Per-token rate (per user for browser sessions)."""
+    """Per-token rate (per user for browser sessions, per client address otherwise)."""
 
     scope = "token"
 
@@ -73,5 +128,5 @@ class TokenRateThrottle(throttling.SimpleRateThrottle):
         elif request.user and request.user.is_authenticated:
             ident = f"user-{request.user.pk}"
         else:
-            ident = self.get_ident(request)
+            ident = client_address(request)
         return self.cache_format % {"scope": self.scope, "ident": ident}

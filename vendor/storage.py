@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.core.files import File
 from django.core.files.storage import storages
+from django.core.files.uploadhandler import TemporaryFileUploadHandler
 from django.db import IntegrityError, transaction
 
 from vendor.models import Blob
@@ -109,3 +110,15 @@ def blob_local_path(blob: Blob) -> Iterator[Path]:
         with storage.open(blob.storage_name, "rb") as src, open(local, "wb") as dst:
             shutil.copyfileobj(src, dst, CHUNK_BYTES)
         yield local
+
+
+class SpoolUploadHandler(TemporaryFileUploadHandler):
+    """Django's spooling of a multipart file to FILE_UPLOAD_TEMP_DIR, which removes what it spooled when a
+    write fails (a full disk): Django's own handler leaves the partial file until it is garbage-collected."""
+
+    def receive_data_chunk(self, raw_data, start):
+        try:
+            return super().receive_data_chunk(raw_data, start)
+        except OSError:
+            self.upload_interrupted()
+            raise

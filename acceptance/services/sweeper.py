@@ -22,6 +22,7 @@ from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
 from calculet.db import lock_rows
+from calculet.jobs import job_finished
 
 SWEEPER = "sweeper"
 
@@ -81,6 +82,8 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
     - Working directories left on this host by lost attempts are removed (`run_dirs_sweep`).
     - A capability whose proof waits to run again on a target that takes no runs is re-verified on the
       evidence there is, and demoted when that has lapsed (`capabilities_reverify_unrunnable`).
+    - Its end is recorded (`job_finished`): `/readyz` and `ops_status` fail once the last sweep is older than
+      ACCEPTANCE_SWEEP_STALE_AFTER, which is how a stopped beat shows.
     """
     report = SweepReport()
     targets_refresh_health()
@@ -118,4 +121,5 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
         report.dispatched += runs_dispatch_pending(target)
     report.removed_dirs = run_dirs_sweep()
     report.demoted = len(capabilities_reverify_unrunnable())
+    job_finished(SWEEPER)
     return report

@@ -94,10 +94,10 @@ def machine_busy_seconds() -> float:
 
 
 def start_gunicorn(env: dict, log_dir: Path, port: int, workers: int) -> Service:
-    """Gunicorn as docs/deploy.md runs it: sync workers, a long timeout for tus PATCH requests."""
+    """Gunicorn as docs/deploy.md runs it: gunicorn.conf.py (gevent workers)."""
     argv = [
-        str(ROOT / ".venv" / "bin" / "gunicorn"), "calculet.wsgi", "--bind", f"127.0.0.1:{port}",
-        "--workers", str(workers), "--timeout", "3600", "--log-level", "warning",
+        str(ROOT / ".venv" / "bin" / "gunicorn"), "-c", "gunicorn.conf.py", "calculet.wsgi",
+        "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--log-level", "warning",
     ]  # fmt: skip
     return Service("gunicorn", argv, env, log_dir)
 

@@ -2,7 +2,7 @@
 
 The trace is Chrome trace-event JSON (the format Perfetto and chrome://tracing open): one process per
 chiplet (a thread per core) and one for the host (PCIe transfers and ops that fell back to the CPU), a
-complete event ("ph": "X") per transfer and per op, times in microseconds of device time.
+complete event ("ph": "X") per transfer and per op, times in whole microseconds of device time.
 """
 
 import math
@@ -93,14 +93,22 @@ def counters(records: list[CallRecord], in_flight: int, max_queue_depth: int, cl
     }
 
 
+def _microseconds(ms: float) -> int:
+    """A moment on the trace's clock: whole microseconds, which a viewer reads exactly (Perfetto turns a
+    fractional value into nanoseconds by truncation, which can move a slice's end past the next one's start)."""
+    return round(ms * 1e3)
+
+
 def _event(name: str, pid: int, tid: int, start_ms: float, ms: float, **args: Any) -> dict[str, Any]:
+    # The end is rounded, not the duration: a slice that ends where the next begins still does after rounding.
+    ts = _microseconds(start_ms)
     return {
         "name": name,
         "ph": "X",
         "pid": pid,
         "tid": tid,
-        "ts": round(start_ms * 1e3, 3),
-        "dur": round(ms * 1e3, 3),
+        "ts": ts,
+        "dur": _microseconds(start_ms + ms) - ts,
         "args": args,
     }
 
@@ -152,13 +160,13 @@ def chrome_trace(
                 "ph": "C",
                 "pid": HOST_PID,
                 "tid": 0,
-                "ts": round(r.start_ms * 1e3, 3),
+                "ts": _microseconds(r.start_ms),
                 "args": {"jobs": r.queue_depth + 1},
             }
         )
     for e in events:
         trace.append(
-            {"name": e.name, "ph": "i", "s": "g", "pid": HOST_PID, "tid": 0, "ts": round(e.ms * 1e3, 3), "args": e.args}
+            {"name": e.name, "ph": "i", "s": "g", "pid": HOST_PID, "tid": 0, "ts": _microseconds(e.ms), "args": e.args}
         )
     return {
         "traceEvents": trace,

@@ -27,6 +27,26 @@ def trace_problems(trace: Any) -> list[str]:
             problems.append(f"event {i} lacks {sorted(missing)}")
         elif event["ph"] == "X" and not (isinstance(event.get("dur"), int | float) and event["dur"] >= 0):
             problems.append(f"complete event {i} ({event['name']}) has no duration")
+    return problems or _unnested(trace["traceEvents"])
+
+
+def _unnested(events: list[dict[str, Any]]) -> list[str]:
+    """Complete events that start inside another on their track (pid, tid) and end after it: Perfetto drops
+    such a slice, as it only shows slices that nest."""
+    tracks: dict[tuple[Any, Any], list[tuple[Any, Any, int]]] = {}
+    for i, event in enumerate(events):
+        if event["ph"] == "X":
+            tracks.setdefault((event["pid"], event["tid"]), []).append((event["ts"], -event["dur"], i))
+    problems = []
+    for track in tracks.values():
+        enclosing: list[Any] = []  # the ends of the slices around the current one, innermost last
+        for ts, negative_dur, i in sorted(track):
+            while enclosing and enclosing[-1] <= ts:
+                enclosing.pop()
+            end = ts - negative_dur
+            if enclosing and end > enclosing[-1]:
+                problems.append(f"complete event {i} ({events[i]['name']}) overlaps the one before it on its track")
+            enclosing.append(end)
     return problems
 
 
@@ -136,10 +156,11 @@ def _traced(plan: Callable[[ProbeRun, Session], None]) -> Callable[[ProbeRun], N
 COUNTERS_TRACE = ProbeSpec(
     "counters_trace",
     "Queue, transfer and per-chiplet counters and their reset (I12, V22, V38), and the device's activity as a "
-    "Chrome trace-event file that Perfetto opens (V37), written next to the result as trace.json.",
+    "Chrome trace-event file that Perfetto opens with every slice (V37), written next to the result as "
+    "counters_trace-trace.json.",
     generic.plans(
         runner=StagePlan(
-            "counters equal the calls' sums, per chiplet, reset; trace.json for every call", _counters_runner
+            "counters equal the calls' sums, per chiplet, reset; the trace file for every call", _counters_runner
         ),
         golden=StagePlan("the golden comparison; every call's bytes as the package's I/O makes them", _counters_golden),
         failure=StagePlan("a faulted call is counted and marked in the trace; each fault kind", _counters_failure),
@@ -151,7 +172,7 @@ COUNTERS_TRACE = ProbeSpec(
         ),
     ),
     capabilities=("device-counters-trace",),
-    metrics=(MetricSpec("trace_events", "events in trace.json"), MetricSpec("counters", "the device counters")),
+    metrics=(MetricSpec("trace_events", "events in the trace file"), MetricSpec("counters", "the device counters")),
 )
 
 

@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Chain, Target
-from acceptance.services import chain_start_for_answer
+from acceptance.services import chain_start_for_answer, runs_sweep
+from calculet.models import JobRun
 from tests.factories import make_run
 
 
@@ -20,9 +21,22 @@ def chain(answer, simulator_online):
     return Chain.objects.get(answer=answer, target=simulator_online)
 
 
-def test_all_quiet_when_runs_move_and_targets_are_healthy(chain, capsys):
+@pytest.fixture
+def swept(db):
+    runs_sweep()
+
+
+def test_all_quiet_when_runs_move_and_targets_are_healthy(chain, swept, capsys):
     call_command("ops_status")
-    assert "no stuck runs; every target healthy" in capsys.readouterr().out
+    assert "no stuck runs; every target healthy; the sweeper runs" in capsys.readouterr().out
+
+
+def test_a_sweeper_that_stopped_is_reported_and_exits_non_zero(chain, swept, capsys, settings):
+    settings.ACCEPTANCE_SWEEP_STALE_AFTER = 60
+    JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() - timedelta(minutes=5))
+    with pytest.raises(CommandError, match=r"0 stuck run\(s\), 0 unhealthy target\(s\), the sweeper stopped"):
+        call_command("ops_status")
+    assert "sweeper: the sweeper last finished 300 s ago" in capsys.readouterr().out
 
 
 def test_lists_stuck_runs_and_unhealthy_targets_and_exits_non_zero(chain, capsys):
@@ -35,12 +49,16 @@ def test_lists_stuck_runs_and_unhealthy_targets_and_exits_non_zero(chain, capsys
         call_command("ops_status")
 
     out = capsys.readouterr().out
-    assert f"stuck run {lost_message.pk}: V18 runner on simulator, queued" in out
-    assert f"stuck run {lost_lease.pk}: V18 golden on simulator, running" in out
+    sent = lost_message.sent_at
+    assert f"stuck run {lost_message.pk}: V18 runner on simulator, queued since {sent:%Y-%m-%d %H:%M:%S}" in out
+    lease = lost_lease.lease_expires_at
+    assert (
+        f"stuck run {lost_lease.pk}: V18 golden on simulator, running, its lease expired at {lease:%Y-%m-%d %H:%M:%S}"
+    ) in out
     assert "target simulator (simulator, queue simulator): maintenance" in out
 
 
-def test_a_backlog_behind_a_busy_worker_is_not_stuck(chain, capsys):
+def test_a_backlog_behind_a_busy_worker_is_not_stuck(chain, swept, capsys):
     now = timezone.now()
     make_run(chain, stages.FAILURE, stages.RUNNING, attempt=1, lease_expires_at=now + timedelta(minutes=1))
     waiting = make_run(chain, stages.RUNNER, stages.QUEUED, sent_at=now - timedelta(minutes=10))

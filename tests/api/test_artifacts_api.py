@@ -103,6 +103,29 @@ def test_downloads_honour_ranges(vendor_a):
     assert ignored.status_code == 200
 
 
+def test_downloads_honour_if_none_match(vendor_a):
+    artifact = make_artifact(vendor_a.user, kind="golden", data=DATA)
+    client = vendor_a.client()
+    url = f"/api/v1/artifacts/{artifact.pk}/download/"
+    etag = f'"{sha256(DATA)}"'
+    for held in (etag, f'"other", W/{etag}', "*"):
+        unchanged = client.get(url, HTTP_IF_NONE_MATCH=held)
+        assert (unchanged.status_code, unchanged["ETag"], unchanged.content) == (304, etag, b""), held
+    changed = client.get(url, HTTP_IF_NONE_MATCH=f'"{sha256(b"other bytes")}"')
+    assert changed.status_code == 200
+    assert b"".join(changed.streaming_content) == DATA
+
+
+@pytest.mark.parametrize("negotiated", [{"format": "bin"}, {"HTTP_ACCEPT": "application/octet-stream"}])
+def test_a_download_error_is_served_as_json_whatever_was_negotiated(vendor_a, negotiated):
+    query = {"format": negotiated["format"]} if "format" in negotiated else {}
+    headers = {key: value for key, value in negotiated.items() if key != "format"}
+    response = vendor_a.client().get("/api/v1/artifacts/999999/download/", query, **headers)
+    assert response.status_code == 404
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["errors"][0]["code"] == "not_found"
+
+
 def test_a_rejected_artifact_has_nothing_to_download(vendor_a):
     plain_upload(vendor_a.client(), sha256=sha256(b"other"))
     rejected = Artifact.objects.get()

@@ -1,9 +1,12 @@
 """The API answers every request in its own error format, never with an HTML page or a 500."""
 
+import ipaddress
+
 import pytest
 from rest_framework.test import APIClient
 
 from tests.factories import db_snapshot, make_question
+from vendor.authentication import client_address
 
 
 @pytest.mark.parametrize(
@@ -63,6 +66,36 @@ def test_deeply_nested_json_is_a_clean_400_that_changes_nothing(request, questio
     assert db_snapshot() == before
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ('{"summary": "first", "summary": "second"}', "summary"),
+        ('{"thresholds": {"max_abs": 0.1, "max_abs": 0.5}}', "max_abs"),
+    ],
+)
+def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, body, field):
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0] == {
+        "field": field,
+        "code": "duplicate_key",
+        "message": f"The key {field!r} appears more than once in one object.",
+    }
+    assert db_snapshot() == before
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_numbers_are_a_400(vendor_a, question_a, constant):
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/",
+        f'{{"thresholds": {{"max_abs": {constant}}}}}',
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    assert "JSON parse error" in response.json()["errors"][0]["message"]
+
+
 def test_brackets_inside_strings_do_not_count_as_nesting(vendor_a, question_a):
     response = vendor_a.client().post(
         "/api/v1/questions/V18/answers/", {"summary": "[" * 500 + '"\\' + "{" * 500}, format="json"
@@ -109,15 +142,79 @@ def test_a_database_outage_on_a_page_is_a_503_too(signed_in, database_away):
     assert response["Retry-After"] == "30"
 
 
-def test_failed_authentications_are_throttled_per_address(pm, question_a):
+def guesses(client, count: int, **extra) -> list[int]:
+    return [client.get("/api/v1/questions/", **extra).status_code for _ in range(count)]
+
+
+def test_guessed_keys_are_throttled_per_address_and_never_lock_out_a_good_key(pm, question_a):
     guesser = APIClient(REMOTE_ADDR="203.0.113.7")
     guesser.credentials(HTTP_AUTHORIZATION="Token not-a-real-key")
-    for _ in range(20):
-        assert guesser.get("/api/v1/questions/").status_code == 401
+    assert guesses(guesser, 20) == [401] * 20
     refused = guesser.get("/api/v1/questions/")
     assert refused.status_code == 429
     assert int(refused["Retry-After"]) > 0
-    # The address is refused even with a good key; another address is not.
-    guesser.credentials(HTTP_AUTHORIZATION=f"Token {pm.key}")
+    # Another wrong key of the same shape from the address is refused too; a good key from it is not.
+    guesser.credentials(HTTP_AUTHORIZATION="Token clt_another-guess")
     assert guesser.get("/api/v1/questions/").status_code == 429
-    assert pm.client().get("/api/v1/questions/").status_code == 200
+    guesser.credentials(HTTP_AUTHORIZATION=f"Token {pm.key}")
+    assert guesser.get("/api/v1/questions/").status_code == 200
+    assert (
+        APIClient(REMOTE_ADDR="203.0.113.8").get("/api/v1/questions/", HTTP_AUTHORIZATION="Token x").status_code == 401
+    )
+
+
+def test_guessing_the_rest_of_a_real_prefix_locks_out_only_that_prefix(pm, vendor_a, question_a):
+    guesser = APIClient(REMOTE_ADDR="203.0.113.7")
+    guesser.credentials(HTTP_AUTHORIZATION=f"Token {pm.key[:12]}wrong")
+    assert guesses(guesser, 20) == [401] * 20
+    assert guesser.get("/api/v1/questions/").status_code == 429
+    guesser.credentials(HTTP_AUTHORIZATION=f"Token {pm.key}")
+    assert guesser.get("/api/v1/questions/").status_code == 429  # the prefix under attack, from this address
+    guesser.credentials(HTTP_AUTHORIZATION=f"Token {vendor_a.key}")
+    assert guesser.get("/api/v1/questions/").status_code == 200
+    other = APIClient(REMOTE_ADDR="203.0.113.8")
+    other.credentials(HTTP_AUTHORIZATION=f"Token {pm.key}")
+    assert other.get("/api/v1/questions/").status_code == 200
+
+
+def test_a_client_set_forwarded_for_escapes_no_limit(settings, question_a):
+    settings.TRUSTED_PROXIES = []  # reached directly: the header is the client's own
+    guesser = APIClient(REMOTE_ADDR="203.0.113.7")
+    guesser.credentials(HTTP_AUTHORIZATION="Token not-a-real-key")
+    statuses = [
+        guesser.get("/api/v1/questions/", HTTP_X_FORWARDED_FOR=f"198.51.100.{n}").status_code for n in range(25)
+    ]
+    assert statuses == [401] * 20 + [429] * 5
+
+
+def test_behind_a_trusted_proxy_each_client_is_counted_by_the_address_the_proxy_saw(settings, pm, question_a):
+    settings.TRUSTED_PROXIES = [ipaddress.ip_network("127.0.0.1/32")]
+    proxied = APIClient(REMOTE_ADDR="127.0.0.1")
+    # The guesser's own X-Forwarded-For value comes first; nginx appends the address it saw.
+    bad = {"HTTP_AUTHORIZATION": "Token not-a-real-key", "HTTP_X_FORWARDED_FOR": "198.51.100.9, 203.0.113.7"}
+    assert guesses(proxied, 20, **bad) == [401] * 20
+    assert proxied.get("/api/v1/questions/", **bad).status_code == 429
+    varied = {**bad, "HTTP_X_FORWARDED_FOR": "198.51.100.10, 203.0.113.7"}
+    assert proxied.get("/api/v1/questions/", **varied).status_code == 429
+    # Another client behind the same proxy is not locked out, with a wrong key or a good one.
+    other = {"HTTP_AUTHORIZATION": "Token not-a-real-key", "HTTP_X_FORWARDED_FOR": "203.0.113.8"}
+    assert proxied.get("/api/v1/questions/", **other).status_code == 401
+    good = {"HTTP_AUTHORIZATION": f"Token {pm.key}", "HTTP_X_FORWARDED_FOR": "203.0.113.8"}
+    assert proxied.get("/api/v1/questions/", **good).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("peer", "forwarded", "expected"),
+    [
+        ("203.0.113.7", "198.51.100.1", "203.0.113.7"),  # not a trusted proxy: its header is ignored
+        ("127.0.0.1", "198.51.100.1, 203.0.113.7", "203.0.113.7"),
+        ("127.0.0.1", "203.0.113.7, 10.0.0.2", "203.0.113.7"),  # 10.0.0.2 is a trusted proxy too
+        ("127.0.0.1", "", "127.0.0.1"),
+        ("127.0.0.1", "not-an-address, 203.0.113.7", "203.0.113.7"),
+        ("127.0.0.1", "203.0.113.7, garbage", "127.0.0.1"),
+    ],
+)
+def test_client_address(rf, settings, peer, forwarded, expected):
+    settings.TRUSTED_PROXIES = [ipaddress.ip_network("127.0.0.1/32"), ipaddress.ip_network("10.0.0.0/8")]
+    request = rf.get("/", REMOTE_ADDR=peer, HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_address(request) == expected

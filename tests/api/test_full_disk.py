@@ -2,13 +2,16 @@
 the tests run here and on CI). Uploads answer 507 in the API's error format and keep nothing partial."""
 
 import base64
+import io
 import os
 import subprocess
+from urllib.parse import urlsplit
 
 import pytest
 import requests
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from calculet.errors import StorageFullError
 from tests.factories import db_snapshot, sha256
 from vendor.models import Artifact, Upload
 from vendor.services import uploads as upload_services
@@ -16,7 +19,7 @@ from vendor.services import uploads as upload_services
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MIB = 1024 * 1024
-DATA = os.urandom(12 * MIB)
+DATA = os.urandom(24 * MIB)
 
 
 @pytest.fixture
@@ -42,22 +45,32 @@ def patch(url: str, account, offset: int, body: bytes) -> requests.Response:
     return requests.patch(url, data=body, headers=headers, timeout=60)
 
 
-def test_a_tus_chunk_on_a_full_disk_is_a_507_and_nothing_past_the_acknowledged_offset_is_kept(
-    live_server, vendor_a, small_disk
+@pytest.fixture
+def served(small_disk, gunicorn_server):
+    """gunicorn as deployed, writing to the small disk: it, not Django's test server (which reads what a view
+    left of a body), decides whether a client still sending hears the answer."""
+    with gunicorn_server() as (url, _):
+        yield url
+
+
+def test_a_tus_chunk_on_a_full_disk_is_a_507_to_a_client_still_sending_and_the_upload_resumes(
+    served, vendor_a, small_disk
 ):
     metadata = ",".join(
         f"{key} {base64.b64encode(value.encode()).decode()}"
         for key, value in {"kind": "golden", "version": "1.0", "filename": "g.npz", "sha256": sha256(DATA)}.items()
     )
     created = requests.post(
-        f"{live_server.url}/api/v1/uploads/",
+        f"{served}/api/v1/uploads/",
         headers=tus_headers(vendor_a, **{"Upload-Length": str(len(DATA)), "Upload-Metadata": metadata}),
         timeout=60,
     )
-    url = created.headers["Location"]
+    url = f"{served}{urlsplit(created.headers['Location']).path}"
     assert patch(url, vendor_a, 0, DATA[: 5 * MIB]).status_code == 204
 
-    full = patch(url, vendor_a, 5 * MIB, DATA[5 * MIB : 9 * MIB])  # the disk fills about 3 MiB into it
+    # The disk fills about 3 MiB into a 19 MiB chunk: the server reads the rest of it, so the client, which sends
+    # the whole body before it reads the answer, hears the 507 rather than a broken pipe.
+    full = patch(url, vendor_a, 5 * MIB, DATA[5 * MIB :])
     assert full.status_code == 507
     assert full.json() == {
         "errors": [
@@ -80,7 +93,14 @@ def test_a_tus_chunk_on_a_full_disk_is_a_507_and_nothing_past_the_acknowledged_o
     assert artifact.state == Artifact.VERIFIED and artifact.blob.sha256 == sha256(DATA)
 
 
-def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(vendor_a, small_disk):
+@pytest.mark.parametrize("spooled_on", ["the full disk", "another disk"])
+def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(
+    vendor_a, small_disk, settings, tmp_path, spooled_on
+):
+    # Django spools the multipart file (over 2.5 MiB) before the view runs: where FILE_UPLOAD_TEMP_DIR says.
+    spool = small_disk / "uploads" if spooled_on == "the full disk" else tmp_path / "spool"
+    spool.mkdir(parents=True, exist_ok=True)
+    settings.FILE_UPLOAD_TEMP_DIR = spool
     data = DATA[: 10 * MIB]
     before = db_snapshot()
     response = vendor_a.client().post(
@@ -106,3 +126,20 @@ def test_readyz_reports_storage_below_the_free_space_threshold(client, settings,
     assert storage.endswith(f"bytes free under {small_disk}, below STORAGE_MIN_FREE_BYTES")
     free = int(storage.removeprefix("error: ").split()[0])
     assert free < 4 * MIB
+
+
+def test_on_a_full_disk_the_rest_of_the_chunk_is_read_before_the_answer(vendor_a, small_disk):
+    """Whatever the server in front does with a body the application left unread, the client still sending
+    is read to the end of its chunk, so it hears the 507 instead of a reset connection."""
+    upload = upload_services.upload_create(
+        actor=vendor_a.user,
+        length=len(DATA),
+        metadata={"kind": "golden", "version": "1.0", "filename": "g.npz", "sha256": sha256(DATA)},
+    )
+    body = io.BytesIO(DATA)
+    with pytest.raises(StorageFullError):
+        upload_services.upload_append(
+            actor=vendor_a.user, upload=upload, offset=0, stream=body, content_length=len(DATA)
+        )
+    assert body.tell() == len(DATA)
+    assert upload_services.upload_path(upload).stat().st_size == Upload.objects.get().offset == 0

@@ -215,3 +215,13 @@ def test_the_schema_says_what_the_api_refuses(client):
     assert set(map(tuple, bodies.values())) == {("application/json",)}
     head = schema["paths"]["/api/v1/uploads/{upload_id}/"]["head"]
     assert {"Upload-Offset", "Upload-Length"} <= set(head["responses"]["200"]["headers"])
+
+
+def test_the_schema_declares_the_upload_constraints_the_server_enforces(client):
+    schema = client.get("/api/v1/schema/?format=json").json()
+    upload = schema["components"]["schemas"]["ArtifactUploadInputRequest"]["properties"]["sha256"]
+    assert upload["pattern"] == "^[0-9a-f]{64}$"
+    create = schema["paths"]["/api/v1/uploads/"]["post"]["parameters"]
+    assert {p["name"]: p["schema"] for p in create}["Upload-Length"] == {"type": "integer", "minimum": 1}
+    patch = schema["paths"]["/api/v1/uploads/{upload_id}/"]["patch"]["parameters"]
+    assert {p["name"]: p["schema"] for p in patch}["Upload-Offset"] == {"type": "integer", "minimum": 0}

@@ -1,11 +1,13 @@
 """The tus endpoint against a live server, with tuspy as the client."""
 
 import base64
+import contextlib
 import fcntl
 import hashlib
 import io
 import socket
 import time
+import uuid
 from urllib.parse import urlsplit
 
 import pytest
@@ -320,3 +322,138 @@ def test_another_vendor_cannot_touch_an_upload(live_server, vendor_a, vendor_b):
     assert requests.patch(upload.url, data=DATA[4096:8192], headers=headers(vendor_b, **chunk)).status_code == 404
     assert requests.delete(upload.url, headers=headers(vendor_b)).status_code == 404
     assert db_snapshot() == before
+
+
+def in_flight(path) -> bool:
+    """Whether a PATCH holds the upload's file (as it does from its first byte to its answer)."""
+    with open(path, "rb") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        return False
+
+
+def open_patch(url: str, account, offset: int, claimed_length: int) -> socket.socket:
+    parts = urlsplit(url)
+    connection = socket.create_connection((parts.hostname, parts.port), timeout=30)
+    connection.sendall(
+        (
+            f"PATCH {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nAuthorization: Token {account.key}\r\n"
+            f"Tus-Resumable: 1.0.0\r\nContent-Type: application/offset+octet-stream\r\nUpload-Offset: {offset}\r\n"
+            f"Content-Length: {claimed_length}\r\nConnection: close\r\n\r\n"
+        ).encode()
+    )
+    return connection
+
+
+def answer_status(connection: socket.socket) -> int:
+    answer = b""
+    while b"\r\n" not in answer and (part := connection.recv(65536)):
+        answer += part
+    return int(answer.split(b" ", 2)[1])
+
+
+@pytest.mark.parametrize("checkpoint_seconds", [0.05, 3600], ids=["seen-at-a-checkpoint", "seen-at-the-end"])
+def test_termination_stops_a_patch_in_flight(live_server, vendor_a, monkeypatch, checkpoint_seconds):
+    monkeypatch.setattr(upload_services, "CHECKPOINT_SECONDS", checkpoint_seconds)
+    upload = uploader(live_server, vendor_a, DATA)
+    upload.upload(stop_at=1024)
+    path = upload_services.upload_path(Upload.objects.get())
+    connection = open_patch(upload.url, vendor_a, 1024, len(DATA) - 1024)
+    with connection:
+        connection.sendall(DATA[1024:4096])
+        deadline = time.monotonic() + 20
+        while not in_flight(path):
+            assert time.monotonic() < deadline, "the PATCH never started writing"
+            time.sleep(0.02)
+        assert requests.delete(upload.url, headers=headers(vendor_a), timeout=30).status_code == 204
+        # The client goes on sending the rest of the file, a block at a time; the server stops it.
+        sent = 4096
+        with contextlib.suppress(OSError):  # the server may close while the client still sends
+            while sent < len(DATA):
+                connection.sendall(DATA[sent : sent + 64 * 1024])
+                sent += 64 * 1024
+                time.sleep(0.005)
+        assert answer_status(connection) == 404
+    assert not Upload.objects.exists()
+    assert not Artifact.objects.exists() and not Blob.objects.exists()
+    assert not path.exists()
+
+
+def test_x_http_method_override_stands_for_patch_and_delete(live_server, vendor_a):
+    upload = uploader(live_server, vendor_a, DATA)
+    upload.upload(stop_at=1024)
+    chunk = {"Upload-Offset": "1024", "Content-Type": "application/offset+octet-stream"}
+    appended = requests.post(
+        upload.url, data=DATA[1024:2048], headers=headers(vendor_a, **chunk, **{"X-HTTP-Method-Override": "PATCH"})
+    )
+    assert (appended.status_code, appended.headers["Upload-Offset"]) == (204, "2048")
+    refused = requests.post(upload.url, headers=headers(vendor_a, **{"X-HTTP-Method-Override": "PUT"}))
+    assert (refused.status_code, refused.json()["errors"][0]["field"]) == (400, "X-HTTP-Method-Override")
+    deleted = requests.post(upload.url, headers=headers(vendor_a, **{"X-HTTP-Method-Override": "DELETE"}))
+    assert deleted.status_code == 204
+    assert not Upload.objects.exists()
+
+
+def test_options_needs_no_token(live_server):
+    for url in (f"{live_server.url}/api/v1/uploads/", f"{live_server.url}/api/v1/uploads/{uuid.uuid4()}/"):
+        response = requests.options(url)
+        assert response.status_code == 204, url
+        assert response.headers["Tus-Version"] == "1.0.0"
+        assert "termination" in response.headers["Tus-Extension"].split(",")
+    assert requests.head(f"{live_server.url}/api/v1/uploads/{uuid.uuid4()}/").status_code == 401
+
+
+def test_cors_answers_only_configured_origins(live_server, vendor_a, settings):
+    settings.CORS_ALLOWED_ORIGINS = ["https://uploads.example.org"]
+    url = f"{live_server.url}/api/v1/uploads/"
+    preflight = {
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,tus-resumable,upload-length,upload-metadata",
+    }
+    allowed = requests.options(url, headers={"Origin": "https://uploads.example.org", **preflight})
+    assert allowed.headers["Access-Control-Allow-Origin"] == "https://uploads.example.org"
+    assert {"tus-resumable", "upload-length", "upload-metadata"} <= set(
+        allowed.headers["Access-Control-Allow-Headers"].split(", ")
+    )
+    created = requests.post(
+        url,
+        headers=headers(
+            vendor_a,
+            Origin="https://uploads.example.org",
+            **{"Upload-Length": str(len(DATA)), "Upload-Metadata": encode(metadata(DATA))},
+        ),
+    )
+    assert created.status_code == 201
+    exposed = set(created.headers["Access-Control-Expose-Headers"].split(", "))
+    assert {"Location", "Upload-Offset", "Tus-Resumable"} <= exposed
+    elsewhere = requests.options(url, headers={"Origin": "https://elsewhere.example", **preflight})
+    assert "Access-Control-Allow-Origin" not in elsewhere.headers
+
+
+def test_refusals_of_method_length_and_header_size_are_in_the_api_error_format(live_server, vendor_a):
+    upload = uploader(live_server, vendor_a, DATA)
+    upload.upload(stop_at=1024)
+    for response in (
+        requests.post(upload.url, headers={"Authorization": f"Token {vendor_a.key}"}),
+        requests.put(upload.url, headers=headers(vendor_a)),
+    ):
+        assert response.status_code == 405
+        assert response.json()["errors"][0]["code"] == "method_not_allowed"
+    chunked = requests.patch(
+        upload.url,
+        data=iter([DATA[1024:2048]]),  # a generator: requests sends it chunked, with no Content-Length
+        headers=headers(vendor_a, **{"Upload-Offset": "1024", "Content-Type": "application/offset+octet-stream"}),
+    )
+    assert (chunked.status_code, chunked.json()["errors"][0]["field"]) == (411, "Content-Length")
+    huge = {"Upload-Length": str(len(DATA)), "Upload-Metadata": encode(metadata(DATA, filename="f" * 6000))}
+    too_large = requests.post(f"{live_server.url}/api/v1/uploads/", headers=headers(vendor_a, **huge))
+    assert too_large.status_code == 431
+    assert too_large.json()["errors"][0] == {
+        "field": "Upload-Metadata",
+        "code": "header_too_large",
+        "message": "Upload-Metadata holds at most 4096 bytes.",
+    }
+    assert Upload.objects.get().offset == 1024

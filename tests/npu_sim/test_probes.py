@@ -210,6 +210,18 @@ def test_trace_problems_are_named():
     assert trace_problems(bad) == ["complete event 0 (x) has no duration", "event 1 lacks ['name', 'pid', 'tid', 'ts']"]
 
 
+def test_slices_that_overlap_without_nesting_are_named():
+    def complete(name, ts, dur, tid=0):
+        return {"name": name, "ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+    nested = [complete("call", 0, 10), complete("op", 0, 4), complete("op", 4, 6), complete("next", 10, 5)]
+    assert trace_problems({"traceEvents": nested}) == []
+    overlapping = [complete("a", 0, 10.001), complete("b", 10, 5), complete("other track", 5, 20, tid=1)]
+    assert trace_problems({"traceEvents": overlapping}) == [
+        "complete event 1 (b) overlaps the one before it on its track"
+    ]
+
+
 def test_counters_trace_writes_a_trace_file(package, tmp_path):
     run_probe(package, "counters_trace", "runner", workdir=tmp_path)
     trace = json.loads((tmp_path / "counters_trace-trace.json").read_text())

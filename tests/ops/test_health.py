@@ -4,12 +4,16 @@ import os
 import secrets
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from acceptance.services import runs_sweep
 from calculet.logs import JsonFormatter, request_id_var
+from calculet.models import JobRun
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,11 +27,44 @@ def test_healthz_answers_without_touching_the_database(client):
 
 @pytest.mark.django_db
 def test_readyz_reports_each_dependency(client, settings):
+    runs_sweep()
     response = client.get(reverse("readyz"))
     body = response.json()
-    assert set(body["checks"]) == {"database", "migrations", "broker", "storage"}
+    assert set(body["checks"]) == {"database", "migrations", "broker", "storage", "sweeper"}
     assert response.status_code == 200, body
     assert body["status"] == "ready"
+
+
+@pytest.mark.django_db
+def test_readyz_fails_when_the_sweeper_stopped(client, settings):
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    assert response.json()["checks"]["sweeper"] == "error: the sweeper has not run yet"
+    runs_sweep()
+    assert client.get(reverse("readyz")).json()["checks"]["sweeper"] == "ok"
+    settings.ACCEPTANCE_SWEEP_STALE_AFTER = 60
+    JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() - timedelta(seconds=61))
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    stale = response.json()["checks"]["sweeper"]
+    assert stale.startswith("error: the sweeper last finished 61 s ago (at ") and stale.endswith("more than 60 s")
+
+
+@pytest.mark.django_db
+def test_readyz_fails_when_plain_uploads_cannot_be_spooled(client, settings, tmp_path):
+    runs_sweep()
+    settings.FILE_UPLOAD_TEMP_DIR = tmp_path / "not-made"
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    assert response.json()["checks"]["storage"] == (
+        f"error: FILE_UPLOAD_TEMP_DIR {tmp_path / 'not-made'} is not a directory calculet can write to"
+    )
+
+
+def test_plain_uploads_are_spooled_on_the_uploads_volume():
+    from django.conf import settings
+
+    assert settings.FILE_UPLOAD_TEMP_DIR == settings.STORAGE_ROOT / "uploads"
 
 
 @pytest.mark.django_db

@@ -173,6 +173,11 @@ SYMLINK_CHAIN = tar_members(
 UNSAFE_ARCHIVES = {
     "absolute path": tar_with(_named("/etc/cron.d/evil")),
     "dot-dot": tar_with(_named("model/../../evil")),
+    "backslash dot-dot": tar_with(_named("..\\..\\evil.bat")),
+    "backslash inside a name": tar_with(_named("model\\..\\..\\evil.bat")),
+    "drive letter": tar_with(_named("C:/Windows/evil.bat")),
+    "drive letter, relative": tar_with(_named("c:evil.bat")),
+    "backslash in a link target": tar_with(_link(tarfile.SYMTYPE, "..\\..\\etc", name="model/link")),
     "symlink out": tar_with(_link(tarfile.SYMTYPE, "../../etc/passwd", name="model/link")),
     "absolute symlink": tar_with(_link(tarfile.SYMTYPE, "/etc/passwd")),
     "hard link out": tar_with(_link(tarfile.LNKTYPE, "../outside")),

@@ -3,17 +3,20 @@
 import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.acceptance.workers import ROOT, Worker, wait_until, worker_env
+from tests.acceptance.workers import ROOT, worker_env
 from tests.factories import sha256
 from vendor.models import Artifact, Upload
+from vendor.services import uploads as upload_services
 from vendor.services.uploads import upload_append, upload_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -99,40 +102,21 @@ def test_an_upload_without_a_stored_hash_state_hashes_its_stored_bytes_once(vend
     assert Artifact.objects.get(pk=upload.artifact_id).state == Artifact.VERIFIED
 
 
-def serves(url: str) -> bool:
-    try:
-        return requests.get(f"{url}/healthz", timeout=5).status_code == 200
-    except requests.RequestException:
-        return False
-
-
 @pytest.fixture
-def gunicorn(tmp_path):
-    """calculet.wsgi served by one gunicorn sync worker (as deployed) on the test database."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**worker_env(), "LOG_LEVEL": "WARNING"}
-    command = [str(Path(sys.executable).parent / "gunicorn"), "calculet.wsgi", "--bind", f"127.0.0.1:{port}"]
-    server = Worker([*command, "--workers", "1"], env, tmp_path / "gunicorn.log")
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until(lambda: serves(url), timeout=60, what="gunicorn", workers=[server], sweep=False)
-        (worker,) = server.pool_children()
+def gunicorn_worker(gunicorn_server):
+    """calculet.wsgi served by one gunicorn worker, as deployed (gunicorn.conf.py), on the test database."""
+    with gunicorn_server(workers=1) as (url, (worker,)):
         yield url, worker
-    finally:
-        server.stop()
 
 
 def minor_faults(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[7])
 
 
-@pytest.mark.worker
-def test_a_chunk_passes_through_the_web_worker_without_faulting_in_fresh_memory(vendor_a, gunicorn):
+def test_a_chunk_passes_through_the_web_worker_without_faulting_in_fresh_memory(vendor_a, gunicorn_worker):
     # gunicorn copies a body through several megabyte buffers; served by fresh mmaps, each copy faulted a page in
     # every 4 KiB (over 100,000 faults for this chunk), costing more than the copying itself.
-    url, worker = gunicorn
+    url, worker = gunicorn_worker
     data = os.urandom(128 * MIB)
     upload = upload_create(
         actor=vendor_a.user,
@@ -154,3 +138,53 @@ def test_a_chunk_passes_through_the_web_worker_without_faulting_in_fresh_memory(
     assert response.status_code == 204, response.text
     assert minor_faults(worker) - before < len(data) // 4096 // 8
     assert Artifact.objects.get(pk=Upload.objects.get(pk=upload.pk).artifact_id).state == Artifact.VERIFIED
+
+
+def test_a_worker_killed_mid_chunk_keeps_what_it_had_recorded_and_the_upload_resumes(vendor_a, gunicorn_worker):
+    """As tusd does: the bytes a PATCH had received before the server was cut are kept, HEAD reports them."""
+    url, worker = gunicorn_worker
+    data = os.urandom(8 * MIB)
+    upload = upload_create(
+        actor=vendor_a.user,
+        length=len(data),
+        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(data)},
+    )
+    tus = {"Authorization": f"Token {vendor_a.key}", "Tus-Resumable": "1.0.0"}
+    head = f"PATCH /api/v1/uploads/{upload.pk}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(
+        f"{name}: {value}\r\n" for name, value in tus.items()
+    )
+    head += f"Upload-Offset: 0\r\nContent-Type: application/offset+octet-stream\r\nContent-Length: {len(data)}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1]))) as connection:
+        connection.sendall(head.encode() + data[: 3 * MIB])
+        # A checkpoint is due CHECKPOINT_SECONDS (2 s) in: the first block (1 MiB) read after that records it.
+        time.sleep(upload_services.CHECKPOINT_SECONDS + 0.5)
+        connection.sendall(data[3 * MIB : 4 * MIB])
+        deadline = time.monotonic() + 60
+        while Upload.objects.get(pk=upload.pk).offset < 4 * MIB:
+            assert time.monotonic() < deadline, "the PATCH never recorded a checkpoint"
+            time.sleep(0.1)
+        connection.sendall(data[4 * MIB : 4 * MIB + 1000])  # received, never recorded: lost with the worker
+        os.kill(worker, signal.SIGKILL)  # as a time-out or an out-of-memory kill would
+    kept = Upload.objects.get(pk=upload.pk).offset
+    assert kept == 4 * MIB
+    # gunicorn starts a new worker; HEAD there reports what was kept, and the upload resumes from it.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            offset = requests.head(f"{url}/api/v1/uploads/{upload.pk}/", headers=tus, timeout=5).headers[
+                "Upload-Offset"
+            ]
+            break
+        except requests.RequestException:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+    assert int(offset) == kept
+    resumed = requests.patch(
+        f"{url}/api/v1/uploads/{upload.pk}/",
+        data=data[kept:],
+        headers={**tus, "Upload-Offset": str(kept), "Content-Type": "application/offset+octet-stream"},
+        timeout=120,
+    )
+    assert resumed.status_code == 204, resumed.text
+    artifact = Artifact.objects.get(pk=Upload.objects.get(pk=upload.pk).artifact_id)
+    assert artifact.state == Artifact.VERIFIED and artifact.blob.sha256 == sha256(data)

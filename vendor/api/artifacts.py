@@ -18,7 +18,7 @@ from calculet.errors import NotFoundError
 from vendor.access import object_for_user
 from vendor.models import Artifact
 from vendor.selectors import artifact_list
-from vendor.services.artifacts import artifact_upload
+from vendor.services.artifacts import SHA256_PATTERN, artifact_upload
 from vendor.storage import CHUNK_BYTES, artifact_storage
 
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -50,7 +50,11 @@ class ArtifactUploadInputSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=Artifact.KINDS)
     version = serializers.CharField(max_length=100)
     file_name = serializers.CharField(max_length=255, required=False, help_text="Defaults to the uploaded file's name.")
-    sha256 = serializers.CharField(max_length=64, help_text="The SHA-256 of the file, 64 lowercase hex digits.")
+    sha256 = serializers.RegexField(
+        SHA256_PATTERN,
+        help_text="The SHA-256 of the file, 64 lowercase hex digits.",
+        error_messages={"invalid": "The SHA-256 is 64 lowercase hexadecimal digits."},
+    )
     file = serializers.FileField(allow_empty_file=True, use_url=False)
 
 
@@ -126,6 +130,13 @@ def _byte_range(header: str, size: int) -> tuple[int, int] | None:
     return first_byte, last_byte
 
 
+def _etag_matches(header: str, etag: str) -> bool:
+    """Whether If-None-Match names `etag` (weakly compared, RFC 9110 13.1.2) or is `*`."""
+    if header.strip() == "*":
+        return True
+    return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
+
+
 def _stream(handle, first: int, length: int):
     try:
         handle.seek(first)
@@ -155,17 +166,24 @@ class ArtifactDownloadApi(Api):
         parameters=[
             OpenApiParameter(
                 "Range", OpenApiTypes.STR, OpenApiParameter.HEADER, description="One byte range, e.g. bytes=0-1023."
-            )
+            ),
+            OpenApiParameter(
+                "If-None-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                description='ETags held, e.g. "<sha256>": 304 when one of them (or *) is the file\'s.',
+            ),
         ],
         responses={
             (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The whole file."),
             (206, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The range asked for."),
             302: OpenApiResponse(description="With S3 storage: a short-lived signed URL to the bytes."),
+            304: OpenApiResponse(description="If-None-Match names the file's ETag (its SHA-256): not sent again."),
             416: OpenApiResponse(description="The range lies outside the file."),
         },
     )
     def get(self, request, artifact_id):
-        """The verified bytes. Honours a single HTTP Range."""
+        """The verified bytes. Honours a single HTTP Range, and If-None-Match against the ETag (the SHA-256)."""
         artifact = object_for_user(request.user, Artifact.objects, pk=artifact_id)
         if artifact.state != Artifact.VERIFIED:
             raise NotFoundError(f"Artifact {artifact_id} has no verified bytes.")
@@ -174,6 +192,11 @@ class ArtifactDownloadApi(Api):
             # A remote store (S3) serves the bytes, ranges included, from a short-lived signed URL made only
             # after the access check above.
             return HttpResponseRedirect(storage.url(artifact.blob.storage_name))
+        etag = f'"{artifact.blob.sha256}"'
+        if _etag_matches(request.headers.get("If-None-Match", ""), etag):
+            response = HttpResponse(status=status.HTTP_304_NOT_MODIFIED)
+            response["ETag"] = etag
+            return response
         size = artifact.blob.size
         try:
             byte_range = _byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
@@ -191,7 +214,7 @@ class ArtifactDownloadApi(Api):
         )
         response["Content-Length"] = str(length)
         response["Accept-Ranges"] = "bytes"
-        response["ETag"] = f'"{artifact.blob.sha256}"'
+        response["ETag"] = etag
         response["Content-Disposition"] = content_disposition_header(True, artifact.file_name)
         if byte_range is not None:
             response["Content-Range"] = f"bytes {first}-{last}/{size}"

@@ -1,7 +1,9 @@
 """The tus 1.0 resumable upload protocol: core, creation, checksum (sha256), termination and expiration.
 
 The body of a PATCH is read straight from the request stream, a chunk at a time, and never through
-`request.data`/`request.body`, so Django never holds it in memory.
+`request.data`/`request.body`, so Django never holds it in memory. As tus core asks, `X-HTTP-Method-Override`
+on a POST names the method meant (PATCH or DELETE, for clients behind proxies that pass only GET and POST),
+and OPTIONS tells the protocol's version and extensions without a token.
 """
 
 import base64
@@ -14,8 +16,10 @@ from django.utils.http import http_date
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
+from rest_framework.exceptions import MethodNotAllowed
 from rest_framework.generics import ListAPIView
 from rest_framework.parsers import BaseParser
+from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from calculet.api import Api
@@ -33,6 +37,8 @@ METADATA_MAX_BYTES = 4096
 CHECKSUM_ALGORITHMS = {"sha1": 20, "sha256": 32}
 # The protocol's own requests carry Tus-Resumable; GET (progress as JSON) is plain REST.
 TUS_METHODS = {"POST", "HEAD", "PATCH", "DELETE"}
+# The methods a POST may stand for with X-HTTP-Method-Override.
+OVERRIDABLE_METHODS = {"PATCH", "DELETE"}
 
 
 class TusVersionError(DomainError):
@@ -48,6 +54,19 @@ class LengthRequiredError(DomainError):
 class UnsupportedMediaTypeError(DomainError):
     status_code = status.HTTP_415_UNSUPPORTED_MEDIA_TYPE
     code = "unsupported_media_type"
+
+
+class HeaderTooLargeError(DomainError):
+    status_code = status.HTTP_431_REQUEST_HEADER_FIELDS_TOO_LARGE
+    code = "header_too_large"
+
+
+class TokenUnlessOptions(IsAuthenticated):
+    """A token for everything but OPTIONS, which only tells what the server speaks (tus clients and browsers'
+    CORS preflights send it without one)."""
+
+    def has_permission(self, request, view):
+        return request.method == "OPTIONS" or super().has_permission(request, view)
 
 
 class ChunkParser(BaseParser):
@@ -72,7 +91,7 @@ def _unsigned(request, header: str) -> int:
 def metadata_parse(header: str) -> dict[str, str]:
     """Upload-Metadata: comma-separated `key base64(value)` pairs, keys unique."""
     if len(header.encode()) > METADATA_MAX_BYTES:
-        raise DomainError(f"Upload-Metadata holds at most {METADATA_MAX_BYTES} bytes.", field="Upload-Metadata")
+        raise HeaderTooLargeError(f"Upload-Metadata holds at most {METADATA_MAX_BYTES} bytes.", field="Upload-Metadata")
     metadata = {}
     for pair in header.split(","):
         parts = pair.strip().split(" ")
@@ -135,10 +154,25 @@ TUS_HEADERS_204 = OpenApiResponse(description="Done; see the Upload-Offset and U
 class TusApi(Api):
     max_body_bytes = None
     parser_classes = [ChunkParser]
-    error_statuses = ["410", "412"]
+    permission_classes = [TokenUnlessOptions]
+    error_statuses = ["410", "412", "431"]
+
+    def dispatch(self, request, *args, **kwargs):
+        override = request.headers.get("X-HTTP-Method-Override", "").strip().upper()
+        if request.method == "POST" and override in OVERRIDABLE_METHODS:
+            request.method = override
+        return super().dispatch(request, *args, **kwargs)
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        if request.method == "POST" and "X-HTTP-Method-Override" in request.headers:  # one it could not take
+            raise DomainError(
+                f"X-HTTP-Method-Override names {', '.join(sorted(OVERRIDABLE_METHODS))} on a POST.",
+                field="X-HTTP-Method-Override",
+            )
+        # A method the URL does not take is 405 whatever the tus headers say.
+        if not hasattr(self, request.method.lower()) or request.method.lower() not in self.http_method_names:
+            raise MethodNotAllowed(request.method)
         if request.method in TUS_METHODS and request.headers.get("Tus-Resumable") != TUS_VERSION:
             raise TusVersionError(f"This server speaks tus {TUS_VERSION}.", field="Tus-Resumable")
 
@@ -182,7 +216,9 @@ class UploadListApi(TusApi, ListAPIView):
         request=None,
         parameters=[
             TUS_RESUMABLE,
-            OpenApiParameter("Upload-Length", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(
+                "Upload-Length", {"type": "integer", "minimum": 1}, OpenApiParameter.HEADER, required=True
+            ),
             OpenApiParameter(
                 "Upload-Metadata",
                 OpenApiTypes.STR,
@@ -207,7 +243,7 @@ class UploadListApi(TusApi, ListAPIView):
 
 
 class UploadDetailApi(TusApi):
-    error_statuses = ["410", "412", "415", "423", "460", "507"]
+    error_statuses = ["410", "411", "412", "415", "423", "431", "460", "507"]
 
     def head(self, request, upload_id):
         upload = object_for_user(request.user, Upload.objects, pk=upload_id)
@@ -227,7 +263,9 @@ class UploadDetailApi(TusApi):
         request={CHUNK_CONTENT_TYPE: OpenApiTypes.BINARY},
         parameters=[
             TUS_RESUMABLE,
-            OpenApiParameter("Upload-Offset", OpenApiTypes.INT, OpenApiParameter.HEADER, required=True),
+            OpenApiParameter(
+                "Upload-Offset", {"type": "integer", "minimum": 0}, OpenApiParameter.HEADER, required=True
+            ),
             OpenApiParameter(
                 "Upload-Checksum",
                 OpenApiTypes.STR,
@@ -238,7 +276,9 @@ class UploadDetailApi(TusApi):
         responses={204: TUS_HEADERS_204},
     )
     def patch(self, request, upload_id):
-        """Append bytes at Upload-Offset. The last chunk verifies the whole file against the declared SHA-256."""
+        """Append bytes at Upload-Offset. The last chunk verifies the whole file against the declared SHA-256.
+        A chunk gives its Content-Length: a chunked (Transfer-Encoding) body is refused with 411. A termination
+        while the chunk is sent ends it with 404."""
         upload = object_for_user(request.user, Upload.objects, pk=upload_id)
         if request.content_type.split(";")[0].strip() != CHUNK_CONTENT_TYPE:
             raise UnsupportedMediaTypeError(f"A chunk is sent as {CHUNK_CONTENT_TYPE}.", field="Content-Type")

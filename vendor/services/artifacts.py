@@ -8,7 +8,6 @@ the `vendor.artifact_check` task decides (`artifact_check`).
 """
 
 import bz2
-import errno
 import gzip
 import hashlib
 import logging
@@ -32,7 +31,14 @@ from django.utils import timezone
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import ConflictError, DomainError, ForbiddenError, PayloadTooLargeError, StorageFullError
+from calculet.errors import (
+    NO_SPACE,
+    ConflictError,
+    DomainError,
+    ForbiddenError,
+    PayloadTooLargeError,
+    StorageFullError,
+)
 from vendor.access import user_membership
 from vendor.models import Artifact, Blob, Membership, Organisation
 from vendor.storage import CHUNK_BYTES, artifact_storage, blob_local_path, blob_store_file, file_sha256
@@ -48,7 +54,6 @@ DECOMPRESSORS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma
 RATIO_HEADROOM_BYTES = 1024 * 1024
 SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 MAX_LINK_HOPS = 40
-NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 # A `verifying` artifact whose check message was lost (a broker restart) is sent again after this.
 CHECK_RESEND_AFTER = timedelta(minutes=10)
 
@@ -99,7 +104,7 @@ def artifact_metadata_clean(*, kind, version, file_name, sha256, size, field_nam
             "A file name is a plain name of at most 255 characters: no path, no '..', no control characters.",
             field=names["filename"],
         )
-    if not isinstance(sha256, str) or not SHA256_PATTERN.match(sha256):
+    if not isinstance(sha256, str) or not SHA256_PATTERN.fullmatch(sha256):
         raise DomainError("The SHA-256 is 64 lowercase hexadecimal digits.", field=names["sha256"])
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise DomainError("The size is a whole number of bytes.", field=names["size"])
@@ -283,15 +288,18 @@ class ArchiveTree:
 def archive_member_check(member: tarfile.TarInfo, tree: ArchiveTree, destination: str) -> tarfile.TarInfo:
     """Judge one member after the members before it (recorded in `tree`); returns it as it may be unpacked.
 
-    Refused: an absolute name, a drive letter or '..' in the name; a member written through the links before
-    it to a place outside the destination (`a -> .`, then `a/b -> ..`); a symbolic link whose target, from
+    Refused: an absolute name, a drive letter, a backslash or '..' in the name; a member written through the
+    links before it to a place outside the destination (`a -> .`, then `a/b -> ..`); a symbolic link whose target, from
     where it is, leaves the destination; a hard link to a name outside it; a device file or FIFO; the setuid,
     setgid or sticky bit. Python's `data` filter is applied last, as the floor (it also drops group and other
     write permission). Raises UnsafeArchiveError naming the member.
     """
     name = member.name
-    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
         raise UnsafeArchiveError(f"Member {name!r} has an absolute path.")
+    # A Windows tool unpacks `..\x` as `../x`: a backslash is never a safe part of a name.
+    if "\\" in name or "\\" in member.linkname:
+        raise UnsafeArchiveError(f"Member {name!r} has a backslash in its name or link target.")
     if ".." in PurePosixPath(name).parts:
         raise UnsafeArchiveError(f"Member {name!r} contains '..'.")
     if member.ischr() or member.isblk() or member.isfifo():

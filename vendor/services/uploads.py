@@ -12,6 +12,8 @@ import fcntl
 import hashlib
 import hmac
 import os
+import sys
+import time
 from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
@@ -23,10 +25,9 @@ from rehashes import PySha256
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import ConflictError, DomainError, StorageFullError
+from calculet.errors import NO_SPACE, ConflictError, DomainError, NotFoundError, StorageFullError
 from vendor.models import Upload
 from vendor.services.artifacts import (
-    NO_SPACE,
     ArtifactRejectedError,
     artifact_ingest,
     artifact_metadata_clean,
@@ -38,6 +39,10 @@ from vendor.storage import CHUNK_BYTES
 
 METADATA_KEYS = ("kind", "version", "filename", "sha256")
 WRITEBACK_BYTES = 8 * 1024 * 1024
+# A PATCH records what it holds (fsynced, with its hash state) every CHECKPOINT_BYTES or CHECKPOINT_SECONDS,
+# so a worker killed mid-chunk loses at most that much (HEAD reports the rest) and a termination is seen soon.
+CHECKPOINT_BYTES = 64 * 1024 * 1024
+CHECKPOINT_SECONDS = 2.0
 INGEST_FIELD_NAMES = {
     "sha256": "Upload-Metadata.sha256",
     "size": "Upload-Length",
@@ -59,6 +64,10 @@ class UploadBusyError(DomainError):
 class ChecksumMismatchError(DomainError):
     status_code = 460  # tus checksum extension: "Checksum Mismatch"
     code = "checksum_mismatch"
+
+
+class UploadTerminatedError(NotFoundError):
+    """The upload was terminated (DELETE) while this request was writing to it."""
 
 
 def _hash_resume(upload: Upload, path: Path) -> PySha256:
@@ -145,7 +154,9 @@ def upload_append(
     chunk); the chunk does not run past the declared length; with `chunk_checksum` (algorithm and raw
     digest from Upload-Checksum), the chunk must match it or it is discarded (ChecksumMismatchError).
     A connection that breaks off keeps the bytes received (unless a checksum was given: then they cannot
-    be trusted). When the last byte arrives the upload becomes an artifact (see `artifact_ingest`).
+    be trusted), and so does a worker killed mid-chunk, up to its last checkpoint. A termination meanwhile
+    stops the chunk (UploadTerminatedError, 404). When the last byte arrives the upload becomes an artifact
+    (see `artifact_ingest`).
     """
     upload_check_open(upload)
     if upload.artifact_id is not None:
@@ -169,67 +180,132 @@ def upload_append(
             Upload.objects.filter(pk=upload.pk).update(offset=on_disk, hash_state=b"")
             raise ConflictError(f"Only {on_disk} bytes are stored; resume from there.", field="Upload-Offset")
         handle.truncate(offset)  # bytes past the recorded offset were never acknowledged
-        received, digest = _receive(handle, offset, stream, content_length, _hash_resume(upload, path), chunk_checksum)
-        if not received:
-            return upload
-        upload.offset = offset + received
-        upload.hash_state = digest.serialize()
-        Upload.objects.filter(pk=upload.pk, offset=offset).update(offset=upload.offset, hash_state=upload.hash_state)
+        chunk = _Chunk(upload, handle, offset, _hash_resume(upload, path), chunk_checksum)
+        try:
+            chunk.receive(stream, content_length)
+        except UploadTerminatedError:
+            path.unlink(missing_ok=True)
+            raise
+        upload.offset, upload.hash_state = chunk.recorded, chunk.hash_state
         if upload.offset < upload.length:
             return upload
-        return _upload_finish(actor=actor, upload=upload, sha256=digest.finalize())
+        return _upload_finish(actor=actor, upload=upload, sha256=chunk.digest.finalize())
 
 
-def _receive(handle, offset: int, stream, content_length: int, digest, chunk_checksum):
-    """Copy up to `content_length` bytes from `stream` to `handle` at `offset`.
+class _Chunk:
+    """One PATCH's bytes, copied from the request to the upload's file at `offset` and recorded in the
+    upload's row: at checkpoints while they arrive (not for a chunk with a checksum, which is kept whole or
+    not at all) and at the end."""
 
-    Returns (bytes kept, `digest` advanced over them). A chunk with a checksum is kept whole or not at all.
-    On a full disk nothing of the chunk is kept (the file is cut back to `offset`, the acknowledged end) and
-    StorageFullError is raised."""
-    try:
-        return _copy(handle, offset, stream, content_length, digest, chunk_checksum)
-    except OSError as error:
-        if error.errno not in NO_SPACE:
-            raise
-        handle.truncate(offset)
-        raise StorageFullError(
-            f"The artifact store is full; nothing of this chunk was kept. Resume at Upload-Offset {offset} later."
-        ) from error
+    def __init__(self, upload: Upload, handle, offset: int, digest: PySha256, chunk_checksum):
+        self.upload, self.handle, self.start = upload, handle, offset
+        self.recorded = offset  # the offset the row holds
+        self.hash_state = bytes(upload.hash_state)
+        self.digest = digest
+        self.chunk_checksum = chunk_checksum
+        self.chunk_digest = hashlib.new(chunk_checksum[0]) if chunk_checksum is not None else None
+        self.read = 0  # bytes taken from the request body
 
-
-def _copy(handle, offset: int, stream, content_length: int, digest, chunk_checksum):
-    chunk_digest = hashlib.new(chunk_checksum[0]) if chunk_checksum is not None else None
-    handle.seek(offset)
-    received = 0
-    written_back = 0
-    while received < content_length:
+    def receive(self, stream, content_length: int) -> None:
+        """Copy up to `content_length` bytes. On a full disk nothing past the last recorded offset is kept,
+        the rest of the body is read and dropped (so a client still sending hears the answer) and
+        StorageFullError is raised."""
         try:
-            block = stream.read(min(CHUNK_BYTES, content_length - received))
-        except OSError:  # the client went away mid-chunk
-            break
+            self._copy(stream, content_length)
+        except OSError as error:
+            if error.errno not in NO_SPACE:
+                raise
+            self.handle.truncate(self.recorded)
+            _discard(stream, content_length - self.read)
+            kept = "nothing of this chunk was kept" if self.recorded == self.start else "the chunk was kept in part"
+            raise StorageFullError(
+                f"The artifact store is full; {kept}. Resume at Upload-Offset {self.recorded} later."
+            ) from error
+
+    def _copy(self, stream, content_length: int) -> None:
+        self.handle.seek(self.start)
+        received = written_back = checkpointed = 0
+        checkpoint_at = time.monotonic() + CHECKPOINT_SECONDS
+        while received < content_length:
+            try:
+                block = stream.read(min(CHUNK_BYTES, content_length - received))
+            except OSError:  # the client went away mid-chunk
+                break
+            if not block:
+                break
+            self.read += len(block)
+            remaining = memoryview(block)
+            while remaining:
+                remaining = remaining[self.handle.write(remaining) :]
+            self.digest.update(block)
+            if self.chunk_digest is not None:
+                self.chunk_digest.update(block)
+            received += len(block)
+            if received - written_back >= WRITEBACK_BYTES:
+                _write_back(self.handle, self.start + max(written_back - WRITEBACK_BYTES, 0), self.start + received)
+                written_back = received
+            if received - checkpointed >= CHECKPOINT_BYTES or time.monotonic() >= checkpoint_at:
+                self._checkpoint(self.start + received)
+                checkpointed, checkpoint_at = received, time.monotonic() + CHECKPOINT_SECONDS
+            time.sleep(0)  # under gevent, let the worker's other connections run between blocks
+        if self.chunk_digest is not None:
+            if received < content_length:
+                self.handle.truncate(self.start)
+                self._check_not_terminated()
+                return
+            if not hmac.compare_digest(self.chunk_digest.digest(), self.chunk_checksum[1]):
+                self.handle.truncate(self.start)
+                raise ChecksumMismatchError(
+                    "The chunk's digest does not match Upload-Checksum; it was discarded.", field="Upload-Checksum"
+                )
+        self._record(self.start + received)
+
+    def _checkpoint(self, end: int) -> None:
+        if self.chunk_digest is None:
+            self._record(end)
+        else:
+            self._check_not_terminated()
+
+    def _record(self, end: int) -> None:
+        """Make the bytes up to `end` durable and store the offset with the hash state; a row that is gone
+        means the upload was terminated meanwhile."""
+        if end == self.recorded:
+            self._check_not_terminated()
+            return
+        _fsync(self.handle)
+        state = self.digest.serialize()
+        if not Upload.objects.filter(pk=self.upload.pk, offset=self.recorded).update(offset=end, hash_state=state):
+            raise UploadTerminatedError("The upload was terminated while this chunk was being sent.")
+        self.recorded, self.hash_state = end, state
+
+    def _check_not_terminated(self) -> None:
+        if not Upload.objects.filter(pk=self.upload.pk).exists():
+            raise UploadTerminatedError("The upload was terminated while this chunk was being sent.")
+
+
+def _fsync(handle) -> None:
+    """Wait until the disk holds the file's bytes. Under gevent (gunicorn.conf.py) the wait goes to gevent's
+    thread pool: in the worker's own thread it would stall every other connection of the worker meanwhile."""
+    monkey = sys.modules.get("gevent.monkey")
+    if monkey is not None and monkey.is_module_patched("socket"):
+        import gevent
+
+        gevent.get_hub().threadpool.apply(os.fsync, (handle.fileno(),))
+    else:
+        os.fsync(handle.fileno())
+
+
+def _discard(stream, length: int) -> None:
+    """Read and drop up to `length` more bytes of a request body."""
+    while length > 0:
+        try:
+            block = stream.read(min(CHUNK_BYTES, length))
+        except OSError:
+            return
         if not block:
-            break
-        remaining = memoryview(block)
-        while remaining:
-            remaining = remaining[handle.write(remaining) :]
-        digest.update(block)
-        if chunk_digest is not None:
-            chunk_digest.update(block)
-        received += len(block)
-        if received - written_back >= WRITEBACK_BYTES:
-            _write_back(handle, offset + max(written_back - WRITEBACK_BYTES, 0), offset + received)
-            written_back = received
-    if chunk_digest is not None:
-        if received < content_length:
-            handle.truncate(offset)
-            return 0, None
-        if not hmac.compare_digest(chunk_digest.digest(), chunk_checksum[1]):
-            handle.truncate(offset)
-            raise ChecksumMismatchError(
-                "The chunk's digest does not match Upload-Checksum; it was discarded.", field="Upload-Checksum"
-            )
-    os.fsync(handle.fileno())
-    return received, digest
+            return
+        length -= len(block)
+        time.sleep(0)
 
 
 def _write_back(handle, start: int, end: int) -> None:
@@ -267,14 +343,22 @@ def _upload_finish(*, actor, upload: Upload, sha256: str | None) -> Upload:
 
 
 def upload_terminate(*, actor, upload: Upload) -> None:
-    """Delete an upload and its partial bytes (tus termination). A finished upload's artifact stays."""
+    """Delete an upload and its partial bytes (tus termination). A finished upload's artifact stays.
+
+    A PATCH writing to the upload meanwhile holds its file: it finds the row gone at its next checkpoint (at
+    most CHECKPOINT_SECONDS later) or at its end, answers 404, makes no artifact and removes the file."""
     with transaction.atomic():
         locked = lock_rows(Upload.objects).get(pk=upload.pk)
         audit_record(
             actor=actor, action="upload.terminate", obj=locked, after={"offset": locked.offset, **locked.metadata}
         )
         locked.delete()
-        upload_path(upload).unlink(missing_ok=True)
+    path = upload_path(upload)
+    try:
+        with _exclusive(path):
+            path.unlink()
+    except (UploadBusyError, UploadExpiredError):  # being written (its writer removes it), or already gone
+        pass
 
 
 def upload_expire_stale(*, now: datetime.datetime | None = None) -> int:

@@ -90,6 +90,23 @@ def test_the_answer_s_own_current_metadata_must_be_accepted():
 
 
 @pytest.mark.parametrize(
+    ("field_format", "good", "bad"),
+    [("uri", "https://vendor.example/packages/b8", "not a uri"), ("date-time", "2026-08-02T10:00:00Z", "yesterday")],
+)
+@pytest.mark.parametrize(
+    "draft", ["https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-07/schema#"]
+)
+def test_the_formats_a_schema_names_are_checked(draft, field_format, good, bad):
+    vendor = samples_for("package-metadata").accept[0].document
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA) | {"$schema": draft}
+    schema["properties"]["source"] = {"type": "string", "format": field_format}
+    assert check_schema(schema, "package-metadata", also_accept={"vendor": vendor | {"source": good}}).passed
+    report = check_schema(schema, "package-metadata", also_accept={"vendor": vendor | {"source": bad}})
+    assert [(f.code, f.detail["sample"]) for f in report.findings] == [("rejects_current", "vendor")]
+    assert f"is not a '{field_format}'" in report.findings[0].message
+
+
+@pytest.mark.parametrize(
     ("schema", "code"),
     [
         ({"type": "objekt"}, "schema_invalid"),
