@@ -10,15 +10,15 @@ from celery.signals import worker_ready, worker_shutdown
 from django.conf import settings
 from django.db import connection
 
+from acceptance.services.sweeper import run_dirs_sweep
+from acceptance.services.targets import target_heartbeat
+
 logger = logging.getLogger(__name__)
 
 _stop = threading.Event()
 
 
 def _beat(queues: list[str], worker: str) -> None:
-    from acceptance.services.sweeper import run_dirs_sweep
-    from acceptance.services.targets import target_heartbeat
-
     while True:
         try:
             target_heartbeat(queues=queues, worker=worker)

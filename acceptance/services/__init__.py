@@ -4,13 +4,13 @@ browser, admin, tasks, management commands) calls these."""
 from acceptance.services.answers import answer_submit
 from acceptance.services.chains import chain_advance, chain_start, chain_start_for_answer, run_create, run_rerun
 from acceptance.services.promotion import capability_promote, policy_current
+from acceptance.services.registration import target_register
 from acceptance.services.runs.execute import run_execute
 from acceptance.services.sweeper import runs_sweep
 from acceptance.services.targets import (
     target_ensure_simulator,
     target_health_check_start,
     target_heartbeat,
-    target_register,
     target_set_maintenance,
     targets_health_check,
 )

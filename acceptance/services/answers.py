@@ -5,7 +5,8 @@ from django.db import transaction
 from acceptance import protocol
 from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
-from acceptance.services.deliverable_checks import deliverable_check_send, deliverable_check_wanted
+from acceptance.services.deliverable_checks import deliverable_check_wanted
+from acceptance.services.dispatch import deliverable_check_send
 from acceptance.services.inputs import answer_recipe, threshold_overrides
 from calculet.audit import audit_record
 from calculet.errors import DomainError

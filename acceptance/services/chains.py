@@ -16,7 +16,7 @@ from acceptance.services.inputs import (
 )
 from acceptance.services.locking import question_lock
 from acceptance.services.runs.state import run_state_move
-from acceptance.services.targets import target_accepts_runs, target_ensure_simulator
+from acceptance.services.targets import target_accepts_runs, target_ensure_simulator, target_health_check_start
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
@@ -273,8 +273,6 @@ def run_rerun(*, actor, run: Run) -> Run:
     is waiting or running); for a chain stage, the stage before it has passed on the current inputs and no run
     of the stage is waiting or running (ConflictError otherwise).
     """
-    from acceptance.services.targets import target_health_check_start
-
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may re-run a stage.")
     if run.state in stages.ACTIVE_STATES:

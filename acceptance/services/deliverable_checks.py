@@ -19,7 +19,6 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 """
 
 import json
-import logging
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -36,6 +35,7 @@ from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk
 from acceptance.recipes import RECIPES, Recipe
+from acceptance.services.dispatch import deliverable_check_send
 from calculet.errors import DomainError
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
@@ -43,8 +43,6 @@ from vendor.models import Answer, Artifact, Deliverable
 from vendor.services.artifacts import UnsafeArchiveError, archive_extract, example_unpack
 from vendor.services.deliverables import deliverable_accept, deliverable_lock, deliverable_reject
 from vendor.storage import blob_local_path
-
-logger = logging.getLogger(__name__)
 
 CHECKED_KINDS = {
     Deliverable.SDK: Artifact.SDK,
@@ -85,17 +83,6 @@ def _owing_a_check(answers: QuerySet[Answer]) -> QuerySet[Answer]:
     )
     checked = EvidenceItem.objects.filter(origin=EvidenceItem.CHECK, answer=OuterRef("pk"))
     return answers.filter(deliverable__kind__in=CHECKED_KINDS).filter(~Exists(newer), ~Exists(checked))
-
-
-def deliverable_check_send(answer_id: int) -> None:
-    """Send the answer's check to a worker. When the broker is down nothing is lost: the answer still owes
-    its check, and `deliverable_checks_resend` sends it again."""
-    from acceptance.tasks import deliverable_check_task  # the tasks module imports this one
-
-    try:
-        deliverable_check_task.delay(answer_id)
-    except Exception:
-        logger.exception("could not send the check of answer %s; it will be sent again", answer_id)
 
 
 def deliverable_checks_resend(*, now: datetime | None = None) -> int:

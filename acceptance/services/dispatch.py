@@ -1,7 +1,10 @@
-"""Sending a run to its target's queue, once the transaction that wrote it `queued` has committed.
+"""Sending the acceptance app's tasks, by name (`acceptance/tasks.py` imports the services, so no service
+imports it): a run to its target's queue once the transaction that wrote it `queued` has committed, and an
+answer's deliverable check.
 
 PostgreSQL holds the truth; a message is only a wake-up call. A lost message costs a sweep interval, never
-the run: the sweeper re-sends runs left queued when their queue is empty.
+the run: the sweeper re-sends runs left queued when their queue is empty, and `deliverable_checks_resend`
+the checks still owed.
 """
 
 import logging
@@ -10,6 +13,7 @@ from django.db import transaction
 from kombu.exceptions import ChannelError
 
 from acceptance.models import Run
+from calculet.celery import app, task_send
 
 logger = logging.getLogger(__name__)
 
@@ -20,16 +24,13 @@ LOST_WORKER_PRIORITY = 0
 
 
 def _send(run_id: int, queue_name: str, *, declare: bool, priority: int) -> None:
-    from acceptance.tasks import run_execute_task
-    from calculet.celery import app
-
     try:
         if declare:
             # A connection declares a queue once and caches it; after a broker restart or flush the queue's
             # binding is gone and a cached declaration would route the message nowhere. A re-send declares.
             with app.producer_or_acquire() as producer:
                 app.amqp.queues[queue_name].bind(producer.channel).declare()
-        run_execute_task.apply_async(args=[run_id], queue=queue_name, priority=priority)
+        task_send("acceptance.run_execute", [run_id], queue=queue_name, priority=priority)
     except Exception:  # the broker is down: the run stays queued in PostgreSQL and the sweeper re-sends it
         logger.exception("could not send run %s to queue %s; the sweeper will re-send it", run_id, queue_name)
 
@@ -45,10 +46,17 @@ def run_send(run: Run, *, resend: bool = False, lost_worker: bool = False) -> No
 
 def queue_length(queue_name: str) -> int:
     """Messages waiting in a queue (0 when the broker does not know the queue, e.g. after a flush)."""
-    from calculet.celery import app
-
     with app.connection_for_read() as connection:
         try:
             return connection.default_channel.queue_declare(queue=queue_name, passive=True).message_count
         except ChannelError:
             return 0
+
+
+def deliverable_check_send(answer_id: int) -> None:
+    """Send the answer's check to a worker. When the broker is down nothing is lost: the answer still owes
+    its check, and `deliverable_checks_resend` sends it again."""
+    try:
+        task_send("acceptance.deliverable_check", [answer_id])
+    except Exception:
+        logger.exception("could not send the check of answer %s; it will be sent again", answer_id)

@@ -1,4 +1,5 @@
-"""Execution targets: registration, worker heartbeats, health, maintenance and the periodic health job.
+"""Execution targets: the bundled simulator's, worker heartbeats, health, maintenance and the periodic health
+job. Registering a target and changing its versions is `registration.py`.
 
 A target receives runs only while it is out of maintenance, its last health check did not fail, and a worker
 consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
@@ -9,24 +10,22 @@ import datetime
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.text import slugify
 
 from acceptance import stages
 from acceptance.models import Run, Target
 from acceptance.selectors import target_health_state
+from acceptance.services.dispatch import run_send
 from acceptance.services.runs.state import run_state_move
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import DomainError
 from npu_sim import device as npu_device
 
 SIMULATOR_SLUG = "simulator"
 # Stored in English; pages and e-mails show it translated (the "target_name" labels, acceptance/apps.py).
 SIMULATOR_NAME = "Bundled NPU simulator"
-VERSION_FIELDS = ["calrt_version", "driver_version", "firmware_version", "chip"]
 
 
-def _snapshot(target: Target) -> dict:
+def target_snapshot(target: Target) -> dict:
     return {
         "slug": target.slug,
         "kind": target.kind,
@@ -58,94 +57,10 @@ def target_ensure_simulator() -> Target:
                 firmware_version=npu_device.FIRMWARE_VERSION,
                 chip="calculet-2c",
             )
-            audit_record(actor="system", action="target.register", obj=target, after=_snapshot(target))
+            audit_record(actor="system", action="target.register", obj=target, after=target_snapshot(target))
             return target
     except IntegrityError:
         return Target.objects.get(slug=SIMULATOR_SLUG)
-
-
-def target_register(
-    *,
-    actor,
-    slug: str,
-    kind: str,
-    calrt_version: str,
-    driver_version: str,
-    firmware_version: str,
-    chip: str,
-    name: str = "",
-    queue: str = "",
-    runner_command: str = "",
-) -> Target:
-    """Create a target, or update the versions of an existing one (its kind and queue never change).
-
-    Preconditions: `slug` is a slug other than "default"; `kind` is simulator or hardware; every version
-    is given; a hardware target has a runner command, given now or registered before (a hardware target never
-    falls back to the bundled simulator); a simulator target has none. Changed versions make the artifact
-    stage and everything after it stale on this target's chains (compatibility is checked against them), and
-    those chains move on.
-    """
-    from acceptance.services.chains import chains_lock_for_target, chains_refresh
-
-    if not slug or slugify(slug) != slug or slug == "default":
-        raise DomainError("A target slug is lower-case letters, digits and dashes, and not 'default'.", field="slug")
-    if kind not in (Target.SIMULATOR, Target.HARDWARE):
-        raise DomainError("A target's kind is simulator or hardware.", field="kind")
-    versions = {
-        "calrt_version": calrt_version,
-        "driver_version": driver_version,
-        "firmware_version": firmware_version,
-        "chip": chip,
-    }
-    for field, value in versions.items():
-        if not str(value or "").strip():
-            raise DomainError(f"Give the target's {field.replace('_', ' ')}.", field=field)
-    runner_command = (runner_command or "").strip()
-    if kind == Target.SIMULATOR and runner_command:
-        raise DomainError(
-            "A simulator target runs the bundled simulator; only a hardware target has a runner command.",
-            field="runner_command",
-        )
-    with transaction.atomic():
-        target = lock_rows(Target.objects).filter(slug=slug).first()
-        if kind == Target.HARDWARE and not (runner_command or (target is not None and target.runner_command)):
-            raise DomainError(
-                "A hardware target needs the command of its hardware runner: without one it cannot run anything, "
-                "and it never falls back to the bundled simulator.",
-                field="runner_command",
-            )
-        if target is None:
-            target = Target.objects.create(
-                slug=slug,
-                name=name or slug,
-                kind=kind,
-                queue=queue or slug,
-                runner_command=runner_command,
-                **{k: v.strip() for k, v in versions.items()},
-            )
-            audit_record(actor=actor, action="target.register", obj=target, after=_snapshot(target))
-            return target
-        if target.kind != kind:
-            raise DomainError(f"Target {slug} is a {target.kind} target; its kind does not change.", field="kind")
-        before = _snapshot(target)
-        changed = [field for field, value in versions.items() if getattr(target, field) != value.strip()]
-        for field in changed:
-            setattr(target, field, versions[field].strip())
-        if name and name != target.name:
-            target.name = name
-            changed.append("name")
-        if runner_command and runner_command != target.runner_command:
-            target.runner_command = runner_command
-            changed.append("runner_command")
-        if not changed:
-            return target
-        target.save(update_fields=changed)
-        # The lock order: the target's questions, chains and runs are locked before the audit head.
-        to_refresh = chains_lock_for_target(target) if set(changed) & set(VERSION_FIELDS) else None
-        audit_record(actor=actor, action="target.update", obj=target, before=before, after=_snapshot(target))
-        if to_refresh is not None:
-            chains_refresh(*to_refresh, target, actor=actor)
-    return target
 
 
 def target_accepts_runs(target: Target, now: datetime.datetime | None = None, *, claiming: bool = False) -> bool:
@@ -204,8 +119,6 @@ def targets_refresh_health() -> None:
 
 def runs_dispatch_pending(target: Target) -> int:
     """Send the target's pending runs if it accepts runs now; returns how many were sent."""
-    from acceptance.services.dispatch import run_send
-
     if not target_accepts_runs(target):
         return 0
     sent = 0
@@ -242,8 +155,6 @@ def target_set_maintenance(*, actor, target: Target, maintenance: bool, reason: 
 def target_health_check_start(target: Target, *, actor=None) -> Run | None:
     """Queue the target's health job (a known-good package through the runner protocol) unless one is
     already waiting or running. Health runs go even to a degraded target: passing one is how it recovers."""
-    from acceptance.services.dispatch import run_send
-
     with transaction.atomic():
         locked = lock_rows(Target.objects).get(pk=target.pk)
         if locked.maintenance:

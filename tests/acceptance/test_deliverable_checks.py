@@ -13,9 +13,8 @@ from django.apps import apps
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from acceptance import tasks
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
-from acceptance.services import answer_submit, deliverable_checks
+from acceptance.services import answer_submit, deliverable_checks, dispatch
 from acceptance.services.deliverable_checks import (
     CHECK_RESEND_AFTER,
     deliverable_check_answer,
@@ -360,7 +359,12 @@ OVERDUE = CHECK_RESEND_AFTER + timedelta(minutes=1)
 def sent_checks(monkeypatch):
     """The answer ids whose check is sent to the broker (where no worker of these tests listens)."""
     sent: list[int] = []
-    monkeypatch.setattr(tasks.deliverable_check_task, "delay", sent.append)
+
+    def send(name, args, **options):
+        if name == "acceptance.deliverable_check":
+            sent.append(args[0])
+
+    monkeypatch.setattr(dispatch, "task_send", send)
     return sent
 
 
@@ -405,11 +409,13 @@ def test_a_check_refused_by_a_broker_that_is_down_does_not_fail_the_answer(
 ):
     tried: list[int] = []
 
-    def broker_down(answer_id):
-        tried.append(answer_id)
+    def broker_down(name, args, **options):
+        if name != "acceptance.deliverable_check":
+            return
+        tried.append(args[0])
         raise OperationalError("Error 111 connecting to redis: Connection refused.")
 
-    monkeypatch.setattr(tasks.deliverable_check_task, "delay", broker_down)
+    monkeypatch.setattr(dispatch, "task_send", broker_down)
     with django_capture_on_commit_callbacks(execute=True):
         answer, _deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
     assert tried == [answer.pk]  # sent once stored, refused, and the answer still owes its check

@@ -1,4 +1,4 @@
-"""A run whose worker was lost goes to the front of its target's queue, on the real broker."""
+"""Sending tasks by name; a run whose worker was lost goes to the front of its target's queue, on the real broker."""
 
 import json
 import uuid
@@ -46,3 +46,21 @@ def test_a_worker_without_its_database_hands_the_message_back(db, monkeypatch):
         connection.close()
         connection.settings_dict["PORT"] = port
     assert refused.value.requeue is True
+
+
+def test_the_dispatch_modules_send_the_names_the_tasks_are_registered_under(monkeypatch):
+    """Services send tasks by name: a name no task is registered under would be dropped by every worker."""
+    from acceptance.services import dispatch as acceptance_dispatch
+    from vendor.services import dispatch as vendor_dispatch
+
+    sent: list[str] = []
+    monkeypatch.setattr(app, "send_task", lambda name, **options: sent.append(name))
+    acceptance_dispatch._send(1, "simulator", declare=False, priority=SEND_PRIORITY)
+    acceptance_dispatch.deliverable_check_send(1)
+    vendor_dispatch.artifact_check_queue(1)
+    vendor_dispatch.notification_email_queue(1)
+    vendor_dispatch.webhook_delivery_queue(1)
+
+    app.loader.import_default_modules()
+    assert len(sent) == 5
+    assert set(sent) <= set(app.tasks), set(sent) - set(app.tasks)

@@ -10,7 +10,6 @@ the `vendor.artifact_check` task decides (`artifact_check`).
 import bz2
 import gzip
 import hashlib
-import logging
 import lzma
 import os
 import re
@@ -41,6 +40,7 @@ from calculet.errors import (
 )
 from vendor.access import user_membership
 from vendor.models import Artifact, Blob, Membership, Organisation
+from vendor.services.dispatch import artifact_check_queue
 from vendor.storage import CHUNK_BYTES, artifact_storage, blob_local_path, blob_store_file, file_sha256
 
 ARCHIVE_KINDS = {Artifact.CALBIN, Artifact.RUNNER_BUNDLE, Artifact.CONTAINER_IMAGE}
@@ -56,8 +56,6 @@ SPECIAL_BITS = stat.S_ISUID | stat.S_ISGID | stat.S_ISVTX
 MAX_LINK_HOPS = 40
 # A `verifying` artifact whose check message was lost (a broker restart) is sent again after this.
 CHECK_RESEND_AFTER = timedelta(minutes=10)
-
-logger = logging.getLogger(__name__)
 
 
 class ArtifactRejectedError(DomainError):
@@ -417,7 +415,7 @@ def artifact_ingest(
                 audit_record(actor=actor, action=action, obj=artifact, after=metadata)
                 if deferred:
                     artifact_id = artifact.pk
-                    transaction.on_commit(lambda: _check_send(artifact_id))
+                    transaction.on_commit(lambda: artifact_check_queue(artifact_id))
         except IntegrityError:
             # Another request stored the same name and version first.
             existing = artifact_version_check(organisation, metadata, field=names["version"])
@@ -429,15 +427,6 @@ def artifact_ingest(
         return artifact
     finally:
         path.unlink(missing_ok=True)
-
-
-def _check_send(artifact_id: int) -> None:
-    from vendor.tasks import artifact_check_task
-
-    try:
-        artifact_check_task.delay(artifact_id)
-    except Exception:  # the broker is down: the artifact stays verifying and is sent again later
-        logger.exception("could not send the check of artifact %s; it will be sent again", artifact_id)
 
 
 def artifact_check(artifact_id: int) -> Artifact:
@@ -488,7 +477,7 @@ def artifacts_check_resend(*, now=None) -> int:
     cutoff = (now or timezone.now()) - CHECK_RESEND_AFTER
     stale = list(Artifact.objects.filter(state=Artifact.VERIFYING, created_at__lte=cutoff).values_list("pk", flat=True))
     for artifact_id in stale:
-        _check_send(artifact_id)
+        artifact_check_queue(artifact_id)
     return len(stale)
 
 

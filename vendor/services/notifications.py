@@ -7,7 +7,6 @@ once that change has committed, and a failure to tell never undoes it.
 """
 
 import datetime
-import logging
 from functools import partial
 
 from django.conf import settings
@@ -33,9 +32,8 @@ from vendor.models import (
     Question,
 )
 from vendor.selectors import questions_by_due
+from vendor.services.dispatch import notification_email_queue
 from vendor.services.webhooks import RESEND_AFTER, webhook_deliveries_create
-
-logger = logging.getLogger(__name__)
 
 LANGUAGE_CODES = [code for code, _ in settings.LANGUAGES]
 EMAIL_MAX_CHARS = 254
@@ -140,22 +138,13 @@ def notify(
         webhook_deliveries_create(event)
         for notification in notifications:
             if notification.email:
-                transaction.on_commit(partial(_send_email, notification.pk))
+                transaction.on_commit(partial(notification_email_queue, notification.pk))
     return event
 
 
 def notify_on_commit(kind: str, **kwargs) -> None:
     """`notify` once the current transaction commits; a failure to tell is logged, never raised."""
     transaction.on_commit(partial(notify, kind, **kwargs), robust=True)
-
-
-def _send_email(notification_id: int) -> None:
-    from vendor.tasks import notification_email_task
-
-    try:
-        notification_email_task.delay(notification_id)
-    except Exception:  # the broker is down: the notification stays listed, with no e-mail sent
-        logger.exception("could not queue the e-mail of notification %s", notification_id)
 
 
 def notification_emails_resend(*, now: datetime.datetime | None = None) -> int:
@@ -165,7 +154,7 @@ def notification_emails_resend(*, now: datetime.datetime | None = None) -> int:
     unsent = Notification.objects.filter(emailed_at__isnull=True, error="", created_at__lte=cutoff).exclude(email="")
     notification_ids = list(unsent.order_by("pk").values_list("pk", flat=True))
     for notification_id in notification_ids:
-        _send_email(notification_id)
+        notification_email_queue(notification_id)
     return len(notification_ids)
 
 

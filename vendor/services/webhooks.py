@@ -8,7 +8,6 @@ import datetime
 import hashlib
 import hmac
 import json
-import logging
 import secrets
 import time
 import urllib.error
@@ -27,8 +26,7 @@ from calculet.errors import DomainError, ForbiddenError
 from vendor import events
 from vendor.access import may_manage_webhooks
 from vendor.models import NotificationEvent, Organisation, Webhook, WebhookDelivery
-
-logger = logging.getLogger(__name__)
+from vendor.services.dispatch import webhook_delivery_queue
 
 NAME_MAX_CHARS = 100
 URL_MAX_CHARS = 500
@@ -190,7 +188,7 @@ def webhook_deliveries_create(event: NotificationEvent) -> list[WebhookDelivery]
         [WebhookDelivery(hook=hook, event=event, body=body) for hook in hooks]
     )
     for delivery in deliveries:
-        transaction.on_commit(partial(_send, delivery.pk))
+        transaction.on_commit(partial(webhook_delivery_queue, delivery.pk))
     return deliveries
 
 
@@ -206,7 +204,7 @@ def webhook_test(*, actor, hook: Webhook) -> WebhookDelivery:
         )
         delivery = WebhookDelivery.objects.create(hook=hook, event=event, body=_body(event))
         audit_record(actor=actor, action="webhook.test", obj=hook, after={"delivery": delivery.pk})
-        transaction.on_commit(partial(_send, delivery.pk))
+        transaction.on_commit(partial(webhook_delivery_queue, delivery.pk))
     return delivery
 
 
@@ -241,17 +239,8 @@ def webhook_deliveries_resend(*, now: datetime.datetime | None = None) -> int:
         if _next_attempt_due(delivery) + RESEND_AFTER <= now
     ]
     for delivery_id in overdue:
-        _send(delivery_id)
+        webhook_delivery_queue(delivery_id)
     return len(overdue)
-
-
-def _send(delivery_id: int, countdown: float = 0) -> None:
-    from vendor.tasks import webhook_deliver_task
-
-    try:
-        webhook_deliver_task.apply_async(args=[delivery_id], countdown=countdown)
-    except Exception:  # the broker is down: the delivery stays pending, with its log
-        logger.exception("could not queue webhook delivery %s", delivery_id)
 
 
 def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str]:

@@ -13,6 +13,7 @@ from acceptance.protocol import VERSION_KEYS, StageOutcome, device_attested
 from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.locking import run_lock
+from acceptance.services.promotion import capability_reverify
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
@@ -111,8 +112,6 @@ def _finish_locked(
 def _reverify_on_commit(run: Run, chain: Chain, outcome: StageOutcome) -> None:
     """A chain's stage failed or could not run: if its capability stands above C3, the system checks that the
     current evidence still supports it, and demotes it if not (`capability_reverify`)."""
-    from acceptance.services.promotion import capability_reverify
-
     capability = chain.capability
     if capability is None or status_rank(capability.status) >= status_rank("C3"):
         return
