@@ -2,10 +2,11 @@
 same question never deadlock, and a verdict transaction that meets a database error is retried in place."""
 
 import threading
+from datetime import timedelta
 
 import pytest
 import requests
-from django.db import OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -155,17 +156,62 @@ def test_a_verdict_transaction_that_fails_on_a_database_error_is_retried_in_plac
     assert Run.objects.filter(chain=chain, stage=stages.ARTIFACT, state=stages.QUEUED).exists()
 
 
+def _drop_connection(failures: list[str], times: int):
+    """An execute wrapper that closes the database connection under each of the first `times` statements, as
+    a database going away does: the statement fails on the closed connection, and the next try connects again."""
+
+    def drop(execute, sql, params, many, context):
+        if len(failures) >= times:
+            return execute(sql, params, many, context)
+        context["connection"].connection.close()
+        try:
+            return execute(sql, params, many, context)
+        except (OperationalError, InterfaceError) as error:
+            failures.append(str(error))
+            raise
+
+    return drop
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_verdict_transaction_is_retried_a_bounded_number_of_times(monkeypatch, simulator_online, answer):
+def test_a_verdict_write_waits_out_a_database_outage_within_the_lease(monkeypatch, simulator_online, answer):
+    """Twenty dropped connections in a row, more than the five tries a verdict used to get: one verdict, by the
+    attempt that ran the stage, and the chain moves on."""
     monkeypatch.setattr(finishing, "VERDICT_RETRY_PAUSE_SECONDS", 0.01)
     chain = Chain.objects.get(answer=answer)
     run = _claimed_claim_run(chain)
-    failures = _fail_first(monkeypatch, 100)
+    reporter = RunReporter(run)
+    failures: list[str] = []
 
-    with pytest.raises(OperationalError):
+    with connection.execute_wrapper(_drop_connection(failures, 20)):
+        assert run_finish(run, worker="test-worker", outcome=StageOutcome(stages.PASS, "ok"), reporter=reporter)
+
+    assert len(failures) == 20
+    run.refresh_from_db()
+    assert (run.state, run.attempt) == (stages.PASSED, 1)
+    assert list(RunResult.objects.filter(run=run).values_list("attempt", "verdict")) == [(1, stages.PASS)]
+    assert Run.objects.filter(chain=chain, stage=stages.ARTIFACT, state=stages.QUEUED).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_verdict_write_gives_up_when_the_lease_runs_out(monkeypatch, settings, simulator_online, answer):
+    """An outage longer than the lease: the error is raised (the message goes back to the broker) once the
+    attempt no longer holds the run, and nothing is written."""
+    monkeypatch.setattr(finishing, "VERDICT_RETRY_PAUSE_SECONDS", 0.01)
+    settings.ACCEPTANCE_RUN_LEASE_SECONDS = 1
+    settings.ACCEPTANCE_RUN_HEARTBEAT_SECONDS = 0.05  # the longest pause between tries
+    chain = Chain.objects.get(answer=answer)
+    run = _claimed_claim_run(chain)
+    failures: list[str] = []
+
+    with (
+        pytest.raises((OperationalError, InterfaceError)),
+        connection.execute_wrapper(_drop_connection(failures, 10**6)),
+    ):
         run_finish(run, worker="test-worker", outcome=StageOutcome(stages.PASS, "ok"), reporter=RunReporter(run))
 
-    assert len(failures) == finishing.VERDICT_ATTEMPTS
+    assert timezone.now() >= run.lease_expires_at - timedelta(seconds=0.05)
+    assert len(failures) > 5
     run.refresh_from_db()
     assert run.state == stages.RUNNING  # nothing written: the lease and the sweeper take it from here
     assert not RunResult.objects.filter(run=run).exists()

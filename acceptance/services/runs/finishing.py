@@ -4,8 +4,11 @@ and what follows — the chain's next stage after a pass, or the target's health
 import functools
 import logging
 import time
+from datetime import timedelta
 
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
+from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Chain, Run
@@ -25,9 +28,9 @@ from vendor.models import Artifact
 from vendor.services.notifications import notify_on_commit
 
 # A verdict transaction that fails on a database error (a deadlock, a serialization failure, a dropped
-# connection) is tried again here, this many times in all, rather than left for its lease to expire: the
-# sweeper would count the attempt as lost and the stage would run again.
-VERDICT_ATTEMPTS = 5
+# connection, a database that is down) is tried again here for as long as the attempt holds the run's lease,
+# pausing a little longer each time up to a heartbeat: given up earlier, the message would go back to the
+# broker and the stage would run again.
 VERDICT_RETRY_PAUSE_SECONDS = 0.5
 
 logger = logging.getLogger(__name__)
@@ -40,22 +43,29 @@ def run_finish(
     longer that attempt's: it was made stale, or another attempt took it over after this one lost its lease.
 
     A pass moves the chain on in the same transaction: the next stage is written `queued` with the verdict.
-    A database error rolls the transaction back and it is tried again, VERDICT_ATTEMPTS times in all (the
-    error is raised after the last); called inside an outer transaction, it is tried once.
+    A database error rolls the transaction back and it is tried again until the attempt's lease (as last
+    renewed) expires, the error raised after the last try; called inside an outer transaction, it is tried
+    once.
     """
     finish = functools.partial(
         _finish_in_transaction, claimed, worker=worker, outcome=outcome, reporter=reporter, inputs=inputs
     )
     if connection.in_atomic_block:
         return finish()
-    for attempt in range(1, VERDICT_ATTEMPTS):
+    lease_expires_at = reporter.lease_expires_at if reporter is not None else claimed.lease_expires_at
+    tries = 0
+    while True:
+        tries += 1
         try:
             return finish()
         except (OperationalError, InterfaceError) as error:
+            pause = min(VERDICT_RETRY_PAUSE_SECONDS * tries, settings.ACCEPTANCE_RUN_HEARTBEAT_SECONDS)
+            if lease_expires_at is None or timezone.now() + timedelta(seconds=pause) >= lease_expires_at:
+                logger.error("run %s: the verdict transaction failed %s times, until its lease", claimed.pk, tries)
+                raise
             logger.warning("run %s: the verdict transaction failed (%s); trying again", claimed.pk, error)
             connection.close_if_unusable_or_obsolete()
-            time.sleep(VERDICT_RETRY_PAUSE_SECONDS * attempt)
-    return finish()
+            time.sleep(pause)
 
 
 def _finish_in_transaction(

@@ -40,6 +40,8 @@ class RunReporter:
         self.stderr_tail = ""
         self.lost = False
         self.final: dict | None = None
+        # Until when this attempt holds the run, as last written: no other attempt may take it before.
+        self.lease_expires_at = run.lease_expires_at
 
     def output(self, stream: str, chunk: bytes) -> None:
         text = self.decoders[stream].decode(chunk).replace("\x00", "\ufffd")
@@ -99,8 +101,9 @@ class RunReporter:
     def flush(self) -> bool:
         """Renew the lease and write what is new. False once the run is no longer this attempt's."""
         fields = self._take()
+        lease_expires_at = timezone.now() + timedelta(seconds=settings.ACCEPTANCE_RUN_LEASE_SECONDS)
         updates = {
-            "lease_expires_at": timezone.now() + timedelta(seconds=settings.ACCEPTANCE_RUN_LEASE_SECONDS),
+            "lease_expires_at": lease_expires_at,
             "log_tail": fields["log_tail"],
             "log_bytes": F("log_bytes") + fields["log_bytes"],
         }
@@ -110,7 +113,9 @@ class RunReporter:
             updates["progress"] = fields["progress"]
             updates["progress_text"] = fields["progress_text"]
         held = Run.objects.filter(pk=self.run_id, attempt=self.attempt, state=stages.RUNNING).update(**updates)
-        if not held:
+        if held:
+            self.lease_expires_at = lease_expires_at
+        else:
             self.lost = True
         return bool(held)
 
