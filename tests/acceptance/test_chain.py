@@ -253,10 +253,12 @@ def test_the_sweeper_removes_the_working_directories_of_lost_attempts(answer, si
     lost = Run.objects.get()
     finished = pass_stage(Chain.objects.get(), stages.RUNNER)
     assert run_claim(lost.pk, "w1")[0] == CLAIMED
-    # As the worker makes them (running.py): calculet-run-<database>-<id>-<random>, with the run's inputs inside.
+    # As the worker makes them (running.py): calculet-run-<database>-<id>-<random>, with the run's inputs inside,
+    # and the minimal example's beside it: calculet-run-<database>-<id>-example-<random>.
     directories = {
         run.pk: tempfile.mkdtemp(prefix=f"{run_dir_prefix()}{run.pk}-", dir=run_dir) for run in (lost, finished)
     }
+    example = Path(tempfile.mkdtemp(prefix=f"{run_dir_prefix()}{finished.pk}-example-", dir=run_dir))
     for directory in directories.values():
         (Path(directory) / "inputs").mkdir()
         (Path(directory) / "inputs" / "calbin.tar").write_bytes(b"a copy of the calbin")
@@ -265,7 +267,8 @@ def test_the_sweeper_removes_the_working_directories_of_lost_attempts(answer, si
     # Another setup's run with the finished run's id, sharing the folder with another database.
     other_setup = Path(tempfile.mkdtemp(prefix=f"calculet-run-0123456789ab-{finished.pk}-", dir=run_dir))
 
-    assert runs_sweep().removed_dirs == 1
+    assert runs_sweep().removed_dirs == 2
+    assert not example.exists()
     assert sorted(run_dir.iterdir()) == sorted([Path(directories[lost.pk]), unrelated, other_setup])  # running: kept
 
     Run.objects.filter(pk=lost.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))

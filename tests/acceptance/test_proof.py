@@ -19,6 +19,7 @@ from acceptance.services import (
     runs_sweep,
     target_register,
 )
+from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_heartbeat, target_set_maintenance
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
@@ -268,6 +269,7 @@ def test_a_target_in_maintenance_demotes_nothing_while_the_evidence_still_holds(
 
 EXAMPLE = """import os, subprocess, sys
 print("example: checking", os.path.basename(os.environ["CALBIN"]), flush=True)
+print("example: working in", os.path.dirname(os.environ["CALBIN"]), flush=True)
 checked = subprocess.run([sys.executable, "-m", "npu_sim", "validate", os.environ["CALBIN"]], capture_output=True)
 print("validate exit", checked.returncode, flush=True)
 sys.exit(checked.returncode or int(os.environ.get("EXAMPLE_EXIT", "0")))
@@ -276,7 +278,7 @@ sys.exit(checked.returncode or int(os.environ.get("EXAMPLE_EXIT", "0")))
 
 @pytest.mark.parametrize("exit_code", [0, 3])
 def test_the_runner_stage_runs_the_answers_minimal_example_and_records_its_output(
-    vendor_user, organisation, question, capability, simulator_online, tmp_path, exit_code
+    vendor_user, organisation, question, capability, simulator_online, tmp_path, settings, exit_code
 ):
     script = EXAMPLE.replace('int(os.environ.get("EXAMPLE_EXIT", "0"))', str(exit_code))
     example = make_artifact(
@@ -294,6 +296,11 @@ def test_the_runner_stage_runs_the_answers_minimal_example_and_records_its_outpu
     ran = runner.result["minimal_example"]
     assert ran["ran"] and ran["command"] == "python3 run.py" and ran["exit_code"] == exit_code
     assert "example: checking calbin.tar" in ran["output"] and "validate exit 0" in ran["output"]
+    # Its directory carries this database's tag, so a killed worker's is the sweeper's to remove; and it is gone.
+    workdir = Path(ran["output"].split("example: working in ", 1)[1].split("\n", 1)[0])
+    assert workdir.parent == settings.ACCEPTANCE_RUN_DIR
+    assert workdir.name.startswith(f"{run_dir_prefix()}{runner.pk}-example-"), workdir.name
+    assert not workdir.exists()
     if exit_code == 0:
         assert runner.state == stages.PASSED
     else:

@@ -98,9 +98,15 @@ def _golden_for_job(inputs: AnswerInputs, calbin_artifact: Artifact, destination
 
 def run_dir_prefix() -> str:
     """`calculet-run-<database>-`: each run's working directory under ACCEPTANCE_RUN_DIR is this, the run's id,
-    `-` and a random part. The tag of the database's name keeps apart setups that share a data folder with
-    different databases, so each one's sweeper removes only its own runs' directories."""
+    `-` and a random part (`run_workdir`). The tag of the database's name keeps apart setups that share a data
+    folder with different databases, so each one's sweeper removes only its own runs' directories."""
     return f"calculet-run-{hashlib.sha256(connection.settings_dict['NAME'].encode()).hexdigest()[:12]}-"
+
+
+def run_workdir(run: Run, purpose: str = "") -> tempfile.TemporaryDirectory:
+    """A working directory of the run's attempt, removed when it ends; named so that the sweeper finds and
+    removes it if the attempt's worker is killed first. `purpose` ("example-") sets one attempt's apart."""
+    return tempfile.TemporaryDirectory(prefix=f"{run_dir_prefix()}{run.pk}-{purpose}", dir=settings.ACCEPTANCE_RUN_DIR)
 
 
 def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None = None) -> StageOutcome:
@@ -115,7 +121,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
     target: Target = run.target
     if target.kind == Target.HARDWARE and not target.runner_command:
         return no_hardware_runner(target)
-    with tempfile.TemporaryDirectory(prefix=f"{run_dir_prefix()}{run.pk}-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
+    with run_workdir(run) as tmp:
         workdir = Path(tmp)
         (workdir / "inputs").mkdir()
         calbin = workdir / "inputs" / "calbin.tar"
@@ -194,7 +200,7 @@ def minimal_example_run(run: Run, reporter: RunReporter, inputs: AnswerInputs) -
             else "the answer gives no command to run its example",
         }
     output: list[bytes] = []
-    with tempfile.TemporaryDirectory(prefix=f"calculet-run-{run.pk}-example-", dir=settings.ACCEPTANCE_RUN_DIR) as tmp:
+    with run_workdir(run, "example-") as tmp:
         workdir = Path(tmp)
         example = workdir / "example"
         example.mkdir()
