@@ -271,23 +271,26 @@ def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail
     """The verdict of a runner stage from how the runner ended and what it wrote.
 
     A limit, a crash, a refused job or a malformed result is an `error` (the run proves nothing either way);
-    only a well-formed result reached by a runner that exited 0 is a pass or a fail.
+    only a well-formed result reached by a runner that exited 0 is a pass or a fail. Processes the runner
+    tried to leave behind are a finding whatever the verdict (`left_behind_findings`).
     """
     sandbox = outcome.sandbox_record()
+    left_behind = left_behind_findings(outcome)
     if outcome.limit_hit is not None:
-        return StageOutcome(stages.ERROR, outcome.reason, result={"sandbox": sandbox})
+        return StageOutcome(stages.ERROR, outcome.reason, left_behind, result={"sandbox": sandbox})
     if outcome.exit_code == 2:
         detail = _last_line(stderr_tail)
-        return StageOutcome(
-            stages.ERROR, f"the runner refused the job (exit 2): {detail}".rstrip(": "), result={"sandbox": sandbox}
-        )
+        reason = f"the runner refused the job (exit 2): {detail}".rstrip(": ")
+        return StageOutcome(stages.ERROR, reason, left_behind, result={"sandbox": sandbox})
     if outcome.exit_code != 0:
         detail = _last_line(stderr_tail)
         reason = f"{outcome.reason}: {detail}" if detail else outcome.reason
-        return StageOutcome(stages.ERROR, reason, result={"sandbox": sandbox})
+        return StageOutcome(stages.ERROR, reason, left_behind, result={"sandbox": sandbox})
     result, problem = read_result(result_path, stage)
     if result is None:
-        return StageOutcome(stages.ERROR, f"runner protocol violated: {problem}", result={"sandbox": sandbox})
+        return StageOutcome(
+            stages.ERROR, f"runner protocol violated: {problem}", left_behind, result={"sandbox": sandbox}
+        )
     verdict = result["verdict"]
     if verdict == stages.PASS:
         reason = "all checks passed"
@@ -298,7 +301,25 @@ def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail
     return StageOutcome(
         verdict,
         reason,
-        findings=probe_findings(result),
+        findings=[*probe_findings(result), *left_behind],
         metrics=result.get("metrics", {}),
         result={**result, "sandbox": sandbox},
     )
+
+
+def left_behind_findings(outcome: Outcome) -> list[dict]:
+    """A runner that started processes in sessions of their own tried to leave them running after it: the
+    sandbox killed them, and the verdict says so (a runner for a board must not leave anything behind)."""
+    if not outcome.detached_processes:
+        return []
+    return [
+        {
+            "code": "processes_left_behind",
+            "severity": "warning",
+            "field": "sandbox",
+            "message": (
+                f"the runner started {outcome.detached_processes} process(es) in a session of their own to outlive "
+                "it (daemonised); the sandbox killed them when the runner ended"
+            ),
+        }
+    ]

@@ -144,6 +144,7 @@ class Outcome:
     output_bytes: int
     isolation: Isolation
     memory_peak_bytes: int = 0
+    detached_processes: int = 0  # processes that left the run's session, as daemons do (the run killed them)
 
     @property
     def clean_exit(self) -> bool:
@@ -159,6 +160,7 @@ class Outcome:
             "max_rss_bytes": self.max_rss_bytes,
             "memory_peak_bytes": self.memory_peak_bytes,
             "output_bytes": self.output_bytes,
+            "detached_processes": self.detached_processes,
             "network_isolation": self.isolation.network,
             "pid_namespace": self.isolation.pid_namespace,
             "memory_limit": self.isolation.memory,
@@ -424,6 +426,13 @@ def _start_time(pid: int) -> str | None:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
+def _session(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
+
+
 def _children(pid: int) -> list[int]:
     found = []
     with contextlib.suppress(OSError):
@@ -443,11 +452,13 @@ def _pss_bytes(pid: int) -> int:
 
 class ProcessTree:
     """The runner and every descendant the supervisor has seen, each named by (pid, start time) so that a
-    recycled pid is never killed."""
+    recycled pid is never killed. The root leads the run's session; a descendant seen in a session of its
+    own (`setsid`, the first step of daemonising) tried to outlive the run, and is remembered in `detached`."""
 
     def __init__(self, root: int):
         self.root = root
         self.seen: dict[int, str] = {}
+        self.detached: set[int] = set()
 
     def poll(self) -> list[int]:
         """Walk the tree from the root, remembering every process in it; returns those it found alive."""
@@ -460,6 +471,8 @@ class ProcessTree:
                 continue
             self.seen.setdefault(pid, started)
             found.append(pid)
+            if pid != self.root and _session(pid) not in (None, self.root):
+                self.detached.add(pid)
             pending += _children(pid)
         return found
 
@@ -896,6 +909,7 @@ class _Supervision:
             output_bytes=self.output_bytes,
             isolation=self.stack.isolation,
             memory_peak_bytes=self.memory_peak,
+            detached_processes=len(self.tree.detached),
         )
 
     def _wait(self, deadline: float) -> bool:

@@ -357,10 +357,34 @@ def test_the_outcome_records_the_isolation_in_force(tmp_path, sandbox_host):
         "max_rss_bytes": outcome.max_rss_bytes,
         "memory_peak_bytes": outcome.memory_peak_bytes,
         "output_bytes": len(output),
+        "detached_processes": 0,
         **confined,
         "memory_limit": "cgroup-v2" if sandbox_host.cgroup_parent else "pss-poll",
         "user": user,
     }
+
+
+def test_a_runner_that_daemonises_has_it_named_in_its_verdict(tmp_path, sandbox_host):
+    # The daemon calls setsid and lingers there before it forks away, so that a poll of either stack sees it in
+    # a session of its own; the runner then exits 0, its result is a pass, and still its verdict says so.
+    token = uuid.uuid4().hex
+    daemon = "import os, time\nos.setsid()\ntime.sleep(0.5)\nif os.fork(): os._exit(0)\ntime.sleep(300)"
+    code = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
+    try:
+        outcome, _ = run_python(code, tmp_path, sandbox_host)
+        left = processes_with(token)
+    finally:
+        kill_all(processes_with(token))
+    assert outcome.clean_exit, outcome.reason
+    assert outcome.detached_processes >= 1
+    if bubblewrap(sandbox_host):
+        assert left == []  # the PID namespace died with the runner
+    write_result(tmp_path / "result.json")  # as a runner that did its job writes it
+    verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
+    assert verdict.verdict == stages.PASS
+    assert verdict.result["sandbox"]["detached_processes"] == outcome.detached_processes
+    finding = next(f for f in verdict.findings if f["code"] == "processes_left_behind")
+    assert finding["severity"] == "warning" and "daemonised" in finding["message"]
 
 
 def test_the_fallback_runs_a_root_workers_runner_as_its_user(tmp_path):

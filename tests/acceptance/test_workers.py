@@ -317,6 +317,9 @@ def test_misbehaving_runners_on_a_board_host_end_in_error_and_the_worker_takes_t
     daemonised = wait_until(lambda: runner_run("daemonises"), timeout=300, what="the daemonising runner")
     assert daemonised.verdict == stages.PASS, daemonised.reason
     assert daemonised.result["sandbox"]["pid_namespace"] is True
+    assert daemonised.result["sandbox"]["detached_processes"] >= 2
+    assert "processes_left_behind" in [finding["code"] for finding in daemonised.findings]
+    assert "processes_left_behind" not in [finding["code"] for finding in good.findings]
     assert processes_with(DAEMON_TOKEN) == []
     assert board.alive()
     assert Run.objects.filter(target__slug="simulator").exclude(state=stages.PENDING).count() == 0
