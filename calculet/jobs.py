@@ -11,10 +11,14 @@ def job_finished(name: str) -> None:
     JobRun.objects.update_or_create(name=name, defaults={"finished_at": timezone.now()})
 
 
+def job_last_finished(name: str) -> datetime.datetime | None:
+    return JobRun.objects.filter(name=name).values_list("finished_at", flat=True).first()
+
+
 def job_staleness(name: str, *, stale_after: float, now: datetime.datetime | None = None) -> str | None:
     """Why the job `name` looks stopped (it never finished, or last finished more than `stale_after` seconds
     ago), or None while it runs on time."""
-    finished_at = JobRun.objects.filter(name=name).values_list("finished_at", flat=True).first()
+    finished_at = job_last_finished(name)
     if finished_at is None:
         return f"the {name} has not run yet"
     age = ((now or timezone.now()) - finished_at).total_seconds()

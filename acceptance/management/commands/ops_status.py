@@ -4,7 +4,7 @@ from django.utils import timezone
 
 from acceptance.selectors import runs_stuck, targets_unhealthy
 from acceptance.services.sweeper import SWEEPER
-from calculet.jobs import job_staleness
+from calculet.jobs import job_last_finished, job_staleness
 
 
 class Command(BaseCommand):
@@ -41,4 +41,8 @@ class Command(BaseCommand):
                 f"{len(stuck)} stuck run(s), {len(unhealthy)} unhealthy target(s)"
                 + (", the sweeper stopped" if sweeper else "")
             )
-        self.stdout.write("no stuck runs; every target healthy; the sweeper runs")
+        last_sweep = job_last_finished(SWEEPER)
+        self.stdout.write(
+            "no stuck runs; every target healthy; the sweeper runs "
+            f"(last finished {(now - last_sweep).total_seconds():.0f} s ago, at {last_sweep:%Y-%m-%d %H:%M:%S} UTC)"
+        )
