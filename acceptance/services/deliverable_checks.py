@@ -4,7 +4,9 @@ and same-version symbols, E1 for an image or a schema checked against the curren
 the deliverable — accepted when nothing is found and the answer is complete, rejected with the findings.
 
 What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"):
-- sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library),
+- sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library, other
+  names of it as links to it: `libcalrt.so -> libcalrt.so.0 -> libcalrt.so.0.7.6`; its file name, soname and
+  the headers' version macro must say the answer's version),
   optionally `example/` (one C or C++ source: the minimal example, built against them where a compiler is)
   and `entry_points.txt` (one call a line: the calls the answer declares, checked with those of the
   capabilities' recipes — the only ones for a capability whose recipe names none). A passing SDK is also
@@ -34,7 +36,7 @@ from acceptance.inspection.isolated import DEFAULT_LIMITS
 from acceptance.inspection.oci import check_oci_archive
 from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
-from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk
+from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk, sdk_library
 from acceptance.recipes import RECIPES, Recipe
 from calculet.errors import DomainError
 from evidence.models import Capability, EvidenceItem
@@ -175,7 +177,7 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         blob_local_path(artifact.stored_blob) as path,
     ):
         if deliverable.kind == Deliverable.SDK:
-            return _check_sdk(path, Path(scratch), deliverable, artifact)
+            return _check_sdk(path, Path(scratch), answer, deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
             build = _reproduce_build(answer, deliverable, Path(scratch))
             what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
@@ -255,27 +257,25 @@ def _entry_points(deliverable: Deliverable, declared_file: Path) -> list[str]:
     return points
 
 
-def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
+def _check_sdk(path: Path, scratch: Path, answer: Answer, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
     what = f"SDK {artifact.file_name} {artifact.version}"
     try:
         archive_extract(path, scratch)
     except (UnsafeArchiveError, DomainError) as error:
         return CheckOutcome(False, what, [f"the SDK archive cannot be unpacked: {error}"], {}, {})
-    libraries = sorted(p for p in (scratch / "lib").glob("*.so*") if p.is_file()) if (scratch / "lib").is_dir() else []
-    if not (scratch / "include").is_dir() or len(libraries) != 1:
-        return CheckOutcome(
-            False,
-            what,
-            ["the SDK archive must hold include/ (the headers) and exactly one shared library under lib/"],
-            {"libraries": [p.name for p in libraries]},
-            {},
-        )
-    library = libraries[0]
+    try:
+        if not (scratch / "include").is_dir():
+            raise ValueError("the SDK archive must hold include/ (the headers)")
+        library = sdk_library(scratch / "lib")
+    except ValueError as error:
+        in_lib = sorted(p.name for p in (scratch / "lib").iterdir()) if (scratch / "lib").is_dir() else []
+        return CheckOutcome(False, what, [str(error)], {"lib": in_lib}, {})
     others = _other_recipes_with_calls(deliverable)
     report = check_sdk(
         scratch / "include",
         library,
         _entry_points(deliverable, scratch / "entry_points.txt"),
+        version=answer.version,
         also_look_for=[point for recipe in others for point in recipe.sdk_entry_points],
     )
     sources = (
@@ -284,7 +284,8 @@ def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Ar
         else []
     )
     build = build_example(scratch / "include", library, sources[0]) if sources else None
-    versions = {"calrt": report.library_version} if report.library_version else {}
+    # Only a check that passed names its version: then file name, soname, headers and answer all say it.
+    versions = {"calrt": report.library_version} if report.passed and report.library_version else {}
     outcome = _outcome(report, what, versions=versions, extra=build)
     found = report.entry_points
     outcome.also_proves = [
