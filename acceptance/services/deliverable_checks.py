@@ -155,7 +155,9 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             answer=answer,
             code_prefix=f"CHK-{deliverable.kind.upper().replace('_', '-')}",
             source_text=f"static check of answer {answer.pk} (r{answer.revision}) of {answer.organisation.slug}",
-            explanation=json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str),
+            explanation="; ".join(outcome.findings) or outcome.summary,
+            # Through JSON and back: what the checks looked at may name paths, stored as their text.
+            detail=json.loads(json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str)),
         )
         if outcome.passed:
             return deliverable_accept(deliverable, actor="system", reason=reason)

@@ -145,7 +145,7 @@ def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(answer_with_
     item = EvidenceItem.objects.get(deliverable=deliverable)
     assert (item.origin, item.grade_text, item.versions) == ("check", "E2", {"calrt": "0.7.6"})
     assert list(capability.evidence.all()) == [item]
-    findings = json.loads(item.explanation)
+    findings = item.detail
     assert findings["checked"]["report"]["checked"]["entry_points"] == list(KV_MANAGER_CALLS)
     # The minimal example was built against the headers and the library.
     assert findings["checked"]["build"]["passed"] is True
@@ -182,9 +182,28 @@ def test_an_image_with_sbom_licence_and_a_reproducible_build_is_accepted_with_e1
     assert "built twice: nothing found" in decided.reason
     evidence = EvidenceItem.objects.get(deliverable=deliverable)
     assert evidence.grade_text == "E1"
-    runs = json.loads(evidence.explanation)["checked"]["build"]["checked"]["runs"]
+    runs = evidence.detail["checked"]["build"]["checked"]["runs"]
     assert [run["env"]["TZ"] for run in runs] == ["UTC", "Asia/Shanghai"]
     assert runs[0]["digests"] == runs[1]["digests"] and runs[0]["digests"]["out"].startswith("sha256:")
+
+
+def test_a_failing_checks_evidence_is_whole_json_with_the_linkers_output(answer_with_sdk, tmp_path):
+    answer, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path, undefined=("KvManager::DoShift",)))
+    deliverable_check_answer(answer.pk)
+    item = EvidenceItem.objects.get(deliverable=deliverable)
+    assert len(json.dumps(item.detail)) > 2000  # what used to be cut there, and its JSON broken
+    build = item.detail["checked"]["build"]
+    assert [finding["code"] for finding in build["findings"]] == ["build_failed"]
+    assert "KvManager::DoShift" in build["findings"][0]["detail"]["output_tail"]
+    assert "KvManager::DoShift is not a defined dynamic symbol" in item.explanation
+
+
+def test_a_passing_images_evidence_names_its_sbom_and_licence(answer_with_image, engineer, tmp_path):
+    answer, deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path))
+    deliverable_check_answer(answer.pk)
+    checked = EvidenceItem.objects.get(deliverable=deliverable).detail["checked"]["report"]["checked"]
+    assert checked["sbom"] == {"where": "sbom.spdx.json", "format": "SPDX", "version": "2.3", "packages": 1}
+    assert checked["licence"] == "LICENSE"
 
 
 def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(answer_with_image, engineer, tmp_path):
