@@ -15,13 +15,16 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 - container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it;
   where the answer delivers its build — the minimal example as a build context (a tar, or one file) with
   `outputs.txt` naming what the build writes, and the build command as the example's command — the build runs
-  twice in fresh sandboxes and must write the same bytes (V03). A capability whose recipe is about a build
-  (`reproducible_build`) is proven only so: an image answer without its build is rejected.
+  twice in fresh sandboxes and must write the same bytes (V03), and what it writes must be the delivery: the
+  image's config and layers, or the files of a calbin package the answer delivers beside it, by digest. A
+  capability whose recipe is about a build (`reproducible_build`) is proven only so: an image answer without its
+  build is rejected.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file.
 """
 
 import json
 import logging
+import tarfile
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -32,8 +35,9 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from acceptance.inspection import Report
+from acceptance.inspection.delivered import Delivered, archive_parts, check_built_is_delivered, image_parts
 from acceptance.inspection.isolated import DEFAULT_LIMITS
-from acceptance.inspection.oci import check_oci_archive
+from acceptance.inspection.oci import ImageReport, check_oci_archive
 from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk, sdk_library
@@ -181,9 +185,10 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         if deliverable.kind == Deliverable.SDK:
             return _check_sdk(path, Path(scratch), answer, deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
-            build = _reproduce_build(answer, deliverable, Path(scratch))
+            image = check_oci_archive(path)
+            build = _reproduce_build(answer, deliverable, Path(scratch), _delivered(answer, artifact, image))
             what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
-            return _outcome(check_oci_archive(path), what, extra=build)
+            return _outcome(image, what, extra=build)
         return _check_schema(path, deliverable, artifact)
 
 
@@ -207,10 +212,26 @@ MAX_BUILD_OUTPUTS = 100
 BUILD_LIMITS = replace(DEFAULT_LIMITS, wall_seconds=360)
 
 
-def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) -> Report | None:
+def _delivered(answer: Answer, image_artifact: Artifact, image: ImageReport) -> list[Delivered]:
+    """What the answer's build may write to prove it builds the delivery: the image (its config and layers), or
+    a package the answer delivers beside it (its files), as V03's compile writes the package."""
+    delivered = [Delivered(f"the delivered image {image_artifact}", image_artifact.stored_blob.sha256)]
+    delivered[0].parts.update(image_parts(image.images))
+    packages = answer.executable_assets.filter(kind=Artifact.CALBIN, state=Artifact.VERIFIED).order_by("pk")
+    for package in packages:
+        with blob_local_path(package.stored_blob) as path:
+            parts = archive_parts(path) if tarfile.is_tarfile(path) else {}
+        delivered.append(Delivered(f"the delivered package {package}", package.stored_blob.sha256, parts))
+    return delivered
+
+
+def _reproduce_build(
+    answer: Answer, deliverable: Deliverable, scratch: Path, delivered: list[Delivered]
+) -> Report | None:
     """V03: the answer's build — its minimal example delivered as a build context, run with its command — twice
-    in fresh sandboxes, the outputs `outputs.txt` names compared byte for byte. None when the answer delivers no
-    build and none of the deliverable's capabilities is about one."""
+    in fresh sandboxes, the outputs `outputs.txt` names compared byte for byte, and the first build's outputs
+    must hold one of the `delivered` artifacts by digest. None when the answer delivers no build and none of
+    the deliverable's capabilities is about one."""
     artifact = answer.minimal_example_artifact
     command = answer.minimal_example_command.strip()
     if artifact is None or not command:
@@ -232,7 +253,14 @@ def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) ->
         report.add("build_context_unsafe", f"the build context cannot be unpacked: {error}")
         return report
     outputs = _listed(context / "outputs.txt", MAX_BUILD_OUTPUTS)
-    return reproduce(command, context, outputs, limits=BUILD_LIMITS)
+    built = scratch / "built"
+    built.mkdir()
+    report = reproduce(command, context, outputs, limits=BUILD_LIMITS, keep=built)
+    if report.passed:
+        compared = check_built_is_delivered(built, delivered)
+        report.findings += compared.findings
+        report.checked["delivered"] = compared.checked
+    return report
 
 
 def _listed(path: Path, limit: int) -> list[str]:
