@@ -154,7 +154,9 @@ def _read_headers(headers_dir: Path, names: set[str], report: Report) -> tuple[D
     if not headers_dir.is_dir():
         report.add("headers_missing", f"the headers directory {headers_dir.name} does not exist")
         return declarations, macros
-    mentions = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(names))) + r")\b") if names else None
+    alternatives = "|".join(map(re.escape, sorted(names)))
+    # A plain search first (re scans for a literal fast; `\b` defeats that), the whole words only where it hits.
+    anywhere, mentions = re.compile(alternatives), re.compile(rf"\b(?:{alternatives})\b")
     read = []
     # Links are not followed: a delivery's headers are its own files.
     paths = [Path(root, name) for root, _dirs, files in os.walk(headers_dir) for name in files]
@@ -175,7 +177,7 @@ def _read_headers(headers_dir: Path, names: set[str], report: Report) -> tuple[D
             for line in re.findall(r"^[ \t]*#[ \t]*define[ \t]+\w*VERSION[^\n]*", text, re.MULTILINE):
                 if found := VERSION_MACRO.match(line.strip()):
                     macros[f"{found.group(1)} in {name}"] = found.group(2)
-        if mentions is None or not mentions.search(text):
+        if not names or not anywhere.search(text) or not mentions.search(text):
             continue
         for scopes in _declared_functions(TOKENS.findall(text)):
             if scopes[-1] in names:
