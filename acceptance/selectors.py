@@ -415,7 +415,8 @@ def _sdk_checked_at(capability) -> set[tuple[int | None, str]]:
         deliverable__kind=Deliverable.SDK,
         deliverable__state=Deliverable.ACCEPTED,
     ).values_list("organisation_id", "versions")
-    return {(organisation, (versions or {}).get("calrt", "")) for organisation, versions in rows}
+    # A row without a CalRT version is no evidence at any version.
+    return {(organisation, versions["calrt"]) for organisation, versions in rows if (versions or {}).get("calrt")}
 
 
 def capability_gate_facts(capability) -> list[AnswerFacts]:
