@@ -26,6 +26,7 @@ from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from tests.factories import (
     complete_answer_data,
+    make_account,
     make_artifact,
     make_capability,
     make_deliverable,
@@ -289,6 +290,14 @@ def test_a_failing_checks_evidence_is_whole_json_with_the_linkers_output(answer_
     assert [finding["code"] for finding in build["findings"]] == ["build_failed"]
     assert "KvManager::DoShift" in build["findings"][0]["detail"]["output_tail"]
     assert "KvManager::DoShift is not a defined dynamic symbol" in item.explanation
+
+
+def test_the_evidence_api_serves_a_checks_detail_whole(answer_with_sdk, tmp_path):
+    answer, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path, undefined=("KvManager::DoShift",)))
+    deliverable_check_answer(answer.pk)
+    item = EvidenceItem.objects.get(deliverable=deliverable)
+    body = make_account("pat", "team", "pm").client().get(f"/api/v1/evidence/{item.code}/").json()
+    assert body["detail"] == item.detail and body["explanation"] == item.explanation
 
 
 def test_a_passing_images_evidence_names_its_sbom_and_licence(answer_with_image, engineer, tmp_path):
