@@ -403,26 +403,28 @@ def capability_status_basis(capability) -> StatusBasis:
     )
 
 
-def _sdk_checked_versions(capability) -> list[dict]:
-    """The versions of the current E2 evidence from an SDK check that passed (its sdk deliverable accepted)
-    linked to the capability. A failed check is recorded as E2 evidence too, and rejects its deliverable; the
-    seed's own snapshot is not a check of anything the vendor delivered; lapsed evidence counts as E3."""
-    return list(
-        capability.evidence.filter(
-            grades__grade="E2",
-            origin=EvidenceItem.CHECK,
-            current=True,
-            deliverable__kind=Deliverable.SDK,
-            deliverable__state=Deliverable.ACCEPTED,
-        ).values_list("versions", flat=True)
-    )
+def _sdk_checked_at(capability) -> set[tuple[int | None, str]]:
+    """(organisation, CalRT version) of the current E2 evidence from an SDK check that passed (its sdk
+    deliverable accepted) linked to the capability. A failed check is recorded as E2 evidence too, and rejects
+    its deliverable; the seed's own snapshot is not a check of anything the vendor delivered; lapsed evidence
+    counts as E3."""
+    rows = capability.evidence.filter(
+        grades__grade="E2",
+        origin=EvidenceItem.CHECK,
+        current=True,
+        deliverable__kind=Deliverable.SDK,
+        deliverable__state=Deliverable.ACCEPTED,
+    ).values_list("organisation_id", "versions")
+    # A row without a CalRT version is no evidence at any version.
+    return {(organisation, versions["calrt"]) for organisation, versions in rows if (versions or {}).get("calrt")}
 
 
 def capability_gate_facts(capability) -> list[AnswerFacts]:
     """What the promotion gate needs about a capability: for each answer its chains currently check (newest
     answer first), every chain's stage states on its current inputs and what its runner stages proved (the
-    probes that passed, whether a board attested them, the versions the device reported), and whether the
-    SDK check found the capability at the answer's version. A fixed number of queries whatever the run count."""
+    probes that passed, whether a board attested them, the versions the device reported), and whether an SDK
+    its own organisation delivered was checked to carry the capability at a CalRT version its chains run on.
+    A fixed number of queries whatever the run count."""
     chains = list(
         Chain.objects.filter(capability=capability)
         .select_related("target", "answer__deliverable")
@@ -436,7 +438,11 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
         ).values_list("deliverable_id", flat=True)
     )
     latest = latest_runs([chain.pk for chain in chains])
-    sdk_versions = _sdk_checked_versions(capability)
+    sdk_checked_at = _sdk_checked_at(capability)
+    # The CalRT versions an answer is proven at: those of the targets its chains run on.
+    calrt_of_answer: dict[int, set[str]] = {}
+    for chain in chains:
+        calrt_of_answer.setdefault(chain.answer_id, set()).add(chain.target.calrt_version)
     by_answer: dict[int, AnswerFacts] = {}
     for chain in chains:
         answer = chain.answer
@@ -450,7 +456,10 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 # An answer from before questions had deliverables proves what its runs' probes covered.
                 on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
                 deliverable=answer.deliverable.key if answer.deliverable else "",
-                sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
+                # E2 from the answer's own organisation's SDK, at a version the answer runs on.
+                sdk_checked=any(
+                    (answer.organisation_id, calrt) in sdk_checked_at for calrt in calrt_of_answer[chain.answer_id]
+                ),
             ),
         )
         rows = _stage_rows(chain, latest)

@@ -40,6 +40,9 @@ class EvidenceOutputSerializer(serializers.Serializer):
     statuses = EvidenceStatusSerializer(many=True, help_text="Capability statuses C0–C4 the row names.")
     sources = SourceReferenceSerializer(many=True)
     explanation = serializers.CharField()
+    detail = serializers.JSONField(
+        help_text="What a static check found and looked at (findings, files, output tails); {} for other rows."
+    )
     defect = serializers.BooleanField()
     limitation = serializers.BooleanField()
 

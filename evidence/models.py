@@ -87,6 +87,8 @@ class EvidenceItem(models.Model):
     # The grade/status cell exactly as written; the parsed values live in EvidenceGrade/EvidenceStatus.
     grade_text = models.CharField(max_length=200, blank=True)
     explanation = models.TextField(blank=True)
+    # What a static check found and looked at, whole (findings, files, output tails): valid JSON however long.
+    detail = models.JSONField(default=dict, blank=True)
     defect = models.BooleanField(default=False)
     limitation = models.BooleanField(default=False)
     # Whose delivery it is about; None for the seed's items, which everyone reads.

@@ -27,13 +27,16 @@ def evidence_record(
     code_prefix: str,
     source_text: str = "",
     explanation: str = "",
+    detail: Mapping | None = None,
     actor="system",
 ) -> EvidenceItem:
     """Store one evidence row with its grade, link it to the capabilities it is about, and audit it.
 
     Preconditions: `origin` is run, check or review (the seed's rows come only from the import); `grade` is
     one of E0–E4; `versions` names only calrt, driver, firmware and chip. The code is `code_prefix` followed
-    by the row's own number, so it is unique. Runs in the caller's transaction when there is one.
+    by the row's own number, so it is unique. `explanation` is text for people, cut at 2,000 characters;
+    `detail` is stored whole (a check's findings, files and output tails). Runs in the caller's transaction
+    when there is one.
     """
     if origin not in RECORDED_ORIGINS:
         raise DomainError(f"Evidence of origin {origin!r} is not recorded here.", field="origin")
@@ -51,6 +54,7 @@ def evidence_record(
             source_text=source_text,
             grade_text=grade,
             explanation=explanation[:2000],
+            detail=dict(detail or {}),
             organisation=organisation,
             versions=versions,
             deliverable=deliverable,

@@ -7,16 +7,19 @@ vendor's: declarations in the headers, defined dynamic symbols of the library, t
 """
 
 import io
+import os
 import subprocess
 import tarfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 CALRT_VERSION = "0.7.6"
 
 
-def sdk_header(entry_points: list[str], version: str = CALRT_VERSION) -> str:
-    """A header declaring each entry point: `Class::Name` as a member of `calrt::Class`, `Name` as a C call."""
+def sdk_header(entry_points: list[str], version: str | None = CALRT_VERSION) -> str:
+    """A header declaring each entry point: `Class::Name` as a member of `calrt::Class`, `Name` as a C call;
+    `CALRT_VERSION` defined as `version` (not at all when None)."""
     members: dict[str, list[str]] = defaultdict(list)
     functions = []
     for entry in entry_points:
@@ -25,7 +28,7 @@ def sdk_header(entry_points: list[str], version: str = CALRT_VERSION) -> str:
             members[owner].append(name)
         else:
             functions.append(entry)
-    lines = ["#pragma once", f'#define CALRT_VERSION "{version}"', "namespace calrt {"]
+    lines = ["#pragma once", *([f'#define CALRT_VERSION "{version}"'] if version else []), "namespace calrt {"]
     for owner, names in members.items():
         lines += [f"class {owner} {{", " public:", *(f"  int {name}(int value);" for name in names), "};"]
     lines += ["}  // namespace calrt", 'extern "C" {', *(f"int {name}(int value);" for name in functions), "}"]
@@ -38,13 +41,20 @@ def build_sdk(
     *,
     undefined: tuple[str, ...] = (),
     version: str = CALRT_VERSION,
-    header_version: str | None = None,
+    header_version: str | None = "",
+    file_name: str = "",
+    soname: str = "",
+    links: tuple[str, ...] = (),
 ) -> tuple[Path, Path]:
-    """Headers declaring every entry point and `libcalrt-linux-x86_64.so.<version>` defining all but
-    `undefined`, built with g++. Returns (headers directory, library)."""
+    """Headers declaring every entry point and a library defining all but `undefined`, built with g++.
+
+    The library is `lib/<file_name>` (by default `libcalrt-linux-x86_64.so.<version>`) with the soname
+    `soname` (by default its file name) and `links` beside it, each a symbolic link to it (a real SDK's chain:
+    `libcalrt.so`, `libcalrt.so.0`). The header defines `CALRT_VERSION` as `header_version` (by default
+    `version`; None for no macro). Returns (headers directory, library)."""
     include = root / "include" / "calrt"
     include.mkdir(parents=True)
-    (include / "calrt.h").write_text(sdk_header(entry_points, header_version or version))
+    (include / "calrt.h").write_text(sdk_header(entry_points, version if header_version == "" else header_version))
     body = ['#include "calrt/calrt.h"']
     for entry in entry_points:
         if entry in undefined:
@@ -55,7 +65,7 @@ def build_sdk(
             body.append(f'extern "C" int {entry}(int value) {{ return value + 2; }}')
     source = root / "calrt.cpp"
     source.write_text("\n".join(body) + "\n")
-    library = root / "lib" / f"libcalrt-linux-x86_64.so.{version}"
+    library = root / "lib" / (file_name or f"libcalrt-linux-x86_64.so.{version}")
     library.parent.mkdir()
     subprocess.run(
         [
@@ -63,7 +73,7 @@ def build_sdk(
             "-shared",
             "-fPIC",
             f"-I{root / 'include'}",
-            f"-Wl,-soname,{library.name}",
+            f"-Wl,-soname,{soname or library.name}",
             str(source),
             "-o",
             str(library),
@@ -71,6 +81,8 @@ def build_sdk(
         check=True,
         capture_output=True,
     )
+    for link in links:
+        (library.parent / link).symlink_to(library.name)
     return root / "include", library
 
 
@@ -91,11 +103,11 @@ def example_source(entry_points: list[str]) -> str:
     )
 
 
-def sdk_archive(root: Path, entry_points: list[str], *, version: str = CALRT_VERSION) -> bytes:
-    """The SDK as a vendor delivers it: a tar of `include/` (the headers), `lib/` (the one shared library),
-    `example/` (the minimal example) and `entry_points.txt` (the calls it declares, one a line), reproducible
-    (sorted, times and owners zero)."""
-    headers, library = build_sdk(root, entry_points, version=version)
+def sdk_archive(root: Path, entry_points: list[str], *, version: str = CALRT_VERSION, **options: Any) -> bytes:
+    """The SDK as a vendor delivers it: a tar of `include/` (the headers), `lib/` (the one shared library and
+    its links), `example/` (the minimal example) and `entry_points.txt` (the calls it declares, one a line),
+    reproducible (sorted, times and owners zero). `options` are `build_sdk`'s."""
+    headers, library = build_sdk(root, entry_points, version=version, **options)
     files = {f"include/{path.relative_to(headers)}": path.read_bytes() for path in headers.rglob("*") if path.is_file()}
     files[f"lib/{library.name}"] = library.read_bytes()
     files["example/example.cpp"] = example_source(entry_points).encode()
@@ -106,4 +118,8 @@ def sdk_archive(root: Path, entry_points: list[str], *, version: str = CALRT_VER
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(files[name]), 0o644
             archive.addfile(info, io.BytesIO(files[name]))
+        for link in sorted(path for path in library.parent.iterdir() if path.is_symlink()):
+            info = tarfile.TarInfo(f"lib/{link.name}")
+            info.type, info.linkname = tarfile.SYMTYPE, os.readlink(link)
+            archive.addfile(info)
     return buffer.getvalue()

@@ -4,10 +4,12 @@ Each check returns a report: the `findings` (what is wrong, each with a code, a 
 part, and details) and `checked` (what was looked at, JSON-ready), so a passing report still says what
 it rests on. A report passes when it has no findings.
 
-- `sdk.check_sdk`, `sdk.build_example`: headers and a library (seed section 2's `nm -D | c++filt`).
+- `sdk.check_sdk`, `sdk.sdk_library`, `sdk.build_example`: headers, a library and their versions (seed
+  section 2's `nm -D | c++filt`).
 - `oci.check_oci_archive`: an OCI image archive, its digests, SBOM and licence.
 - `schema.check_schema`: a vendor's JSON Schema against the simulator's metadata or trace and the seed's defects.
 - `reproduce.reproduce`: a build command run twice in fresh sandboxes, its outputs compared.
+- `delivered.check_built_is_delivered`: a build's outputs hold the delivered image or package, by digest.
 """
 
 from dataclasses import asdict, dataclass, field

@@ -56,6 +56,8 @@ class ImageReport(Report):
     blobs: dict[str, dict] = field(default_factory=dict)  # digest -> {"size", "media_type", "verified"}
     sbom: dict[str, Any] | None = None
     licence: str | None = None
+    # Each image manifest's config and filesystem layers by digest: what a build of the image must write.
+    images: list[dict[str, Any]] = field(default_factory=list)
 
 
 def check_oci_archive(path: Path, *, sbom: Path | None = None) -> ImageReport:
@@ -77,6 +79,8 @@ def check_oci_archive(path: Path, *, sbom: Path | None = None) -> ImageReport:
         report.add("sbom_missing", "no SBOM (SPDX or CycloneDX JSON) in the archive or attached to it")
     if report.licence is None:
         report.add("licence_missing", "no licence file (LICENSE, LICENCE, COPYING, NOTICE) in the archive")
+    # What a passing image rests on, named in its evidence.
+    report.checked.update(sbom=report.sbom, licence=report.licence)
     return report
 
 
@@ -186,6 +190,13 @@ class _Inspection:
                 self.report.licence = f"{title} ({layer['digest']})"
         if isinstance(config_document, dict) and config.get("mediaType") in IMAGE_CONFIG_MEDIA_TYPES:
             self._check_diff_ids(config_document, layers, verified, where)
+            self.report.images.append(
+                {
+                    "manifest": where,
+                    "config": config["digest"],
+                    "layers": [layer["digest"] for layer in verified if _is_filesystem_layer(layer)],
+                }
+            )
 
     def _check_diff_ids(self, config: dict, layers: list, verified: list, where: str) -> None:
         """Each layer unpacks to the tar its config's rootfs.diff_ids names (what `docker load` checks)."""

@@ -30,7 +30,16 @@ class ReproReport(Report):
     reproducible: bool = False
 
 
-def reproduce(command: str, workdir: Path, outputs: Sequence[str], *, limits: Limits = DEFAULT_LIMITS) -> ReproReport:
+def reproduce(
+    command: str,
+    workdir: Path,
+    outputs: Sequence[str],
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    keep: Path | None = None,
+) -> ReproReport:
+    """Run `command` twice on fresh copies of `workdir` and compare the `outputs` it writes. With `keep`, the
+    first build's outputs are moved there (under the same names), to be compared with what was delivered."""
     report = ReproReport()
     workdir = Path(workdir)
     report.checked.update(command=command, outputs=list(outputs), runs=[])
@@ -48,7 +57,7 @@ def reproduce(command: str, workdir: Path, outputs: Sequence[str], *, limits: Li
         return report
     manifests = []
     for number, env in enumerate(RUNS, start=1):
-        manifest = _run_once(command, workdir, outputs, env, limits, number, report)
+        manifest = _run_once(command, workdir, outputs, env, limits, number, report, keep if number == 1 else None)
         if manifest is None:
             return report
         manifests.append(manifest)
@@ -78,9 +87,10 @@ def _run_once(
     limits: Limits,
     number: int,
     report: ReproReport,
+    keep: Path | None,
 ) -> dict[str, dict[str, str] | None] | None:
     """One build in a fresh copy; each output's per-file manifest (None where it is missing), or None when
-    the build failed."""
+    the build failed. The outputs are moved to `keep` when given."""
     scratch = Path(tempfile.mkdtemp(prefix=f"calculet-repro-{number}-"))
     try:
         workdir = scratch / "build"
@@ -102,6 +112,11 @@ def _run_once(
             if manifests[output] is None:
                 report.add("output_missing", f"build {number} did not write {output}", run=number, output=output)
         record["digests"] = {name: _digest(m) if m is not None else None for name, m in manifests.items()}
+        if keep is not None:
+            for output, manifest in manifests.items():
+                if manifest is not None:
+                    (keep / output).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.move(workdir / output, keep / output)
         return manifests
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -4,7 +4,9 @@ and same-version symbols, E1 for an image or a schema checked against the curren
 the deliverable — accepted when nothing is found and the answer is complete, rejected with the findings.
 
 What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"):
-- sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library),
+- sdk: an artifact of kind `sdk`, a tar holding `include/` (the headers), `lib/` (one shared library, other
+  names of it as links to it: `libcalrt.so -> libcalrt.so.0 -> libcalrt.so.0.7.6`; its file name, soname and
+  the headers' version macro must say the answer's version),
   optionally `example/` (one C or C++ source: the minimal example, built against them where a compiler is)
   and `entry_points.txt` (one call a line: the calls the answer declares, checked with those of the
   capabilities' recipes — the only ones for a capability whose recipe names none). A passing SDK is also
@@ -13,12 +15,15 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 - container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it;
   where the answer delivers its build — the minimal example as a build context (a tar, or one file) with
   `outputs.txt` naming what the build writes, and the build command as the example's command — the build runs
-  twice in fresh sandboxes and must write the same bytes (V03). A capability whose recipe is about a build
-  (`reproducible_build`) is proven only so: an image answer without its build is rejected.
+  twice in fresh sandboxes and must write the same bytes (V03), and what it writes must be the delivery: the
+  image's config and layers, or the files of a calbin package the answer delivers beside it, by digest. A
+  capability whose recipe is about a build (`reproducible_build`) is proven only so: an image answer without its
+  build is rejected.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file.
 """
 
 import json
+import tarfile
 import tempfile
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -29,11 +34,12 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from acceptance.inspection import Report
+from acceptance.inspection.delivered import Delivered, archive_parts, check_built_is_delivered, image_parts
 from acceptance.inspection.isolated import DEFAULT_LIMITS
-from acceptance.inspection.oci import check_oci_archive
+from acceptance.inspection.oci import ImageReport, check_oci_archive
 from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
-from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk
+from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk, sdk_library
 from acceptance.recipes import RECIPES, Recipe
 from acceptance.services.dispatch import deliverable_check_send
 from calculet.errors import DomainError
@@ -140,7 +146,9 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             answer=answer,
             code_prefix=f"CHK-{deliverable.kind.upper().replace('_', '-')}",
             source_text=f"static check of answer {answer.pk} (r{answer.revision}) of {answer.organisation.slug}",
-            explanation=json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str),
+            explanation="; ".join(outcome.findings) or outcome.summary,
+            # Through JSON and back: what the checks looked at may name paths, stored as their text.
+            detail=json.loads(json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str)),
         )
         if outcome.passed:
             return deliverable_accept(deliverable, actor="system", reason=reason)
@@ -162,11 +170,12 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         blob_local_path(artifact.stored_blob) as path,
     ):
         if deliverable.kind == Deliverable.SDK:
-            return _check_sdk(path, Path(scratch), deliverable, artifact)
+            return _check_sdk(path, Path(scratch), answer, deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
-            build = _reproduce_build(answer, deliverable, Path(scratch))
+            image = check_oci_archive(path)
+            build = _reproduce_build(answer, deliverable, Path(scratch), _delivered(answer, artifact, image))
             what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
-            return _outcome(check_oci_archive(path), what, extra=build)
+            return _outcome(image, what, extra=build)
         return _check_schema(path, deliverable, artifact)
 
 
@@ -190,10 +199,26 @@ MAX_BUILD_OUTPUTS = 100
 BUILD_LIMITS = replace(DEFAULT_LIMITS, wall_seconds=360)
 
 
-def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) -> Report | None:
+def _delivered(answer: Answer, image_artifact: Artifact, image: ImageReport) -> list[Delivered]:
+    """What the answer's build may write to prove it builds the delivery: the image (its config and layers), or
+    a package the answer delivers beside it (its files), as V03's compile writes the package."""
+    delivered = [Delivered(f"the delivered image {image_artifact}", image_artifact.stored_blob.sha256)]
+    delivered[0].parts.update(image_parts(image.images))
+    packages = answer.executable_assets.filter(kind=Artifact.CALBIN, state=Artifact.VERIFIED).order_by("pk")
+    for package in packages:
+        with blob_local_path(package.stored_blob) as path:
+            parts = archive_parts(path) if tarfile.is_tarfile(path) else {}
+        delivered.append(Delivered(f"the delivered package {package}", package.stored_blob.sha256, parts))
+    return delivered
+
+
+def _reproduce_build(
+    answer: Answer, deliverable: Deliverable, scratch: Path, delivered: list[Delivered]
+) -> Report | None:
     """V03: the answer's build — its minimal example delivered as a build context, run with its command — twice
-    in fresh sandboxes, the outputs `outputs.txt` names compared byte for byte. None when the answer delivers no
-    build and none of the deliverable's capabilities is about one."""
+    in fresh sandboxes, the outputs `outputs.txt` names compared byte for byte, and the first build's outputs
+    must hold one of the `delivered` artifacts by digest. None when the answer delivers no build and none of
+    the deliverable's capabilities is about one."""
     artifact = answer.minimal_example_artifact
     command = answer.minimal_example_command.strip()
     if artifact is None or not command:
@@ -215,7 +240,14 @@ def _reproduce_build(answer: Answer, deliverable: Deliverable, scratch: Path) ->
         report.add("build_context_unsafe", f"the build context cannot be unpacked: {error}")
         return report
     outputs = _listed(context / "outputs.txt", MAX_BUILD_OUTPUTS)
-    return reproduce(command, context, outputs, limits=BUILD_LIMITS)
+    built = scratch / "built"
+    built.mkdir()
+    report = reproduce(command, context, outputs, limits=BUILD_LIMITS, keep=built)
+    if report.passed:
+        compared = check_built_is_delivered(built, delivered)
+        report.findings += compared.findings
+        report.checked["delivered"] = compared.checked
+    return report
 
 
 def _listed(path: Path, limit: int) -> list[str]:
@@ -242,27 +274,25 @@ def _entry_points(deliverable: Deliverable, declared_file: Path) -> list[str]:
     return points
 
 
-def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
+def _check_sdk(path: Path, scratch: Path, answer: Answer, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
     what = f"SDK {artifact.file_name} {artifact.version}"
     try:
         archive_extract(path, scratch)
     except (UnsafeArchiveError, DomainError) as error:
         return CheckOutcome(False, what, [f"the SDK archive cannot be unpacked: {error}"], {}, {})
-    libraries = sorted(p for p in (scratch / "lib").glob("*.so*") if p.is_file()) if (scratch / "lib").is_dir() else []
-    if not (scratch / "include").is_dir() or len(libraries) != 1:
-        return CheckOutcome(
-            False,
-            what,
-            ["the SDK archive must hold include/ (the headers) and exactly one shared library under lib/"],
-            {"libraries": [p.name for p in libraries]},
-            {},
-        )
-    library = libraries[0]
+    try:
+        if not (scratch / "include").is_dir():
+            raise ValueError("the SDK archive must hold include/ (the headers)")
+        library = sdk_library(scratch / "lib")
+    except ValueError as error:
+        in_lib = sorted(p.name for p in (scratch / "lib").iterdir()) if (scratch / "lib").is_dir() else []
+        return CheckOutcome(False, what, [str(error)], {"lib": in_lib}, {})
     others = _other_recipes_with_calls(deliverable)
     report = check_sdk(
         scratch / "include",
         library,
         _entry_points(deliverable, scratch / "entry_points.txt"),
+        version=answer.version,
         also_look_for=[point for recipe in others for point in recipe.sdk_entry_points],
     )
     sources = (
@@ -271,7 +301,8 @@ def _check_sdk(path: Path, scratch: Path, deliverable: Deliverable, artifact: Ar
         else []
     )
     build = build_example(scratch / "include", library, sources[0]) if sources else None
-    versions = {"calrt": report.library_version} if report.library_version else {}
+    # Only a check that passed names its version: then file name, soname, headers and answer all say it.
+    versions = {"calrt": report.library_version} if report.passed and report.library_version else {}
     outcome = _outcome(report, what, versions=versions, extra=build)
     found = report.entry_points
     outcome.also_proves = [

@@ -25,6 +25,7 @@ from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from tests.factories import (
     complete_answer_data,
+    make_account,
     make_artifact,
     make_capability,
     make_deliverable,
@@ -37,6 +38,7 @@ from tests.inspection_builders import (
     build_sdk,
     example_source,
     oci_image_files,
+    only_manifest,
     tar_bytes,
 )
 from vendor import states
@@ -71,24 +73,59 @@ def sdk_archive(tmp_path, *, calls=KV_MANAGER_CALLS, undefined=(), declared=None
 
 
 def answer_with(
-    engineer, acme, golden, tmp_path, *, code, kind, artifact_kind, data: bytes, capability_slug, answer=None, **extra
+    engineer,
+    acme,
+    golden,
+    tmp_path,
+    *,
+    code,
+    kind,
+    artifact_kind,
+    data: bytes,
+    capability_slug,
+    answer=None,
+    extra_assets=(),
+    **extra,
 ):
-    """A complete answer delivering `data` (as an artifact of `artifact_kind`) for the question's deliverable;
-    `answer` overrides fields of the answer."""
+    """A complete answer delivering `data` (as an artifact of `artifact_kind`, beside `extra_assets`) for the
+    question's deliverable; `answer` overrides fields of the answer."""
     question = make_question(code, organisation=acme, state="asked", deliverable=None)
     capability = make_capability(capability_slug, questions=[question])
     deliverable = make_deliverable(question, "delivery", kind=kind, capabilities=[capability], **extra)
     artifact = make_artifact(engineer, data, kind=artifact_kind, version="0.7.6", file_name=f"delivery-{kind}")
-    answer_data = complete_answer_data(capability=capability, calbin=artifact, golden=golden, deliverable="delivery")
+    answer_data = complete_answer_data(
+        capability=capability, calbin=artifact, golden=golden, deliverable="delivery", extra_assets=extra_assets
+    )
     answer_data.update(answer or {})
     stored = answer_submit(actor=engineer, question=question, data=answer_data)
     return stored, deliverable, capability
 
 
-def build_delivered(engineer, tmp_path, *, reproducible=True) -> dict:
-    """The answer's minimal example as its build (V03): the sources with `sh build.sh` and outputs.txt naming
-    what the build writes."""
-    project = build_project(tmp_path / "build-context", reproducible=reproducible)
+def build_delivered(engineer, tmp_path, *, reproducible=True, writes="image", package=None) -> dict:
+    """The answer's minimal example as its build (V03): `sh build.sh` writing `out/`, which outputs.txt names.
+    What it writes: the layout of the image `answer_with_image` delivers (`image`), the same as a tar of other
+    bytes (`image-tar`), or a compiled kernel (`other`: a build of something else); with `package` (path ->
+    bytes), those files too. When not `reproducible`, the time it ran as well."""
+    project = tmp_path / "build-context"
+    if writes == "other":
+        build_project(project, reproducible=reproducible)
+    else:
+        for name, data in oci_image_files().items():
+            (project / "src" / name).parent.mkdir(parents=True, exist_ok=True)
+            (project / "src" / name).write_bytes(data)
+        pack = (
+            "tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf out/image.tar -C src ."
+            if writes == "image-tar"
+            else "cp -R src/. out/"
+        )
+        stamp = "" if reproducible else "date +%s%N > out/built-at\n"
+        (project / "build.sh").write_text(f"set -e\nmkdir -p out\n{pack}\n{stamp}")
+    for name, data in (package or {}).items():
+        (project / "package" / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / "package" / name).write_bytes(data)
+    if package:
+        with (project / "build.sh").open("a") as script:
+            script.write("cp -R package/. out/\n")
     (project / "outputs.txt").write_text("out\n")
     files = {str(path.relative_to(project)): path.read_bytes() for path in project.rglob("*") if path.is_file()}
     context = make_artifact(engineer, tar_bytes(files), kind="sdk", version="0.7.6", file_name="build-context.tar")
@@ -120,7 +157,7 @@ def answer_with_image(engineer, acme, golden, tmp_path):
     """`answer_with` for an OCI image (with SBOM and licence unless `data` says otherwise), delivered for V03's
     reproducible compile unless told otherwise; `answer` overrides fields of the answer (its build)."""
 
-    def answer(*, data=None, code="V03", capability_slug="reproducible-compile", answer=None):
+    def answer(*, data=None, code="V03", capability_slug="reproducible-compile", answer=None, extra_assets=()):
         return answer_with(
             engineer,
             acme,
@@ -132,6 +169,7 @@ def answer_with_image(engineer, acme, golden, tmp_path):
             data=tar_bytes(oci_image_files()) if data is None else data,
             capability_slug=capability_slug,
             answer=answer,
+            extra_assets=extra_assets,
         )
 
     return answer
@@ -144,7 +182,7 @@ def test_an_sdk_with_every_entry_point_is_accepted_with_e2_evidence(answer_with_
     item = EvidenceItem.objects.get(deliverable=deliverable)
     assert (item.origin, item.grade_text, item.versions) == ("check", "E2", {"calrt": "0.7.6"})
     assert list(capability.evidence.all()) == [item]
-    findings = json.loads(item.explanation)
+    findings = item.detail
     assert findings["checked"]["report"]["checked"]["entry_points"] == list(KV_MANAGER_CALLS)
     # The minimal example was built against the headers and the library.
     assert findings["checked"]["build"]["passed"] is True
@@ -181,9 +219,92 @@ def test_an_image_with_sbom_licence_and_a_reproducible_build_is_accepted_with_e1
     assert "built twice: nothing found" in decided.reason
     evidence = EvidenceItem.objects.get(deliverable=deliverable)
     assert evidence.grade_text == "E1"
-    runs = json.loads(evidence.explanation)["checked"]["build"]["checked"]["runs"]
+    runs = evidence.detail["checked"]["build"]["checked"]["runs"]
     assert [run["env"]["TZ"] for run in runs] == ["UTC", "Asia/Shanghai"]
     assert runs[0]["digests"] == runs[1]["digests"] and runs[0]["digests"]["out"].startswith("sha256:")
+    delivered = evidence.detail["checked"]["build"]["checked"]["delivered"]
+    assert delivered["found_as"]["layer 1"].startswith("out/blobs/sha256/")  # the build wrote the delivered image
+
+
+def test_an_image_built_by_its_build_as_an_archive_of_other_bytes_is_accepted(answer_with_image, engineer, tmp_path):
+    answer, deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path, writes="image-tar"))
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.ACCEPTED, decided.reason
+    delivered = EvidenceItem.objects.get(deliverable=deliverable).detail["checked"]["build"]["checked"]["delivered"]
+    assert delivered["artifact"] == "the delivered image delivery-container_image 0.7.6"
+    assert delivered["found_as"]["config"].startswith("out/image.tar:./blobs/sha256/")
+
+
+def test_an_unrelated_image_beside_a_build_of_something_else_is_rejected_naming_what_differs(
+    answer_with_image, engineer, tmp_path
+):
+    answer, _deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path, writes="other"))
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    _name, manifest = only_manifest(oci_image_files())
+    assert (
+        f"the build's output is not the delivered image delivery-container_image 0.7.6: it did not write its "
+        f"config {manifest['config']['digest']}, layer 1 {manifest['layers'][0]['digest']}" in decided.reason
+    )
+
+
+def test_an_image_with_a_layer_the_build_does_not_write_is_rejected_naming_the_layer(
+    answer_with_image, engineer, tmp_path
+):
+    delivered = tar_bytes(oci_image_files(extra_layers=({"etc/calcc.conf": b"opt=3\n"},)))
+    answer, _deliverable, _capability = answer_with_image(data=delivered, answer=build_delivered(engineer, tmp_path))
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "layer 2 sha256:" in decided.reason and "layer 1 " not in decided.reason
+
+
+PACKAGE_FILES = {"qwen3/package_info.txt": b"calbin v2\n", "qwen3/weights.bin": b"\x01" * 64}
+
+
+@pytest.mark.parametrize(
+    ("written", "accepted"), [(PACKAGE_FILES, True), ({**PACKAGE_FILES, "qwen3/weights.bin": b"\x02" * 64}, False)]
+)
+def test_a_build_must_write_the_package_the_answer_delivers_beside_the_image(
+    answer_with_image, engineer, tmp_path, written, accepted
+):
+    """V03's compile writes the package, not the compiler's image: the package's files are the delivery."""
+    package = make_artifact(engineer, tar_bytes(PACKAGE_FILES), kind="calbin", version="1.0.0", file_name="q.tar")
+    build = build_delivered(engineer, tmp_path, writes="other", package=written)
+    answer, _deliverable, _capability = answer_with_image(answer=build, extra_assets=[package])
+    decided = deliverable_check_answer(answer.pk)
+    assert (decided.state == Deliverable.ACCEPTED) is accepted, decided.reason
+    if not accepted:
+        assert (
+            "the build's output is not the delivered package q.tar 1.0.0: it did not write its qwen3/weights.bin"
+            in (decided.reason)
+        )
+
+
+def test_a_failing_checks_evidence_is_whole_json_with_the_linkers_output(answer_with_sdk, tmp_path):
+    answer, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path, undefined=("KvManager::DoShift",)))
+    deliverable_check_answer(answer.pk)
+    item = EvidenceItem.objects.get(deliverable=deliverable)
+    assert len(json.dumps(item.detail)) > 2000  # what used to be cut there, and its JSON broken
+    build = item.detail["checked"]["build"]
+    assert [finding["code"] for finding in build["findings"]] == ["build_failed"]
+    assert "KvManager::DoShift" in build["findings"][0]["detail"]["output_tail"]
+    assert "KvManager::DoShift is not a defined dynamic symbol" in item.explanation
+
+
+def test_the_evidence_api_serves_a_checks_detail_whole(answer_with_sdk, tmp_path):
+    answer, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path, undefined=("KvManager::DoShift",)))
+    deliverable_check_answer(answer.pk)
+    item = EvidenceItem.objects.get(deliverable=deliverable)
+    body = make_account("pat", "team", "pm").client().get(f"/api/v1/evidence/{item.code}/").json()
+    assert body["detail"] == item.detail and body["explanation"] == item.explanation
+
+
+def test_a_passing_images_evidence_names_its_sbom_and_licence(answer_with_image, engineer, tmp_path):
+    answer, deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path))
+    deliverable_check_answer(answer.pk)
+    checked = EvidenceItem.objects.get(deliverable=deliverable).detail["checked"]["report"]["checked"]
+    assert checked["sbom"] == {"where": "sbom.spdx.json", "format": "SPDX", "version": "2.3", "packages": 1}
+    assert checked["licence"] == "LICENSE"
 
 
 def test_an_image_whose_build_stamps_the_time_is_rejected_naming_what_differs(answer_with_image, engineer, tmp_path):

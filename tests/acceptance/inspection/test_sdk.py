@@ -4,7 +4,7 @@ import subprocess
 import pytest
 
 from acceptance.inspection import sdk
-from acceptance.inspection.sdk import build_example, check_sdk
+from acceptance.inspection.sdk import build_example, check_sdk, sdk_library
 from acceptance.recipes import recipe_for
 from tests.inspection_builders import build_sdk, example_source
 
@@ -72,21 +72,76 @@ def test_without_cxxfilt_mangled_names_are_matched(tmp_path, monkeypatch):
     assert [f.detail for f in report.findings] == [{"entry_point": "KvManager::Free"}]
 
 
-def test_versions_must_agree(tmp_path):
+def test_a_header_of_another_version_fails_naming_its_macro(tmp_path):
     headers, library = build_sdk(tmp_path, KV, version="0.8.0", header_version="0.7.6")
     report = check_sdk(headers, library, KV, version="0.8.0")
     assert [(f.code, f.message) for f in report.findings] == [
-        ("version_mismatch", "calrt/calrt.h says version 0.7.6, the library is 0.8.0"),
-        ("version_mismatch", "the answer names version 0.8.0, the SDK says 0.7.6, 0.8.0"),
+        (
+            "version_mismatch",
+            "the header macro CALRT_VERSION in calrt/calrt.h says version 0.7.6, the library's file name 0.8.0",
+        )
     ]
 
 
-def test_the_wrong_version_fails(tmp_path):
+def test_an_answer_naming_another_version_fails(tmp_path):
     headers, library = build_sdk(tmp_path, KV)
     report = check_sdk(headers, library, KV, version="0.8.0")
     assert [(f.code, f.detail) for f in report.findings] == [
-        ("version_mismatch", {"expected": "0.8.0", "found": ["0.7.6"]})
+        ("version_mismatch", {"source": "the answer", "version": "0.8.0", "library_version": "0.7.6"})
     ]
+    assert check_sdk(headers, library, KV, version="v0.7.6").passed
+
+
+def test_an_unversioned_library_fails_naming_its_file_name_and_soname(tmp_path):
+    headers, library = build_sdk(tmp_path, KV, file_name="libcalrt.so")
+    report = check_sdk(headers, library, KV, version="0.7.6")
+    assert [(f.code, f.detail) for f in report.findings] == [
+        ("version_missing", {"source": "the library's file name"}),
+        ("version_missing", {"source": "the library's soname"}),
+    ]
+    assert report.library_version is None
+
+
+def test_headers_without_a_version_macro_and_an_answer_without_a_version_fail(tmp_path):
+    headers, library = build_sdk(tmp_path, KV, header_version=None)
+    report = check_sdk(headers, library, KV, version="")
+    assert [f.message for f in report.findings] == [
+        "a header's version macro names no version",
+        "the answer names no version",
+    ]
+
+
+def test_the_soname_chain_of_a_real_sdk_passes(tmp_path):
+    headers, library = build_sdk(
+        tmp_path, KV, file_name="libcalrt.so.0.7.6", soname="libcalrt.so.0", links=("libcalrt.so", "libcalrt.so.0")
+    )
+    assert sdk_library(library.parent) == library
+    report = check_sdk(headers, library, KV, version="0.7.6")
+    assert report.passed, report.findings
+    assert report.checked["versions"]["the library's soname"] == "0"
+
+
+def test_a_soname_without_its_link_or_of_another_major_version_fails(tmp_path):
+    headers, library = build_sdk(tmp_path / "a", KV, file_name="libcalrt.so.0.7.6", soname="libcalrt.so.0")
+    assert [f.code for f in check_sdk(headers, library, KV, version="0.7.6").findings] == ["soname_link_missing"]
+    headers, library = build_sdk(
+        tmp_path / "b", KV, file_name="libcalrt.so.0.7.6", soname="libcalrt.so.1", links=("libcalrt.so.1",)
+    )
+    report = check_sdk(headers, library, KV, version="0.7.6")
+    assert [(f.code, f.message) for f in report.findings] == [
+        ("version_mismatch", "the library's soname says version 1, the library's file name 0.7.6")
+    ]
+
+
+def test_lib_holds_one_library_and_links_to_it(tmp_path):
+    _headers, library = build_sdk(tmp_path, KV, links=("libcalrt.so",))
+    shutil.copy(library, library.parent / "libother.so.1")
+    with pytest.raises(ValueError, match="exactly one shared library.*files found: libcalrt-linux"):
+        sdk_library(library.parent)
+    (library.parent / "libother.so.1").unlink()
+    (library.parent / "libcalrt.so.0").symlink_to("/usr/lib/x86_64-linux-gnu/libc.so.6")
+    with pytest.raises(ValueError, match="lib/libcalrt.so.0 is a link to /usr/lib/.*, not to libcalrt-linux"):
+        sdk_library(library.parent)
 
 
 def test_what_is_not_an_sdk(tmp_path):
@@ -98,7 +153,7 @@ def test_what_is_not_an_sdk(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     codes = [f.code for f in check_sdk(empty, library, KV).findings]
-    assert codes[0] == "headers_missing" and set(codes[1:]) == {"entry_point_not_declared"}
+    assert codes[0] == "headers_missing" and set(codes[1:]) == {"version_missing", "entry_point_not_declared"}
     assert [f.code for f in check_sdk(headers, library, []).findings] == ["no_entry_points"]
 
 
@@ -178,3 +233,62 @@ def test_a_cxx_header_without_a_suffix_declares_and_a_binary_does_not(tmp_path):
     assert report.entry_points["OutputBuf::Wait"]["declared_in"] == "calrt/buffer"
     assert report.entry_points["AllocDevMem"]["declared_in"] is None
     assert "calrt/blob" not in report.checked["headers"]
+
+
+DECORATED_HEADER = """#pragma once
+#define CALRT_VERSION "0.7.6"
+#define CALRT_API __attribute__((visibility("default")))
+namespace calrt {
+class OutputBuf;  // a forward declaration declares nothing
+class __attribute__((visibility("default"))) KvManager final {
+ public:
+  [[nodiscard]] int Apply(int value);
+  CALRT_API int Clear(int value);
+  int Free(int value) noexcept;
+  int Update(int value) { return DoShift(value); }  // a call in a body is no declaration
+  int DoShift(int value);
+};
+class [[nodiscard]] Other {
+ public:
+  int Wait(int value);
+};
+}  // namespace calrt
+"""
+
+
+def test_declarations_are_parsed_with_their_attributes_and_scopes(tmp_path):
+    headers, library = build_sdk(tmp_path, KV + ["Other::Wait"])
+    (headers / "calrt" / "calrt.h").write_text(DECORATED_HEADER)
+    report = check_sdk(headers, library, ["KvManager::Apply", "KvManager::Clear", "Other::Wait"], version="0.7.6")
+    assert report.passed, report.findings
+    source = tmp_path / "example.cpp"
+    source.write_text(example_source(["KvManager::Apply", "KvManager::Clear", "Other::Wait"]))
+    assert build_example(headers, library, source).passed  # what the check accepts, a compiler accepts
+
+
+def test_a_forward_declaration_beside_another_classs_member_does_not_declare(tmp_path):
+    headers, library = build_sdk(tmp_path, ["Other::Wait", "OutputBuf::Wait"])
+    (headers / "calrt" / "calrt.h").write_text(DECORATED_HEADER)
+    report = check_sdk(headers, library, ["OutputBuf::Wait"], version="0.7.6")
+    assert [(f.code, f.detail) for f in report.findings] == [
+        ("entry_point_not_declared", {"entry_point": "OutputBuf::Wait"})
+    ]
+
+
+def test_a_call_inside_a_function_body_does_not_declare(tmp_path):
+    headers, library = build_sdk(tmp_path, ["KvManager::Update"])
+    (headers / "calrt" / "extra.h").write_text(
+        "namespace calrt { inline int Run() { return AllocDevMem(3); } }\nint table = ResetCCU(1);\n"
+    )
+    report = check_sdk(headers, library, ["AllocDevMem", "ResetCCU", "KvManager::Update"])
+    assert report.entry_points["AllocDevMem"]["declared_in"] is None
+    assert report.entry_points["ResetCCU"]["declared_in"] is None
+    assert report.entry_points["KvManager::Update"]["declared_in"] == "calrt/calrt.h"
+
+
+def test_members_in_nested_namespaces_are_declared_in_each_scope(tmp_path):
+    headers, library = build_sdk(tmp_path, ["KvManager::Apply"])
+    (headers / "calrt" / "calrt.h").write_text("namespace calrt::v0 { class KvManager { public: int Apply(int); }; }\n")
+    points = ["calrt::v0::KvManager::Apply", "v0::KvManager::Apply", "KvManager::Apply", "calrt::KvManager::Apply"]
+    report = check_sdk(headers, library, [], also_look_for=points)
+    assert [bool(report.entry_points[point]["declared_in"]) for point in points] == [True, True, True, False]
