@@ -4,8 +4,9 @@ The seed's rules decide which evidence can support which status. A status lists 
 capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 
 - `answer`: a complete answer (all six elements of section 13) that names the version it is about, and that
-  answers the capability on the capability's own deliverable;
-- `artifacts`: that answer's claim and its artifacts checked (claim and artifact stages passed: E1);
+  answers the capability on the capability's own deliverable, which has not been rejected;
+- `artifacts`: that answer's claim and its artifacts checked (claim and artifact stages passed: E1), and its
+  deliverable accepted (a status above C3 never rests on a deliverable that is owed or rejected);
 - `probes_simulator`: every probe of the capability's recipe passed through the runner, golden, failure,
   integration and soak stages on a simulator target (E4), on the current inputs;
 - `sdk`: the capability's SDK entry points present in the delivered SDK of that version (current E2
@@ -35,6 +36,10 @@ PROBES_SIMULATOR = "probes_simulator"
 SDK = "sdk"
 PROBES_HARDWARE = "probes_hardware"
 REQUIREMENTS = [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE]
+
+# A deliverable's states as the gate reads them (vendor.models.Deliverable.STATES).
+DELIVERABLE_ACCEPTED = "accepted"
+DELIVERABLE_REJECTED = "rejected"
 
 DEFAULT_POLICY: dict = {
     "version": "seed-grades-v1",
@@ -78,6 +83,11 @@ class AnswerFacts:
     # False when the answer proves another deliverable than one of the capability's own.
     on_own_deliverable: bool = True
     deliverable: str = ""
+    # The deliverable's state as it stands for this answer's organisation (DELIVERABLE_*; "" for an answer that
+    # names none), the question it belongs to and the reason it was decided.
+    deliverable_state: str = ""
+    question: str = ""
+    deliverable_reason: str = ""
     # Current E2 evidence (the SDK check) for this capability at the answer's version.
     sdk_checked: bool = False
 
@@ -137,9 +147,14 @@ def _artifact_chain(answer: AnswerFacts) -> ChainFacts | None:
 
 def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str]) -> bool:
     if requirement == ANSWER:
-        return answer.complete and bool(answer.version) and answer.on_own_deliverable
+        return (
+            answer.complete
+            and bool(answer.version)
+            and answer.on_own_deliverable
+            and answer.deliverable_state != DELIVERABLE_REJECTED
+        )
     if requirement == ARTIFACTS:
-        return _artifact_chain(answer) is not None
+        return _artifact_chain(answer) is not None and answer.deliverable_state in ("", DELIVERABLE_ACCEPTED)
     if requirement == SDK:
         return answer.sdk_checked
     if not recipe_probes:
@@ -239,6 +254,22 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
     return found
 
 
+def _deliverable_reason(answer: AnswerFacts) -> dict:
+    """Why the answer's deliverable holds nothing up: rejected (with the decision's reason), or still owed."""
+    names = {"deliverable": answer.deliverable, "question": answer.question}
+    if answer.deliverable_state == DELIVERABLE_REJECTED:
+        return reason(
+            "deliverable_rejected",
+            _("Deliverable %(deliverable)s of %(question)s was rejected (%(why)s): nothing rests on it.")
+            % {**names, "why": answer.deliverable_reason or _("no reason given")},
+        )
+    return reason(
+        "deliverable_owed",
+        _("Deliverable %(deliverable)s of %(question)s is owed: it has not been accepted, so nothing rests on it yet.")
+        % names,
+    )
+
+
 def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], capability: str) -> list[dict]:
     if requirement == ANSWER:
         found = []
@@ -254,6 +285,8 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
                     % {"deliverable": answer.deliverable or _("nothing named"), "capability": capability},
                 )
             )
+        if answer.deliverable_state == DELIVERABLE_REJECTED:
+            found.append(_deliverable_reason(answer))
         return found
     if requirement == ARTIFACTS:
         if not answer.chains:
@@ -371,6 +404,9 @@ def evaluate(
     for requirement in requirements:
         if not _met(requirement, newest, probes):
             found.extend(r for r in _reasons(requirement, newest, probes, capability) if r not in found)
+    if not found:
+        # Everything else holds: what is left is the deliverable, still owed (a rejected one is named above).
+        found.append(_deliverable_reason(newest))
     return Decision(False, [*pin_reasons, *found], answer_id=newest.answer_id)
 
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import CharField, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
+from django.db.models import CharField, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Concat
 from django.utils.translation import gettext_lazy as _
@@ -425,7 +425,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     SDK check found the capability at the answer's version. A fixed number of queries whatever the run count."""
     chains = list(
         Chain.objects.filter(capability=capability)
-        .select_related("target", "answer__deliverable")
+        .select_related("target", "answer__deliverable", "question")
         .order_by("-answer__created_at", "-answer_id", "id")
     )
     own_deliverables = set(capability.deliverables.values_list("pk", flat=True))
@@ -450,6 +450,9 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 # An answer from before questions had deliverables proves what its runs' probes covered.
                 on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
                 deliverable=answer.deliverable.key if answer.deliverable else "",
+                question=chain.question.code,
+                deliverable_state=_deliverable_state_for(answer, chain.question),
+                deliverable_reason=answer.deliverable.reason if answer.deliverable else "",
                 sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
             ),
         )
@@ -489,6 +492,17 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     return list(by_answer.values())
 
 
+def _deliverable_state_for(answer: Answer, question: Question) -> str:
+    """The state of the answer's deliverable as it stands for the answer's organisation: its own while the
+    question is put to that organisation; owed once the question is put to another, whose decisions are not
+    about this answer. "" for an answer that names no deliverable."""
+    if answer.deliverable is None:
+        return ""
+    if answer.organisation_id != question.organisation_id:
+        return Deliverable.OWED
+    return answer.deliverable.state
+
+
 def _first_finding_code(probe: dict) -> str:
     """What a probe that did not pass found first (its verdict when it reports no finding)."""
     findings = probe.get("findings")
@@ -519,9 +533,15 @@ _PROGRESS_ORDER = [PROGRESS_PASSED, PROGRESS_FAILED, PROGRESS_RUNNING, PROGRESS_
 
 def deliverables_progress(deliverables) -> dict[int, dict[str, str]]:
     """For each deliverable id, its state per target kind (simulator, hardware): whether a chain of an answer
-    naming that deliverable has passed every stage there. Three queries whatever the number of deliverables."""
+    naming that deliverable, from the organisation the question is put to, has passed every stage there (an
+    earlier organisation's chains are not what the present one owes). Three queries whatever the number of
+    deliverables."""
     ids = [deliverable.pk for deliverable in deliverables]
-    chains = list(Chain.objects.filter(answer__deliverable_id__in=ids).select_related("target", "answer"))
+    chains = list(
+        Chain.objects.filter(
+            answer__deliverable_id__in=ids, answer__organisation_id=F("question__organisation_id")
+        ).select_related("target", "answer")
+    )
     rows_by_chain = chains_stages(chains)
     progress: dict[int, dict[str, str]] = {pk: {kind: PROGRESS_NONE for kind, _label in Target.KINDS} for pk in ids}
     for chain in chains:
@@ -567,9 +587,17 @@ def deliverable_views(deliverables) -> list[DeliverableView]:
     ids = [deliverable.pk for deliverable in deliverables]
     calbins = [deliverable for deliverable in deliverables if deliverable.kind == Deliverable.CALBIN]
     progress = deliverables_progress(calbins)
-    answered = set(Answer.objects.filter(deliverable_id__in=ids).values_list("deliverable_id", flat=True))
+    # Only the answers and reviews of the organisation each question is put to: what it owes is its own.
+    answered = set(
+        Answer.objects.filter(deliverable_id__in=ids, organisation_id=F("question__organisation_id")).values_list(
+            "deliverable_id", flat=True
+        )
+    )
     reviews: dict[int, list[DocumentReview]] = defaultdict(list)
-    for review in DocumentReview.objects.filter(deliverable_id__in=ids).select_related("reviewer", "answer"):
+    own_reviews = DocumentReview.objects.filter(
+        deliverable_id__in=ids, answer__organisation_id=F("deliverable__question__organisation_id")
+    )
+    for review in own_reviews.select_related("reviewer", "answer"):
         reviews[review.deliverable_id].append(review)
     return [
         DeliverableView(

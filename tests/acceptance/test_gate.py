@@ -23,6 +23,14 @@ from vendor.services.deliverables import deliverable_accept, deliverable_reject
 
 
 @pytest.fixture
+def capability(question):
+    """decode-batch-8 proven by the question's package, as the seed links V18's packages to their batches."""
+    capability = make_capability("decode-batch-8", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    return capability
+
+
+@pytest.fixture
 def chain(answer, simulator_online):
     chain_start_for_answer(answer.pk)
     return Chain.objects.get(answer=answer, target=simulator_online)
@@ -326,3 +334,29 @@ def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chai
     assert other_version.deliverable.state == "accepted"  # accepted, but for CalRT 0.8.0
     deliverable_accept(failed.deliverable, actor="system", reason="static check passed")
     assert promote(capability, "C1", pm_user).allowed
+
+
+def test_a_rejected_calbin_promotes_nothing_from_the_service_the_admin_or_the_command(
+    chain, capability, pm_user, admin_client_logged_in, capsys
+):
+    pass_stages(chain, stages.SOAK)
+    package = chain.answer.deliverable
+    package.refresh_from_db()
+    assert package.state == "accepted"  # every stage passed: the package was accepted on its proof
+    deliverable_reject(package, actor=pm_user, reason="the PM found the expert block corrupted")
+    blocked = promote(capability, "C2", pm_user)
+    assert not blocked.allowed and [r["code"] for r in blocked.reasons] == ["deliverable_rejected"]
+    assert "package of V18 was rejected (the PM found the expert block corrupted)" in blocked.reasons[0]["message"]
+    admin_client_logged_in.post(
+        "/admin/evidence/capability/",
+        {"action": "change_status", "_selected_action": [capability.pk], "apply": "1", "to": "C2", "reason": ""},
+    )
+    with pytest.raises(CommandError, match="blocked: decode-batch-8 stays C3"):
+        call_command("promote_capability", "decode-batch-8", "C2")
+    assert "deliverable_rejected" in capsys.readouterr().err
+    attempts = PromotionAttempt.objects.order_by("pk")
+    assert [(a.allowed, a.actor_label) for a in attempts] == [(False, "pam"), (False, "root"), (False, "manage.py")]
+    assert all(a.reasons[0]["code"] == "deliverable_rejected" for a in attempts)
+    assert status_of(capability) == "C3"
+    deliverable_accept(package, actor=pm_user, reason="re-examined: the block is intact")
+    assert promote(capability, "C2", pm_user).allowed

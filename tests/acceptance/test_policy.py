@@ -242,3 +242,32 @@ def test_a_configured_policy_changes_what_c2_needs():
 def test_malformed_policies_are_refused(broken):
     with pytest.raises(ValueError):
         policy_check(broken)
+
+
+@pytest.mark.parametrize("to", ["C2", "C1", "C0"])
+def test_a_rejected_deliverable_promotes_nothing_and_is_named(to):
+    proven = answer(chain("simulator", ALL_PASSED), chain("hardware", ALL_PASSED, 2), sdk=True)
+    proven.question, proven.deliverable_reason = "V18", "the soak failed on CalRT 0.8.0"
+    proven.deliverable_state = "accepted"
+    assert gate(to, [proven]).allowed
+    proven.deliverable_state = "rejected"
+    decision = gate(to, [proven])
+    assert not decision.allowed
+    assert [r["code"] for r in decision.reasons] == ["deliverable_rejected"]
+    assert "package-batch-8 of V18 was rejected (the soak failed on CalRT 0.8.0)" in decision.reasons[0]["message"]
+
+
+def test_an_owed_deliverable_holds_up_what_rests_on_the_artifacts_and_is_named_when_nothing_else_is_missing():
+    proven = answer(chain("simulator", ALL_PASSED), sdk=True)
+    proven.question, proven.deliverable_state = "V18", "owed"
+    blocked = gate("C2", [proven])
+    assert [r["code"] for r in blocked.reasons] == ["deliverable_owed"]
+    assert "package-batch-8 of V18 is owed" in blocked.reasons[0]["message"]
+    # C3 rests on the answer and the SDK, not on the package's acceptance; a rejected one still stops it.
+    assert gate("C3", [proven], current="C4").allowed
+    proven.deliverable_state = "rejected"
+    assert [r["code"] for r in gate("C3", [proven], current="C4").reasons] == ["deliverable_rejected"]
+    # While stages are still to pass, they are what the gate names first.
+    unfinished = answer(chain("simulator", {stages.CLAIM: stages.PASSED, stages.ARTIFACT: stages.PASSED}))
+    unfinished.deliverable_state = "owed"
+    assert "deliverable_owed" not in {r["code"] for r in gate("C2", [unfinished]).reasons}
