@@ -16,11 +16,19 @@ capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 
 All the requirements of a status are met by one answer, so by the same artifact versions. A pinned C3
 capability is held to `pinned["C3"]`'s requirements whatever it is promoted to; a pinned C4 one never moves.
+
+Two approvals: the capabilities `two_person_approval` names — the seed's C4 decisions, "must not be opened"
+rather than "missing" (I10's privileged reset and memory surface) — are promoted only when, besides the
+requirements, APPROVALS_NEEDED different members of the integration team approved that move on the evidence it
+rests on (the same answer and runs); evidence that lapses leaves the approval bound to nothing. A pinned
+capability is demoted to C4, and brought back from C4 to its pin, only with the same approvals (bound to the
+move alone: no evidence moves it).
 `ACCEPTANCE_PROMOTION_POLICY` in the settings replaces the default (same shape, its own version).
 """
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from acceptance.stages import PASSED, RUNNER_STAGES, STAGE_LABELS, STALE
@@ -51,7 +59,15 @@ DEFAULT_POLICY: dict = {
         "C0": [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE],
     },
     "pinned": {"C3": "C0", "C4": None},
+    "two_person_approval": ["device-reset"],
 }
+
+APPROVALS_NEEDED = 2
+
+
+def policy_current() -> dict:
+    """The policy in force: the settings' ACCEPTANCE_PROMOTION_POLICY, or the default."""
+    return settings.ACCEPTANCE_PROMOTION_POLICY or DEFAULT_POLICY
 
 
 @dataclass
@@ -92,6 +108,17 @@ class AnswerFacts:
     sdk_checked: bool = False
 
 
+@dataclass(frozen=True)
+class ApprovalFacts:
+    """One member's standing approval of a move: who, which move, and the evidence it was given on."""
+
+    approver: str
+    from_status: str
+    to_status: str
+    answer_id: int | None
+    run_ids: frozenset[int]
+
+
 @dataclass
 class Decision:
     allowed: bool
@@ -119,6 +146,58 @@ def policy_check(policy: dict) -> None:
     pinned = policy.get("pinned", {})
     if set(pinned) - {"C3", "C4"} or any(value is not None and value not in STATUSES for value in pinned.values()):
         raise ValueError("pinned maps C3/C4 to the status whose requirements apply, or None for never")
+    approved = policy.get("two_person_approval", [])
+    if not isinstance(approved, list) or not all(isinstance(slug, str) and slug for slug in approved):
+        raise ValueError("two_person_approval lists the slugs of the capabilities whose promotion needs approvals")
+
+
+def approval_required(policy: dict, *, capability: str, pinned_status: str, current: str, to: str) -> bool:
+    """Whether moving `capability` from `current` to `to` needs the approvals: a promotion of a capability the
+    policy names, and a pinned capability's demotion to C4 or its way back from C4 to its pin."""
+    if to == current:
+        return False
+    if capability in policy.get("two_person_approval", []) and status_rank(to) < status_rank(current):
+        return True
+    return bool(pinned_status) and (to == "C4" or (current == "C4" and to == pinned_status))
+
+
+def _approved(
+    decision: Decision, approvals: list[ApprovalFacts], *, current: str, to: str, capability: str
+) -> Decision:
+    """`decision` when enough members approved this move on the evidence it rests on; otherwise blocked,
+    naming the approvals missing."""
+    binding = (current, to, decision.answer_id, frozenset(decision.run_ids))
+    approvers = sorted(
+        {a.approver for a in approvals if (a.from_status, a.to_status, a.answer_id, a.run_ids) == binding}
+    )
+    if len(approvers) >= APPROVALS_NEEDED:
+        return decision
+    evidence = (
+        _("answer %(answer)s, runs %(runs)s")
+        % {"answer": decision.answer_id, "runs": ", ".join(map(str, sorted(decision.run_ids))) or "-"}
+        if decision.answer_id is not None
+        else _("the move alone")
+    )
+    message = _(
+        "Moving %(capability)s from %(from)s to %(to)s needs the approval of %(needed)s different members of the "
+        "integration team, given for this move on the evidence it rests on (%(evidence)s); %(given)s given "
+        "(%(who)s)."
+    ) % {
+        "capability": capability,
+        "from": current,
+        "to": to,
+        "needed": APPROVALS_NEEDED,
+        "evidence": evidence,
+        "given": len(approvers),
+        "who": ", ".join(approvers) or _("no one"),
+    }
+    return Decision(
+        False,
+        [reason("approval_missing", message)],
+        answer_id=decision.answer_id,
+        run_ids=decision.run_ids,
+        versions=decision.versions,
+    )
 
 
 def _probes_met(chain: ChainFacts, recipe_probes: list[str]) -> bool:
@@ -344,19 +423,48 @@ def evaluate(
     answers: list[AnswerFacts],
     recipe_probes: list[str] | None = None,
     capability: str = "",
+    approvals: list[ApprovalFacts] | None = None,
 ) -> Decision:
     """Whether a capability at `current` may move to `to`, and why not.
 
-    Demotions (away from C0) are always allowed; their reason is checked by the caller. `answers` are the
-    candidate answers, newest first: the promotion is allowed when one of them meets every requirement.
-    `recipe_probes` are the probe names of the capability's recipe.
+    Demotions (away from C0) are allowed, save a pinned capability's to C4, which needs the approvals; their
+    reason is checked by the caller. `answers` are the candidate answers, newest first: the promotion is
+    allowed when one of them meets every requirement, and, where `approval_required`, the standing
+    `approvals` of members bind enough of them to the move and that answer's runs. `recipe_probes` are the
+    probe names of the capability's recipe. `approvals=None` judges the evidence alone.
     """
+    decision = _evaluate(
+        policy, current=current, to=to, pinned_status=pinned_status, answers=answers, recipe_probes=recipe_probes,
+        capability=capability,
+    )  # fmt: skip
+    if (
+        decision.allowed
+        and approvals is not None
+        and approval_required(policy, capability=capability, pinned_status=pinned_status, current=current, to=to)
+    ):
+        return _approved(decision, approvals, current=current, to=to, capability=capability)
+    return decision
+
+
+def _evaluate(
+    policy: dict,
+    *,
+    current: str,
+    to: str,
+    pinned_status: str,
+    answers: list[AnswerFacts],
+    recipe_probes: list[str] | None,
+    capability: str,
+) -> Decision:
     probes = list(recipe_probes or [])
     if to == current:
         return Decision(False, [reason("no_change", _("The capability is already %(status)s.") % {"status": to})])
     if status_rank(to) > status_rank(current):
         return Decision(True, [])
     pinned = policy.get("pinned", {})
+    if pinned_status and current == "C4" and to == pinned_status and pinned.get(pinned_status) is not None:
+        # Back to its pin after a demotion to C4: the undoing of a decision, approved as that was.
+        return Decision(True, [])
     if pinned_status and pinned_status in pinned and pinned[pinned_status] is None:
         return Decision(
             False,
@@ -411,11 +519,18 @@ def evaluate(
 
 
 def supported_status(
-    policy: dict, *, current: str, pinned_status: str, answers: list[AnswerFacts], recipe_probes: list[str]
+    policy: dict,
+    *,
+    current: str,
+    pinned_status: str,
+    answers: list[AnswerFacts],
+    recipe_probes: list[str],
+    capability: str = "",
 ) -> tuple[str, dict[str, str]]:
     """The most mature status, no more mature than `current`, that the current evidence supports, and the
-    versions it rests on; C3 when none above it is supported. What the system demotes to when evidence lapses.
-    A capability at C3 or C4 stays where it is."""
+    versions it rests on; C3 when none above it is supported, or C4 for a capability whose promotion needs
+    approvals (its approvals lapse with the evidence, and it must not stay opened on nothing). What the system
+    demotes to when evidence lapses. A capability at C3 or C4 stays where it is."""
     if status_rank(current) >= status_rank("C3"):
         return current, {}
     for status in STATUSES[status_rank(current) : status_rank("C3")]:
@@ -424,4 +539,4 @@ def supported_status(
         )
         if decision.allowed:
             return status, decision.versions
-    return "C3", {}
+    return ("C4" if capability in policy.get("two_person_approval", []) else "C3"), {}

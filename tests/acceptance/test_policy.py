@@ -6,7 +6,9 @@ from acceptance import stages
 from acceptance.policy import (
     DEFAULT_POLICY,
     AnswerFacts,
+    ApprovalFacts,
     ChainFacts,
+    approval_required,
     evaluate,
     policy_check,
     supported_status,
@@ -271,3 +273,74 @@ def test_an_owed_deliverable_holds_up_what_rests_on_the_artifacts_and_is_named_w
     unfinished = answer(chain("simulator", {stages.CLAIM: stages.PASSED, stages.ARTIFACT: stages.PASSED}))
     unfinished.deliverable_state = "owed"
     assert "deliverable_owed" not in {r["code"] for r in gate("C2", [unfinished]).reasons}
+
+
+def approval(who, *, from_status="C4", to="C3", answer_id=1, runs=()):
+    return ApprovalFacts(who, from_status, to, answer_id, frozenset(runs))
+
+
+def test_a_c4_decision_moves_only_with_two_members_approving_that_move_on_that_evidence():
+    proven = answer(chain("simulator", ALL_PASSED), sdk=True)
+
+    def reset_gate(to, approvals, current="C4"):
+        return evaluate(
+            DEFAULT_POLICY, current=current, to=to, pinned_status="", answers=[proven], recipe_probes=PROBES,
+            capability="device-reset", approvals=approvals,
+        )  # fmt: skip
+
+    assert approval_required(DEFAULT_POLICY, capability="device-reset", pinned_status="", current="C4", to="C3")
+    assert not approval_required(DEFAULT_POLICY, capability="device-reset", pinned_status="", current="C3", to="C4")
+    blocked = reset_gate("C3", [approval("ada")])
+    assert [r["code"] for r in blocked.reasons] == ["approval_missing"]
+    assert "from C4 to C3 needs the approval of 2 different members" in blocked.reasons[0]["message"]
+    assert "1 given (ada)" in blocked.reasons[0]["message"]
+    # The same member twice, another move, or other evidence bind nothing more.
+    assert not reset_gate("C3", [approval("ada"), approval("ada")]).allowed
+    assert not reset_gate("C3", [approval("ada"), approval("bo", to="C2")]).allowed
+    assert not reset_gate("C3", [approval("ada"), approval("bo", answer_id=2)]).allowed
+    assert reset_gate("C3", [approval("ada"), approval("bo")]).allowed
+    c2 = reset_gate("C2", [], current="C3")
+    assert not c2.allowed and "answer 1, runs 100, 101, 102, 103, 104, 105, 106" in c2.reasons[0]["message"]
+    runs = c2.run_ids
+    both = [approval(who, from_status="C3", to="C2", runs=runs) for who in ("ada", "bo")]
+    assert reset_gate("C2", both, current="C3").allowed
+    assert not reset_gate("C2", [*both[:1], approval("bo", from_status="C3", to="C2", runs=runs[:-1])], "C3").allowed
+    # Without the evidence no approval moves it; the evidence alone (no approvals counted) is what they bind to.
+    assert [r["code"] for r in reset_gate("C3", [approval("ada"), approval("bo")]).reasons] == []
+    assert not evaluate(
+        DEFAULT_POLICY, current="C4", to="C3", pinned_status="", answers=[], capability="device-reset",
+        approvals=[approval("ada"), approval("bo")],
+    ).allowed  # fmt: skip
+    # Lapsed evidence takes it back to C4, not C3.
+    assert supported_status(
+        DEFAULT_POLICY, current="C2", pinned_status="", answers=[], recipe_probes=PROBES, capability="device-reset"
+    ) == ("C4", {})
+
+
+def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals():
+    def pinned_gate(current, to, approvals):
+        return evaluate(
+            DEFAULT_POLICY, current=current, to=to, pinned_status="C3", answers=[], capability="npu-sampling",
+            approvals=approvals,
+        )  # fmt: skip
+
+    two = [
+        approval("ada", from_status="C3", to="C4", answer_id=None),
+        approval("bo", from_status="C3", to="C4", answer_id=None),
+    ]
+    blocked = pinned_gate("C3", "C4", two[:1])
+    assert [r["code"] for r in blocked.reasons] == ["approval_missing"] and "the move alone" in blocked.reasons[0][
+        "message"
+    ]
+    assert pinned_gate("C3", "C4", two).allowed
+    back = [approval(who, answer_id=None) for who in ("ada", "bo")]
+    assert [r["code"] for r in pinned_gate("C4", "C3", back[:1]).reasons] == ["approval_missing"]
+    assert pinned_gate("C4", "C3", back).allowed
+    # Back to its pin only: C2 from C4 still needs C0's proof.
+    assert "pinned_needs_full_proof" in {r["code"] for r in pinned_gate("C4", "C2", back).reasons}
+    # A capability pinned at C4 never moves, approvals or not.
+    never = evaluate(
+        DEFAULT_POLICY, current="C4", to="C3", pinned_status="C4", answers=[], capability="multi-physical-device",
+        approvals=back,
+    )  # fmt: skip
+    assert [r["code"] for r in never.reasons] == ["pinned_never_promoted"]
