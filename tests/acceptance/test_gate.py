@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
@@ -336,7 +337,7 @@ def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chai
     assert promote(capability, "C1", pm_user).allowed
 
 
-def test_a_rejected_calbin_promotes_nothing_from_the_service_the_admin_or_the_command(
+def test_a_rejected_calbin_promotes_nothing_from_the_service_the_page_the_admin_or_the_command(
     chain, capability, pm_user, admin_client_logged_in, capsys
 ):
     pass_stages(chain, stages.SOAK)
@@ -347,6 +348,12 @@ def test_a_rejected_calbin_promotes_nothing_from_the_service_the_admin_or_the_co
     blocked = promote(capability, "C2", pm_user)
     assert not blocked.allowed and [r["code"] for r in blocked.reasons] == ["deliverable_rejected"]
     assert "package of V18 was rejected (the PM found the expert block corrupted)" in blocked.reasons[0]["message"]
+    page = Client()
+    page.force_login(pm_user)
+    body = page.post(
+        f"/capabilities/{capability.slug}/promote", {"to": "C2", "reason": ""}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'id="promotion-blocked"' in body and "<code>deliverable_rejected</code>" in body
     admin_client_logged_in.post(
         "/admin/evidence/capability/",
         {"action": "change_status", "_selected_action": [capability.pk], "apply": "1", "to": "C2", "reason": ""},
@@ -355,7 +362,12 @@ def test_a_rejected_calbin_promotes_nothing_from_the_service_the_admin_or_the_co
         call_command("promote_capability", "decode-batch-8", "C2")
     assert "deliverable_rejected" in capsys.readouterr().err
     attempts = PromotionAttempt.objects.order_by("pk")
-    assert [(a.allowed, a.actor_label) for a in attempts] == [(False, "pam"), (False, "root"), (False, "manage.py")]
+    assert [(a.allowed, a.actor_label) for a in attempts] == [
+        (False, "pam"),
+        (False, "pam"),
+        (False, "root"),
+        (False, "manage.py"),
+    ]
     assert all(a.reasons[0]["code"] == "deliverable_rejected" for a in attempts)
     assert status_of(capability) == "C3"
     deliverable_accept(package, actor=pm_user, reason="re-examined: the block is intact")
