@@ -13,6 +13,7 @@ from acceptance.policy import (
     policy_check,
     supported_status,
 )
+from evidence.seed.capabilities import CAPABILITIES
 
 ALL_PASSED = dict.fromkeys(stages.CHAIN_STAGES, stages.PASSED)
 PROBES = ["decode_batch"]
@@ -344,3 +345,10 @@ def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals():
         approvals=back,
     )  # fmt: skip
     assert [r["code"] for r in never.reasons] == ["pinned_never_promoted"]
+
+
+def test_the_policy_names_every_capability_the_seed_keeps_closed_as_a_decision():
+    """The seed's privileged surface (I10, "E2/C4 特权面") is C4 as "must not be opened": approvals guard it."""
+    decided = {c.slug for c in CAPABILITIES if c.status == "C4" and c.status_from and "特权面" in c.status_from[1]}
+    assert decided == {"device-reset"}
+    assert decided <= set(DEFAULT_POLICY["two_person_approval"])

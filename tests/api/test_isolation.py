@@ -294,11 +294,15 @@ def test_a_reassigned_question_owes_afresh_and_shows_the_new_vendor_nothing_of_t
     listed = vendor_b.client().get("/api/v1/questions/V18/deliverables/").json()
     assert [(d["key"], d["state"], d["reason"], d["decided_at"]) for d in listed] == [("package", "owed", "", None)]
     assert listed[0]["progress"] == {"simulator": "none", "hardware": "none"} and listed[0]["answered"] is False
+    detail = vendor_b.client().get("/api/v1/questions/V18/").json()
+    assert [(d["state"], d["reason"]) for d in detail["deliverables"]] == [("owed", "")] and detail["chains"] == []
     client.force_login(vendor_b.user)
     page = client.get(reverse("question-detail", args=["V18"])).content.decode()
     row = page[page.index('id="deliverable-package"') :]
     row = row[: row.index("</tr>")]
     assert ">Owed</span>" in row and "passed" not in row and f"answer {answer_a.pk}" not in page
+    home = client.get(reverse("vendor-home")).content.decode()
+    assert 'id="owed-V18-package"' in home
 
     # A's later chain passes every stage after the move: it decides nothing about what B owes.
     pass_stages(Chain.objects.get(answer=late_a), stages.CHAIN_STAGES[-1])
