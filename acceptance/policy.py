@@ -106,6 +106,8 @@ class AnswerFacts:
     deliverable_reason: str = ""
     # Current E2 evidence (the SDK check) for this capability at the answer's version.
     sdk_checked: bool = False
+    # The SDK deliverables whose check at the answer's version was rejected: "V24 sdk-kv (reason)".
+    sdk_rejected: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -373,6 +375,14 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
         best = max(answer.chains, key=lambda c: sum(c.stage_states.get(s) == PASSED for s in ("claim", "artifact")))
         return _stage_reasons(best, ["claim", "artifact"])
     if requirement == SDK:
+        if answer.sdk_rejected:
+            return [
+                reason(
+                    "deliverable_rejected",
+                    _("SDK deliverable %(deliverable)s was rejected: nothing rests on it.") % {"deliverable": named},
+                )
+                for named in answer.sdk_rejected
+            ]
         return [
             reason(
                 "no_sdk_evidence",

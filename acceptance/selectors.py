@@ -418,6 +418,23 @@ def _sdk_checked_versions(capability) -> list[dict]:
     )
 
 
+def _sdk_rejected(capability) -> list[tuple[str, str, str, str]]:
+    """The SDK deliverables linked to the capability by current E2 check evidence that were rejected, as
+    (calrt version, question code, key, reason): named by the gate rather than just missing."""
+    return list(
+        capability.evidence.filter(
+            grades__grade="E2",
+            origin=EvidenceItem.CHECK,
+            current=True,
+            deliverable__kind=Deliverable.SDK,
+            deliverable__state=Deliverable.REJECTED,
+        )
+        .annotate(calrt=KeyTransform("calrt", "versions"))
+        .values_list("calrt", "deliverable__question__code", "deliverable__key", "deliverable__reason")
+        .distinct()
+    )
+
+
 def capability_gate_facts(capability) -> list[AnswerFacts]:
     """What the promotion gate needs about a capability: for each answer its chains currently check (newest
     answer first), every chain's stage states on its current inputs and what its runner stages proved (the
@@ -437,6 +454,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     )
     latest = latest_runs([chain.pk for chain in chains])
     sdk_versions = _sdk_checked_versions(capability)
+    sdk_rejected = _sdk_rejected(capability)
     by_answer: dict[int, AnswerFacts] = {}
     for chain in chains:
         answer = chain.answer
@@ -454,6 +472,11 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 deliverable_state=_deliverable_state_for(answer, chain.question),
                 deliverable_reason=answer.deliverable.reason if answer.deliverable else "",
                 sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
+                sdk_rejected=[
+                    f"{question} {key} ({why})"
+                    for calrt, question, key, why in sdk_rejected
+                    if calrt in (None, answer.version)
+                ],
             ),
         )
         rows = _stage_rows(chain, latest)

@@ -330,7 +330,12 @@ def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chai
     assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
     failed = sdk_checked(capability)
     deliverable_reject(failed.deliverable, actor="system", reason="static check failed: KvManager::Apply missing")
-    assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
+    rejected = promote(capability, "C1", pm_user).reasons
+    assert [r["code"] for r in rejected] == ["deliverable_rejected"]
+    assert (
+        f"SDK deliverable V18 {failed.deliverable.key} (static check failed: KvManager::Apply missing)"
+        in (rejected[0]["message"])
+    )
     other_version.deliverable.refresh_from_db()
     assert other_version.deliverable.state == "accepted"  # accepted, but for CalRT 0.8.0
     deliverable_accept(failed.deliverable, actor="system", reason="static check passed")
