@@ -3,6 +3,7 @@ opened") moves only when two members of the integration team approved that move 
 a pinned capability goes to C4 and back the same way. From the service, the API, the page and the command."""
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
@@ -147,3 +148,15 @@ def test_approvals_through_the_api_the_page_and_the_command(reset, reset_chain, 
     with pytest.raises(CommandError, match="nothing to approve"):
         call_command("approve_capability", reset.slug, "C2", "--user", "otto")
     assert "stage_not_passed" in capsys.readouterr().err
+
+
+def test_the_admin_shows_approvals_and_changes_none(reset, reset_chain, operator, client):
+    sdk_checked(reset)
+    approval = capability_approve(actor=operator.user, capability=reset, to_status="C3")
+    client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
+    assert "otto" in client.get("/admin/acceptance/capabilityapproval/").content.decode()
+    assert client.get("/admin/acceptance/capabilityapproval/add/").status_code == 403
+    page = client.get(f"/admin/acceptance/capabilityapproval/{approval.pk}/change/").content.decode()
+    assert 'name="_save"' not in page
+    deleted = client.post(f"/admin/acceptance/capabilityapproval/{approval.pk}/delete/", {"post": "yes"})
+    assert deleted.status_code == 403 and CapabilityApproval.objects.filter(pk=approval.pk).exists()
