@@ -2,7 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from acceptance.models import Chain, PromotionAttempt, Run, Target
+from acceptance.models import CapabilityApproval, Chain, PromotionAttempt, Run, Target
 from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
 from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.admin import ReadOnlyAdmin, ServiceAdmin
@@ -173,3 +173,13 @@ class PromotionAttemptAdmin(ReadOnlyAdmin):
     list_display = ["id", "capability", "from_status", "to_status", "allowed", "actor_label", "created_at"]
     list_filter = ["allowed", "to_status"]
     list_select_related = ["capability"]
+
+
+@admin.register(CapabilityApproval)
+class CapabilityApprovalAdmin(ReadOnlyAdmin):
+    """Approvals are given as each member, through the page, the API or approve_capability: read here only."""
+
+    list_display = ["id", "capability", "from_status", "to_status", "approver", "created_at", "revoked_at"]
+    list_filter = ["to_status"]
+    list_select_related = ["capability", "approver"]
+    exclude = ["runs"]

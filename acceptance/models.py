@@ -243,3 +243,39 @@ class PromotionAttempt(models.Model):
     def __str__(self):
         outcome = "promoted" if self.allowed else "blocked"
         return f"{self.capability} {self.from_status}->{self.to_status} {outcome}"
+
+
+class CapabilityApproval(models.Model):
+    """A member of the integration team's approval of one move of a capability whose moves need two
+    (acceptance.policy.approval_required), bound to the evidence the move rested on when it was given: the
+    answer and runs (none for a pinned capability's move to or back from C4). Revoked, never deleted, when the
+    capability moves or that evidence lapses."""
+
+    capability = models.ForeignKey("evidence.Capability", on_delete=models.PROTECT, related_name="approvals")
+    approver = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    from_status = models.CharField(max_length=2)
+    to_status = models.CharField(max_length=2)
+    answer = models.ForeignKey("vendor.Answer", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    runs = models.ManyToManyField(Run, blank=True, related_name="approvals")
+    note = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["capability", "approver", "from_status", "to_status"],
+                condition=Q(revoked_at__isnull=True),
+                name="approval_one_standing_per_member_and_move",
+            ),
+            models.CheckConstraint(
+                condition=Q(revoked_at__isnull=True, revoked_reason="")
+                | Q(revoked_at__isnull=False) & ~Q(revoked_reason=""),
+                name="approval_revoked_has_reason",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.capability} {self.from_status}->{self.to_status} approved by {self.approver}"

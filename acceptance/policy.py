@@ -4,8 +4,9 @@ The seed's rules decide which evidence can support which status. A status lists 
 capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 
 - `answer`: a complete answer (all six elements of section 13) that names the version it is about, and that
-  answers the capability on the capability's own deliverable;
-- `artifacts`: that answer's claim and its artifacts checked (claim and artifact stages passed: E1);
+  answers the capability on the capability's own deliverable, which has not been rejected;
+- `artifacts`: that answer's claim and its artifacts checked (claim and artifact stages passed: E1), and its
+  deliverable accepted (a status above C3 never rests on a deliverable that is owed or rejected);
 - `probes_simulator`: every probe of the capability's recipe passed through the runner, golden, failure,
   integration and soak stages on a simulator target (E4), on the current inputs;
 - `sdk`: the capability's SDK entry points present in the delivered SDK of that version (current E2
@@ -15,11 +16,19 @@ capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 
 All the requirements of a status are met by one answer, so by the same artifact versions. A pinned C3
 capability is held to `pinned["C3"]`'s requirements whatever it is promoted to; a pinned C4 one never moves.
+
+Two approvals: the capabilities `two_person_approval` names — the seed's C4 decisions, "must not be opened"
+rather than "missing" (I10's privileged reset and memory surface) — are promoted only when, besides the
+requirements, APPROVALS_NEEDED different members of the integration team approved that move on the evidence it
+rests on (the same answer and runs); evidence that lapses leaves the approval bound to nothing. A pinned
+capability is demoted to C4, and brought back from C4 to its pin, only with the same approvals (bound to the
+move alone: no evidence moves it).
 `ACCEPTANCE_PROMOTION_POLICY` in the settings replaces the default (same shape, its own version).
 """
 
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.utils.translation import gettext as _
 
 from acceptance.stages import PASSED, RUNNER_STAGES, STAGE_LABELS, STALE
@@ -36,6 +45,10 @@ SDK = "sdk"
 PROBES_HARDWARE = "probes_hardware"
 REQUIREMENTS = [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE]
 
+# A deliverable's states as the gate reads them (vendor.models.Deliverable.STATES).
+DELIVERABLE_ACCEPTED = "accepted"
+DELIVERABLE_REJECTED = "rejected"
+
 DEFAULT_POLICY: dict = {
     "version": "seed-grades-v1",
     "requirements": {
@@ -46,7 +59,15 @@ DEFAULT_POLICY: dict = {
         "C0": [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE],
     },
     "pinned": {"C3": "C0", "C4": None},
+    "two_person_approval": ["device-reset"],
 }
+
+APPROVALS_NEEDED = 2
+
+
+def policy_current() -> dict:
+    """The policy in force: the settings' ACCEPTANCE_PROMOTION_POLICY, or the default."""
+    return settings.ACCEPTANCE_PROMOTION_POLICY or DEFAULT_POLICY
 
 
 @dataclass
@@ -78,8 +99,26 @@ class AnswerFacts:
     # False when the answer proves another deliverable than one of the capability's own.
     on_own_deliverable: bool = True
     deliverable: str = ""
+    # The deliverable's state as it stands for this answer's organisation (DELIVERABLE_*; "" for an answer that
+    # names none), the question it belongs to and the reason it was decided.
+    deliverable_state: str = ""
+    question: str = ""
+    deliverable_reason: str = ""
     # Current E2 evidence (the SDK check) for this capability at the answer's version.
     sdk_checked: bool = False
+    # The SDK deliverables whose check at the answer's version was rejected: "V24 sdk-kv (reason)".
+    sdk_rejected: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ApprovalFacts:
+    """One member's standing approval of a move: who, which move, and the evidence it was given on."""
+
+    approver: str
+    from_status: str
+    to_status: str
+    answer_id: int | None
+    run_ids: frozenset[int]
 
 
 @dataclass
@@ -109,6 +148,58 @@ def policy_check(policy: dict) -> None:
     pinned = policy.get("pinned", {})
     if set(pinned) - {"C3", "C4"} or any(value is not None and value not in STATUSES for value in pinned.values()):
         raise ValueError("pinned maps C3/C4 to the status whose requirements apply, or None for never")
+    approved = policy.get("two_person_approval", [])
+    if not isinstance(approved, list) or not all(isinstance(slug, str) and slug for slug in approved):
+        raise ValueError("two_person_approval lists the slugs of the capabilities whose promotion needs approvals")
+
+
+def approval_required(policy: dict, *, capability: str, pinned_status: str, current: str, to: str) -> bool:
+    """Whether moving `capability` from `current` to `to` needs the approvals: a promotion of a capability the
+    policy names, and a pinned capability's demotion to C4 or its way back from C4 to its pin."""
+    if to == current:
+        return False
+    if capability in policy.get("two_person_approval", []) and status_rank(to) < status_rank(current):
+        return True
+    return bool(pinned_status) and (to == "C4" or (current == "C4" and to == pinned_status))
+
+
+def _approved(
+    decision: Decision, approvals: list[ApprovalFacts], *, current: str, to: str, capability: str
+) -> Decision:
+    """`decision` when enough members approved this move on the evidence it rests on; otherwise blocked,
+    naming the approvals missing."""
+    binding = (current, to, decision.answer_id, frozenset(decision.run_ids))
+    approvers = sorted(
+        {a.approver for a in approvals if (a.from_status, a.to_status, a.answer_id, a.run_ids) == binding}
+    )
+    if len(approvers) >= APPROVALS_NEEDED:
+        return decision
+    evidence = (
+        _("answer %(answer)s, runs %(runs)s")
+        % {"answer": decision.answer_id, "runs": ", ".join(map(str, sorted(decision.run_ids))) or "-"}
+        if decision.answer_id is not None
+        else _("the move alone")
+    )
+    message = _(
+        "Moving %(capability)s from %(from)s to %(to)s needs the approval of %(needed)s different members of the "
+        "integration team, given for this move on the evidence it rests on (%(evidence)s); %(given)s given "
+        "(%(who)s)."
+    ) % {
+        "capability": capability,
+        "from": current,
+        "to": to,
+        "needed": APPROVALS_NEEDED,
+        "evidence": evidence,
+        "given": len(approvers),
+        "who": ", ".join(approvers) or _("no one"),
+    }
+    return Decision(
+        False,
+        [reason("approval_missing", message)],
+        answer_id=decision.answer_id,
+        run_ids=decision.run_ids,
+        versions=decision.versions,
+    )
 
 
 def _probes_met(chain: ChainFacts, recipe_probes: list[str]) -> bool:
@@ -137,9 +228,14 @@ def _artifact_chain(answer: AnswerFacts) -> ChainFacts | None:
 
 def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str]) -> bool:
     if requirement == ANSWER:
-        return answer.complete and bool(answer.version) and answer.on_own_deliverable
+        return (
+            answer.complete
+            and bool(answer.version)
+            and answer.on_own_deliverable
+            and answer.deliverable_state != DELIVERABLE_REJECTED
+        )
     if requirement == ARTIFACTS:
-        return _artifact_chain(answer) is not None
+        return _artifact_chain(answer) is not None and answer.deliverable_state in ("", DELIVERABLE_ACCEPTED)
     if requirement == SDK:
         return answer.sdk_checked
     if not recipe_probes:
@@ -239,6 +335,22 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
     return found
 
 
+def _deliverable_reason(answer: AnswerFacts) -> dict:
+    """Why the answer's deliverable holds nothing up: rejected (with the decision's reason), or still owed."""
+    names = {"deliverable": answer.deliverable, "question": answer.question}
+    if answer.deliverable_state == DELIVERABLE_REJECTED:
+        return reason(
+            "deliverable_rejected",
+            _("Deliverable %(deliverable)s of %(question)s was rejected (%(why)s): nothing rests on it.")
+            % {**names, "why": answer.deliverable_reason or _("no reason given")},
+        )
+    return reason(
+        "deliverable_owed",
+        _("Deliverable %(deliverable)s of %(question)s is owed: it has not been accepted, so nothing rests on it yet.")
+        % names,
+    )
+
+
 def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], capability: str) -> list[dict]:
     if requirement == ANSWER:
         found = []
@@ -254,6 +366,8 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
                     % {"deliverable": answer.deliverable or _("nothing named"), "capability": capability},
                 )
             )
+        if answer.deliverable_state == DELIVERABLE_REJECTED:
+            found.append(_deliverable_reason(answer))
         return found
     if requirement == ARTIFACTS:
         if not answer.chains:
@@ -261,6 +375,14 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
         best = max(answer.chains, key=lambda c: sum(c.stage_states.get(s) == PASSED for s in ("claim", "artifact")))
         return _stage_reasons(best, ["claim", "artifact"])
     if requirement == SDK:
+        if answer.sdk_rejected:
+            return [
+                reason(
+                    "deliverable_rejected",
+                    _("SDK deliverable %(deliverable)s was rejected: nothing rests on it.") % {"deliverable": named},
+                )
+                for named in answer.sdk_rejected
+            ]
         return [
             reason(
                 "no_sdk_evidence",
@@ -311,19 +433,48 @@ def evaluate(
     answers: list[AnswerFacts],
     recipe_probes: list[str] | None = None,
     capability: str = "",
+    approvals: list[ApprovalFacts] | None = None,
 ) -> Decision:
     """Whether a capability at `current` may move to `to`, and why not.
 
-    Demotions (away from C0) are always allowed; their reason is checked by the caller. `answers` are the
-    candidate answers, newest first: the promotion is allowed when one of them meets every requirement.
-    `recipe_probes` are the probe names of the capability's recipe.
+    Demotions (away from C0) are allowed, save a pinned capability's to C4, which needs the approvals; their
+    reason is checked by the caller. `answers` are the candidate answers, newest first: the promotion is
+    allowed when one of them meets every requirement, and, where `approval_required`, the standing
+    `approvals` of members bind enough of them to the move and that answer's runs. `recipe_probes` are the
+    probe names of the capability's recipe. `approvals=None` judges the evidence alone.
     """
+    decision = _evaluate(
+        policy, current=current, to=to, pinned_status=pinned_status, answers=answers, recipe_probes=recipe_probes,
+        capability=capability,
+    )  # fmt: skip
+    if (
+        decision.allowed
+        and approvals is not None
+        and approval_required(policy, capability=capability, pinned_status=pinned_status, current=current, to=to)
+    ):
+        return _approved(decision, approvals, current=current, to=to, capability=capability)
+    return decision
+
+
+def _evaluate(
+    policy: dict,
+    *,
+    current: str,
+    to: str,
+    pinned_status: str,
+    answers: list[AnswerFacts],
+    recipe_probes: list[str] | None,
+    capability: str,
+) -> Decision:
     probes = list(recipe_probes or [])
     if to == current:
         return Decision(False, [reason("no_change", _("The capability is already %(status)s.") % {"status": to})])
     if status_rank(to) > status_rank(current):
         return Decision(True, [])
     pinned = policy.get("pinned", {})
+    if pinned_status and current == "C4" and to == pinned_status and pinned.get(pinned_status) is not None:
+        # Back to its pin after a demotion to C4: the undoing of a decision, approved as that was.
+        return Decision(True, [])
     if pinned_status and pinned_status in pinned and pinned[pinned_status] is None:
         return Decision(
             False,
@@ -371,15 +522,25 @@ def evaluate(
     for requirement in requirements:
         if not _met(requirement, newest, probes):
             found.extend(r for r in _reasons(requirement, newest, probes, capability) if r not in found)
+    if not found:
+        # Everything else holds: what is left is the deliverable, still owed (a rejected one is named above).
+        found.append(_deliverable_reason(newest))
     return Decision(False, [*pin_reasons, *found], answer_id=newest.answer_id)
 
 
 def supported_status(
-    policy: dict, *, current: str, pinned_status: str, answers: list[AnswerFacts], recipe_probes: list[str]
+    policy: dict,
+    *,
+    current: str,
+    pinned_status: str,
+    answers: list[AnswerFacts],
+    recipe_probes: list[str],
+    capability: str = "",
 ) -> tuple[str, dict[str, str]]:
     """The most mature status, no more mature than `current`, that the current evidence supports, and the
-    versions it rests on; C3 when none above it is supported. What the system demotes to when evidence lapses.
-    A capability at C3 or C4 stays where it is."""
+    versions it rests on; C3 when none above it is supported, or C4 for a capability whose promotion needs
+    approvals (its approvals lapse with the evidence, and it must not stay opened on nothing). What the system
+    demotes to when evidence lapses. A capability at C3 or C4 stays where it is."""
     if status_rank(current) >= status_rank("C3"):
         return current, {}
     for status in STATUSES[status_rank(current) : status_rank("C3")]:
@@ -388,4 +549,4 @@ def supported_status(
         )
         if decision.allowed:
             return status, decision.versions
-    return "C3", {}
+    return ("C4" if capability in policy.get("two_person_approval", []) else "C3"), {}

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import CharField, Exists, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
+from django.db.models import CharField, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Concat
 from django.utils.translation import gettext_lazy as _
@@ -419,6 +419,25 @@ def _sdk_checked_at(capability) -> set[tuple[int | None, str]]:
     return {(organisation, versions["calrt"]) for organisation, versions in rows if (versions or {}).get("calrt")}
 
 
+def _sdk_rejected(capability) -> list[tuple[int | None, str | None, str, str, str]]:
+    """The SDK deliverables linked to the capability by current E2 check evidence that were rejected, as
+    (organisation, calrt version, question code, key, reason): named by the gate rather than just missing."""
+    return list(
+        capability.evidence.filter(
+            grades__grade="E2",
+            origin=EvidenceItem.CHECK,
+            current=True,
+            deliverable__kind=Deliverable.SDK,
+            deliverable__state=Deliverable.REJECTED,
+        )
+        .annotate(calrt=KeyTransform("calrt", "versions"))
+        .values_list(
+            "organisation_id", "calrt", "deliverable__question__code", "deliverable__key", "deliverable__reason"
+        )
+        .distinct()
+    )
+
+
 def capability_gate_facts(capability) -> list[AnswerFacts]:
     """What the promotion gate needs about a capability: for each answer its chains currently check (newest
     answer first), every chain's stage states on its current inputs and what its runner stages proved (the
@@ -427,7 +446,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     A fixed number of queries whatever the run count."""
     chains = list(
         Chain.objects.filter(capability=capability)
-        .select_related("target", "answer__deliverable")
+        .select_related("target", "answer__deliverable", "question")
         .order_by("-answer__created_at", "-answer_id", "id")
     )
     own_deliverables = set(capability.deliverables.values_list("pk", flat=True))
@@ -439,6 +458,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     )
     latest = latest_runs([chain.pk for chain in chains])
     sdk_checked_at = _sdk_checked_at(capability)
+    sdk_rejected = _sdk_rejected(capability)
     # The CalRT versions an answer is proven at: those of the targets its chains run on.
     calrt_of_answer: dict[int, set[str]] = {}
     for chain in chains:
@@ -456,10 +476,19 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 # An answer from before questions had deliverables proves what its runs' probes covered.
                 on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
                 deliverable=answer.deliverable.key if answer.deliverable else "",
+                question=chain.question.code,
+                deliverable_state=_deliverable_state_for(answer, chain.question),
+                deliverable_reason=answer.deliverable.reason if answer.deliverable else "",
                 # E2 from the answer's own organisation's SDK, at a version the answer runs on.
                 sdk_checked=any(
                     (answer.organisation_id, calrt) in sdk_checked_at for calrt in calrt_of_answer[chain.answer_id]
                 ),
+                sdk_rejected=[
+                    f"{question} {key} ({why})"
+                    for organisation, calrt, question, key, why in sdk_rejected
+                    if organisation == answer.organisation_id
+                    and (calrt is None or calrt in calrt_of_answer[chain.answer_id])
+                ],
             ),
         )
         rows = _stage_rows(chain, latest)
@@ -498,6 +527,17 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     return list(by_answer.values())
 
 
+def _deliverable_state_for(answer: Answer, question: Question) -> str:
+    """The state of the answer's deliverable as it stands for the answer's organisation: its own while the
+    question is put to that organisation; owed once the question is put to another, whose decisions are not
+    about this answer. "" for an answer that names no deliverable."""
+    if answer.deliverable is None:
+        return ""
+    if answer.organisation_id != question.organisation_id:
+        return Deliverable.OWED
+    return answer.deliverable.state
+
+
 def _first_finding_code(probe: dict) -> str:
     """What a probe that did not pass found first (its verdict when it reports no finding)."""
     findings = probe.get("findings")
@@ -528,9 +568,15 @@ _PROGRESS_ORDER = [PROGRESS_PASSED, PROGRESS_FAILED, PROGRESS_RUNNING, PROGRESS_
 
 def deliverables_progress(deliverables) -> dict[int, dict[str, str]]:
     """For each deliverable id, its state per target kind (simulator, hardware): whether a chain of an answer
-    naming that deliverable has passed every stage there. Three queries whatever the number of deliverables."""
+    naming that deliverable, from the organisation the question is put to, has passed every stage there (an
+    earlier organisation's chains are not what the present one owes). Three queries whatever the number of
+    deliverables."""
     ids = [deliverable.pk for deliverable in deliverables]
-    chains = list(Chain.objects.filter(answer__deliverable_id__in=ids).select_related("target", "answer"))
+    chains = list(
+        Chain.objects.filter(
+            answer__deliverable_id__in=ids, answer__organisation_id=F("question__organisation_id")
+        ).select_related("target", "answer")
+    )
     rows_by_chain = chains_stages(chains)
     progress: dict[int, dict[str, str]] = {pk: {kind: PROGRESS_NONE for kind, _label in Target.KINDS} for pk in ids}
     for chain in chains:
@@ -576,9 +622,17 @@ def deliverable_views(deliverables) -> list[DeliverableView]:
     ids = [deliverable.pk for deliverable in deliverables]
     calbins = [deliverable for deliverable in deliverables if deliverable.kind == Deliverable.CALBIN]
     progress = deliverables_progress(calbins)
-    answered = set(Answer.objects.filter(deliverable_id__in=ids).values_list("deliverable_id", flat=True))
+    # Only the answers and reviews of the organisation each question is put to: what it owes is its own.
+    answered = set(
+        Answer.objects.filter(deliverable_id__in=ids, organisation_id=F("question__organisation_id")).values_list(
+            "deliverable_id", flat=True
+        )
+    )
     reviews: dict[int, list[DocumentReview]] = defaultdict(list)
-    for review in DocumentReview.objects.filter(deliverable_id__in=ids).select_related("reviewer", "answer"):
+    own_reviews = DocumentReview.objects.filter(
+        deliverable_id__in=ids, answer__organisation_id=F("deliverable__question__organisation_id")
+    )
+    for review in own_reviews.select_related("reviewer", "answer"):
         reviews[review.deliverable_id].append(review)
     return [
         DeliverableView(

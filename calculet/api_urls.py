@@ -74,6 +74,7 @@ urlpatterns = [
     path("capabilities/", evidence.CapabilityListApi.as_view(), name="capability-list"),
     path("capabilities/<slug:slug>/", evidence.CapabilityDetailApi.as_view(), name="capability-detail"),
     path("capabilities/<slug:slug>/promotions/", promotions.PromotionListApi.as_view(), name="promotion-list"),
+    path("capabilities/<slug:slug>/approvals/", promotions.ApprovalListApi.as_view(), name="approval-list"),
     path("runs/", runs.RunListApi.as_view(), name="run-list"),
     path("runs/<int:run_id>/", runs.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<int:run_id>/rerun/", runs.RunRerunApi.as_view(), name="run-rerun"),

@@ -33,6 +33,7 @@ urlpatterns = [
     path("capabilities/", evidence_views.capability_matrix, name="capability-matrix"),
     path("capabilities/<slug:slug>/", capabilities.capability_detail, name="capability-detail"),
     path("capabilities/<slug:slug>/promote", capabilities.capability_promote_view, name="capability-promote"),
+    path("capabilities/<slug:slug>/approve", capabilities.capability_approve_view, name="capability-approve"),
     path("runs/<int:run_id>/rerun", questions.run_rerun_view, name="run-rerun"),
     path("audit/", audit.audit_log, name="audit-log"),
     path("notifications/", notifications.notification_preferences, name="notifications"),

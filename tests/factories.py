@@ -14,15 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.apps import apps
+from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance import stages
 from acceptance.models import Chain, Run, RunResult
 from acceptance.services import answer_submit
+from acceptance.services.chains import chain_advance
 from acceptance.services.inputs import chain_probes
+from acceptance.services.locking import question_lock
 from acceptance.services.runs.execute import run_execute
 from acceptance.services.targets import target_ensure_simulator
+from calculet.db import lock_rows
 from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
@@ -347,10 +351,16 @@ def pass_stage(chain: Chain, stage: str, *, device: dict | None = None) -> Run:
 
 
 def pass_stages(chain: Chain, upto: str, *, device: dict | None = None) -> list[Run]:
-    """Passed runs of every stage of the chain up to `upto`, in order."""
-    return [
+    """Passed runs of every stage of the chain up to `upto`, in order. When that is every stage, the chain is
+    advanced as a worker's last verdict advances it: a calbin deliverable it proves is accepted."""
+    runs = [
         pass_stage(chain, stage, device=device) for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(upto) + 1]
     ]
+    if upto == stages.CHAIN_STAGES[-1]:
+        with transaction.atomic():
+            question_lock(chain.question_id)
+            chain_advance(lock_rows(Chain.objects).get(pk=chain.pk))
+    return runs
 
 
 def sdk_checked(capability, *, calrt: str = "0.7.6"):

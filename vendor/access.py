@@ -65,6 +65,13 @@ def may_act_as_pm(user) -> bool:
     return may_see_all(user) and user_role(user) == Membership.PM
 
 
+def may_approve_moves(user) -> bool:
+    """Who may approve a move that needs two approvals (a capability the seed keeps closed, a pinned one to or
+    from C4): a PM or an operator of the integration team, each approving as themselves (never a superuser
+    without a membership, a viewer or a vendor)."""
+    return may_see_all(user) and user_role(user) in (Membership.PM, Membership.OPERATOR)
+
+
 def may_read_audit(user) -> bool:
     """The audit log names every organisation's objects: PMs only, in the browser and the API alike."""
     return may_act_as_pm(user)

@@ -55,9 +55,12 @@ class DeliverableOutputSerializer(serializers.Serializer):
     progress = serializers.DictField(
         child=serializers.CharField(),
         help_text="calbin only: per target kind (simulator, hardware), passed, failed, running or none: whether "
-        "a chain of an answer naming this deliverable passed every stage there.",
+        "a chain of an answer naming this deliverable, from the organisation the question is put to, passed "
+        "every stage there.",
     )
-    answered = serializers.BooleanField(help_text="Whether an answer names this deliverable.")
+    answered = serializers.BooleanField(
+        help_text="Whether an answer of the organisation the question is put to names this deliverable."
+    )
     reviews = ReviewOutputSerializer(many=True)
 
     def get_capabilities(self, view) -> list[str]:

@@ -1,4 +1,5 @@
-"""The promotion gate over the API: POST asks it to move a capability's status; GET lists every attempt."""
+"""The promotion gate over the API: POST asks it to move a capability's status; GET lists every attempt. The
+approvals some moves need are given and listed beside it."""
 
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema
@@ -6,14 +7,15 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
-from acceptance.models import PromotionAttempt, Run
+from acceptance.models import CapabilityApproval, PromotionAttempt, Run
 from acceptance.services import capability_promote
+from acceptance.services.approvals import NOTE_MAX_CHARS, capability_approve
 from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.api import Api, ReasonSerializer, StrictSerializer
 from calculet.errors import ConflictError, ForbiddenError
 from evidence.grades import STATUS_CHOICES
 from evidence.selectors import capability_get
-from vendor.access import may_act_as_pm, may_see_all
+from vendor.access import may_act_as_pm, may_approve_moves, may_see_all
 
 
 class PromotionInputSerializer(StrictSerializer):
@@ -85,3 +87,64 @@ class PromotionListApi(Api, ListAPIView):
                 reasons=attempt.reasons,
             )
         return Response(PromotionOutputSerializer(attempt).data, status=status.HTTP_201_CREATED)
+
+
+class ApprovalInputSerializer(StrictSerializer):
+    to = serializers.ChoiceField(choices=STATUS_CHOICES, help_text="The status of the move approved, C0–C4.")
+    note = serializers.CharField(allow_blank=True, required=False, max_length=NOTE_MAX_CHARS)
+
+
+class ApprovalOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    capability = serializers.CharField(source="capability.slug")
+    approver = serializers.CharField(source="approver.username")
+    from_status = serializers.CharField()
+    to_status = serializers.CharField()
+    answer = serializers.IntegerField(
+        source="answer_id", allow_null=True, help_text="The answer the move rested on when approved."
+    )
+    runs = serializers.SerializerMethodField(help_text="The runs the move rested on when approved.")
+    note = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    revoked_at = serializers.DateTimeField(allow_null=True)
+    revoked_reason = serializers.CharField()
+
+    def get_runs(self, approval) -> list[int]:
+        return sorted(run.pk for run in approval.runs.all())
+
+
+class ApprovalListApi(Api, ListAPIView):
+    """Approvals of the moves that need two members of the integration team (a capability the seed keeps
+    closed, a pinned one to or from C4), standing and revoked (integration team only)."""
+
+    queryset = CapabilityApproval.objects.none()  # names the model for the schema; get_queryset scopes it
+    serializer_class = ApprovalOutputSerializer
+    ordering_fields = ["id", "created_at"]
+    ordering = ["-id"]
+
+    def get_queryset(self):
+        capability = capability_get(user=self.request.user, slug=self.kwargs["slug"])
+        if not may_see_all(self.request.user):
+            raise ForbiddenError("Approvals are for the integration team.")
+        return (
+            CapabilityApproval.objects.filter(capability=capability)
+            .select_related("capability", "approver")
+            .prefetch_related(Prefetch("runs", queryset=Run.objects.only("id")))
+        )
+
+    @extend_schema(request=ApprovalInputSerializer, responses={201: ApprovalOutputSerializer})
+    def post(self, request, slug):
+        """Approve moving the capability from its status to `to`, on the evidence the move rests on now: 201
+        with the approval; 409 with the gate's reasons when the evidence does not support the move."""
+        capability = capability_get(user=request.user, slug=slug)
+        if not may_approve_moves(request.user):
+            raise ForbiddenError("Only a PM or an operator of the integration team approves a move.")
+        serializer = ApprovalInputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        approval = capability_approve(
+            actor=request.user,
+            capability=capability,
+            to_status=serializer.validated_data["to"],
+            note=serializer.validated_data.get("note", ""),
+        )
+        return Response(ApprovalOutputSerializer(approval).data, status=status.HTTP_201_CREATED)

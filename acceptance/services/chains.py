@@ -207,13 +207,17 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
 
 def _deliverable_accept_on_proof(chain: Chain) -> None:
     """A calbin deliverable is accepted when a chain of an answer that delivers it has passed every stage for
-    one of the capabilities it proves: its probes ran through runner, golden, failure, integration and soak."""
-    deliverable, capability = chain.answer.deliverable, chain.capability
+    one of the capabilities it proves: its probes ran through runner, golden, failure, integration and soak.
+    Only an answer of the organisation the question is put to decides it: a chain of an earlier one's answer
+    that finishes after the question was moved on accepts nothing."""
+    answer = chain.answer
+    deliverable, capability = answer.deliverable, chain.capability
     if (
         deliverable is None
         or capability is None
         or deliverable.kind != Deliverable.CALBIN
         or deliverable.state == Deliverable.ACCEPTED
+        or answer.organisation_id != chain.question.organisation_id
         or not deliverable.capabilities.filter(pk=capability.pk).exists()
     ):
         return
@@ -221,7 +225,8 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
         deliverable,
         actor="system",
         reason=f"every stage passed for {capability.slug} on {chain.target.slug} with answer "
-        f"{chain.answer_id} (revision {chain.answer.revision})",
+        f"{chain.answer_id} (revision {answer.revision})",
+        answer=answer,
     )
 
 

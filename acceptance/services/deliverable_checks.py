@@ -128,7 +128,7 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
         else f"Static check of answer r{answer.revision} failed: {'; '.join(outcome.findings)}"
     )
     with transaction.atomic():
-        deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
+        locked = deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
         if not owing.exists():  # while this one ran, another message checked the answer or a newer one came
             return None
         evidence_record(
@@ -150,9 +150,11 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             # Through JSON and back: what the checks looked at may name paths, stored as their text.
             detail=json.loads(json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str)),
         )
+        if answer.organisation_id != locked.question.organisation_id:
+            return None  # the question was put to another organisation meanwhile: this answer decides nothing
         if outcome.passed:
-            return deliverable_accept(deliverable, actor="system", reason=reason)
-        return deliverable_reject(deliverable, actor="system", reason=reason)
+            return deliverable_accept(deliverable, actor="system", reason=reason, answer=answer)
+        return deliverable_reject(deliverable, actor="system", reason=reason, answer=answer)
 
 
 def _artifact(answer: Answer, deliverable: Deliverable) -> Artifact | None:

@@ -1,13 +1,14 @@
 """The promotion gate: the only code that changes a capability's status."""
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from acceptance import policy as gate_policy
 from acceptance import stages
 from acceptance.models import PromotionAttempt, Run, Target
+from acceptance.policy import policy_current
 from acceptance.selectors import capability_gate_facts, capability_recipe_probes
+from acceptance.services.approvals import approval_facts, approvals_revoke_lapsed, standing_approvals
 from acceptance.services.targets import target_accepts_runs
 from calculet.audit import audit_record
 from calculet.db import lock_rows
@@ -20,10 +21,6 @@ from vendor.access import may_act_as_pm
 from vendor.services.notifications import notify_on_commit
 
 REASON_MAX_CHARS = 2000
-
-
-def policy_current() -> dict:
-    return settings.ACCEPTANCE_PROMOTION_POLICY or gate_policy.DEFAULT_POLICY
 
 
 def _actor_may_promote(actor) -> bool:
@@ -67,16 +64,27 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
         demotion = status_rank(to_status) > status_rank(current)
         if demotion and not reason:
             raise DomainError("A demotion needs a reason.", field="reason")
+        facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
+        approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
         decision = gate_policy.evaluate(
             policy,
             current=current,
             to=to_status,
             pinned_status=locked.pinned_status if locked.pinned else "",
-            answers=capability_gate_facts(locked),
-            recipe_probes=capability_recipe_probes(locked),
+            answers=facts,
+            recipe_probes=probes,
             capability=locked.slug,
+            approvals=approval_facts(standing_approvals(locked)),
         )
         attempt = _attempt_record(actor, locked, current, to_status, reason, decision, policy)
+        if decision.allowed:  # the approvals of the move made are spent, those of any other lapse with it
+            approvals_revoke_lapsed(
+                locked=locked,
+                policy=policy,
+                facts=facts,
+                probes=probes,
+                cause=f"spent or lapsed by attempt {attempt.pk}",
+            )
     attempt.capability = locked
     return attempt
 
@@ -155,6 +163,7 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
     policy = policy_current()
     facts = capability_gate_facts(capability)
     probes = capability_recipe_probes(capability)
+    approvals = approval_facts(standing_approvals(capability))
     return [
         (
             status,
@@ -166,6 +175,7 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
                 answers=facts,
                 recipe_probes=probes,
                 capability=capability.slug,
+                approvals=approvals,
             ),
         )
         for status in STATUSES[: status_rank(capability.status)]
@@ -187,7 +197,12 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
         probes = capability_recipe_probes(locked)
         pinned_status = locked.pinned_status if locked.pinned else ""
         supported, versions = gate_policy.supported_status(
-            policy, current=current, pinned_status=pinned_status, answers=facts, recipe_probes=probes
+            policy,
+            current=current,
+            pinned_status=pinned_status,
+            answers=facts,
+            recipe_probes=probes,
+            capability=locked.slug,
         )
         if supported == current:
             return None
@@ -203,6 +218,7 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
         decision = gate_policy.Decision(True, lapsed.reasons, answer_id=lapsed.answer_id, run_ids=[], versions=versions)
         reason = f"re-verification: {cause}; the current evidence supports {supported}, not {current}"
         attempt = _attempt_record("system", locked, current, supported, reason[:REASON_MAX_CHARS], decision, policy)
+        approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
     attempt.capability = locked
     return attempt
 

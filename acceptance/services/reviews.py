@@ -2,6 +2,7 @@
 the deliverable accepted when every item holds, rejected otherwise. A document never moves a capability."""
 
 from django.db import transaction
+from django.db.models import F
 
 from calculet.audit import audit_record
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -37,10 +38,15 @@ def _checked_items(deliverable: Deliverable, items) -> list[dict]:
 
 
 def _reviewed_answer(deliverable: Deliverable) -> Answer:
-    """The latest answer that delivers the document."""
+    """The latest answer that delivers the document from the organisation the question is put to (another's
+    answer decides nothing about what this one owes)."""
     answer = (
         Answer.objects.select_related("organisation")
-        .filter(question_id=deliverable.question_id, deliverable=deliverable)
+        .filter(
+            question_id=deliverable.question_id,
+            deliverable=deliverable,
+            organisation_id=F("question__organisation_id"),
+        )
         .order_by("-created_at", "-pk")
         .first()
     )
@@ -113,11 +119,12 @@ def document_review(*, actor, deliverable: Deliverable, items, reason: str) -> D
             after={"deliverable": deliverable.key, "answer": answer.pk, "accepted": accepted, "items": checked},
         )
         if accepted:
-            deliverable_accept(deliverable, actor=actor, reason=f"Document review {review.pk}: {reason}")
+            deliverable_accept(deliverable, actor=actor, reason=f"Document review {review.pk}: {reason}", answer=answer)
         else:
             deliverable_reject(
                 deliverable,
                 actor=actor,
                 reason=f"Document review {review.pk}: does not hold: {'; '.join(failing)}. {reason}",
+                answer=answer,
             )
     return review

@@ -5,38 +5,62 @@ from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from acceptance.policy import approval_required, policy_current
 from acceptance.selectors import capability_status_basis, promotion_history
 from acceptance.services import capability_promote
+from acceptance.services.approvals import NOTE_MAX_CHARS, capability_approve, standing_approvals
 from acceptance.services.promotion import REASON_MAX_CHARS, capability_gate_preview
 from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.grades import STATUSES
 from evidence.selectors import capability_evidence, capability_get, capability_questions
-from vendor.access import may_act_as_pm, may_open_pages, may_see_all
+from vendor.access import may_act_as_pm, may_approve_moves, may_open_pages, may_see_all
 
 HISTORY_LIMIT = 200
 CAPABILITY_EVIDENCE_LIMIT = 200
 
 
+def _approval_moves(capability) -> list[str]:
+    """The statuses the capability's move to would need approvals, from where it is now."""
+    pinned_status = capability.pinned_status if capability.pinned else ""
+    return [
+        status
+        for status in STATUSES
+        if approval_required(
+            policy_current(), capability=capability.slug, pinned_status=pinned_status, current=capability.status,
+            to=status,
+        )
+    ]  # fmt: skip
+
+
 def _capability_page_context(request, capability, **promotion) -> dict:
+    sees_all = may_see_all(request.user)
     return {
         "capability": capability,
         "evidence": capability_evidence(capability, user=request.user)[:CAPABILITY_EVIDENCE_LIMIT],
         "evidence_total": capability_evidence(capability, user=request.user).count(),
         "questions": capability_questions(user=request.user, capability=capability),
         # Promotion attempts are the integration team's, as in the API.
-        "sees_history": may_see_all(request.user),
-        "history": promotion_history(capability)[:HISTORY_LIMIT] if may_see_all(request.user) else [],
+        "sees_history": sees_all,
+        "history": promotion_history(capability)[:HISTORY_LIMIT] if sees_all else [],
         "basis": capability_status_basis(capability),
         # What the gate would say for each higher status, evaluated now and stored nowhere.
-        "preview": capability_gate_preview(capability) if may_see_all(request.user) else [],
+        "preview": capability_gate_preview(capability) if sees_all else [],
         "statuses": STATUSES,
         "status_choices": [(status, f"{status} — {labels.label('status', status)}") for status in STATUSES],
         "can_promote": may_act_as_pm(request.user),
         "reason_max_chars": REASON_MAX_CHARS,
+        "note_max_chars": NOTE_MAX_CHARS,
         "attempt": None,
         "promotion_errors": {},
         "promotion_input": {},
+        # The moves that need two members' approval, and the approvals standing (the team's, as in the API).
+        "approval_moves": _approval_moves(capability) if sees_all else [],
+        "approvals": list(standing_approvals(capability)) if sees_all else [],
+        "can_approve": may_approve_moves(request.user),
+        "approval": None,
+        "approval_errors": {},
+        "approval_reasons": [],
         **promotion,
     }
 
@@ -85,4 +109,36 @@ def capability_promote_view(request, slug):
         partial="capability-promotion",
         nav="capabilities",
         status=status,
+    )
+
+
+@require_POST
+@web.page_for(may_approve_moves)
+def capability_approve_view(request, slug):
+    """Approve a move that needs two members; the approval, or what refused it, is shown in place."""
+    capability = capability_get(user=request.user, slug=slug)
+    errors, reasons, approval = {}, [], None
+    try:
+        approval = capability_approve(
+            actor=request.user,
+            capability=capability,
+            to_status=request.POST.get("to", ""),
+            note=request.POST.get("note", ""),
+        )
+    except DomainError as error:
+        errors[error.field if error.field in ("to", "note") else "form"] = error.message
+        reasons = error.reasons
+    if approval is not None and not web.wants_partial(request):
+        return HttpResponseRedirect(reverse("capability-detail", args=[capability.slug]) + "#capability-approvals")
+    capability.refresh_from_db()
+    context = _capability_page_context(
+        request, capability, approval=approval, approval_errors=errors, approval_reasons=reasons
+    )
+    return web.render_page(
+        request,
+        "acceptance/capability-detail.html",
+        context,
+        partial="capability-promotion",
+        nav="capabilities",
+        status=400 if errors and not web.wants_partial(request) else 200,
     )

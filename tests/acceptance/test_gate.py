@@ -7,6 +7,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
@@ -20,6 +21,14 @@ from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
 from tests.factories import complete_answer_data, make_artifact, make_capability, make_user, pass_stages, sdk_checked
 from vendor.services.deliverables import deliverable_accept, deliverable_reject
+
+
+@pytest.fixture
+def capability(question):
+    """decode-batch-8 proven by the question's package, as the seed links V18's packages to their batches."""
+    capability = make_capability("decode-batch-8", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    return capability
 
 
 @pytest.fixture
@@ -321,8 +330,50 @@ def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chai
     assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
     failed = sdk_checked(capability)
     deliverable_reject(failed.deliverable, actor="system", reason="static check failed: KvManager::Apply missing")
-    assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
+    rejected = promote(capability, "C1", pm_user).reasons
+    assert [r["code"] for r in rejected] == ["deliverable_rejected"]
+    assert (
+        f"SDK deliverable V18 {failed.deliverable.key} (static check failed: KvManager::Apply missing)"
+        in (rejected[0]["message"])
+    )
     other_version.deliverable.refresh_from_db()
     assert other_version.deliverable.state == "accepted"  # accepted, but for CalRT 0.8.0
     deliverable_accept(failed.deliverable, actor="system", reason="static check passed")
     assert promote(capability, "C1", pm_user).allowed
+
+
+def test_a_rejected_calbin_promotes_nothing_from_the_service_the_page_the_admin_or_the_command(
+    chain, capability, pm_user, admin_client_logged_in, capsys
+):
+    pass_stages(chain, stages.SOAK)
+    package = chain.answer.deliverable
+    package.refresh_from_db()
+    assert package.state == "accepted"  # every stage passed: the package was accepted on its proof
+    deliverable_reject(package, actor=pm_user, reason="the PM found the expert block corrupted")
+    blocked = promote(capability, "C2", pm_user)
+    assert not blocked.allowed and [r["code"] for r in blocked.reasons] == ["deliverable_rejected"]
+    assert "package of V18 was rejected (the PM found the expert block corrupted)" in blocked.reasons[0]["message"]
+    page = Client()
+    page.force_login(pm_user)
+    body = page.post(
+        f"/capabilities/{capability.slug}/promote", {"to": "C2", "reason": ""}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'id="promotion-blocked"' in body and "<code>deliverable_rejected</code>" in body
+    admin_client_logged_in.post(
+        "/admin/evidence/capability/",
+        {"action": "change_status", "_selected_action": [capability.pk], "apply": "1", "to": "C2", "reason": ""},
+    )
+    with pytest.raises(CommandError, match="blocked: decode-batch-8 stays C3"):
+        call_command("promote_capability", "decode-batch-8", "C2")
+    assert "deliverable_rejected" in capsys.readouterr().err
+    attempts = PromotionAttempt.objects.order_by("pk")
+    assert [(a.allowed, a.actor_label) for a in attempts] == [
+        (False, "pam"),
+        (False, "pam"),
+        (False, "root"),
+        (False, "manage.py"),
+    ]
+    assert all(a.reasons[0]["code"] == "deliverable_rejected" for a in attempts)
+    assert status_of(capability) == "C3"
+    deliverable_accept(package, actor=pm_user, reason="re-examined: the block is intact")
+    assert promote(capability, "C2", pm_user).allowed

@@ -6,11 +6,14 @@ from acceptance import stages
 from acceptance.policy import (
     DEFAULT_POLICY,
     AnswerFacts,
+    ApprovalFacts,
     ChainFacts,
+    approval_required,
     evaluate,
     policy_check,
     supported_status,
 )
+from evidence.seed.capabilities import CAPABILITIES
 
 ALL_PASSED = dict.fromkeys(stages.CHAIN_STAGES, stages.PASSED)
 PROBES = ["decode_batch"]
@@ -242,3 +245,110 @@ def test_a_configured_policy_changes_what_c2_needs():
 def test_malformed_policies_are_refused(broken):
     with pytest.raises(ValueError):
         policy_check(broken)
+
+
+@pytest.mark.parametrize("to", ["C2", "C1", "C0"])
+def test_a_rejected_deliverable_promotes_nothing_and_is_named(to):
+    proven = answer(chain("simulator", ALL_PASSED), chain("hardware", ALL_PASSED, 2), sdk=True)
+    proven.question, proven.deliverable_reason = "V18", "the soak failed on CalRT 0.8.0"
+    proven.deliverable_state = "accepted"
+    assert gate(to, [proven]).allowed
+    proven.deliverable_state = "rejected"
+    decision = gate(to, [proven])
+    assert not decision.allowed
+    assert [r["code"] for r in decision.reasons] == ["deliverable_rejected"]
+    assert "package-batch-8 of V18 was rejected (the soak failed on CalRT 0.8.0)" in decision.reasons[0]["message"]
+
+
+def test_an_owed_deliverable_holds_up_what_rests_on_the_artifacts_and_is_named_when_nothing_else_is_missing():
+    proven = answer(chain("simulator", ALL_PASSED), sdk=True)
+    proven.question, proven.deliverable_state = "V18", "owed"
+    blocked = gate("C2", [proven])
+    assert [r["code"] for r in blocked.reasons] == ["deliverable_owed"]
+    assert "package-batch-8 of V18 is owed" in blocked.reasons[0]["message"]
+    # C3 rests on the answer and the SDK, not on the package's acceptance; a rejected one still stops it.
+    assert gate("C3", [proven], current="C4").allowed
+    proven.deliverable_state = "rejected"
+    assert [r["code"] for r in gate("C3", [proven], current="C4").reasons] == ["deliverable_rejected"]
+    # While stages are still to pass, they are what the gate names first.
+    unfinished = answer(chain("simulator", {stages.CLAIM: stages.PASSED, stages.ARTIFACT: stages.PASSED}))
+    unfinished.deliverable_state = "owed"
+    assert "deliverable_owed" not in {r["code"] for r in gate("C2", [unfinished]).reasons}
+
+
+def approval(who, *, from_status="C4", to="C3", answer_id=1, runs=()):
+    return ApprovalFacts(who, from_status, to, answer_id, frozenset(runs))
+
+
+def test_a_c4_decision_moves_only_with_two_members_approving_that_move_on_that_evidence():
+    proven = answer(chain("simulator", ALL_PASSED), sdk=True)
+
+    def reset_gate(to, approvals, current="C4"):
+        return evaluate(
+            DEFAULT_POLICY, current=current, to=to, pinned_status="", answers=[proven], recipe_probes=PROBES,
+            capability="device-reset", approvals=approvals,
+        )  # fmt: skip
+
+    assert approval_required(DEFAULT_POLICY, capability="device-reset", pinned_status="", current="C4", to="C3")
+    assert not approval_required(DEFAULT_POLICY, capability="device-reset", pinned_status="", current="C3", to="C4")
+    blocked = reset_gate("C3", [approval("ada")])
+    assert [r["code"] for r in blocked.reasons] == ["approval_missing"]
+    assert "from C4 to C3 needs the approval of 2 different members" in blocked.reasons[0]["message"]
+    assert "1 given (ada)" in blocked.reasons[0]["message"]
+    # The same member twice, another move, or other evidence bind nothing more.
+    assert not reset_gate("C3", [approval("ada"), approval("ada")]).allowed
+    assert not reset_gate("C3", [approval("ada"), approval("bo", to="C2")]).allowed
+    assert not reset_gate("C3", [approval("ada"), approval("bo", answer_id=2)]).allowed
+    assert reset_gate("C3", [approval("ada"), approval("bo")]).allowed
+    c2 = reset_gate("C2", [], current="C3")
+    assert not c2.allowed and "answer 1, runs 100, 101, 102, 103, 104, 105, 106" in c2.reasons[0]["message"]
+    runs = c2.run_ids
+    both = [approval(who, from_status="C3", to="C2", runs=runs) for who in ("ada", "bo")]
+    assert reset_gate("C2", both, current="C3").allowed
+    assert not reset_gate("C2", [*both[:1], approval("bo", from_status="C3", to="C2", runs=runs[:-1])], "C3").allowed
+    # Without the evidence no approval moves it; the evidence alone (no approvals counted) is what they bind to.
+    assert [r["code"] for r in reset_gate("C3", [approval("ada"), approval("bo")]).reasons] == []
+    assert not evaluate(
+        DEFAULT_POLICY, current="C4", to="C3", pinned_status="", answers=[], capability="device-reset",
+        approvals=[approval("ada"), approval("bo")],
+    ).allowed  # fmt: skip
+    # Lapsed evidence takes it back to C4, not C3.
+    assert supported_status(
+        DEFAULT_POLICY, current="C2", pinned_status="", answers=[], recipe_probes=PROBES, capability="device-reset"
+    ) == ("C4", {})
+
+
+def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals():
+    def pinned_gate(current, to, approvals):
+        return evaluate(
+            DEFAULT_POLICY, current=current, to=to, pinned_status="C3", answers=[], capability="npu-sampling",
+            approvals=approvals,
+        )  # fmt: skip
+
+    two = [
+        approval("ada", from_status="C3", to="C4", answer_id=None),
+        approval("bo", from_status="C3", to="C4", answer_id=None),
+    ]
+    blocked = pinned_gate("C3", "C4", two[:1])
+    assert [r["code"] for r in blocked.reasons] == ["approval_missing"] and "the move alone" in blocked.reasons[0][
+        "message"
+    ]
+    assert pinned_gate("C3", "C4", two).allowed
+    back = [approval(who, answer_id=None) for who in ("ada", "bo")]
+    assert [r["code"] for r in pinned_gate("C4", "C3", back[:1]).reasons] == ["approval_missing"]
+    assert pinned_gate("C4", "C3", back).allowed
+    # Back to its pin only: C2 from C4 still needs C0's proof.
+    assert "pinned_needs_full_proof" in {r["code"] for r in pinned_gate("C4", "C2", back).reasons}
+    # A capability pinned at C4 never moves, approvals or not.
+    never = evaluate(
+        DEFAULT_POLICY, current="C4", to="C3", pinned_status="C4", answers=[], capability="multi-physical-device",
+        approvals=back,
+    )  # fmt: skip
+    assert [r["code"] for r in never.reasons] == ["pinned_never_promoted"]
+
+
+def test_the_policy_names_every_capability_the_seed_keeps_closed_as_a_decision():
+    """The seed's privileged surface (I10, "E2/C4 特权面") is C4 as "must not be opened": approvals guard it."""
+    decided = {c.slug for c in CAPABILITIES if c.status == "C4" and c.status_from and "特权面" in c.status_from[1]}
+    assert decided == {"device-reset"}
+    assert decided <= set(DEFAULT_POLICY["two_person_approval"])

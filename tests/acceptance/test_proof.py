@@ -104,6 +104,7 @@ def test_the_same_probe_passes_on_the_package_that_has_the_feature(
     reaches C2 on the simulator, its answer's tightened threshold in every job."""
     question = make_question("V25", organisation=organisation, state="asked")
     capability = make_capability("s8-v-cache-calbin", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())  # the package it proves, accepted on its proof
     calbin, golden = package(vendor_user, tmp_path, features=("s8",))
     answer = answer_with(
         vendor_user, question, capability, calbin, golden, thresholds={"s8.cosine_min_vs_float": 0.9991}
@@ -190,6 +191,7 @@ def test_c4_to_c3_without_an_answer_is_blocked(pm_user, organisation):
 
 
 def _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path) -> Chain:
+    capability.deliverables.add(*question.deliverables.all())  # the package it proves, accepted on its proof
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
     promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")

@@ -8,6 +8,7 @@ from acceptance.models import Chain, PromotionAttempt, Run
 from acceptance.services import answer_submit, chain_start_for_answer
 from evidence.models import Capability
 from tests.factories import complete_answer, db_snapshot, pass_stages
+from vendor.services.deliverables import deliverable_reject
 
 
 def promote(client, slug, to, reason="tested"):
@@ -174,6 +175,7 @@ def test_targets_are_readable(chains, vendor_a):
 
 
 def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_a, artifacts_a, capability):
+    capability.deliverables.add(*question_a.deliverables.all())  # V18's package proves the batch, as seeded
     answer = answer_submit(
         actor=vendor_a.user,
         question=question_a,
@@ -198,3 +200,19 @@ def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_
     again = promote(pm.client(), capability.slug, "C2")
     assert again.status_code == 409 and again.json()["errors"][0]["field"] == "to"
     assert PromotionAttempt.objects.filter(capability=capability, to_status="C2").count() == 1
+
+
+def test_a_rejected_package_blocks_the_promotion_naming_it(pm, vendor_a, question_a, artifacts_a, capability):
+    package = question_a.deliverables.get()
+    capability.deliverables.add(package)
+    answer = answer_submit(
+        actor=vendor_a.user, question=question_a, data={**complete_answer(artifacts_a), "capability": capability.slug}
+    )
+    chain_start_for_answer(answer.pk)
+    pass_stages(Chain.objects.get(answer=answer), stages.CHAIN_STAGES[-1])
+    deliverable_reject(package, actor=pm.user, reason="golden tensors were produced by the package itself")
+    blocked = promote(pm.client(), capability.slug, "C2")
+    assert blocked.status_code == 409
+    assert [reason["code"] for reason in blocked.json()["reasons"]] == ["deliverable_rejected"]
+    assert "package of V18 was rejected (golden tensors were produced" in blocked.json()["reasons"][0]["message"]
+    assert Capability.objects.get(pk=capability.pk).status == "C3"

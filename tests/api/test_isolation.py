@@ -8,10 +8,14 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from acceptance.models import Run
+from acceptance import stages
+from acceptance.models import Chain, Run
 from acceptance.services import answer_submit, chain_start_for_answer
-from tests.factories import complete_answer, db_snapshot, make_question, make_run_evidence
-from vendor.models import ApiToken
+from calculet.errors import ConflictError
+from calculet.models import AuditEntry
+from tests.factories import complete_answer, db_snapshot, make_question, make_run_evidence, pass_stages
+from vendor.models import ApiToken, Question
+from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import token_create, token_revoke
 from vendor.services.uploads import upload_create
 
@@ -259,3 +263,68 @@ def test_questions_never_answered_by_another_vendor_leak_nothing(vendor_a, vendo
     make_question("V30")  # put to no one
     assert vendor_a.client().get("/api/v1/questions/V30/").status_code == 404
     assert vendor_a.client().get("/api/v1/questions/V30/answers/").status_code == 404
+
+
+def test_a_reassigned_question_owes_afresh_and_shows_the_new_vendor_nothing_of_the_old(
+    client, pm, vendor_a, vendor_b, question_a, artifacts_a, artifacts_b, capability
+):
+    """V18 answered and proven by vendor A, then moved to vendor B: B sees its package owed, with no reason and
+    no progress, through the API and the pages; the reset is in the audit log; A's chain that finishes later
+    accepts nothing, and the question closes only on B's own proof."""
+    package = question_a.deliverables.get()
+    capability.deliverables.add(package)
+    answer_a = answer_submit(
+        actor=vendor_a.user, question=question_a, data={**complete_answer(artifacts_a), "capability": capability.slug}
+    )
+    chain_start_for_answer(answer_a.pk)
+    pass_stages(Chain.objects.get(answer=answer_a), stages.CHAIN_STAGES[-1])
+    package.refresh_from_db()
+    assert package.state == "accepted" and f"answer {answer_a.pk}" in package.reason
+    late_a = answer_submit(
+        actor=vendor_a.user, question=question_a, data={**complete_answer(artifacts_a), "capability": capability.slug}
+    )
+    chain_start_for_answer(late_a.pk)
+
+    moved = pm.client().patch("/api/v1/questions/V18/", {"organisation": "bolt"}, format="json")
+    assert moved.status_code == 200, moved.json()
+    reset = AuditEntry.objects.get(action="deliverable.reset")
+    assert reset.before["state"] == "accepted"
+    assert reset.after["state"] == "owed" and "reassigned from acme to bolt" in reset.after["reason"]
+
+    listed = vendor_b.client().get("/api/v1/questions/V18/deliverables/").json()
+    assert [(d["key"], d["state"], d["reason"], d["decided_at"]) for d in listed] == [("package", "owed", "", None)]
+    assert listed[0]["progress"] == {"simulator": "none", "hardware": "none"} and listed[0]["answered"] is False
+    detail = vendor_b.client().get("/api/v1/questions/V18/").json()
+    assert [(d["state"], d["reason"]) for d in detail["deliverables"]] == [("owed", "")] and detail["chains"] == []
+    client.force_login(vendor_b.user)
+    page = client.get(reverse("question-detail", args=["V18"])).content.decode()
+    row = page[page.index('id="deliverable-package"') :]
+    row = row[: row.index("</tr>")]
+    assert ">Owed</span>" in row and "passed" not in row and f"answer {answer_a.pk}" not in page
+    home = client.get(reverse("vendor-home")).content.decode()
+    assert 'id="owed-V18-package"' in home
+
+    # A's later chain passes every stage after the move: it decides nothing about what B owes.
+    pass_stages(Chain.objects.get(answer=late_a), stages.CHAIN_STAGES[-1])
+    package.refresh_from_db()
+    assert package.state == "owed"
+    with pytest.raises(ConflictError) as refused:
+        deliverable_accept(package, actor="system", reason="A's proof", answer=late_a)
+    assert refused.value.field == "answer"
+    assert Question.objects.get(code="V18").state != "closed"
+    blocked = pm.client().post(f"/api/v1/capabilities/{capability.slug}/promotions/", {"to": "C2", "reason": ""})
+    assert [reason["code"] for reason in blocked.json()["reasons"]] == ["deliverable_owed"]
+
+    # B's own answer and proof are what close it.
+    answer_b = answer_submit(
+        actor=vendor_b.user,
+        question=Question.objects.get(code="V18"),
+        data={**complete_answer(artifacts_b), "capability": capability.slug},
+    )
+    chain_start_for_answer(answer_b.pk)
+    pass_stages(Chain.objects.get(answer=answer_b), stages.CHAIN_STAGES[-1])
+    package.refresh_from_db()
+    assert package.state == "accepted" and f"answer {answer_b.pk}" in package.reason
+    assert Question.objects.get(code="V18").state == "closed"
+    listed = vendor_b.client().get("/api/v1/questions/V18/deliverables/").json()
+    assert listed[0]["progress"]["simulator"] == "passed" and listed[0]["answered"] is True

@@ -6,10 +6,10 @@ from django.utils import timezone
 
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import DomainError, ForbiddenError
+from calculet.errors import ConflictError, DomainError, ForbiddenError
 from vendor import states
 from vendor.access import may_act_as_pm
-from vendor.models import Deliverable, Question
+from vendor.models import Answer, Deliverable, Question
 from vendor.selectors import deliverables_owed
 from vendor.services.questions import question_state_move
 
@@ -31,13 +31,25 @@ def deliverable_lock(deliverable: Deliverable) -> Deliverable:
     return lock_rows(Deliverable.objects).select_related("question").get(pk=deliverable.pk)
 
 
-def _decide(deliverable: Deliverable, *, actor, reason: str, state: str) -> Deliverable:
+def _check_answer_is_owed(locked: Deliverable, answer: Answer | None) -> None:
+    """A decision on an answer's proof is about what the organisation the question is put to owes: an answer of
+    an organisation the question was moved away from decides nothing (ConflictError naming `answer`)."""
+    if answer is not None and answer.organisation_id != locked.question.organisation_id:
+        raise ConflictError(
+            f"Answer {answer.pk} is not from the organisation {locked.question.code} is put to now: it decides "
+            f"nothing about {locked.key}.",
+            field="answer",
+        )
+
+
+def _decide(deliverable: Deliverable, *, actor, reason: str, state: str, answer: Answer | None) -> Deliverable:
     _check_actor(actor)
     reason = (reason or "").strip()
     if not reason:
         raise DomainError("Give the reason for the decision.", field="reason")
     with transaction.atomic():
         locked = deliverable_lock(deliverable)
+        _check_answer_is_owed(locked, answer)
         before = {"state": locked.state, "reason": locked.reason}
         locked.state = state
         locked.reason = reason
@@ -63,19 +75,21 @@ def _decide(deliverable: Deliverable, *, actor, reason: str, state: str) -> Deli
     return locked
 
 
-def deliverable_accept(deliverable: Deliverable, *, actor, reason: str) -> Deliverable:
+def deliverable_accept(deliverable: Deliverable, *, actor, reason: str, answer: Answer | None = None) -> Deliverable:
     """Accept a deliverable; when it was the question's last one not accepted and the question is answered or
     being verified, close the question (audited, by the same actor).
 
     Preconditions: `actor` is a PM or "system" (ForbiddenError otherwise); `reason` says what accepted it
-    (DomainError naming `reason` otherwise). Runs in the caller's transaction when there is one.
+    (DomainError naming `reason` otherwise); `answer`, the answer whose proof decides it, is from the
+    organisation the question is put to (ConflictError naming `answer` otherwise: a question never closes on
+    another organisation's proof). Runs in the caller's transaction when there is one.
     """
-    return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.ACCEPTED)
+    return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.ACCEPTED, answer=answer)
 
 
-def deliverable_reject(deliverable: Deliverable, *, actor, reason: str) -> Deliverable:
+def deliverable_reject(deliverable: Deliverable, *, actor, reason: str, answer: Answer | None = None) -> Deliverable:
     """Reject a deliverable with the reason (the findings); a closed question opens again (Asked).
 
     Preconditions as `deliverable_accept`.
     """
-    return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.REJECTED)
+    return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.REJECTED, answer=answer)

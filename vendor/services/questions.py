@@ -12,7 +12,7 @@ from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
 from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
-from vendor.models import Organisation, Question
+from vendor.models import Deliverable, Organisation, Question
 from vendor.selectors import deliverables_owed
 from vendor.services.notifications import notify_on_commit
 
@@ -174,7 +174,35 @@ def _cleaned_changes(question: Question, changes: dict) -> dict:
     return cleaned
 
 
+def _deliverables_reset(actor, question: Question, previous: str | None) -> None:
+    """What the organisation a question is now put to owes starts afresh: every decided deliverable goes back
+    to owed, one audit row each. The reason is cleared, since it spoke of the previous organisation's answers.
+    Precondition: this transaction holds the question's row lock (the lock order: question, then deliverable)."""
+    now_put_to = question.organisation.slug if question.organisation else None
+    for deliverable in lock_rows(Deliverable.objects).filter(question=question).exclude(state=Deliverable.OWED):
+        before = {"state": deliverable.state, "reason": deliverable.reason}
+        deliverable.state, deliverable.reason = Deliverable.OWED, ""
+        deliverable.decided_at, deliverable.decided_by = None, None
+        deliverable.save(update_fields=["state", "reason", "decided_at", "decided_by"])
+        audit_record(
+            actor=actor,
+            action="deliverable.reset",
+            obj=deliverable,
+            before=before,
+            after={
+                "state": Deliverable.OWED,
+                "question": question.code,
+                "key": deliverable.key,
+                "reason": f"the question was reassigned from {previous} to {now_put_to}: the decision was about "
+                f"{previous}'s answers",
+            },
+        )
+
+
 def _apply(actor, question: Question, cleaned: dict) -> None:
+    reassigned = "organisation" in cleaned
+    if reassigned and question.state == states.CLOSED and "state" not in cleaned:
+        cleaned["state"] = states.ASKED  # its deliverables are owed again, by the new organisation
     before = _question_snapshot(question, cleaned)
     for name, value in cleaned.items():
         setattr(question, name, value)
@@ -182,6 +210,8 @@ def _apply(actor, question: Question, cleaned: dict) -> None:
     audit_record(
         actor=actor, action="question.update", obj=question, before=before, after=_question_snapshot(question, cleaned)
     )
+    if reassigned:
+        _deliverables_reset(actor, question, before["organisation"])
     if "assignee" in cleaned and (assignee := question.assignee) is not None:
         notify_on_commit(
             events.ASSIGNED,

@@ -1,0 +1,150 @@
+"""Two approvals for a move the seed keeps closed: a capability `acceptance.policy` names (I10's privileged
+reset and memory surface: C4 as "must not be opened"), promoted; a pinned capability moved to C4 or back.
+
+Each member's approval is recorded on the capability, bound to the move and to the answer and runs the gate's
+decision rests on when it is given. The gate counts only standing approvals that still match; those that no
+longer do (the capability moved, the evidence lapsed) are revoked with the reason, by the next service that
+evaluates the capability under its row lock.
+"""
+
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance import policy as gate_policy
+from acceptance.models import CapabilityApproval
+from acceptance.selectors import capability_gate_facts, capability_recipe_probes
+from calculet.audit import audit_record
+from calculet.db import lock_rows
+from calculet.errors import ConflictError, DomainError, ForbiddenError
+from evidence.grades import STATUSES
+from evidence.models import Capability
+from vendor.access import may_approve_moves
+
+NOTE_MAX_CHARS = 2000
+
+
+def approval_facts(approvals) -> list[gate_policy.ApprovalFacts]:
+    """What the gate reads of standing approvals (runs prefetched or not: one query each otherwise)."""
+    return [
+        gate_policy.ApprovalFacts(
+            approver=approval.approver.get_username(),
+            from_status=approval.from_status,
+            to_status=approval.to_status,
+            answer_id=approval.answer_id,
+            run_ids=frozenset(run.pk for run in approval.runs.all()),
+        )
+        for approval in approvals
+    ]
+
+
+def standing_approvals(capability: Capability):
+    return (
+        CapabilityApproval.objects.filter(capability=capability, revoked_at__isnull=True)
+        .select_related("approver")
+        .prefetch_related("runs")
+        .order_by("pk")
+    )
+
+
+def _evidence_decision(policy: dict, locked: Capability, to_status: str, facts, probes) -> gate_policy.Decision:
+    """The gate's decision on the evidence alone (no approvals counted): what an approval binds to."""
+    return gate_policy.evaluate(
+        policy,
+        current=locked.status,
+        to=to_status,
+        pinned_status=locked.pinned_status if locked.pinned else "",
+        answers=facts,
+        recipe_probes=probes,
+        capability=locked.slug,
+    )
+
+
+def approvals_revoke_lapsed(*, locked: Capability, policy: dict, facts, probes, cause: str = "") -> int:
+    """Revoke the capability's standing approvals that no longer bind: given at another status than its own,
+    or on evidence that is no longer what the move rests on. One audit row each; returns how many.
+    Precondition: this transaction holds the capability's row lock."""
+    revoked = 0
+    for approval in standing_approvals(locked):
+        if approval.from_status != locked.status:
+            why = cause or f"the capability is {locked.status} now, not {approval.from_status}"
+        else:
+            decision = _evidence_decision(policy, locked, approval.to_status, facts, probes)
+            bound = (approval.answer_id, {run.pk for run in approval.runs.all()})
+            if decision.allowed and bound == (decision.answer_id, set(decision.run_ids)):
+                continue
+            why = "the evidence it was given on lapsed: the move no longer rests on it"
+        approval.revoked_at, approval.revoked_reason = timezone.now(), why
+        approval.save(update_fields=["revoked_at", "revoked_reason"])
+        audit_record(
+            actor="system",
+            action="capability.approval_revoke",
+            obj=locked,
+            after={"approval": approval.pk, "approver": approval.approver.get_username(), "reason": why},
+        )
+        revoked += 1
+    return revoked
+
+
+def capability_approve(*, actor, capability: Capability, to_status: str, note: str = "") -> CapabilityApproval:
+    """Record the actor's approval of moving `capability` from its status to `to_status`, bound to the answer
+    and runs the gate's decision rests on now.
+
+    Preconditions: the actor is a PM or operator of the integration team (ForbiddenError); `to_status` is a
+    status (DomainError on `to`) whose move needs approvals (DomainError on `to` otherwise); the note is at
+    most NOTE_MAX_CHARS (DomainError on `note`); the evidence supports the move now (ConflictError on `to`
+    with the gate's reasons: there is nothing to approve yet); the actor has no standing approval of the same
+    move (ConflictError on `to`). Audited in the same transaction.
+    """
+    if not may_approve_moves(actor):
+        raise ForbiddenError("Only a PM or an operator of the integration team approves a move.")
+    if to_status not in STATUSES:
+        raise DomainError(f"Unknown status {to_status!r}; one of {', '.join(STATUSES)}.", field="to")
+    note = (note or "").strip()
+    if len(note) > NOTE_MAX_CHARS:
+        raise DomainError(f"A note holds at most {NOTE_MAX_CHARS} characters.", field="note")
+    policy = gate_policy.policy_current()
+    with transaction.atomic():
+        locked = lock_rows(Capability.objects).get(pk=capability.pk)
+        pinned_status = locked.pinned_status if locked.pinned else ""
+        if not gate_policy.approval_required(
+            policy, capability=locked.slug, pinned_status=pinned_status, current=locked.status, to=to_status
+        ):
+            raise DomainError(
+                f"Moving {locked.slug} from {locked.status} to {to_status} needs no approval: ask the gate.",
+                field="to",
+            )
+        facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
+        approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
+        decision = _evidence_decision(policy, locked, to_status, facts, probes)
+        if not decision.allowed:
+            raise ConflictError(
+                f"The evidence does not support moving {locked.slug} to {to_status}: there is nothing to approve.",
+                field="to",
+                code="blocked",
+                reasons=decision.reasons,
+            )
+        if standing_approvals(locked).filter(approver=actor, to_status=to_status).exists():
+            raise ConflictError(f"You have already approved moving {locked.slug} to {to_status}.", field="to")
+        approval = CapabilityApproval.objects.create(
+            capability=locked,
+            approver=actor,
+            from_status=locked.status,
+            to_status=to_status,
+            answer_id=decision.answer_id,
+            note=note,
+        )
+        approval.runs.set(decision.run_ids)
+        audit_record(
+            actor=actor,
+            action="capability.approve",
+            obj=locked,
+            after={
+                "approval": approval.pk,
+                "from": locked.status,
+                "to": to_status,
+                "answer": decision.answer_id,
+                "runs": sorted(decision.run_ids),
+                "note": note,
+            },
+        )
+    return approval
