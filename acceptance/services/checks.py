@@ -11,6 +11,7 @@ from acceptance.services.inputs import AnswerInputs
 from acceptance.stages import FAIL, PASS
 from npu_sim import calbin as npu_calbin
 from npu_sim import compat as npu_compat
+from npu_sim.calbin.layout import VENDOR_FORM
 from vendor.claim import ELEMENT_LABELS, claim_missing
 from vendor.models import Artifact
 from vendor.services.artifacts import UnsafeArchiveError, archive_check
@@ -132,15 +133,19 @@ def _check_calbin(artifact: Artifact, path: Path, target: Target) -> tuple[list[
     if any(f["severity"] == "error" for f in found):
         return found, {}
     manifest = npu_calbin.read_manifest(path)
+    # The vendor's own package declares no ranges: the answer's declared range, checked below, is what it runs on.
+    if manifest["form"] == VENDOR_FORM:
+        return found, {"calbin_form": manifest["form"]}
     for problem in npu_compat.check(manifest, target.as_job_target()):
         found.append(finding("target_incompatible", field, f"{artifact} cannot run on {target.slug}: {problem}."))
-    return found, {"calbin_compatibility": manifest.get("compatibility", {})}
+    return found, {"calbin_form": manifest["form"], "calbin_compatibility": manifest.get("compatibility", {})}
 
 
 def stage_artifact(chain: Chain, inputs: AnswerInputs, target: Target, note) -> StageOutcome:
     """Every artifact of the answer re-hashed against its declared digest; calbin packages validated by the
-    simulator's validator (its findings become this stage's); runner bundles checked; the calbin's and the
-    answer's compatibility ranges checked against the target the chain runs on."""
+    simulator's validator (its findings become this stage's; a vendor-form package on its static facts);
+    runner bundles checked; the calbin's and the answer's compatibility ranges checked against the target the
+    chain runs on."""
     findings: list[dict] = []
     metrics: dict = {"artifacts": len(inputs.artifacts)}
     calbins = [a for a in inputs.executable_assets if a.kind == Artifact.CALBIN]
