@@ -11,7 +11,14 @@ from acceptance.services import answer_submit, chain_start_for_answer, target_re
 from acceptance.services.checks import stage_artifact, stage_claim
 from acceptance.services.inputs import answer_inputs
 from tests.acceptance.conftest import edit_calbin, vendor_form_calbin
-from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
+from tests.factories import (
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_question,
+    runner_bundle_bytes,
+    tar_bytes,
+)
 from vendor.storage import artifact_storage
 
 PREFILL_INFO = "prefill/submodel_memory_reserved_info.txt"
@@ -240,3 +247,28 @@ def test_runner_bundles_are_checked(vendor_user, question, capability, calbin, g
         assert outcome.findings[0]["message"] == (
             "runner.tar 1.0.0: Link 'run.py' points outside the archive ('../../../usr/bin/python3')."
         )
+
+
+def test_a_capability_that_configures_a_second_model_needs_two_calbins(
+    vendor_user, organisation, golden, calbin, calbin_bytes
+):
+    question = make_question("V35", organisation=organisation, state="asked")
+    residency = make_capability("dynamic-resident-multi-model", status="C3", pinned_status="C3", questions=[question])
+    data = complete_answer_data(capability=residency, calbin=calbin, golden=golden)
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    assert [f["code"] for f in outcome.findings] == ["second_calbin_missing"]
+    assert "dynamic-resident-multi-model configures a second model" in outcome.findings[0]["message"]
+
+    other = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="other.tar")
+    data = complete_answer_data(capability=residency, calbin=calbin, golden=golden, extra_assets=[other])
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    assert outcome.verdict == stages.PASS, outcome.findings
+
+
+def test_two_calbins_for_a_one_package_capability_are_ambiguous(
+    vendor_user, question, capability, calbin, golden, calbin_bytes
+):
+    other = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="other.tar")
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, extra_assets=[other])
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    assert [f["code"] for f in outcome.findings] == ["calbin_ambiguous"]
