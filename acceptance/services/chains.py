@@ -206,8 +206,9 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
 
 
 def _deliverable_accept_on_proof(chain: Chain) -> None:
-    """A calbin deliverable is accepted when a chain of an answer that delivers it has passed every stage for
-    one of the capabilities it proves: its probes ran through runner, golden, failure, integration and soak."""
+    """A calbin deliverable is accepted when, for every capability it proves, a chain of an answer that delivers
+    it has passed every stage on its current inputs: each capability's probes ran through runner, golden,
+    failure, integration and soak. One capability proven of two leaves it owed."""
     deliverable, capability = chain.answer.deliverable, chain.capability
     if (
         deliverable is None
@@ -217,11 +218,26 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
         or not deliverable.capabilities.filter(pk=capability.pk).exists()
     ):
         return
+    needed = set(deliverable.capabilities.values_list("slug", flat=True))
+    proven: dict[str, Chain] = {}
+    candidates = Chain.objects.filter(answer__deliverable=deliverable, capability__slug__in=needed).select_related(
+        "capability", "target", "answer"
+    )
+    for other in candidates.order_by("pk"):
+        assert other.capability is not None  # filtered on its slug
+        slug = other.capability.slug
+        if slug not in proven and stages.chain_position(chain_stages(other)) == stages.DONE:
+            proven[slug] = other
+    if set(proven) != needed:
+        return
     deliverable_accept(
         deliverable,
         actor="system",
-        reason=f"every stage passed for {capability.slug} on {chain.target.slug} with answer "
-        f"{chain.answer_id} (revision {chain.answer.revision})",
+        reason="every stage passed for each capability it proves: "
+        + "; ".join(
+            f"{slug} on {c.target.slug} with answer {c.answer_id} (revision {c.answer.revision})"
+            for slug, c in sorted(proven.items())
+        ),
     )
 
 
