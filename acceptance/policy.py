@@ -13,8 +13,17 @@ capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 - `probes_hardware`: the same five stages with every probe passed on an attested hardware target (E0: the
   device reported itself, matching its registration, and is not a double).
 
+What the capability's recipe holds decides how a requirement is met:
+
+- `sdk` holds by itself when the recipe names no SDK entry point: there is nothing to find in an SDK.
+- A recipe without probes is proven by its deliverable's static check (an SDK, container image or schema that
+  passed, at the answer's version): that check stands for `artifacts` and `probes_simulator`, and an E1 check
+  (an image or a schema: the product's own artifact) for `probes_hardware`; an SDK's symbols (E2) "do not
+  mean the product is verified", so an SDK-only capability stops at C1.
+
 All the requirements of a status are met by one answer, so by the same artifact versions. A pinned C3
-capability is held to `pinned["C3"]`'s requirements whatever it is promoted to; a pinned C4 one never moves.
+capability is held to `pinned["C3"]`, a list of requirements (new artifacts and every probe passed on an
+attested board), whatever it is promoted to; a pinned C4 one (`None`) never moves.
 `ACCEPTANCE_PROMOTION_POLICY` in the settings replaces the default (same shape, its own version).
 """
 
@@ -37,7 +46,7 @@ PROBES_HARDWARE = "probes_hardware"
 REQUIREMENTS = [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE]
 
 DEFAULT_POLICY: dict = {
-    "version": "seed-grades-v1",
+    "version": "seed-grades-v2",
     "requirements": {
         "C4": [],
         "C3": [ANSWER, SDK],
@@ -45,8 +54,12 @@ DEFAULT_POLICY: dict = {
         "C1": [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK],
         "C0": [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE],
     },
-    "pinned": {"C3": "C0", "C4": None},
+    # Section 13: the pinned C3 capabilities stay "until new artifacts and real tests exist". A simulator target
+    # cannot play the runtime they need (two boards, a second model resident), so the board's runs are the test.
+    "pinned": {"C3": [ANSWER, ARTIFACTS, SDK, PROBES_HARDWARE], "C4": None},
 }
+# The grade of a static check that stands for a board's runs: an image or a schema is the product's own artifact.
+STATIC_PROOF_GRADE = "E1"
 
 
 @dataclass
@@ -80,6 +93,8 @@ class AnswerFacts:
     deliverable: str = ""
     # Current E2 evidence (the SDK check) for this capability at the answer's version.
     sdk_checked: bool = False
+    # The grades of the passed static checks of the answer's own deliverable (E1 image or schema, E2 SDK).
+    checked_grades: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -107,8 +122,11 @@ def policy_check(policy: dict) -> None:
         if not isinstance(items, list) or set(items) - set(REQUIREMENTS):
             raise ValueError(f"requirements for {status} must be a list drawn from {', '.join(REQUIREMENTS)}")
     pinned = policy.get("pinned", {})
-    if set(pinned) - {"C3", "C4"} or any(value is not None and value not in STATUSES for value in pinned.values()):
-        raise ValueError("pinned maps C3/C4 to the status whose requirements apply, or None for never")
+    if set(pinned) - {"C3", "C4"} or any(
+        value is not None and (not isinstance(value, list) or set(value) - set(REQUIREMENTS))
+        for value in pinned.values()
+    ):
+        raise ValueError("pinned maps C3/C4 to the list of requirements that move it, or None for never")
 
 
 def _probes_met(chain: ChainFacts, recipe_probes: list[str]) -> bool:
@@ -135,15 +153,17 @@ def _artifact_chain(answer: AnswerFacts) -> ChainFacts | None:
     return None
 
 
-def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str]) -> bool:
+def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str], sdk_calls: bool) -> bool:
     if requirement == ANSWER:
         return answer.complete and bool(answer.version) and answer.on_own_deliverable
+    if requirement == SDK:
+        return answer.sdk_checked or not sdk_calls
+    if not recipe_probes:  # proven by its deliverable's static check, not by runs
+        if requirement == PROBES_HARDWARE:
+            return STATIC_PROOF_GRADE in answer.checked_grades
+        return bool(answer.checked_grades)
     if requirement == ARTIFACTS:
         return _artifact_chain(answer) is not None
-    if requirement == SDK:
-        return answer.sdk_checked
-    if not recipe_probes:
-        return False
     kind = SIMULATOR if requirement == PROBES_SIMULATOR else HARDWARE
     return _probe_chain(answer, kind, recipe_probes) is not None
 
@@ -189,14 +209,31 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
     return found
 
 
-def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> list[dict]:
-    if not recipe_probes:
+def _static_reasons(answer: AnswerFacts, requirement: str) -> list[dict]:
+    if requirement == PROBES_HARDWARE and answer.checked_grades:
         return [
             reason(
-                "no_recipe_probes",
-                _("The capability's recipe has no probes: no run can exercise it, so no run proves it."),
+                "static_check_not_e1",
+                _(
+                    "The capability's recipe has no probes and its deliverable's check is %(grades)s: an SDK's "
+                    "symbols do not show the product working, and no run can; it stops at C1."
+                )
+                % {"grades": ", ".join(sorted(answer.checked_grades))},
             )
         ]
+    return [
+        reason(
+            "no_static_check",
+            _(
+                "The capability's recipe has no probes: it is proven by a passed static check of its own SDK, "
+                "container image or schema deliverable at version %(version)s, and there is none."
+            )
+            % {"version": answer.version or "?"},
+        )
+    ]
+
+
+def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> list[dict]:
     chains = [chain for chain in answer.chains if chain.target_kind == kind]
     if kind == HARDWARE:
         attested = [c for c in chains if any(c.attested.get(stage) for stage in RUNNER_STAGES)]
@@ -240,6 +277,8 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
 
 
 def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], capability: str) -> list[dict]:
+    if requirement in (ARTIFACTS, PROBES_SIMULATOR, PROBES_HARDWARE) and not recipe_probes:
+        return _static_reasons(answer, requirement)
     if requirement == ANSWER:
         found = []
         if not answer.complete:
@@ -311,12 +350,14 @@ def evaluate(
     answers: list[AnswerFacts],
     recipe_probes: list[str] | None = None,
     capability: str = "",
+    sdk_calls: bool = True,
 ) -> Decision:
     """Whether a capability at `current` may move to `to`, and why not.
 
     Demotions (away from C0) are always allowed; their reason is checked by the caller. `answers` are the
     candidate answers, newest first: the promotion is allowed when one of them meets every requirement.
-    `recipe_probes` are the probe names of the capability's recipe.
+    `recipe_probes` are the probe names of the capability's recipe; `sdk_calls` whether it names SDK entry
+    points (without any, `sdk` holds by itself).
     """
     probes = list(recipe_probes or [])
     if to == current:
@@ -338,18 +379,20 @@ def evaluate(
                 )
             ],
         )
-    governing = to
+    requirements = policy["requirements"][to]
     pin_reasons: list[dict] = []
     if pinned_status and pinned.get(pinned_status):
-        governing = pinned[pinned_status]
+        requirements = pinned[pinned_status]
         pin_reasons = [
             reason(
                 "pinned_needs_full_proof",
-                _("This capability is pinned at %(status)s: it moves only when %(governing)s's requirements hold.")
-                % {"status": pinned_status, "governing": governing},
+                _(
+                    "This capability is pinned at %(status)s until new artifacts and real tests exist: it moves "
+                    "only when %(requirements)s hold."
+                )
+                % {"status": pinned_status, "requirements": ", ".join(requirements)},
             )
         ]
-    requirements = policy["requirements"][governing]
     if not requirements:
         return Decision(True, [])
     if not answers:
@@ -358,7 +401,7 @@ def evaluate(
             [*pin_reasons, reason("no_answer", _("No complete answer names this capability: nothing has run."))],
         )
     for answer in answers:
-        if all(_met(requirement, answer, probes) for requirement in requirements):
+        if all(_met(requirement, answer, probes, sdk_calls) for requirement in requirements):
             return Decision(
                 True,
                 [],
@@ -369,13 +412,19 @@ def evaluate(
     newest = answers[0]
     found: list[dict] = []
     for requirement in requirements:
-        if not _met(requirement, newest, probes):
+        if not _met(requirement, newest, probes, sdk_calls):
             found.extend(r for r in _reasons(requirement, newest, probes, capability) if r not in found)
     return Decision(False, [*pin_reasons, *found], answer_id=newest.answer_id)
 
 
 def supported_status(
-    policy: dict, *, current: str, pinned_status: str, answers: list[AnswerFacts], recipe_probes: list[str]
+    policy: dict,
+    *,
+    current: str,
+    pinned_status: str,
+    answers: list[AnswerFacts],
+    recipe_probes: list[str],
+    sdk_calls: bool = True,
 ) -> tuple[str, dict[str, str]]:
     """The most mature status, no more mature than `current`, that the current evidence supports, and the
     versions it rests on; C3 when none above it is supported. What the system demotes to when evidence lapses.
@@ -384,7 +433,13 @@ def supported_status(
         return current, {}
     for status in STATUSES[status_rank(current) : status_rank("C3")]:
         decision = evaluate(
-            policy, current="C4", to=status, pinned_status=pinned_status, answers=answers, recipe_probes=recipe_probes
+            policy,
+            current="C4",
+            to=status,
+            pinned_status=pinned_status,
+            answers=answers,
+            recipe_probes=recipe_probes,
+            sdk_calls=sdk_calls,
         )
         if decision.allowed:
             return status, decision.versions

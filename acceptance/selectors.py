@@ -437,13 +437,14 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     )
     latest = latest_runs([chain.pk for chain in chains])
     sdk_versions = _sdk_checked_versions(capability)
+    static = _static_check_grades(capability)
     by_answer: dict[int, AnswerFacts] = {}
-    for chain in chains:
-        answer = chain.answer
-        facts = by_answer.setdefault(
-            chain.answer_id,
+
+    def answer_facts(answer: Answer) -> AnswerFacts:
+        return by_answer.setdefault(
+            answer.pk,
             AnswerFacts(
-                answer_id=chain.answer_id,
+                answer_id=answer.pk,
                 chains=[],
                 complete=answer.complete,
                 version=answer.version,
@@ -451,8 +452,12 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
                 deliverable=answer.deliverable.key if answer.deliverable else "",
                 sdk_checked=any((v or {}).get("calrt", answer.version) == answer.version for v in sdk_versions),
+                checked_grades=static.get(answer.pk, set()),
             ),
         )
+
+    for chain in chains:
+        facts = answer_facts(chain.answer)
         rows = _stage_rows(chain, latest)
         current = {stage: run for stage, state, run in rows if run is not None and state != stages.STALE}
         probes_passed: dict[str, set[str]] = {}
@@ -486,7 +491,28 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 versions=versions,
             )
         )
+    # An SDK, image or schema answer starts no chain: its static check is what it proves.
+    checked_only = Answer.objects.filter(pk__in=set(static) - set(by_answer)).select_related("deliverable")
+    for answer in checked_only.order_by("-created_at", "-pk"):
+        answer_facts(answer)
     return list(by_answer.values())
+
+
+def _static_check_grades(capability) -> dict[int, set[str]]:
+    """Per answer, the grades of its static checks that passed (its deliverable, one of the capability's own,
+    accepted) and are current, linked to the capability."""
+    rows = capability.evidence.filter(
+        origin=EvidenceItem.CHECK,
+        current=True,
+        answer__isnull=False,
+        deliverable__state=Deliverable.ACCEPTED,
+        deliverable__capabilities=capability,
+    ).values_list("answer_id", "grades__grade")
+    grades: dict[int, set[str]] = defaultdict(set)
+    for answer_id, grade in rows:
+        if grade:
+            grades[answer_id].add(grade)
+    return dict(grades)
 
 
 def _first_finding_code(probe: dict) -> str:
@@ -501,6 +527,12 @@ def capability_recipe_probes(capability) -> list[str]:
     """The probe names of the capability's recipe (none when it has no recipe)."""
     recipe = RECIPES.get(capability.slug)
     return [probe.name for probe in recipe.probes] if recipe else []
+
+
+def capability_recipe_sdk_calls(capability) -> bool:
+    """Whether the capability's recipe names SDK entry points (the policy's `sdk` applies only then)."""
+    recipe = RECIPES.get(capability.slug)
+    return bool(recipe and recipe.sdk_entry_points)
 
 
 # What a calbin deliverable's chains on one kind of target have shown.
