@@ -134,6 +134,26 @@ _RECIPES = [
 RECIPES: Mapping[str, Recipe] = MappingProxyType({recipe.capability: recipe for recipe in _RECIPES})
 
 
+# What a capability's runs prove, by where they ran. A probe that checks what the package holds (a feature it
+# declares, its decode batch, its CPU fallbacks, its prefill profile, its goldens) tests the vendor's package;
+# one that drives the runtime's calls (KV manager, fixed task, output buffers, parallel mode, the C API, error
+# codes, resets) exercises the simulator's own implementation of them: calculet's integration checked against
+# the documented semantics (E4), which only a board's runs (E0) turn into the vendor's runtime.
+PACKAGE_PROBES = frozenset({"decode_batch", "cpu_fallback", "prefill_shapes", "golden_readback"})
+PROVES_PACKAGE = "package"
+PROVES_INTEGRATION = "integration"
+PROVES_BOARD = "board"
+
+
+def simulator_proves(recipe: Recipe) -> str | None:
+    """What the recipe's runs on a simulator target prove (None: it has no probes)."""
+    if not recipe.probes:
+        return None
+    if any(p.name in PACKAGE_PROBES or PROBES[p.name].features for p in recipe.probes):
+        return PROVES_PACKAGE
+    return PROVES_INTEGRATION
+
+
 def recipe_for(slug: str) -> Recipe:
     try:
         return RECIPES[slug]
