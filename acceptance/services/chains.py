@@ -208,7 +208,7 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
 def _deliverable_accept_on_proof(chain: Chain) -> None:
     """A calbin deliverable is accepted when, for every capability it proves, a chain of an answer that delivers
     it has passed every stage on its current inputs: each capability's probes ran through runner, golden,
-    failure, integration and soak. One capability proven of two leaves it owed."""
+    failure, integration and soak. One capability proven of two leaves it owed; one pinned at C4 is not asked."""
     deliverable, capability = chain.answer.deliverable, chain.capability
     if (
         deliverable is None
@@ -218,7 +218,9 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
         or not deliverable.capabilities.filter(pk=capability.pk).exists()
     ):
         return
-    needed = set(deliverable.capabilities.values_list("slug", flat=True))
+    # A capability pinned at C4 is never promoted (V36's CalRT 0.7.6 refuses the second board by design): it is
+    # not something the deliverable must prove.
+    needed = set(deliverable.capabilities.exclude(pinned=True, pinned_status="C4").values_list("slug", flat=True))
     proven: dict[str, Chain] = {}
     candidates = Chain.objects.filter(answer__deliverable=deliverable, capability__slug__in=needed).select_related(
         "capability", "target", "answer"
