@@ -390,7 +390,10 @@ def evaluate(
                     "This capability is pinned at %(status)s until new artifacts and real tests exist: it moves "
                     "only when %(requirements)s hold."
                 )
-                % {"status": pinned_status, "requirements": ", ".join(requirements)},
+                % {
+                    "status": pinned_status,
+                    "requirements": ", ".join(r for r in requirements if r != SDK or sdk_calls),
+                },
             )
         ]
     if not requirements:

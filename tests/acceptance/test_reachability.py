@@ -142,3 +142,10 @@ def test_a_pinned_capability_moves_without_a_simulator_run():
     board_only = facts("multi-board", ["answer", "artifacts", "probes_hardware"])
     assert not any(chain.target_kind == "simulator" and chain.probes_passed for chain in board_only.chains)
     assert decide(multi_board, "C0", board_only).allowed
+
+
+def test_the_pinned_rule_names_only_the_requirements_that_apply():
+    [sampling] = [seed for seed in CAPABILITIES if seed.slug == "npu-sampling"]  # its recipe names no SDK call
+    [reason, *_] = decide(sampling, "C2", facts("npu-sampling", ["answer"])).reasons
+    assert reason["code"] == "pinned_needs_full_proof"
+    assert "it moves only when answer, artifacts, probes_hardware hold" in reason["message"]
