@@ -14,8 +14,17 @@ capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 - `probes_hardware`: the same five stages with every probe passed on an attested hardware target (E0: the
   device reported itself, matching its registration, and is not a double).
 
+What the capability's recipe holds decides how a requirement is met:
+
+- `sdk` holds by itself when the recipe names no SDK entry point: there is nothing to find in an SDK.
+- A recipe without probes is proven by its deliverable's static check (an SDK, container image or schema that
+  passed, at the answer's version): that check stands for `artifacts` and `probes_simulator`, and an E1 check
+  (an image or a schema: the product's own artifact) for `probes_hardware`; an SDK's symbols (E2) "do not
+  mean the product is verified", so an SDK-only capability stops at C1.
+
 All the requirements of a status are met by one answer, so by the same artifact versions. A pinned C3
-capability is held to `pinned["C3"]`'s requirements whatever it is promoted to; a pinned C4 one never moves.
+capability is held to `pinned["C3"]`, a list of requirements (new artifacts and every probe passed on an
+attested board), whatever it is promoted to; a pinned C4 one (`None`) never moves.
 
 Two approvals: the capabilities `two_person_approval` names — the seed's C4 decisions, "must not be opened"
 rather than "missing" (I10's privileged reset and memory surface) — are promoted only when, besides the
@@ -50,7 +59,7 @@ DELIVERABLE_ACCEPTED = "accepted"
 DELIVERABLE_REJECTED = "rejected"
 
 DEFAULT_POLICY: dict = {
-    "version": "seed-grades-v1",
+    "version": "seed-grades-v2",
     "requirements": {
         "C4": [],
         "C3": [ANSWER, SDK],
@@ -58,9 +67,13 @@ DEFAULT_POLICY: dict = {
         "C1": [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK],
         "C0": [ANSWER, ARTIFACTS, PROBES_SIMULATOR, SDK, PROBES_HARDWARE],
     },
-    "pinned": {"C3": "C0", "C4": None},
+    # Section 13: the pinned C3 capabilities stay "until new artifacts and real tests exist". A simulator target
+    # cannot play the runtime they need (two boards, a second model resident), so the board's runs are the test.
+    "pinned": {"C3": [ANSWER, ARTIFACTS, SDK, PROBES_HARDWARE], "C4": None},
     "two_person_approval": ["device-reset"],
 }
+# The grade of a static check that stands for a board's runs: an image or a schema is the product's own artifact.
+STATIC_PROOF_GRADE = "E1"
 
 APPROVALS_NEEDED = 2
 
@@ -108,6 +121,8 @@ class AnswerFacts:
     sdk_checked: bool = False
     # The SDK deliverables whose check at the answer's version was rejected: "V24 sdk-kv (reason)".
     sdk_rejected: list[str] = field(default_factory=list)
+    # The grades of the passed static checks of the answer's own deliverable (E1 image or schema, E2 SDK).
+    checked_grades: set[str] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
@@ -146,8 +161,11 @@ def policy_check(policy: dict) -> None:
         if not isinstance(items, list) or set(items) - set(REQUIREMENTS):
             raise ValueError(f"requirements for {status} must be a list drawn from {', '.join(REQUIREMENTS)}")
     pinned = policy.get("pinned", {})
-    if set(pinned) - {"C3", "C4"} or any(value is not None and value not in STATUSES for value in pinned.values()):
-        raise ValueError("pinned maps C3/C4 to the status whose requirements apply, or None for never")
+    if set(pinned) - {"C3", "C4"} or any(
+        value is not None and (not isinstance(value, list) or set(value) - set(REQUIREMENTS))
+        for value in pinned.values()
+    ):
+        raise ValueError("pinned maps C3/C4 to the list of requirements that move it, or None for never")
     approved = policy.get("two_person_approval", [])
     if not isinstance(approved, list) or not all(isinstance(slug, str) and slug for slug in approved):
         raise ValueError("two_person_approval lists the slugs of the capabilities whose promotion needs approvals")
@@ -226,7 +244,7 @@ def _artifact_chain(answer: AnswerFacts) -> ChainFacts | None:
     return None
 
 
-def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str]) -> bool:
+def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str], sdk_calls: bool) -> bool:
     if requirement == ANSWER:
         return (
             answer.complete
@@ -234,12 +252,14 @@ def _met(requirement: str, answer: AnswerFacts, recipe_probes: list[str]) -> boo
             and answer.on_own_deliverable
             and answer.deliverable_state != DELIVERABLE_REJECTED
         )
+    if requirement == SDK:
+        return answer.sdk_checked or not sdk_calls
+    if not recipe_probes:  # proven by its deliverable's static check, not by runs
+        if requirement == PROBES_HARDWARE:
+            return STATIC_PROOF_GRADE in answer.checked_grades
+        return bool(answer.checked_grades)
     if requirement == ARTIFACTS:
         return _artifact_chain(answer) is not None and answer.deliverable_state in ("", DELIVERABLE_ACCEPTED)
-    if requirement == SDK:
-        return answer.sdk_checked
-    if not recipe_probes:
-        return False
     kind = SIMULATOR if requirement == PROBES_SIMULATOR else HARDWARE
     return _probe_chain(answer, kind, recipe_probes) is not None
 
@@ -285,14 +305,31 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
     return found
 
 
-def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> list[dict]:
-    if not recipe_probes:
+def _static_reasons(answer: AnswerFacts, requirement: str) -> list[dict]:
+    if requirement == PROBES_HARDWARE and answer.checked_grades:
         return [
             reason(
-                "no_recipe_probes",
-                _("The capability's recipe has no probes: no run can exercise it, so no run proves it."),
+                "static_check_not_e1",
+                _(
+                    "The capability's recipe has no probes and its deliverable's check is %(grades)s: an SDK's "
+                    "symbols do not show the product working, and no run can; it stops at C1."
+                )
+                % {"grades": ", ".join(sorted(answer.checked_grades))},
             )
         ]
+    return [
+        reason(
+            "no_static_check",
+            _(
+                "The capability's recipe has no probes: it is proven by a passed static check of its own SDK, "
+                "container image or schema deliverable at version %(version)s, and there is none."
+            )
+            % {"version": answer.version or "?"},
+        )
+    ]
+
+
+def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> list[dict]:
     chains = [chain for chain in answer.chains if chain.target_kind == kind]
     if kind == HARDWARE:
         attested = [c for c in chains if any(c.attested.get(stage) for stage in RUNNER_STAGES)]
@@ -352,6 +389,8 @@ def _deliverable_reason(answer: AnswerFacts) -> dict:
 
 
 def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], capability: str) -> list[dict]:
+    if requirement in (ARTIFACTS, PROBES_SIMULATOR, PROBES_HARDWARE) and not recipe_probes:
+        return _static_reasons(answer, requirement)
     if requirement == ANSWER:
         found = []
         if not answer.complete:
@@ -434,6 +473,7 @@ def evaluate(
     recipe_probes: list[str] | None = None,
     capability: str = "",
     approvals: list[ApprovalFacts] | None = None,
+    sdk_calls: bool = True,
 ) -> Decision:
     """Whether a capability at `current` may move to `to`, and why not.
 
@@ -441,11 +481,12 @@ def evaluate(
     reason is checked by the caller. `answers` are the candidate answers, newest first: the promotion is
     allowed when one of them meets every requirement, and, where `approval_required`, the standing
     `approvals` of members bind enough of them to the move and that answer's runs. `recipe_probes` are the
-    probe names of the capability's recipe. `approvals=None` judges the evidence alone.
+    probe names of the capability's recipe; `sdk_calls` whether it names SDK entry points (without any, `sdk`
+    holds by itself). `approvals=None` judges the evidence alone.
     """
     decision = _evaluate(
         policy, current=current, to=to, pinned_status=pinned_status, answers=answers, recipe_probes=recipe_probes,
-        capability=capability,
+        capability=capability, sdk_calls=sdk_calls,
     )  # fmt: skip
     if (
         decision.allowed
@@ -465,6 +506,7 @@ def _evaluate(
     answers: list[AnswerFacts],
     recipe_probes: list[str] | None,
     capability: str,
+    sdk_calls: bool,
 ) -> Decision:
     probes = list(recipe_probes or [])
     if to == current:
@@ -489,18 +531,23 @@ def _evaluate(
                 )
             ],
         )
-    governing = to
+    requirements = policy["requirements"][to]
     pin_reasons: list[dict] = []
     if pinned_status and pinned.get(pinned_status):
-        governing = pinned[pinned_status]
+        requirements = pinned[pinned_status]
         pin_reasons = [
             reason(
                 "pinned_needs_full_proof",
-                _("This capability is pinned at %(status)s: it moves only when %(governing)s's requirements hold.")
-                % {"status": pinned_status, "governing": governing},
+                _(
+                    "This capability is pinned at %(status)s until new artifacts and real tests exist: it moves "
+                    "only when %(requirements)s hold."
+                )
+                % {
+                    "status": pinned_status,
+                    "requirements": ", ".join(r for r in requirements if r != SDK or sdk_calls),
+                },
             )
         ]
-    requirements = policy["requirements"][governing]
     if not requirements:
         return Decision(True, [])
     if not answers:
@@ -509,7 +556,7 @@ def _evaluate(
             [*pin_reasons, reason("no_answer", _("No complete answer names this capability: nothing has run."))],
         )
     for answer in answers:
-        if all(_met(requirement, answer, probes) for requirement in requirements):
+        if all(_met(requirement, answer, probes, sdk_calls) for requirement in requirements):
             return Decision(
                 True,
                 [],
@@ -520,7 +567,7 @@ def _evaluate(
     newest = answers[0]
     found: list[dict] = []
     for requirement in requirements:
-        if not _met(requirement, newest, probes):
+        if not _met(requirement, newest, probes, sdk_calls):
             found.extend(r for r in _reasons(requirement, newest, probes, capability) if r not in found)
     if not found:
         # Everything else holds: what is left is the deliverable, still owed (a rejected one is named above).
@@ -536,6 +583,7 @@ def supported_status(
     answers: list[AnswerFacts],
     recipe_probes: list[str],
     capability: str = "",
+    sdk_calls: bool = True,
 ) -> tuple[str, dict[str, str]]:
     """The most mature status, no more mature than `current`, that the current evidence supports, and the
     versions it rests on; C3 when none above it is supported, or C4 for a capability whose promotion needs
@@ -545,7 +593,14 @@ def supported_status(
         return current, {}
     for status in STATUSES[status_rank(current) : status_rank("C3")]:
         decision = evaluate(
-            policy, current="C4", to=status, pinned_status=pinned_status, answers=answers, recipe_probes=recipe_probes
+            policy,
+            current="C4",
+            to=status,
+            pinned_status=pinned_status,
+            answers=answers,
+            recipe_probes=recipe_probes,
+            capability=capability,
+            sdk_calls=sdk_calls,
         )
         if decision.allowed:
             return status, decision.versions

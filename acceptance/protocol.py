@@ -129,10 +129,12 @@ def build_job(
     probes: list[dict] | None = None,
     golden: str | None = None,
     golden_source: str = "vendor",
+    packages: dict[str, str] | None = None,
 ) -> dict:
     """A schema 2 job. `probes` are `{"name", "params"}` (thresholds travel as parameters); with
     `golden_source` "vendor" the golden comparisons use `golden`, the file the vendor delivered, and nothing
-    else (no golden: they are not exercised); "package" uses the package's own goldens."""
+    else (no golden: they are not exercised); "package" uses the package's own goldens. `packages` are the
+    extra packages by role (`second`: the other model of the multi-model and residency probes)."""
     job = {
         "schema_version": SCHEMA_VERSION,
         "stage": stage,
@@ -142,6 +144,8 @@ def build_job(
         "probes": probes or [],
         "golden_source": golden_source,
     }
+    if packages:
+        job["packages"] = packages
     if golden is not None:
         job["golden"] = golden
     return job

@@ -12,6 +12,9 @@ points the capability needs (checked in the delivered headers and the library's 
   `Class::method` for a C++ member, a bare name for a function or a member of a class the seed does not
   name. A capability whose seed rows name no call has none; its SDK deliverable is checked against the
   names the answer declares.
+- A recipe with a probe that configures a second model (`multi_model`, `residency`) needs two calbin packages:
+  the answer's first calbin (the one stored first) is the package under test, the other the job's
+  `packages.second`.
 - A capability the simulator cannot exercise (a compiler, a schema, a separate SDK) has no probes: its
   container image, schema or SDK deliverable proves it. One that is about a build (`reproducible_build`)
   is proven only by the answer's build run twice with the same bytes out (V03).
@@ -31,6 +34,10 @@ class ProbeSpec:
     thresholds: Mapping[str, float] = field(default_factory=dict)
 
 
+# Probes that configure a second model beside the package under test: the job's `packages.second`.
+SECOND_PACKAGE_PROBES = frozenset({"multi_model", "residency"})
+
+
 @dataclass(frozen=True)
 class Recipe:
     capability: str
@@ -38,6 +45,11 @@ class Recipe:
     probes: tuple[ProbeSpec, ...] = ()
     sdk_entry_points: tuple[str, ...] = ()
     reproducible_build: bool = False  # the answer's build must run twice in fresh sandboxes, same bytes out
+
+    @property
+    def needs_second_package(self) -> bool:
+        """Whether the answer delivers two calbin packages: the one under test and the other model."""
+        return any(probe.name in SECOND_PACKAGE_PROBES for probe in self.probes)
 
 
 LAYOUT_THRESHOLDS = {"cosine_min": 0.9999, "top1_min": 0.99, "max_rel": 0.01}
@@ -120,6 +132,26 @@ _RECIPES = [
 ]
 
 RECIPES: Mapping[str, Recipe] = MappingProxyType({recipe.capability: recipe for recipe in _RECIPES})
+
+
+# What a capability's runs prove, by where they ran. A probe that checks what the package holds (a feature it
+# declares, its decode batch, its CPU fallbacks, its prefill profile, its goldens) tests the vendor's package;
+# one that drives the runtime's calls (KV manager, fixed task, output buffers, parallel mode, the C API, error
+# codes, resets) exercises the simulator's own implementation of them: calculet's integration checked against
+# the documented semantics (E4), which only a board's runs (E0) turn into the vendor's runtime.
+PACKAGE_PROBES = frozenset({"decode_batch", "cpu_fallback", "prefill_shapes", "golden_readback"})
+PROVES_PACKAGE = "package"
+PROVES_INTEGRATION = "integration"
+PROVES_BOARD = "board"
+
+
+def simulator_proves(recipe: Recipe) -> str | None:
+    """What the recipe's runs on a simulator target prove (None: it has no probes)."""
+    if not recipe.probes:
+        return None
+    if any(p.name in PACKAGE_PROBES or PROBES[p.name].features for p in recipe.probes):
+        return PROVES_PACKAGE
+    return PROVES_INTEGRATION
 
 
 def recipe_for(slug: str) -> Recipe:

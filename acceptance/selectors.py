@@ -459,38 +459,45 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
     latest = latest_runs([chain.pk for chain in chains])
     sdk_checked_at = _sdk_checked_at(capability)
     sdk_rejected = _sdk_rejected(capability)
+    static = _static_check_grades(capability)
     # The CalRT versions an answer is proven at: those of the targets its chains run on.
     calrt_of_answer: dict[int, set[str]] = {}
     for chain in chains:
         calrt_of_answer.setdefault(chain.answer_id, set()).add(chain.target.calrt_version)
     by_answer: dict[int, AnswerFacts] = {}
-    for chain in chains:
-        answer = chain.answer
-        facts = by_answer.setdefault(
-            chain.answer_id,
+
+    def answer_facts(answer: Answer) -> AnswerFacts:
+        return by_answer.setdefault(
+            answer.pk,
             AnswerFacts(
-                answer_id=chain.answer_id,
+                answer_id=answer.pk,
                 chains=[],
                 complete=answer.complete,
                 version=answer.version,
                 # An answer from before questions had deliverables proves what its runs' probes covered.
                 on_own_deliverable=answer.deliverable_id not in proving or answer.deliverable_id in own_deliverables,
                 deliverable=answer.deliverable.key if answer.deliverable else "",
-                question=chain.question.code,
-                deliverable_state=_deliverable_state_for(answer, chain.question),
+                question=answer.question.code,
+                deliverable_state=_deliverable_state_for(answer, answer.question),
                 deliverable_reason=answer.deliverable.reason if answer.deliverable else "",
-                # E2 from the answer's own organisation's SDK, at a version the answer runs on.
-                sdk_checked=any(
-                    (answer.organisation_id, calrt) in sdk_checked_at for calrt in calrt_of_answer[chain.answer_id]
+                # E2 from the answer's own organisation's SDK, at a version the answer runs on; an SDK answer's
+                # own passed check was held to its version.
+                sdk_checked="E2" in static.get(answer.pk, set())
+                or any(
+                    (answer.organisation_id, calrt) in sdk_checked_at for calrt in calrt_of_answer.get(answer.pk, ())
                 ),
                 sdk_rejected=[
                     f"{question} {key} ({why})"
                     for organisation, calrt, question, key, why in sdk_rejected
                     if organisation == answer.organisation_id
-                    and (calrt is None or calrt in calrt_of_answer[chain.answer_id])
+                    and (calrt is None or calrt in calrt_of_answer.get(answer.pk, ()))
                 ],
+                checked_grades=static.get(answer.pk, set()),
             ),
         )
+
+    for chain in chains:
+        facts = answer_facts(chain.answer)
         rows = _stage_rows(chain, latest)
         current = {stage: run for stage, state, run in rows if run is not None and state != stages.STALE}
         probes_passed: dict[str, set[str]] = {}
@@ -524,6 +531,12 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
                 versions=versions,
             )
         )
+    # An SDK, image or schema answer starts no chain: its static check is what it proves.
+    checked_only = Answer.objects.filter(pk__in=set(static) - set(by_answer)).select_related(
+        "deliverable", "question"
+    )
+    for answer in checked_only.order_by("-created_at", "-pk"):
+        answer_facts(answer)
     return list(by_answer.values())
 
 
@@ -538,6 +551,23 @@ def _deliverable_state_for(answer: Answer, question: Question) -> str:
     return answer.deliverable.state
 
 
+def _static_check_grades(capability) -> dict[int, set[str]]:
+    """Per answer, the grades of its static checks that passed (its deliverable, one of the capability's own,
+    accepted) and are current, linked to the capability."""
+    rows = capability.evidence.filter(
+        origin=EvidenceItem.CHECK,
+        current=True,
+        answer__isnull=False,
+        deliverable__state=Deliverable.ACCEPTED,
+        deliverable__capabilities=capability,
+    ).values_list("answer_id", "grades__grade")
+    grades: dict[int, set[str]] = defaultdict(set)
+    for answer_id, grade in rows:
+        if grade:
+            grades[answer_id].add(grade)
+    return dict(grades)
+
+
 def _first_finding_code(probe: dict) -> str:
     """What a probe that did not pass found first (its verdict when it reports no finding)."""
     findings = probe.get("findings")
@@ -550,6 +580,12 @@ def capability_recipe_probes(capability) -> list[str]:
     """The probe names of the capability's recipe (none when it has no recipe)."""
     recipe = RECIPES.get(capability.slug)
     return [probe.name for probe in recipe.probes] if recipe else []
+
+
+def capability_recipe_sdk_calls(capability) -> bool:
+    """Whether the capability's recipe names SDK entry points (the policy's `sdk` applies only then)."""
+    recipe = RECIPES.get(capability.slug)
+    return bool(recipe and recipe.sdk_entry_points)
 
 
 # What a calbin deliverable's chains on one kind of target have shown.

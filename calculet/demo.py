@@ -12,7 +12,7 @@ it works whatever ALLOWED_HOSTS says.
   stays open.
 - V17 is answered with the same batch-8 package claiming NPU sampling: the package cannot exercise the
   sampling probe (`not_exercised`), the runner stage fails, and the promotion of the pinned capability is
-  blocked naming that stage and its run.
+  blocked: it moves only on an attested board's runs, and there are none.
 - V20 owes an SDK with the parallel mode calls. The vendor delivers a CalRT 0.7.6 SDK (headers, library and
   minimal example, built by the simulator's stand-in, npu_sim/sdk.py, with g++); the SDK check finds the
   calls declared in the headers and defined in the library (E2) and accepts the deliverable. The SDK also

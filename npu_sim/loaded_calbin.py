@@ -8,7 +8,7 @@ import numpy as np
 from npu_sim import compat
 from npu_sim.calbin import Finding, PackageMeta, open_package, read_meta, validate
 from npu_sim.calbin.goldens import GoldenSet, read_golden
-from npu_sim.calbin.layout import GOLDEN
+from npu_sim.calbin.layout import GOLDEN, VENDOR_FORM
 from npu_sim.calbin.params import PARAM_DTYPES, Part, assemble
 from npu_sim.dtypes import to_bf16
 from npu_sim.errors import CalrtError, ErrorCode
@@ -126,6 +126,12 @@ class Calbin:
             return read_golden(package.read(GOLDEN), "package")
 
 
+VENDOR_FORM_UNLOADABLE = (
+    "the package is in the vendor's own form (no package_info.txt or param_table.txt): the simulator cannot tell "
+    "which tensor lies where in its parameter blocks, so it cannot run it; only a board runs the vendor's package"
+)
+
+
 def validation_error_code(errors: list[Finding]) -> ErrorCode:
     """The runtime code for a package with these error findings."""
     if any(f.code == "digest_mismatch" for f in errors):
@@ -140,6 +146,8 @@ def load_calbin(path: str | Path, target: dict[str, str]) -> Calbin:
         raise CalrtError(validation_error_code(errors), "; ".join(f"{f.field}: {f.message}" for f in errors[:5]))
     with open_package(path) as package:
         meta = read_meta(package)
+        if meta.form == VENDOR_FORM:
+            raise CalrtError(ErrorCode.CALBIN_INVALID, VENDOR_FORM_UNLOADABLE)
         problems = compat.problems(meta.manifest(), target)
         if problems:
             raise CalrtError(problems[0].code, "; ".join(p.message for p in problems))

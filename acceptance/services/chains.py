@@ -206,10 +206,11 @@ def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = Non
 
 
 def _deliverable_accept_on_proof(chain: Chain) -> None:
-    """A calbin deliverable is accepted when a chain of an answer that delivers it has passed every stage for
-    one of the capabilities it proves: its probes ran through runner, golden, failure, integration and soak.
-    Only an answer of the organisation the question is put to decides it: a chain of an earlier one's answer
-    that finishes after the question was moved on accepts nothing."""
+    """A calbin deliverable is accepted when, for every capability it proves, a chain of an answer that delivers
+    it has passed every stage on its current inputs: each capability's probes ran through runner, golden,
+    failure, integration and soak. One capability proven of two leaves it owed; one pinned at C4 is not asked.
+    Only answers of the organisation the question is put to decide it: a chain of an earlier one's answer that
+    finishes after the question was moved on accepts nothing."""
     answer = chain.answer
     deliverable, capability = answer.deliverable, chain.capability
     if (
@@ -221,11 +222,32 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
         or not deliverable.capabilities.filter(pk=capability.pk).exists()
     ):
         return
+    # A capability pinned at C4 is never promoted (V36's CalRT 0.7.6 refuses the second board by design): it is
+    # not something the deliverable must prove.
+    needed = set(deliverable.capabilities.exclude(pinned=True, pinned_status="C4").values_list("slug", flat=True))
+    proven: dict[str, Chain] = {}
+    candidates = Chain.objects.filter(
+        answer__deliverable=deliverable,
+        answer__organisation_id=chain.question.organisation_id,
+        capability__slug__in=needed,
+    ).select_related(
+        "capability", "target", "answer"
+    )
+    for other in candidates.order_by("pk"):
+        assert other.capability is not None  # filtered on its slug
+        slug = other.capability.slug
+        if slug not in proven and stages.chain_position(chain_stages(other)) == stages.DONE:
+            proven[slug] = other
+    if set(proven) != needed:
+        return
     deliverable_accept(
         deliverable,
         actor="system",
-        reason=f"every stage passed for {capability.slug} on {chain.target.slug} with answer "
-        f"{chain.answer_id} (revision {answer.revision})",
+        reason="every stage passed for each capability it proves: "
+        + "; ".join(
+            f"{slug} on {c.target.slug} with answer {c.answer_id} (revision {c.answer.revision})"
+            for slug, c in sorted(proven.items())
+        ),
         answer=answer,
     )
 

@@ -5,12 +5,14 @@ import json
 import tarfile
 from pathlib import Path
 
+from acceptance import recipes
 from acceptance.models import Chain, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services.inputs import AnswerInputs
 from acceptance.stages import FAIL, PASS
 from npu_sim import calbin as npu_calbin
 from npu_sim import compat as npu_compat
+from npu_sim.calbin.layout import VENDOR_FORM
 from vendor.claim import ELEMENT_LABELS, claim_missing
 from vendor.models import Artifact
 from vendor.services.artifacts import UnsafeArchiveError, archive_check
@@ -132,26 +134,52 @@ def _check_calbin(artifact: Artifact, path: Path, target: Target) -> tuple[list[
     if any(f["severity"] == "error" for f in found):
         return found, {}
     manifest = npu_calbin.read_manifest(path)
+    # The vendor's own package declares no ranges: the answer's declared range, checked below, is what it runs on.
+    if manifest["form"] == VENDOR_FORM:
+        return found, {"calbin_form": manifest["form"]}
     for problem in npu_compat.check(manifest, target.as_job_target()):
         found.append(finding("target_incompatible", field, f"{artifact} cannot run on {target.slug}: {problem}."))
-    return found, {"calbin_compatibility": manifest.get("compatibility", {})}
+    return found, {"calbin_form": manifest["form"], "calbin_compatibility": manifest.get("compatibility", {})}
+
+
+def _calbin_count_findings(chain: Chain, inputs: AnswerInputs) -> list[dict]:
+    """One calbin package, or two when the capability's recipe configures a second model (the first stored is
+    the package under test, the other the job's packages.second)."""
+    calbins = [a for a in inputs.executable_assets if a.kind == Artifact.CALBIN]
+    slug = chain.capability.slug if chain.capability is not None else ""
+    recipe = recipes.RECIPES.get(slug)
+    wanted = 2 if recipe is not None and recipe.needs_second_package else 1
+    if not calbins:
+        return [finding("calbin_missing", "executable_assets", "No calbin package among the executable assets.")]
+    if len(calbins) < wanted:
+        return [
+            finding(
+                "second_calbin_missing",
+                "executable_assets",
+                f"{slug} configures a second model beside the package under test: the answer "
+                "delivers two calbin packages (the first stored is the one under test).",
+            )
+        ]
+    if len(calbins) > wanted:
+        expected = "two (the package under test and the other model)" if wanted == 2 else "one"
+        return [
+            finding(
+                "calbin_ambiguous",
+                "executable_assets",
+                f"{len(calbins)} calbin packages: an answer for this capability names {expected}.",
+            )
+        ]
+    return []
 
 
 def stage_artifact(chain: Chain, inputs: AnswerInputs, target: Target, note) -> StageOutcome:
     """Every artifact of the answer re-hashed against its declared digest; calbin packages validated by the
-    simulator's validator (its findings become this stage's); runner bundles checked; the calbin's and the
-    answer's compatibility ranges checked against the target the chain runs on."""
+    simulator's validator (its findings become this stage's; a vendor-form package on its static facts);
+    runner bundles checked; the calbin's and the answer's compatibility ranges checked against the target the
+    chain runs on."""
     findings: list[dict] = []
     metrics: dict = {"artifacts": len(inputs.artifacts)}
-    calbins = [a for a in inputs.executable_assets if a.kind == Artifact.CALBIN]
-    if not calbins:
-        findings.append(
-            finding("calbin_missing", "executable_assets", "No calbin package among the executable assets.")
-        )
-    elif len(calbins) > 1:
-        findings.append(
-            finding("calbin_ambiguous", "executable_assets", "More than one calbin package: an answer names one.")
-        )
+    findings += _calbin_count_findings(chain, inputs)
     for artifact in inputs.artifacts:
         field = f"artifacts[{artifact.pk}]"
         if artifact.state != Artifact.VERIFIED or artifact.blob_id is None:

@@ -7,7 +7,7 @@ from acceptance import policy as gate_policy
 from acceptance import stages
 from acceptance.models import PromotionAttempt, Run, Target
 from acceptance.policy import policy_current
-from acceptance.selectors import capability_gate_facts, capability_recipe_probes
+from acceptance.selectors import capability_gate_facts, capability_recipe_probes, capability_recipe_sdk_calls
 from acceptance.services.approvals import approval_facts, approvals_revoke_lapsed, standing_approvals
 from acceptance.services.targets import target_accepts_runs
 from calculet.audit import audit_record
@@ -75,6 +75,7 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
             recipe_probes=probes,
             capability=locked.slug,
             approvals=approval_facts(standing_approvals(locked)),
+            sdk_calls=capability_recipe_sdk_calls(locked),
         )
         attempt = _attempt_record(actor, locked, current, to_status, reason, decision, policy)
         if decision.allowed:  # the approvals of the move made are spent, those of any other lapse with it
@@ -176,6 +177,7 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
                 recipe_probes=probes,
                 capability=capability.slug,
                 approvals=approvals,
+                sdk_calls=capability_recipe_sdk_calls(capability),
             ),
         )
         for status in STATUSES[: status_rank(capability.status)]
@@ -196,6 +198,7 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
         facts = capability_gate_facts(locked)
         probes = capability_recipe_probes(locked)
         pinned_status = locked.pinned_status if locked.pinned else ""
+        sdk_calls = capability_recipe_sdk_calls(locked)
         supported, versions = gate_policy.supported_status(
             policy,
             current=current,
@@ -203,6 +206,7 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
             answers=facts,
             recipe_probes=probes,
             capability=locked.slug,
+            sdk_calls=sdk_calls,
         )
         if supported == current:
             return None
@@ -214,6 +218,7 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
             answers=facts,
             recipe_probes=probes,
             capability=locked.slug,
+            sdk_calls=sdk_calls,
         )
         decision = gate_policy.Decision(True, lapsed.reasons, answer_id=lapsed.answer_id, run_ids=[], versions=versions)
         reason = f"re-verification: {cause}; the current evidence supports {supported}, not {current}"

@@ -3,8 +3,11 @@ promotion gate asked in place."""
 
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
+from acceptance import recipes
 from acceptance.policy import approval_required, policy_current
 from acceptance.selectors import capability_status_basis, promotion_history
 from acceptance.services import capability_promote
@@ -17,6 +20,11 @@ from evidence.selectors import capability_evidence, capability_get, capability_q
 from vendor.access import may_act_as_pm, may_approve_moves, may_open_pages, may_see_all
 
 HISTORY_LIMIT = 200
+PROOF_LABELS = {
+    recipes.PROVES_PACKAGE: gettext_lazy("the vendor's package on the simulator"),
+    recipes.PROVES_INTEGRATION: gettext_lazy("calculet's integration against the documented semantics (simulator)"),
+    recipes.PROVES_BOARD: gettext_lazy("the board"),
+}
 CAPABILITY_EVIDENCE_LIMIT = 200
 
 
@@ -33,10 +41,23 @@ def _approval_moves(capability) -> list[str]:
     ]  # fmt: skip
 
 
+def _run_meaning(capability) -> list[tuple[str, str]]:
+    """What the capability's runs prove on each kind of target: (where, what), as the page says it."""
+    recipe = recipes.RECIPES.get(capability.slug)
+    on_simulator = recipes.simulator_proves(recipe) if recipe else None
+    if on_simulator is None:
+        return []
+    return [
+        (_("On the simulator"), PROOF_LABELS[on_simulator]),
+        (_("On an attested board"), PROOF_LABELS[recipes.PROVES_BOARD]),
+    ]
+
+
 def _capability_page_context(request, capability, **promotion) -> dict:
     sees_all = may_see_all(request.user)
     return {
         "capability": capability,
+        "run_meaning": _run_meaning(capability),
         "evidence": capability_evidence(capability, user=request.user)[:CAPABILITY_EVIDENCE_LIMIT],
         "evidence_total": capability_evidence(capability, user=request.user).count(),
         "questions": capability_questions(user=request.user, capability=capability),

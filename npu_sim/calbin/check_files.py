@@ -5,7 +5,7 @@ import re
 from npu_sim.calbin.check_meta import layout_chiplets
 from npu_sim.calbin.findings import CalbinError, Finding
 from npu_sim.calbin.goldens import GoldenError, golden_problems, read_golden
-from npu_sim.calbin.layout import CHECKSUMS, GOLDEN, MODEL_MEMORY, PARAM_TABLE
+from npu_sim.calbin.layout import CHECKSUMS, GOLDEN, MODEL_MEMORY, PARAM_TABLE, VENDOR_FORM
 from npu_sim.calbin.metadata import PackageMeta
 from npu_sim.calbin.package import Package, unsafe_path_reason
 from npu_sim.calbin.params import placements, stored_tensors
@@ -32,7 +32,21 @@ def read_checksums(package: Package) -> tuple[dict[str, str], list[Finding]]:
 
 
 def check_files(package: Package, meta: PackageMeta) -> list[Finding]:
+    if meta.form == VENDOR_FORM:
+        return _check_vendor_files(package, meta)
     digests, findings = read_checksums(package)
+    findings += _check_digests(package, digests)
+    for name in package.names():
+        if name != CHECKSUMS and name not in digests:
+            findings.append(Finding("file_unlisted", "warning", name, f"{name} has no sha256 in {CHECKSUMS}"))
+    findings += _check_blocks(package, meta)
+    findings += _check_param_table(meta)
+    findings += _check_golden(package, meta)
+    return findings
+
+
+def _check_digests(package: Package, digests: dict[str, str]) -> list[Finding]:
+    findings = []
     for name, digest in sorted(digests.items()):
         reason = unsafe_path_reason(name)
         if reason:
@@ -47,12 +61,26 @@ def check_files(package: Package, meta: PackageMeta) -> list[Finding]:
                 )
         except CalbinError as error:
             findings.append(Finding(error.code, "error", name, str(error)))
-    for name in package.names():
-        if name != CHECKSUMS and name not in digests:
-            findings.append(Finding("file_unlisted", "warning", name, f"{name} has no sha256 in {CHECKSUMS}"))
-    findings += _check_blocks(package, meta)
-    findings += _check_param_table(meta)
-    findings += _check_golden(package, meta)
+    return findings
+
+
+def _check_vendor_files(package: Package, meta: PackageMeta) -> list[Finding]:
+    """The vendor's own package: its parameter blocks are there at their declared sizes. It has no parameter
+    table and no goldens (the vendor delivers its golden apart), and a SHA256SUMS only if the vendor adds one;
+    without it the files rest on the artifact's own digest."""
+    findings = _check_blocks(package, meta)
+    if package.has(CHECKSUMS):
+        digests, problems = read_checksums(package)
+        findings += problems + _check_digests(package, digests)
+    else:
+        findings.append(
+            Finding(
+                "checksums_absent",
+                "warning",
+                CHECKSUMS,
+                f"no {CHECKSUMS}: the files are vouched for only by the artifact's own sha256",
+            )
+        )
     return findings
 
 
@@ -65,7 +93,7 @@ def _check_blocks(package: Package, meta: PackageMeta) -> list[Finding]:
             findings.append(Finding("path_unsafe", "error", key, f"{block.file!r}: {reason}"))
         elif not package.has(block.file):
             findings.append(Finding("file_missing", "error", key, f"{block.file} is missing"))
-        elif len(package.read(block.file)) != block.size:
+        elif package.size(block.file) != block.size:
             findings.append(
                 Finding("param_block_size", "error", key, f"{block.file} is not the {block.size} bytes the file says")
             )

@@ -22,6 +22,7 @@ from npu_sim.calbin.layout import (
     MODEL_CONFIG,
     S8_LAYOUTS,
     SMODEL_TYPES,
+    VENDOR_FORM,
     WEIGHT_DTYPES,
     human_bytes,
 )
@@ -43,10 +44,30 @@ def layout_chiplets(layout: str | None, affinity: int | None) -> list[int] | Non
 
 
 def check_meta(meta: PackageMeta) -> None:
-    """Append every finding about the metadata to meta.findings."""
-    _check_info(meta)
+    """Append every finding about the metadata to meta.findings. A vendor-form package has no package_info.txt
+    to check; its chiplets are those that reserve memory."""
+    if meta.form != VENDOR_FORM:
+        _check_info(meta)
+    _check_positions(meta)
     _check_memory(meta)
     _check_submodels(meta)
+
+
+def _chiplets(meta: PackageMeta) -> list[int] | None:
+    """The chiplets the package occupies: its layout's, or for a vendor-form package the reserving ones."""
+    if meta.form == VENDOR_FORM:
+        return sorted(meta.reservations) or None
+    return layout_chiplets(meta.layout, meta.chip_affinity)
+
+
+def _defect(code: str, meta: PackageMeta, info: TextInfo, key: str, message: str) -> None:
+    """A16 and A17: an error in the simulator's packages, which the simulator loads by these fields; a warning
+    in the vendor's own, which the vendor's runtime runs with them (the seed's package does), to be fixed in
+    the metadata (V33, V43) but not a reason to refuse the package."""
+    if meta.form == VENDOR_FORM:
+        info.warning(code, key, f"{message}; reported, not refused: the vendor's runtime runs its package with it")
+    else:
+        info.error(code, key, message)
 
 
 def _check_info(meta: PackageMeta) -> None:
@@ -81,6 +102,10 @@ def _check_info(meta: PackageMeta) -> None:
     for length in meta.prefill_lengths or []:
         if max_seq_len is not None and length > max_seq_len:
             info.error("prefill_length_invalid", "prefill_lengths", f"{length} is beyond max_seq_len {max_seq_len}")
+
+
+def _check_positions(meta: PackageMeta) -> None:
+    max_seq_len = meta.max_seq_len
     if meta.config_max_positions is not None and max_seq_len is not None and meta.config_max_positions != max_seq_len:
         meta.findings.append(
             Finding(
@@ -120,7 +145,7 @@ def _check_dtypes(meta: PackageMeta) -> None:
 
 def _check_memory(meta: PackageMeta) -> None:
     memory, chip = meta.memory, CALCULET_2C
-    used = layout_chiplets(meta.layout, meta.chip_affinity)
+    used = _chiplets(meta)
     if used is not None and meta.reservations and sorted(meta.reservations) != used:
         memory.error(
             "layout_chiplets_mismatch",
@@ -155,8 +180,10 @@ def _check_device_memory(meta: PackageMeta, memory: TextInfo, used: list[int] | 
     key = "device_memory_required"
     if required > total:
         as_bytes = f"; read as bytes it would be {human_bytes(value)}" if unit != "B" else ""
-        memory.error(
+        _defect(
             "memory_exceeds_device",
+            meta,
+            memory,
             key,
             f"{value} {unit} is {human_bytes(required)}; {boards} {CALCULET_2C.name} board(s) have "
             f"{human_bytes(total)} of DRAM{as_bytes} (A16: the unit cannot be right, V33)",
@@ -197,10 +224,10 @@ def _check_submodels(meta: PackageMeta) -> None:
             sub.info.error(
                 "smodel_type_unknown", "smodel_type", f"smodel_type must be one of {', '.join(SMODEL_TYPES)}"
             )
-        elif sub.smodel_type is not None:
-            types.append(sub.smodel_type)
+        if sub.shaped_type in SMODEL_TYPES:
+            types.append(sub.shaped_type)
         _check_io(meta, sub)
-        used = layout_chiplets(meta.layout, meta.chip_affinity)
+        used = _chiplets(meta)
         if used is not None and sub.chip_mask is not None and sub.chip_mask != sum(1 << c for c in used):
             sub.info.error(
                 "submodel_mask_mismatch", "chip_mask", f"mask {hex(sub.chip_mask)} is not the layout's chiplets {used}"
@@ -254,8 +281,10 @@ def _check_io(meta: PackageMeta, sub: SubModelMeta) -> None:
     tokens = ids.shape[1]
     shaped_as = "llm_prefill" if tokens > 1 else "llm_decode"
     if sub.smodel_type in SMODEL_TYPES and sub.smodel_type != shaped_as:
-        info.error(
+        _defect(
             "smodel_type_mismatch",
+            meta,
+            info,
             "smodel_type",
             f"sub-model {sub.name!r} takes {tokens} tokens per lane, which is {shaped_as}, but is labelled "
             f"{sub.smodel_type} (A17)",

@@ -14,6 +14,13 @@ GOLDEN = "golden/golden.npz"
 CHECKSUMS = "SHA256SUMS"
 LEGACY_MANIFEST = "manifest.json"  # schema 1, the simulator's own format before this one
 
+# Two forms of the same layout. The simulator's packages add package_info.txt, param_table.txt, golden/ and
+# SHA256SUMS to what the vendor's toolchain writes; the vendor's own package (A01-A17) has only the parameter
+# blocks, the reservation files and __Tokenizer/config.json, so only its static facts can be checked and the
+# simulator cannot place its weights.
+SIMULATOR_FORM = "simulator"
+VENDOR_FORM = "vendor"
+
 # How the model is spread over the device: exactly one per package.
 LAYOUTS = ("tp", "ep", "pp", "single_chiplet", "multi_board")
 DEFAULT_LAYOUT = "tp"

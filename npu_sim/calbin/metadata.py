@@ -21,7 +21,9 @@ from npu_sim.calbin.layout import (
     PACKAGE_INFO,
     PARAM_TABLE,
     SCHEMA_VERSION,
+    SIMULATOR_FORM,
     SUBMODEL_MEMORY,
+    VENDOR_FORM,
 )
 from npu_sim.calbin.package import Package
 from npu_sim.calbin.params import PARAM_DTYPES, Part
@@ -51,6 +53,15 @@ class SubModelMeta:
     inputs: list[IoSpec] = field(default_factory=list)
     outputs: list[IoSpec] = field(default_factory=list)
     ops: dict[str, str] = field(default_factory=dict)  # op -> "npu" or "cpu", as the package declares
+
+    @property
+    def shaped_type(self) -> str | None:
+        """What the sub-model is by its input: more than one token per lane is a prefill, one a decode (A17:
+        the label may say otherwise); its label when the input cannot tell."""
+        ids = self.input("input_ids")
+        if ids is None or len(ids.shape) != 2 or ids.shape[1] < 1:
+            return self.smodel_type
+        return "llm_prefill" if ids.shape[1] > 1 else "llm_decode"
 
     def output(self, name: str) -> IoSpec | None:
         return next((o for o in self.outputs if o.name == name), None)
@@ -90,6 +101,7 @@ class PackageMeta:
     info: TextInfo
     memory: TextInfo
     findings: list[Finding] = field(default_factory=list)
+    form: str = SIMULATOR_FORM
     name: str | None = None
     layout: str | None = None
     features: list[str] = field(default_factory=list)
@@ -107,7 +119,8 @@ class PackageMeta:
     submodels: list[SubModelMeta] = field(default_factory=list)
 
     def submodel_of_type(self, smodel_type: str) -> SubModelMeta | None:
-        return next((s for s in self.submodels if s.smodel_type == smodel_type), None)
+        """The sub-model that is of this type by its input, whatever its label says."""
+        return next((s for s in self.submodels if s.shaped_type == smodel_type), None)
 
     def cpu_fallback_ops(self) -> list[str]:
         """The ops some sub-model declares on the CPU (V11)."""
@@ -130,6 +143,7 @@ class PackageMeta:
         """The metadata as one JSON-ready dict (what `read_manifest` returns)."""
         return {
             "schema_version": SCHEMA_VERSION,
+            "form": self.form,
             "name": self.name,
             "layout": self.layout,
             "features": self.features,
@@ -176,7 +190,10 @@ def _bytes(size: tuple[int, str] | None) -> int | None:
 
 
 def read_meta(package: Package) -> PackageMeta:
-    """Parse every metadata file; CalbinError only when the package is not in this format at all."""
+    """Parse every metadata file; CalbinError only when the package is not in this format at all.
+
+    A package with package_info.txt is in the simulator's form; one with only model_memory_reserved_info.txt
+    is the vendor's own (VENDOR_FORM): its sub-models are the directories holding a sub-model file."""
     if not package.has(PACKAGE_INFO):
         if package.has(LEGACY_MANIFEST):
             raise CalbinError(
@@ -184,19 +201,32 @@ def read_meta(package: Package) -> PackageMeta:
                 f"{LEGACY_MANIFEST} is the simulator's schema 1 format; convert the package with "
                 "`python -m npu_sim convert-calbin OLD NEW`",
             )
-        raise CalbinError("package_info_missing", f"{PACKAGE_INFO} is missing: not a calbin package")
+        if not package.has(MODEL_MEMORY):
+            raise CalbinError(
+                "package_info_missing", f"neither {PACKAGE_INFO} nor {MODEL_MEMORY}: not a calbin package"
+            )
     findings: list[Finding] = []
-    info = _read_text(package, PACKAGE_INFO, findings)
+    vendor = not package.has(PACKAGE_INFO)
+    info = TextInfo(PACKAGE_INFO, findings=findings) if vendor else _read_text(package, PACKAGE_INFO, findings)
     memory = _read_text(package, MODEL_MEMORY, findings)
-    meta = PackageMeta(info, memory, findings)
-    version = info.integer("schema_version")
-    if version is not None and version != SCHEMA_VERSION:
-        info.error("schema_version_unsupported", "schema_version", f"schema_version {version} is not {SCHEMA_VERSION}")
-    _read_info(meta)
+    meta = PackageMeta(info, memory, findings, form=VENDOR_FORM if vendor else SIMULATOR_FORM)
+    if vendor:
+        meta.name = memory.text("model_name", required=False)
+    else:
+        version = info.integer("schema_version")
+        if version is not None and version != SCHEMA_VERSION:
+            info.error(
+                "schema_version_unsupported", "schema_version", f"schema_version {version} is not {SCHEMA_VERSION}"
+            )
+        _read_info(meta)
     dimensions, meta.config_max_positions = _read_config(package, findings)
     _read_memory(meta)
-    meta.params = _read_param_table(package, findings)
-    for name in meta.info.words("submodels") or []:
+    if vendor:
+        names = [n.removesuffix(f"/{SUBMODEL_MEMORY}") for n in package.names() if n.endswith(f"/{SUBMODEL_MEMORY}")]
+    else:
+        meta.params = _read_param_table(package, findings)
+        names = meta.info.words("submodels") or []
+    for name in names:
         meta.submodels.append(_read_submodel(package, name, findings))
     if dimensions is not None and meta.max_seq_len is not None:
         try:

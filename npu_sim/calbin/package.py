@@ -38,6 +38,8 @@ class Package(Protocol):
 
     def sha256(self, name: str) -> str: ...
 
+    def size(self, name: str) -> int: ...
+
     def names(self) -> list[str]: ...
 
 
@@ -64,6 +66,9 @@ class DirPackage:
 
     def read(self, name: str) -> bytes:
         return self._path(name).read_bytes()
+
+    def size(self, name: str) -> int:
+        return self._path(name).stat().st_size
 
     def sha256(self, name: str) -> str:
         digest = hashlib.sha256()
@@ -117,6 +122,9 @@ class TarPackage:
 
     def names(self) -> list[str]:
         return sorted(self.members)
+
+    def size(self, name: str) -> int:
+        return self._member(name).size
 
     def read(self, name: str) -> bytes:
         f = self.tar.extractfile(self._member(name))

@@ -10,7 +10,7 @@ from npu_sim.faults import Fault, FaultKind
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
-from npu_sim.protocol.context import Session
+from npu_sim.protocol.context import NotExercised, Session
 
 TRACE_FILE = "trace.json"
 _EVENT_FIELDS = {"name", "ph", "pid", "tid", "ts"}
@@ -202,6 +202,12 @@ def check_placement(run: ProbeRun, session: Session) -> None:
     )
 
 
+def _declares_a_fallback(run: ProbeRun) -> None:
+    """V11 asks for a package with a CPU-fallback op: one that places every op on the NPU proves nothing here."""
+    if not run.calbin().meta.cpu_fallback_ops():
+        raise NotExercised("the package places no op on the CPU; V11 asks for a package with a CPU-fallback op")
+
+
 def _placed(plan: Callable[[ProbeRun, Session], None]) -> Callable[[ProbeRun], None]:
     def run_placed(run: ProbeRun) -> None:
         session = run.session()
@@ -213,8 +219,8 @@ def _placed(plan: Callable[[ProbeRun, Session], None]) -> Callable[[ProbeRun], N
 
 CPU_FALLBACK = ProbeSpec(
     "cpu_fallback",
-    "The op placement trace (V11): each call records where each op ran; the probe passes only when nothing "
-    "fell back to the CPU, or exactly the ops the package declares did.",
+    "The op placement trace (V11): each call records where each op ran; the package declares at least one op "
+    "on the CPU, and the probe passes only when exactly the ops the package declares ran there.",
     generic.plans(
         runner=StagePlan("the minimal example; every op where the package places it", _placed(generic.exercise)),
         golden=StagePlan(
@@ -225,6 +231,7 @@ CPU_FALLBACK = ProbeSpec(
         soak=StagePlan("the soak (fallback time in the breakdown); placement", _placed(generic.load_and_soak)),
     ),
     capabilities=("custom-kernel-sdk",),
+    requires=_declares_a_fallback,
     metrics=(
         MetricSpec("declared_fallbacks", "ops the package places on the CPU"),
         MetricSpec("observed_fallbacks", "ops that ran on the CPU"),

@@ -100,3 +100,23 @@ def edit_calbin(data: bytes, file: str, key: str, value: str) -> bytes:
         f"{hashlib.sha256(members[name]).hexdigest()}  {name}\n" for name in sorted(members) if name != "SHA256SUMS"
     ).encode()
     return tar_bytes(members)
+
+
+def vendor_form_calbin(data: bytes, edits: dict[str, dict[str, str]]) -> bytes:
+    """The package as the vendor's toolchain writes it: without package_info.txt, param_table.txt, the goldens
+    and SHA256SUMS (docs/calbin-format.md, "The vendor's own package"), with `{file: {key: value}}` set."""
+    members = {}
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        for member in archive:
+            if member.isfile() and member.name not in SIMULATOR_ONLY and not member.name.startswith("golden/"):
+                members[member.name] = archive.extractfile(member).read()
+    for file, values in edits.items():
+        lines = members[file].decode().splitlines()
+        for key, value in values.items():
+            at_key = re.compile(rf"^{re.escape(key)}[:\s]")
+            lines = [f"{key}: {value}" if at_key.match(line) else line for line in lines]
+        members[file] = "".join(f"{line}\n" for line in lines).encode()
+    return tar_bytes(members)
+
+
+SIMULATOR_ONLY = ("package_info.txt", "param_table.txt", "SHA256SUMS")

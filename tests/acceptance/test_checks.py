@@ -10,8 +10,15 @@ from acceptance.models import Chain, Target
 from acceptance.services import answer_submit, chain_start_for_answer, target_register
 from acceptance.services.checks import stage_artifact, stage_claim
 from acceptance.services.inputs import answer_inputs
-from tests.acceptance.conftest import edit_calbin
-from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
+from tests.acceptance.conftest import edit_calbin, vendor_form_calbin
+from tests.factories import (
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_question,
+    runner_bundle_bytes,
+    tar_bytes,
+)
 from vendor.storage import artifact_storage
 
 PREFILL_INFO = "prefill/submodel_memory_reserved_info.txt"
@@ -112,6 +119,61 @@ def test_the_simulators_validator_findings_become_the_stages(
     assert mismatch[0]["field"] == f"artifacts[{bad.pk}].{PREFILL_INFO}:smodel_type"
 
 
+@pytest.mark.parametrize("target_kind", [Target.SIMULATOR, Target.HARDWARE])
+def test_the_vendors_own_package_passes_on_its_static_facts(
+    vendor_user, question, capability, golden, calbin_bytes, target_kind
+):
+    """The seed's package has no package_info.txt or param_table.txt and carries A16 and A17: it passes, with
+    both reported, on the simulator target and on a board."""
+    package = vendor_form_calbin(
+        calbin_bytes,
+        {
+            "model_memory_reserved_info.txt": {"device_memory_required": "16777216 MB"},
+            PREFILL_INFO: {"smodel_type": "llm_decode"},
+        },
+    )
+    vendors = make_artifact(vendor_user, package, kind="calbin", version="1.0.2", file_name="vendor-form.tar")
+    answer = answer_submit(
+        actor=vendor_user,
+        question=question,
+        data=complete_answer_data(capability=capability, calbin=vendors, golden=golden),
+    )
+    slug = "simulator"
+    if target_kind == Target.HARDWARE:
+        slug = "board-1"
+        target_register(
+            actor="test",
+            slug=slug,
+            kind=Target.HARDWARE,
+            runner_command="board-runner --device 0",
+            calrt_version="0.7.6",
+            driver_version="2.3.0",
+            firmware_version="1.8.0",
+            chip="calculet-2c",
+        )
+    outcome = artifact(chain_for(answer, slug))
+    assert outcome.verdict == stages.PASS, outcome.findings
+    assert {(f["code"], f["severity"]) for f in outcome.findings} == {
+        ("memory_exceeds_device", "warning"),  # A16
+        ("smodel_type_mismatch", "warning"),  # A17
+        ("checksums_absent", "warning"),
+    }
+    assert outcome.metrics["calbin_form"] == "vendor"
+
+
+def test_the_vendors_own_package_with_a_wrong_mask_fails(vendor_user, question, capability, golden, calbin_bytes):
+    package = vendor_form_calbin(calbin_bytes, {"model_memory_reserved_info.txt": {"param_blk0.chip_mask": "0x3"}})
+    vendors = make_artifact(vendor_user, package, kind="calbin", version="1.0.2", file_name="vendor-form.tar")
+    answer = answer_submit(
+        actor=vendor_user,
+        question=question,
+        data=complete_answer_data(capability=capability, calbin=vendors, golden=golden),
+    )
+    outcome = artifact(chain_for(answer))
+    assert outcome.verdict == stages.FAIL
+    assert [f["code"] for f in outcome.findings if f["severity"] == "error"] == ["param_mask_shared"]
+
+
 def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
     target_register(
         actor="test",
@@ -185,3 +247,28 @@ def test_runner_bundles_are_checked(vendor_user, question, capability, calbin, g
         assert outcome.findings[0]["message"] == (
             "runner.tar 1.0.0: Link 'run.py' points outside the archive ('../../../usr/bin/python3')."
         )
+
+
+def test_a_capability_that_configures_a_second_model_needs_two_calbins(
+    vendor_user, organisation, golden, calbin, calbin_bytes
+):
+    question = make_question("V35", organisation=organisation, state="asked")
+    residency = make_capability("dynamic-resident-multi-model", status="C3", pinned_status="C3", questions=[question])
+    data = complete_answer_data(capability=residency, calbin=calbin, golden=golden)
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    assert [f["code"] for f in outcome.findings] == ["second_calbin_missing"]
+    assert "dynamic-resident-multi-model configures a second model" in outcome.findings[0]["message"]
+
+    other = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="other.tar")
+    data = complete_answer_data(capability=residency, calbin=calbin, golden=golden, extra_assets=[other])
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    assert outcome.verdict == stages.PASS, outcome.findings
+
+
+def test_two_calbins_for_a_one_package_capability_are_ambiguous(
+    vendor_user, question, capability, calbin, golden, calbin_bytes
+):
+    other = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="other.tar")
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, extra_assets=[other])
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    assert [f["code"] for f in outcome.findings] == ["calbin_ambiguous"]

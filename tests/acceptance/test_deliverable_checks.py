@@ -14,7 +14,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
-from acceptance.services import answer_submit, deliverable_checks, dispatch
+from acceptance.services import answer_submit, capability_promote, deliverable_checks, dispatch
 from acceptance.services.deliverable_checks import (
     CHECK_RESEND_AFTER,
     deliverable_check_answer,
@@ -542,3 +542,16 @@ def test_a_check_refused_by_a_broker_that_is_down_does_not_fail_the_answer(
     assert tried == [answer.pk]  # sent once stored, refused, and the answer still owes its check
     assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
     assert tried == [answer.pk, answer.pk]
+
+
+def test_a_passed_schema_check_is_what_moves_its_probeless_capability(engineer, acme, golden, tmp_path):
+    """calbin-metadata-schema has no probes: no run can prove it, its schema's check (E1) does; a rejected check
+    proves nothing."""
+    answer, _deliverable, capability = schema_answer(engineer, acme, golden, tmp_path)
+    pm = make_user("pam", "team", "pm")
+    blocked = capability_promote(actor=pm, capability=capability, to_status="C2", reason="")
+    assert [r["code"] for r in blocked.reasons] == ["no_answer"]
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+    attempt = capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+    assert attempt.allowed, attempt.reasons
+    assert attempt.answer_id == answer.pk

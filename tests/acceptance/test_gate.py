@@ -64,7 +64,7 @@ def status_of(capability) -> str:
 def test_a_blocked_attempt_is_stored_with_its_reasons_and_changes_nothing(chain, capability, pm_user):
     attempt = promote(capability, "C1", pm_user)
     assert not attempt.allowed
-    assert (attempt.from_status, attempt.to_status, attempt.policy_version) == ("C3", "C1", "seed-grades-v1")
+    assert (attempt.from_status, attempt.to_status, attempt.policy_version) == ("C3", "C1", "seed-grades-v2")
     assert {r["code"] for r in attempt.reasons} == {"stage_not_passed", "no_sdk_evidence"}
     assert status_of(capability) == "C3"
     stored = PromotionAttempt.objects.get(pk=attempt.pk)

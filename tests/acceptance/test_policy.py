@@ -131,7 +131,8 @@ def test_runs_whose_probes_did_not_cover_the_capability_prove_nothing_for_it():
 
 def test_a_capability_without_recipe_probes_is_not_proven_by_runs():
     decision = gate("C2", [answer(chain("simulator", ALL_PASSED))], probes=())
-    assert codes(decision) == ["no_recipe_probes"]
+    assert codes(decision) == ["no_static_check"]
+    assert "proven by a passed static check of its own SDK, container image or schema" in decision.reasons[0]["message"]
 
 
 def test_an_answer_on_another_deliverable_or_incomplete_proves_nothing():

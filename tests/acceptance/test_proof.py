@@ -92,8 +92,11 @@ def test_a_package_that_does_not_exercise_the_capability_fails_and_proves_nothin
     attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
     assert not attempt.allowed
     messages = [r["message"] for r in attempt.reasons]
-    assert f"Isolated runner (runner) is failed on simulator (simulator) (run {runner.pk})." in messages
-    assert f"Probe {probe} failed in Isolated runner (runner) on simulator: not_exercised." in messages
+    if pinned:  # a pinned capability moves on a board's runs only: the simulator's are not asked for
+        assert [r["code"] for r in attempt.reasons] == ["pinned_needs_full_proof", "no_hardware_runs"]
+    else:
+        assert f"Isolated runner (runner) is failed on simulator (simulator) (run {runner.pk})." in messages
+        assert f"Probe {probe} failed in Isolated runner (runner) on simulator: not_exercised." in messages
     assert Capability.objects.get(pk=capability.pk).status == "C3"
 
 
@@ -309,3 +312,23 @@ def test_the_runner_stage_runs_the_answers_minimal_example_and_records_its_outpu
         assert runner.state == stages.FAILED
         assert ("minimal_example", "minimal_example_failed") in probe_findings(runner)
         assert "the minimal example (python3 run.py) ended with" in runner.reason
+
+
+def test_a_residency_answer_sends_its_second_package_and_every_stage_runs_the_probe(
+    vendor_user, organisation, simulator_online, tmp_path
+):
+    """V35: the residency probe loads and unloads the answer's second calbin, the job's packages.second, while the
+    first serves; with it the probe runs (and passes) through all five runner stages."""
+    question = make_question("V35", organisation=organisation, state="asked")
+    capability = make_capability("dynamic-resident-multi-model", status="C3", pinned_status="C3", questions=[question])
+    calbin, golden = package(vendor_user, tmp_path, features=("residency", "multi_model"))
+    other, _ = package(vendor_user, tmp_path, decode_batch=4, features=("residency", "multi_model"), version="1.0.1")
+    answer = answer_with(vendor_user, question, capability, calbin, golden, extra_assets=[other])
+    chain = run_chain(answer)
+    runs = {run.stage: run for run in chain.runs.all()}
+    assert {stage: run.state for stage, run in runs.items()} == dict.fromkeys(stages.CHAIN_STAGES, stages.PASSED), {
+        stage: run.reason for stage, run in runs.items()
+    }
+    for stage in stages.RUNNER_STAGES:
+        [probe] = runs[stage].result["probes"]
+        assert (probe["name"], probe["verdict"]) == ("residency", "pass")

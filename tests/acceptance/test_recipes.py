@@ -4,7 +4,16 @@ import sys
 
 import pytest
 
-from acceptance.recipes import RECIPES, ProbeSpec, Recipe, recipe_for, tightened
+from acceptance.recipes import (
+    PROVES_INTEGRATION,
+    PROVES_PACKAGE,
+    RECIPES,
+    ProbeSpec,
+    Recipe,
+    recipe_for,
+    simulator_proves,
+    tightened,
+)
 from evidence.seed.capabilities import CAPABILITIES
 from evidence.seed.deliverables import QUESTION_DELIVERABLES
 from npu_sim.probes import parse_probe_request
@@ -128,3 +137,14 @@ def test_a_recipe_is_frozen():
         recipe.version = 2  # type: ignore[misc]
     with pytest.raises(TypeError):
         RECIPES["x"] = recipe  # type: ignore[index]
+
+
+def test_runtime_semantics_capabilities_prove_calculets_integration_on_the_simulator():
+    """Their probes drive the runtime's calls, which on the simulator are npu_sim's own (E4): what they prove there
+    is calculet's integration against the documented semantics, not the vendor's runtime."""
+    runtime = ["kv-manager-api", "fixed-task-infer", "output-buffer-wait", "parallel-mode", "c-api-nonblocking",
+               "error-codes", "device-reset"]  # fmt: skip
+    assert {slug: simulator_proves(recipe_for(slug)) for slug in runtime} == dict.fromkeys(runtime, PROVES_INTEGRATION)
+    package = ["decode-batch-8", "npu-sampling", "s8-v-cache-calbin", "custom-kernel-sdk", "golden-readback"]
+    assert {slug: simulator_proves(recipe_for(slug)) for slug in package} == dict.fromkeys(package, PROVES_PACKAGE)
+    assert simulator_proves(recipe_for("calbin-metadata-schema")) is None

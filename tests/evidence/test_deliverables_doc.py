@@ -1,53 +1,18 @@
 """docs/acceptance.md's table of deliverables is the data's: regenerate it with
-`python -m tests.evidence.test_deliverables_doc` and paste it between the markers."""
+`python manage.py deliverables_table --write`."""
 
-from pathlib import Path
+import io
 
-from acceptance.recipes import recipe_for
-from evidence.seed.deliverables import QUESTION_DELIVERABLES, DeliverableSeed
+from django.core.management import call_command
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "acceptance.md"
-BEGIN = "<!-- deliverables table: generated from evidence/seed/deliverables.py -->"
-END = "<!-- end of deliverables table -->"
-REJECTED = {
-    "package-metadata": "rejects A16 (16777216 MB) and A17 (a prefill labelled llm_decode)",
-    "trace": "rejects an impossible time unit and events without time or with a negative duration",
-}
-
-
-def _probe(name: str, params: dict) -> str:
-    return f"`{name}`" + (f" ({', '.join(f'{k} {v}' for k, v in params.items())})" if name == "decode_batch" else "")
-
-
-def accepted_by(d: DeliverableSeed) -> str:
-    if d.kind == "calbin":
-        probes = dict.fromkeys(_probe(p.name, dict(p.params)) for c in d.capabilities for p in recipe_for(c).probes)
-        return f"{', '.join(probes)} pass runner, golden, failure, integration and soak"
-    if d.kind == "sdk":
-        calls = dict.fromkeys(f"`{e}`" for c in d.capabilities for e in recipe_for(c).sdk_entry_points)
-        named = ", ".join(calls) if calls else "the entry points the answer declares"
-        return f"{named} in the headers and the library's dynamic symbols, same version; the example builds"
-    if d.kind == "container_image":
-        return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
-    if d.kind == "schema":
-        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}"
-    return "PM review: " + "; ".join(d.checklist)
-
-
-def table() -> str:
-    lines = ["| question | deliverable | kind | capabilities | accepted when |", "| --- | --- | --- | --- | --- |"]
-    for code, deliverables in QUESTION_DELIVERABLES.items():
-        for d in deliverables:
-            capabilities = ", ".join(f"`{c}`" for c in d.capabilities) or "—"
-            lines.append(f"| {code} | `{d.key}`: {d.title} | {d.kind} | {capabilities} | {accepted_by(d)} |")
-    return "\n".join(lines)
+from acceptance.deliverables_doc import DOC, documented, table, wrong_delivery
+from evidence.seed.deliverables import QUESTION_DELIVERABLES
 
 
 def test_the_doc_s_table_is_the_data_s():
-    text = DOC.read_text(encoding="utf-8")
-    assert BEGIN in text and END in text, f"docs/acceptance.md lacks the markers {BEGIN} ... {END}"
-    documented = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
-    assert documented == table(), "regenerate with: python -m tests.evidence.test_deliverables_doc"
+    assert documented(DOC.read_text(encoding="utf-8")) == table(), (
+        "regenerate with: python manage.py deliverables_table --write"
+    )
 
 
 def test_every_question_is_in_the_table():
@@ -55,5 +20,30 @@ def test_every_question_is_in_the_table():
     assert sorted(set(rows)) == [f"V{n:02d}" for n in range(1, 61)]
 
 
-if __name__ == "__main__":
-    print(table())
+def test_the_command_prints_the_table_and_writes_it_between_the_markers(tmp_path, monkeypatch):
+    out = io.StringIO()
+    call_command("deliverables_table", stdout=out)
+    assert out.getvalue().strip() == table()
+    stale = tmp_path / "acceptance.md"
+    text = DOC.read_text(encoding="utf-8")
+    stale.write_text(text.replace(table(), "| an old table |"), encoding="utf-8")
+    monkeypatch.setattr("acceptance.deliverables_doc.DOC", stale)
+    call_command("deliverables_table", "--write", stdout=io.StringIO())
+    assert stale.read_text(encoding="utf-8") == text
+
+
+def by_key(key: str):
+    return next(d for ds in QUESTION_DELIVERABLES.values() for d in ds if d.key == key)
+
+
+def test_a_wrong_delivery_is_named_and_weak_checks_say_so():
+    assert "`sampling`" in wrong_delivery(by_key("sampling-package"))
+    assert "another decode batch" in wrong_delivery(by_key("package-batch-16"))
+    assert "`second_calbin_missing`" in wrong_delivery(by_key("resident-packages"))
+    assert "the simulator's runtime" in wrong_delivery(by_key("error-code-runs"))
+    assert "still owed" in wrong_delivery(by_key("overlap-runs"))
+    assert "`entry_point_not_defined`" in wrong_delivery(by_key("parallel-mode-sdk"))
+    assert "(weak)" in wrong_delivery(by_key("counters-sdk"))
+    assert "`build_missing`" in wrong_delivery(by_key("compile-script"))
+    assert "`accepts_defect`" in wrong_delivery(by_key("field-units-schema"))
+    assert "placing no op on the CPU: `cpu_fallback` `not_exercised`" in wrong_delivery(by_key("cpu-fallback-package"))

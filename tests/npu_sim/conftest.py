@@ -10,8 +10,8 @@ from npu_sim.kv import KvManager
 from npu_sim.loaded_calbin import Calbin
 
 # How validation creates a finding: error("code", ...), warning("code", ...), Finding("code", ...),
-# CalbinError("code", ...), the code as the first argument, possibly on the next line.
-FINDING_CALL = re.compile(r"\b(?:error|warning|Finding|CalbinError)\(\s*\"([a-z0-9_]+)\"")
+# CalbinError("code", ...), _defect("code", ...), the code as the first argument, possibly on the next line.
+FINDING_CALL = re.compile(r"\b(?:error|warning|Finding|CalbinError|_defect)\(\s*\"([a-z0-9_]+)\"")
 CALBIN_SOURCE = Path(__file__).resolve().parents[2] / "npu_sim" / "calbin"
 
 

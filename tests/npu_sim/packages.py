@@ -3,13 +3,22 @@
 import hashlib
 import io
 import re
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 from npu_sim.calbin.goldens import read_golden
-from npu_sim.calbin.layout import CHECKSUMS, GOLDEN
+from npu_sim.calbin.layout import (
+    CHECKSUMS,
+    GOLDEN,
+    MODEL_CONFIG,
+    MODEL_MEMORY,
+    PACKAGE_INFO,
+    PARAM_TABLE,
+    SUBMODEL_MEMORY,
+)
 
 
 def resum(root: Path) -> None:
@@ -57,3 +66,48 @@ def _npz(arrays: dict[str, np.ndarray]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)
     return buffer.getvalue()
+
+
+def vendor_form(root: Path) -> Path:
+    """The package as the vendor's toolchain leaves it (the seed's A01-A17): without the files only the simulator
+    adds — package_info.txt, param_table.txt, the goldens and SHA256SUMS."""
+    for name in (PACKAGE_INFO, PARAM_TABLE, CHECKSUMS):
+        (root / name).unlink()
+    shutil.rmtree(root / GOLDEN.split("/")[0])
+    return root
+
+
+# The seed's package at full scale: its two parameter blocks (A02, A03), reservations (A05-A07), sub-model I/O
+# (A09-A11) and its two metadata defects, A16 (16777216 MB) and A17 (the prefill labelled llm_decode).
+SEED_CONFIG = (
+    '{"num_hidden_layers": 48, "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4,'
+    ' "head_dim": 128, "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,'
+    ' "vocab_size": 151936, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06, "max_position_embeddings": 40960}'
+)
+SEED_BLOCKS = (9_404_557_312, 8_782_227_456)
+SEED_MEMORY = (
+    "model_name: qwen3-30b-a3b\nchip_num: 2\ndevice_memory_required: 16777216 MB\n"
+    "chip0.dram_reserved: 15113064448 B\nchip0.sram_reserved: 17662336 B\n"
+    "chip1.dram_reserved: 15113064448 B\nchip1.sram_reserved: 17662336 B\nparam_block_num: 2\n"
+    f"param_blk0.file: param_blk0.bin\nparam_blk0.chip_mask: 0x1\nparam_blk0.size: {SEED_BLOCKS[0]}\n"
+    f"param_blk1.file: param_blk1.bin\nparam_blk1.chip_mask: 0x2\nparam_blk1.size: {SEED_BLOCKS[1]}\n"
+)
+
+
+def seed_package(root: Path) -> Path:
+    """The seed's package in the vendor's form, its blocks sparse files of the seed's sizes."""
+    (root / MODEL_CONFIG).parent.mkdir(parents=True)
+    (root / MODEL_CONFIG).write_text(SEED_CONFIG)
+    (root / MODEL_MEMORY).write_text(SEED_MEMORY)
+    for index, size in enumerate(SEED_BLOCKS):
+        with (root / f"param_blk{index}.bin").open("wb") as block:
+            block.truncate(size)
+    for name, smodel_type, tokens, size in (("prefill", "llm_decode", 40960, 163840), ("decode", "llm_decode", 1, 4)):
+        (root / name).mkdir()
+        (root / name / SUBMODEL_MEMORY).write_text(
+            f"submodel_name: {name}\nsmodel_type: {smodel_type}\nbatch: 1\nchip_mask: 0x3\ninput_num: 1\n"
+            f"input0.name: input_ids\ninput0.shape: [1,{tokens}]\ninput0.dtype: INT32\ninput0.size: {size}\n"
+            "output_num: 1\noutput0.name: logits\noutput0.shape: [1,1,151936]\noutput0.dtype: BF16\n"
+            "output0.size: 303872\n"
+        )
+    return root

@@ -16,7 +16,7 @@ import pytest
 
 from npu_sim.calbin import validate
 from npu_sim.calbin.layout import CHECKSUMS, GOLDEN, MODEL_CONFIG, MODEL_MEMORY, PACKAGE_INFO, PARAM_TABLE
-from tests.npu_sim.packages import change_golden, replace_text, resum, set_line
+from tests.npu_sim.packages import change_golden, replace_text, resum, set_line, vendor_form
 
 PREFILL = "prefill/submodel_memory_reserved_info.txt"
 DECODE = "decode/submodel_memory_reserved_info.txt"
@@ -193,6 +193,7 @@ CASES: dict[str, tuple[Edit, str | None]] = {
     "digest_invalid": (bad_digest_line, f"{CHECKSUMS}:1"),
     "digest_mismatch": (write(PARAM_TABLE, b"# emptied\n", digests=False), PARAM_TABLE),
     "file_unlisted": (write("notes.txt", b"hello\n", digests=False), "notes.txt"),
+    "checksums_absent": (vendor_form, CHECKSUMS),
 }
 
 

@@ -185,10 +185,22 @@ def test_kv_shift_needs_a_second_lane_for_copy(package):
     assert probe["verdict"] == "fail" and probe["findings"][0]["code"] == "not_exercised"
 
 
+def test_a_package_without_a_cpu_fallback_does_not_exercise_v11(package):
+    job = {"schema_version": 2, "stage": "runner", "calbin": str(package()), "probes": [{"name": "cpu_fallback"}]}
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    assert probe["findings"] == [
+        {
+            "code": "not_exercised",
+            "message": "the package places no op on the CPU; V11 asks for a package with a CPU-fallback op",
+        }
+    ]
+
+
 def test_an_undeclared_cpu_fallback_fails(package, tmp_path):
-    odd = Path(shutil.copytree(package(), tmp_path / "odd"))
+    odd = Path(shutil.copytree(package(cpu_fallback=("rope",)), tmp_path / "odd"))
     for sub in ("prefill", "decode"):
-        replace_text(odd, f"{sub}/submodel_memory_reserved_info.txt", "op.rope: npu", "op.rope: npu\nop.cumsum: npu")
+        replace_text(odd, f"{sub}/submodel_memory_reserved_info.txt", "op.rope: cpu", "op.rope: cpu\nop.cumsum: npu")
     job = {"schema_version": 2, "stage": "runner", "calbin": str(odd), "probes": [{"name": "cpu_fallback"}]}
     probe = run_job(job)["probes"][0]
     assert probe["verdict"] == "fail"

@@ -8,6 +8,7 @@ import pytest
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.runner import JobError, run_job
+from npu_sim.stages import integration
 from npu_sim.timing import TimingModel
 from tests.npu_sim.packages import change_golden
 
@@ -108,9 +109,18 @@ def test_integration_fails_on_a_requested_fault_and_still_frees_the_kv(built_cal
     assert result["metrics"]["recoveries"] == ["reset core 0.0"]
 
 
-def test_integration_needs_a_decode_batch_above_one(tmp_path: Path):
+def test_integration_serves_the_current_decode_batch_1_package_one_sequence_at_a_time(tmp_path: Path):
+    """V42: the current package is decode batch 1 (M06); its one lane cannot overlap sequences, and need not."""
     single_lane = build_calbin(tmp_path / "b1", decode_batch=1, decode_steps=2)
     result = run_job(job("integration", single_lane, {"sequences": 3, "max_new_tokens": 3}))
+    assert result["verdict"] == "pass", failed_checks(result)
+    assert result["metrics"]["max_active"] == 1
+
+
+def test_a_batched_package_served_one_at_a_time_fails_the_overlap(built_calbin: Path, monkeypatch):
+    serve = integration.serve
+    monkeypatch.setattr(integration, "serve", lambda *args, **kwargs: serve(*args, **{**kwargs, "concurrency": 1}))
+    result = run_job(job("integration", built_calbin, {"sequences": 4, "max_new_tokens": 4}))
     assert failed_checks(result) == ["sequences_overlapped"]
 
 

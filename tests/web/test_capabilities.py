@@ -229,3 +229,33 @@ def test_evidence_register_lists_the_seed_items_and_groups_run_evidence_under_th
     assert "1 run item proves a capability that cites none of the checklist's items" in body
     all_rows = pm_client.get(reverse("evidence-register")).content.decode()
     assert f"{seed_total} items" in all_rows
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("slug", "english", "chinese"),
+    [
+        ("decode-batch-8", "the vendor&#x27;s package on the simulator", "厂商的包在模拟器上"),
+        (
+            "kv-manager-api",
+            "calculet&#x27;s integration against the documented semantics (simulator)",
+            "calculet 按文档语义的集成（模拟器）",
+        ),
+    ],
+)
+def test_the_page_says_what_its_runs_prove(pm_client, checklist, slug, english, chinese):
+    """A probe that checks the package tests the vendor's package; one that drives the runtime's calls tests the
+    simulator's own implementation of them (E4): only the board's runs test the vendor's runtime."""
+    url = reverse("capability-detail", args=[slug])
+    body = pm_client.get(url).content.decode()
+    panel = body[body.index('id="capability-run-meaning"') :].split("</section>")[0]
+    assert f"On the simulator: {english}" in panel and "On an attested board: the board" in panel
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    panel = pm_client.get(url).content.decode().split('id="capability-run-meaning"')[1].split("</section>")[0]
+    assert f"在模拟器上: {chinese}" in panel and "在经证实的板卡上: 板卡" in panel
+
+
+@pytest.mark.django_db
+def test_a_capability_without_probes_says_nothing_of_runs(pm_client, checklist):
+    body = pm_client.get(reverse("capability-detail", args=["calbin-metadata-schema"])).content.decode()
+    assert 'id="capability-run-meaning"' not in body

@@ -126,6 +126,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         (workdir / "inputs").mkdir()
         calbin = workdir / "inputs" / "calbin.tar"
         golden, golden_source = None, "package"
+        packages: dict[str, str] = {}
         extra_env = {}
         if target.kind == Target.HARDWARE:
             command, cwd = shlex.split(target.runner_command), workdir
@@ -139,8 +140,12 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             reporter.note("preparing the known-good package")
             shutil.copyfile(health_package(), calbin)
         else:
-            calbin_artifact = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
+            calbin_artifact, *others = [a for a in inputs.executable_assets if a.kind == Artifact.CALBIN]
             _copy_blob(calbin_artifact, calbin)
+            if others:  # the artifact stage let a second calbin through only for a recipe that needs it
+                second = workdir / "inputs" / "second.tar"
+                _copy_blob(others[0], second)
+                packages["second"] = str(second)
             golden, golden_source = _golden_for_job(inputs, calbin_artifact, workdir / "inputs" / "golden.npz")
             bundle = next((a for a in inputs.executable_assets if a.kind == Artifact.RUNNER_BUNDLE), None)
             # On a board the vendor's runner drives the device; on the simulator, only the simulator judges.
@@ -158,6 +163,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             probes=run.probes,
             golden=golden,
             golden_source=golden_source,
+            packages=packages,
         )
         job_path.write_text(json.dumps(job, indent=2))
         argv = [*command, "--job", str(job_path), "--result", str(result_path)]

@@ -1,0 +1,120 @@
+"""docs/acceptance.md's table of every question's deliverables, generated from the data: what each deliverable
+is, what accepts it, and what a wrong delivery gets. `python manage.py deliverables_table --write` rewrites the
+table between its markers; the tests check the document is the data's. No ORM here."""
+
+from pathlib import Path
+
+from acceptance.recipes import recipe_for
+from evidence.seed.deliverables import QUESTION_DELIVERABLES, DeliverableSeed
+from npu_sim.probes import PROBES
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "acceptance.md"
+BEGIN = "<!-- deliverables table: generated from evidence/seed/deliverables.py -->"
+END = "<!-- end of deliverables table -->"
+REJECTED = {
+    "package-metadata": "rejects A16 (16777216 MB) and A17 (a prefill labelled llm_decode)",
+    "trace": "rejects an impossible time unit and events without time or with a negative duration",
+}
+# What a probe asks of the package besides the features it declares.
+PACKAGE_NEEDS = {
+    "decode_batch": "a package at another decode batch",
+    "cpu_fallback": "a package placing no op on the CPU",
+}
+DEFECTS = {
+    "package-metadata": "a schema accepting A16 or A17",
+    "trace": "a schema accepting a trace with an impossible time unit, an event without time or a negative duration",
+}
+
+
+def _probe(name: str, params: dict) -> str:
+    return f"`{name}`" + (f" ({', '.join(f'{k} {v}' for k, v in params.items())})" if name == "decode_batch" else "")
+
+
+def accepted_by(d: DeliverableSeed) -> str:
+    if d.kind == "calbin":
+        probes = dict.fromkeys(_probe(p.name, dict(p.params)) for c in d.capabilities for p in recipe_for(c).probes)
+        return f"{', '.join(probes)} pass runner, golden, failure, integration and soak"
+    if d.kind == "sdk":
+        calls = dict.fromkeys(f"`{e}`" for c in d.capabilities for e in recipe_for(c).sdk_entry_points)
+        named = ", ".join(calls) if calls else "the entry points the answer declares"
+        return f"{named} in the headers and the library's dynamic symbols, same version; the example builds"
+    if d.kind == "container_image":
+        return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
+    if d.kind == "schema":
+        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}"
+    return "PM review: " + "; ".join(d.checklist)
+
+
+def wrong_delivery(d: DeliverableSeed) -> str:
+    """What the checks give a delivery that is not what the deliverable asks — and, where they cannot tell,
+    that they cannot."""
+    recipes = [recipe_for(c) for c in d.capabilities]
+    if d.kind == "calbin":
+        probes = dict.fromkeys(p.name for r in recipes for p in r.probes)
+        features = dict.fromkeys(f for name in probes for f in PROBES[name].features)
+        said = []
+        if features:
+            declared = " or ".join(f"`{f}`" for f in features)
+            said.append(f"a package not declaring {declared}: the probe ends `not_exercised`, the runner stage fails")
+        needs = [name for name in probes if name in PACKAGE_NEEDS]
+        said += [f"{PACKAGE_NEEDS[name]}: `{name}` `not_exercised`" for name in needs]
+        if any(r.needs_second_package for r in recipes):
+            said.append("one calbin alone: `second_calbin_missing` at the artifact stage")
+        if not features and not needs:
+            said.append(
+                "any valid package passes: the probes exercise the simulator's runtime against the documented "
+                "semantics, not the package (E4); only a board's runs (E0) test the vendor's runtime"
+            )
+        if len(recipes) > 1:
+            said.append("one capability passed of several: still owed")
+        return "; ".join(said)
+    if d.kind == "sdk":
+        if any(r.sdk_entry_points for r in recipes):
+            return (
+                "an SDK missing one of those calls: `entry_point_not_declared` or `entry_point_not_defined`, rejected"
+            )
+        return (
+            "any SDK whose declared calls are present passes: the seed names no call, so nothing ties the calls "
+            "to what the question asks (weak)"
+        )
+    if d.kind == "container_image":
+        said = ["no SBOM or licence: `sbom_missing` or `licence_missing`, rejected"]
+        if any(r.reproducible_build for r in recipes):
+            said.append("no build: `build_missing`; a build that differs: `not_reproducible`")
+        said.append("what the image holds is not checked against the question (weak)")
+        return "; ".join(said)
+    if d.kind == "schema":
+        return (
+            f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`; "
+            "the fix this question asks for in particular is not checked (weak)"
+        )
+    return "an item the PM does not tick: rejected, naming the item"
+
+
+def table() -> str:
+    lines = [
+        "| question | deliverable | kind | capabilities | accepted when | what a wrong delivery gets |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for code, deliverables in QUESTION_DELIVERABLES.items():
+        for d in deliverables:
+            capabilities = ", ".join(f"`{c}`" for c in d.capabilities) or "—"
+            lines.append(
+                f"| {code} | `{d.key}`: {d.title} | {d.kind} | {capabilities} | {accepted_by(d)} | "
+                f"{wrong_delivery(d)} |"
+            )
+    return "\n".join(lines)
+
+
+def documented(text: str) -> str:
+    """The table as the document has it, between the markers; ValueError when they are missing."""
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"docs/acceptance.md lacks the markers {BEGIN} ... {END}")
+    return text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
+
+
+def rewritten(text: str) -> str:
+    """The document with the table between its markers replaced by the data's."""
+    before, rest = text.split(BEGIN, 1)
+    _, after = rest.split(END, 1)
+    return f"{before}{BEGIN}\n{table()}\n{END}{after}"
