@@ -532,9 +532,7 @@ def capability_gate_facts(capability) -> list[AnswerFacts]:
             )
         )
     # An SDK, image or schema answer starts no chain: its static check is what it proves.
-    checked_only = Answer.objects.filter(pk__in=set(static) - set(by_answer)).select_related(
-        "deliverable", "question"
-    )
+    checked_only = Answer.objects.filter(pk__in=set(static) - set(by_answer)).select_related("deliverable", "question")
     for answer in checked_only.order_by("-created_at", "-pk"):
         answer_facts(answer)
     return list(by_answer.values())

@@ -230,9 +230,7 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
         answer__deliverable=deliverable,
         answer__organisation_id=chain.question.organisation_id,
         capability__slug__in=needed,
-    ).select_related(
-        "capability", "target", "answer"
-    )
+    ).select_related("capability", "target", "answer")
     for other in candidates.order_by("pk"):
         assert other.capability is not None  # filtered on its slug
         slug = other.capability.slug
