@@ -208,16 +208,18 @@ def _declared_functions(tokens: list[str]) -> Iterator[tuple[str, ...]]:
             elif token == "}":
                 frames.pop()
             continue
+        if token == ";":
+            # Ends the statement even inside parentheses: at namespace or class level only `#if`/`#else`
+            # branches, both read, leave one open (`void f(int a,` `#else` `void f(int a, int b,` ...).
+            yield from _function_in(statement, scope)
+            statement, depth = [], 0
+            continue
         if token in "([":
             depth += 1
         elif token in ")]":
             depth = max(0, depth - 1)
         elif depth:
             pass
-        elif token == ";":
-            yield from _function_in(statement, scope)
-            statement = []
-            continue
         elif token == "{":
             opened = _block_scopes(statement)
             if opened is None:

@@ -292,3 +292,14 @@ def test_members_in_nested_namespaces_are_declared_in_each_scope(tmp_path):
     points = ["calrt::v0::KvManager::Apply", "v0::KvManager::Apply", "KvManager::Apply", "calrt::KvManager::Apply"]
     report = check_sdk(headers, library, [], also_look_for=points)
     assert [bool(report.entry_points[point]["declared_in"]) for point in points] == [True, True, True, False]
+
+
+def test_both_branches_of_a_conditional_do_not_hide_the_declarations_after_them(tmp_path):
+    headers, library = build_sdk(tmp_path, ["KvManager::Apply", "AllocDevMem"])
+    (headers / "calrt" / "calrt.h").write_text(
+        "#if CALRT_OLD\nint ResetCCU(int a,\n#else\nint ResetCCU(int a, int b,\n#endif\n  int c);\n"
+        "namespace calrt { class KvManager { public: int Apply(int value); }; }\n"
+        'extern "C" int AllocDevMem(int value);\n'
+    )
+    report = check_sdk(headers, library, [], also_look_for=["ResetCCU", "KvManager::Apply", "AllocDevMem"])
+    assert all(found["declared_in"] == "calrt/calrt.h" for found in report.entry_points.values())
