@@ -122,7 +122,7 @@ def runner_gone(run: Run, worker) -> None:
 
 # Long enough (about 10 s here; 64 requests took 2 s and were once missed) that the test sees the soak at work
 # between two heartbeats, however slow its own polling and sweeping are on a loaded machine.
-LONG_SOAK = {"thresholds": {"soak_requests": 384, "soak_concurrency": 2}}
+LONG_SOAK = {"thresholds": {"soak_requests": 384, "soak_concurrency": 4}}
 
 
 def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
@@ -195,7 +195,7 @@ def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
                 capability,
                 calbin,
                 golden,
-                thresholds={"soak_requests": 2, "soak_concurrency": 2},
+                thresholds={"soak_requests": 16, "soak_concurrency": 4},
             )
         )
     queued = list(Run.objects.filter(state=stages.QUEUED))
