@@ -13,7 +13,8 @@ from acceptance.recipes import Recipe, tightened
 # Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
 # written out so a run's parameters show what it was held to; they apply to each compared tensor. The soak
 # figures are in the simulator's modelled device time; 10 token/s per request is the lowest decode rate the
-# seed measured as usable (about 12 token/s near 33K context, P05), rounded down.
+# seed measured as usable (about 12 token/s near 33K context, P05), rounded down. Four of the soak's requests,
+# chosen with its seed, are the golden's request, checked against the golden under load.
 GOLDEN_TENSORS = ("prefill_logits", "decode_logits")
 DEFAULT_GOLDEN_TOLERANCES = {"max_rel": 0.01, "cosine_min": 0.9999, "top1_min": 0.99, "topk_min": 0.99, "k": 5}
 DEFAULT_SOAK = {
@@ -22,6 +23,7 @@ DEFAULT_SOAK = {
     "prompt_tokens": 128,
     "output_tokens": 32,
     "min_decode_tokens_per_s": 10.0,
+    "golden_samples": 4,
 }
 # The answer's `thresholds` keys and the soak parameters they set.
 SOAK_THRESHOLD_KEYS = {
@@ -30,8 +32,9 @@ SOAK_THRESHOLD_KEYS = {
     "soak_prompt_tokens": "prompt_tokens",
     "soak_output_tokens": "output_tokens",
     "min_decode_tokens_per_s": "min_decode_tokens_per_s",
+    "soak_golden_samples": "golden_samples",
 }
-INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "k"}
+INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "golden_samples", "k"}
 # What an answer may ask of the soak: enough to load a runner for minutes, never enough to outlive its limits.
 SOAK_LIMITS = {
     "requests": (1, 512),
@@ -39,6 +42,7 @@ SOAK_LIMITS = {
     "prompt_tokens": (1, 4096),
     "output_tokens": (1, 1024),
     "min_decode_tokens_per_s": (0, 100_000),
+    "golden_samples": (1, 64),
 }
 # Which way each golden tolerance tightens, and its bounds. `max_abs` has no default: unchecked unless the
 # answer gives it, so any value tightens. A deeper top-k (`k`) asks more of the same agreement.

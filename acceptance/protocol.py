@@ -81,6 +81,8 @@ def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list
         for key, name in SOAK_THRESHOLD_KEYS.items():
             if key in thresholds:
                 params[name] = _number(name, thresholds[key])
+        # The golden under load: the sampled responses are held to the golden stage's tolerances.
+        params["tolerances"] = golden_tolerances(golden_tolerances_given)
         return params
     return {}
 

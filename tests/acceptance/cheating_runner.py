@@ -1,8 +1,8 @@
 """A runner that wants to pass, for the tests: it speaks the runner protocol and lies.
 
 `echo` (issue 20's runner): never opens the package, reports the job's target versions as a hardware device
-and marks the stage and every requested probe passed. `tamper`: runs the simulator, then corrupts the logits
-it measured while keeping the simulator's passing verdict.
+and marks the stage and every requested probe passed. `tamper-golden` / `tamper-soak`: runs the simulator,
+then corrupts the logits it measured at that stage while keeping the simulator's passing verdict.
 """
 
 import json
@@ -35,11 +35,12 @@ if mode == "echo":
     sys.exit(0)
 
 status = subprocess.run([sys.executable, "-m", "npu_sim", "run", *args], check=False).returncode
-measured = result_path.rsplit("/", 1)[0] + "/golden-actual.npz"
-if status == 0 and job["stage"] == "golden":
+stage = mode.removeprefix("tamper-")
+measured = result_path.rsplit("/", 1)[0] + ("/golden-actual.npz" if stage == "golden" else "/soak-golden-actual.npz")
+if status == 0 and job["stage"] == stage:
     with np.load(measured) as npz:
         arrays = {name: npz[name] for name in npz.files}
     # Reversing each row keeps the values and their histogram but moves every logit to another token.
-    arrays["decode_logits"] = arrays["decode_logits"][:, ::-1].copy()
+    arrays["decode_logits"] = arrays["decode_logits"][..., ::-1].copy()
     np.savez(measured, **arrays)
 sys.exit(status)

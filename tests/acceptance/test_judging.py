@@ -51,7 +51,7 @@ def test_a_runner_that_echoes_a_pass_without_opening_the_package_fails_the_golde
 def test_a_result_claiming_a_pass_its_measured_logits_do_not_support_fails_naming_the_mismatch(
     vendor_user, question, capability, simulator_online, tmp_path
 ):
-    board(f"{sys.executable} {CHEATING_RUNNER} tamper")
+    board(f"{sys.executable} {CHEATING_RUNNER} tamper-golden")
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
     verdict = chain.runs.get(stage=stages.GOLDEN)
@@ -63,6 +63,24 @@ def test_a_result_claiming_a_pass_its_measured_logits_do_not_support_fails_namin
     assert verdict.result["judged"]["passed"] is False
     assert verdict.metrics["tensors"]["decode_logits"]["passed"] is False
     assert verdict.metrics["tensors"]["prefill_logits"]["passed"] is True
+
+
+def test_a_soak_whose_responses_under_load_do_not_match_the_golden_fails_naming_them(
+    vendor_user, question, capability, simulator_online, tmp_path
+):
+    board(f"{sys.executable} {CHEATING_RUNNER} tamper-soak")
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    assert chain.runs.get(stage=stages.GOLDEN).state == stages.PASSED
+    soak = chain.runs.get(stage=stages.SOAK)
+    assert soak.state == stages.FAILED, soak.reason
+    assert soak.params["golden_samples"] == 4
+    assert soak.reason.startswith(
+        "the runner claims a pass its measured logits do not support — response 1 decode_logits:"
+    ), soak.reason
+    assert "response 1 decode_logits: cosine" in soak.reason
+    assert codes(soak)[:2] == ["claim_unsupported", "golden_mismatch"]
+    assert soak.metrics["golden_under_load"]["response_4.decode_logits"]["passed"] is False
 
 
 def test_the_registered_runner_s_measurements_pass_when_they_match(
@@ -81,6 +99,9 @@ def test_the_registered_runner_s_measurements_pass_when_they_match(
         "prefill_logits": True,
         "decode_logits": True,
     }
+    soak = chain.runs.get(stage=stages.SOAK)
+    assert soak.state == stages.PASSED, soak.reason
+    assert soak.result["judged"] == {"passed": True, "reason": "4 sampled responses under load match the golden"}
 
 
 def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(

@@ -156,8 +156,8 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
-        if run.stage == stages.GOLDEN and inputs is not None:
-            verdict = _judged_golden(verdict, run.params, workdir, calbin, golden, golden_source)
+        if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
+            verdict = _judged(verdict, run.stage, run.params, workdir, calbin, golden, golden_source)
         verdict = _attested(verdict, target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
@@ -238,22 +238,34 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
     return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
 
 
-def _judged_golden(
-    outcome: StageOutcome, params: dict, workdir: Path, calbin: Path, golden: str | None, golden_source: str
+def _judged(
+    outcome: StageOutcome,
+    stage: str,
+    params: dict,
+    workdir: Path,
+    calbin: Path,
+    golden: str | None,
+    golden_source: str,
 ) -> StageOutcome:
-    """The golden stage's verdict as calculet computes it from the logits the runner measured
+    """The golden or soak stage's verdict as calculet computes it from the logits the runner measured
     (`acceptance.judging`): a pass needs calculet's comparison to pass; the runner's own tensors give way to
-    calculet's."""
+    calculet's (the golden stage's `tensors`, the soak's `golden_under_load`)."""
     if outcome.verdict == stages.ERROR:
         return outcome
+    tolerances = params.get("tolerances", {})
     try:
         reference = judging.reference_golden(golden_source, Path(golden) if golden else None, calbin)
     except ValueError as error:
         judgement = judging.Judgement(False, str(error), [judging.finding("no_reference", str(error))])
     else:
-        judgement = judging.golden_judgement(outcome.result, workdir, reference, params.get("tolerances", {}))
+        if stage == stages.GOLDEN:
+            judgement = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
+        else:
+            samples = params.get("golden_samples", 0)
+            judgement = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
     result = {**outcome.result, "judged": {"passed": judgement.passed, "reason": judgement.reason}}
-    metrics = {**outcome.metrics, "tensors": judgement.tensors}
+    key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
+    metrics = {**outcome.metrics, key: judgement.tensors}
     if judgement.passed:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, metrics, result)
     reason = judgement.reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {judgement.reason}"
