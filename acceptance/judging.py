@@ -94,7 +94,8 @@ def soak_judgement(
     if count < samples or len(measured["decode_logits"]) != count:
         reason = f"{MEASURED_UNDER_LOAD} holds {count} sampled responses; the soak must check {samples}"
         return Judgement(False, reason, [finding("too_few_samples", reason)])
-    reports, failures = {}, []
+    reports: dict[str, dict] = {}
+    failures: list[str] = []
     for index in range(count):
         sample = {name: measured[name][index].reshape(-1, measured[name].shape[-1]) for name in GOLDEN_TENSORS}
         sample_reports, sample_failures = _compared(sample, golden, tolerances, f"response {index + 1} ")

@@ -77,7 +77,7 @@ def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list
             "tolerances": golden_tolerances(golden_tolerances_given),
         }
     if stage == stages.SOAK:
-        params = dict(DEFAULT_SOAK)
+        params: dict = dict(DEFAULT_SOAK)
         for key, name in SOAK_THRESHOLD_KEYS.items():
             if key in thresholds:
                 params[name] = _number(name, thresholds[key])
