@@ -3,12 +3,16 @@ each one fails."""
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import npu_sim.probes.sampling as sampling_probe
+from npu_sim.calbin.goldens import read_golden, write_golden
+from npu_sim.calbin.layout import GOLDEN
+from npu_sim.calbin.package import open_package
 from npu_sim.device import DeviceIdentity
 from npu_sim.errors import ErrorCode
 from npu_sim.probes import catalogue
@@ -129,6 +133,28 @@ def test_a_wrong_sampler_fails_the_distribution_test(package, monkeypatch):
     probe = run_probe(package, "sampling", "golden")
     assert probe["verdict"] == "fail"
     assert "within_support" in [name for name, *_ in failures(probe)]
+
+
+def test_a_golden_without_sampled_tokens_fails_the_sampling_probe(package, tmp_path):
+    """A feature is proven by what it computes: a golden with nothing sampled cannot show the sampling is right."""
+    main = package("sampling")
+    with open_package(main) as opened:
+        delivered = read_golden(opened.read(GOLDEN), "vendor")
+    assert delivered.sampled is not None  # the package's own golden has them
+    unsampled = tmp_path / "unsampled.npz"
+    unsampled.write_bytes(write_golden(replace(delivered, sampled=None)))
+    job = {
+        "schema_version": 2,
+        "stage": "golden",
+        "calbin": str(main),
+        "golden": str(unsampled),
+        "golden_source": "vendor",
+        "probes": [{"name": "sampling", "params": {}}],
+        "params": {},
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    assert ("sampled_golden", f"the golden ({unsampled}) holds no sampled tokens to compare") in failures(probe)
 
 
 def test_s8_asks_for_what_the_cache_quantises(package):
