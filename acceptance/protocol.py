@@ -12,53 +12,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from acceptance import stages
+from acceptance.limits import (
+    DEFAULT_GOLDEN_TOLERANCES,
+    DEFAULT_SOAK,
+    GOLDEN_TENSORS,
+    INTEGER_PARAMS,
+    SOAK_THRESHOLD_KEYS,
+)
 from acceptance.sandbox import Outcome
 
 SCHEMA_VERSION = 2
 VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
 RESULT_MAX_BYTES = 16 * 1024**2
-
-# Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
-# written out so a run's parameters show what it was held to; they apply to each compared tensor. The soak
-# figures are in the simulator's modelled device time; 10 token/s per request is the lowest decode rate the
-# seed measured as usable (about 12 token/s near 33K context, P05), rounded down.
-GOLDEN_TENSORS = ("prefill_logits", "decode_logits")
-DEFAULT_GOLDEN_TOLERANCES = {"max_rel": 0.01, "cosine_min": 0.9999, "top1_min": 0.99, "topk_min": 0.99, "k": 5}
-DEFAULT_SOAK = {
-    "requests": 16,
-    "concurrency": 4,
-    "prompt_tokens": 128,
-    "output_tokens": 32,
-    "min_decode_tokens_per_s": 10.0,
-}
-# The answer's `thresholds` keys and the soak parameters they set.
-SOAK_THRESHOLD_KEYS = {
-    "soak_requests": "requests",
-    "soak_concurrency": "concurrency",
-    "soak_prompt_tokens": "prompt_tokens",
-    "soak_output_tokens": "output_tokens",
-    "min_decode_tokens_per_s": "min_decode_tokens_per_s",
-}
-INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "k"}
-# What an answer may ask of the soak: enough to load a runner for minutes, never enough to outlive its limits.
-SOAK_LIMITS = {
-    "requests": (1, 512),
-    "concurrency": (1, 64),
-    "prompt_tokens": (1, 4096),
-    "output_tokens": (1, 1024),
-    "min_decode_tokens_per_s": (0, 100_000),
-}
-
-
-def soak_threshold_error(key: str, value) -> str:
-    """Why the answer's soak threshold `key` cannot be used ("" when it can)."""
-    name = SOAK_THRESHOLD_KEYS[key]
-    low, high = SOAK_LIMITS[name]
-    if name in INTEGER_PARAMS and not float(value).is_integer():
-        return f"Must be a whole number from {low} to {high}."
-    if not low <= value <= high:
-        return f"Must be from {low} to {high}."
-    return ""
 
 
 @dataclass
@@ -112,10 +77,12 @@ def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list
             "tolerances": golden_tolerances(golden_tolerances_given),
         }
     if stage == stages.SOAK:
-        params = dict(DEFAULT_SOAK)
+        params: dict = dict(DEFAULT_SOAK)
         for key, name in SOAK_THRESHOLD_KEYS.items():
             if key in thresholds:
                 params[name] = _number(name, thresholds[key])
+        # The golden under load: the sampled responses are held to the golden stage's tolerances.
+        params["tolerances"] = golden_tolerances(golden_tolerances_given)
         return params
     return {}
 

@@ -7,7 +7,8 @@ points the capability needs (checked in the delivered headers and the library's 
 - Parameters are written out in full, so a recipe keeps meaning what it meant when the simulator's
   defaults change; a change to a recipe's probes, parameters or thresholds is a new `version`.
 - Thresholds are the catalogue's defaults. An answer may tighten them (`tightened`), never loosen them:
-  each threshold's stricter direction is the catalogue's.
+  each threshold's stricter direction is the catalogue's. The same holds for the limits every chain applies,
+  recipe or not: the golden tolerances and the soak's counts and rate (`acceptance.limits`).
 - SDK entry points are the names the seed itself gives (sections 6 and 10; V20, V45, V50, V54):
   `Class::method` for a C++ member, a bare name for a function or a member of a class the seed does not
   name. A capability whose seed rows name no call has none; its SDK deliverable is checked against the

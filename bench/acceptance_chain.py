@@ -3,7 +3,7 @@ Celery worker (prefork, concurrency 1), with the orchestration overhead as a rat
 
     DATABASE_URL=postgres://... REDIS_URL=redis://... SECRET_KEY=x .venv/bin/python bench/acceptance_chain.py
 
-Each answer is a complete tiny decode-batch-8 answer with the default soak (acceptance.protocol.DEFAULT_SOAK).
+Each answer is a complete tiny decode-batch-8 answer with the default soak (acceptance.limits.DEFAULT_SOAK).
 "Runners' own time" is the wall time of the five runner subprocesses (runner, golden, failure, integration,
 soak) as the sandbox measured it; the claim and artifact stages are checks the worker does itself, so their
 time counts as orchestration here. Goal: turnaround / runners' time <= 1.2.

@@ -20,7 +20,7 @@ from acceptance_setup import Vendor, bench_database, kill_mid_run, run_ended, si
 from acceptance import stages
 from acceptance.models import RunResult
 
-LONG_SOAK = {"soak_requests": 192, "soak_concurrency": 2}
+LONG_SOAK = {"soak_requests": 192, "soak_concurrency": 4}
 
 
 def main() -> None:

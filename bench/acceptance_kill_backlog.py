@@ -29,8 +29,8 @@ from acceptance import stages
 from acceptance.models import Run
 
 # Long enough (about a minute here) to still be running once the backlog is submitted; within the soak limits
-# an answer may ask for (`protocol.SOAK_LIMITS`).
-LONG_SOAK = {"soak_requests": 512, "soak_output_tokens": 48, "soak_concurrency": 2}
+# an answer may ask for (`acceptance.limits.SOAK_LIMITS`).
+LONG_SOAK = {"soak_requests": 512, "soak_output_tokens": 48, "soak_concurrency": 4}
 MODES = ("pool-child", "whole-worker")
 
 

@@ -46,7 +46,10 @@ def run_job(
             share = (10 + step * i, 10 + step * (i + 1))
             ctx.progress(share[0], f"probe {request.name}")
             probes.append(run_probe(ctx, PROBES[request.name], request, parsed.stage, share))
-    else:
+    if not parsed.probes or parsed.stage in ("golden", "soak"):
+        # The caller judges the golden and soak stages from the device's logits for the job's golden, whatever
+        # the probes do: they are measured once more on the job's package, into golden-actual.npz and
+        # soak-golden-actual.npz (docs/runner-protocol.md).
         stage.run(ctx, rec, params)
     rec.metrics["wall_time_s"] = round(time.perf_counter() - started, 3)
     ctx.progress(100, f"stage {parsed.stage} finished")

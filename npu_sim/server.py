@@ -41,6 +41,7 @@ class Request:
     host_sampling_s: float = 0.0  # measured: wall time of greedy choices made on the host
     attempts: int = 0  # runs again after a failed call (serve with retries)
     service_status: int | None = None  # what the client got when the request failed for good
+    forced: list[int] | None = None  # decode inputs fed instead of the request's own tokens (a golden's)
 
     @property
     def done(self) -> bool:
@@ -154,7 +155,8 @@ def serve(
             contexts = [kv.allocate(r.rid, 1) + 1 for r in batch]
             timeout = TIMEOUT_FACTOR * timing.decode_call(contexts).total_ms
             sampling = {r.rid: r.sampling for r in batch if r.sampling is not None}
-            buffer = run_call(device, kv, decode, {r.rid: [r.tokens[-1]] for r in batch}, timeout, sampling or None)
+            inputs = {r.rid: [r.forced[len(r.tokens) - 1] if r.forced else r.tokens[-1]] for r in batch}
+            buffer = run_call(device, kv, decode, inputs, timeout, sampling or None)
         except CalrtError as error:
             fail(batch, error)
             continue
@@ -173,6 +175,6 @@ def _deliver(device: VirtualDevice, request: Request, buffer: OutputBuffer, reco
         started = time.perf_counter()
         request.tokens.append(greedy(logits))
         request.host_sampling_s += time.perf_counter() - started
-        if record:
+        if record or request.forced is not None:
             request.logits.append(logits)
     request.token_ms.append(device.clock_ms)

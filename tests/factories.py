@@ -268,7 +268,7 @@ def complete_answer(artifacts: dict) -> dict:
         "executable_assets": [artifacts["calbin"].pk],
         "minimal_example": {"command": "calrt-run --batch 8", "description": "eight lanes"},
         "error_paths": [{"scenario": "KV apply fails", "expect_code": 17}],
-        "golden": {"artifacts": [artifacts["golden"].pk], "tolerances": {"atol": 0.02}},
+        "golden": {"artifacts": [artifacts["golden"].pk], "tolerances": {"max_abs": 0.02}},
         "compatibility": {"calrt": "0.7.6", "driver": "2.1", "firmware": "1.4", "chip": "calculet-2c"},
     }
 
@@ -285,7 +285,7 @@ def complete_answer_data(*, capability, calbin, golden, extra_assets=(), **overr
         "error_paths": [{"scenario": "kv_apply_failure", "expect_code": 15}],
         "golden": {"artifacts": [golden.pk], "tolerances": {}},
         "compatibility": {"calrt": ">=0.7.6,<0.8", "driver": ">=2.3,<3", "firmware": ">=1.8,<2", "chip": "calculet-2c"},
-        "thresholds": {"soak_requests": 8, "soak_concurrency": 4},
+        "thresholds": {"soak_requests": 16, "soak_concurrency": 4},
     }
     data.update(overrides)
     return data

@@ -2,12 +2,11 @@
 
 from django.db import transaction
 
-from acceptance import protocol
+from acceptance import limits, recipes
 from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
 from acceptance.services.deliverable_checks import deliverable_check_wanted
 from acceptance.services.dispatch import deliverable_check_send
-from acceptance.services.inputs import answer_recipe, threshold_overrides
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from evidence.models import Capability
@@ -26,35 +25,21 @@ def _claimed_capability(question: Question, slug) -> Capability | None:
     return capability
 
 
-def _check_probe_thresholds(answer: Answer, capability: Capability | None) -> None:
-    """The answer's "<probe>.<threshold>" thresholds may only tighten the recipe of the capability it proves."""
-    overrides = threshold_overrides(answer.thresholds)
-    if not overrides:
-        return
-    first = next(iter(overrides))
-    field = f"thresholds.{first}.{next(iter(overrides[first]))}"
+def _proved_recipe(answer: Answer, capability: Capability | None) -> recipes.Recipe | None:
+    """The recipe of the capability the answer proves: the one it claims, else its question's only one."""
     if capability is None:
         linked = list(answer.question.capabilities.all()[:2])
         capability = linked[0] if len(linked) == 1 else None
-    if capability is None:
-        raise DomainError("Probe thresholds need the capability whose recipe they tighten.", field=field)
-    if answer_recipe(capability.slug, {}) is None:
-        raise DomainError(f"{capability.slug} has no proof recipe to tighten.", field=field)
-    for probe, values in overrides.items():
-        for threshold, value in values.items():
-            try:
-                answer_recipe(capability.slug, {f"{probe}.{threshold}": value})
-            except ValueError as error:
-                raise DomainError(str(error), field=f"thresholds.{probe}.{threshold}") from error
+    return recipes.RECIPES.get(capability.slug) if capability is not None else None
 
 
-def _check_soak_thresholds(answer: Answer) -> None:
-    """The soak parameters an answer sets stay within what a runner can serve (`protocol.SOAK_LIMITS`)."""
-    for key in protocol.SOAK_THRESHOLD_KEYS:
-        if key in answer.thresholds:
-            error = protocol.soak_threshold_error(key, answer.thresholds[key])
-            if error:
-                raise DomainError(error, field=f"thresholds.{key}")
+def _check_limits(answer: Answer, capability: Capability | None) -> None:
+    """An answer only tightens what it is held to (`limits.answer_limit_errors`): the first error names its field."""
+    recipe = _proved_recipe(answer, capability)
+    errors = limits.answer_limit_errors(recipe, answer.golden_tolerances, answer.thresholds)
+    if errors:
+        field, message = next(iter(errors.items()))
+        raise DomainError(message, field=field)
 
 
 def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
@@ -81,8 +66,7 @@ def answer_submit(*, actor, question: Question, data: dict) -> Answer:
     capability = _claimed_capability(question, fields.pop("capability", None))
     with transaction.atomic():
         answer = answer_store(actor=actor, question=question, data=fields)
-        _check_soak_thresholds(answer)
-        _check_probe_thresholds(answer, capability)
+        _check_limits(answer, capability)
         if capability is not None:
             _check_deliverable_proves(answer, capability)
             AnswerClaim.objects.create(answer=answer, capability=capability)

@@ -82,16 +82,6 @@ def threshold_overrides(thresholds: dict) -> dict[str, dict[str, float]]:
     return overrides
 
 
-def answer_recipe(capability_slug: str, thresholds: dict) -> recipes.Recipe | None:
-    """The capability's recipe with the answer's thresholds, or None for a capability without a recipe.
-    Raises ValueError naming the probe and threshold when one loosens the recipe, is out of bounds or unknown
-    (answers are checked when submitted: `answer_submit`)."""
-    recipe = recipes.RECIPES.get(capability_slug)
-    if recipe is None:
-        return None
-    return recipes.tightened(recipe, threshold_overrides(thresholds))
-
-
 def chain_probes(capability_slug: str | None, answer: Answer) -> tuple[list[dict], int | None]:
     """The probes a chain's runner stages send, and the recipe's version: none without a recipe."""
     recipe = recipes.RECIPES.get(capability_slug or "")

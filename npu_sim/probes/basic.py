@@ -11,6 +11,7 @@ from npu_sim.client import TIMEOUT_FACTOR, run_call, run_request
 from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.golden import compare
+from npu_sim.kv import kv_cache_bytes
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ParamSpec, ProbeSpec, StagePlan
@@ -166,9 +167,36 @@ def run_lanes(session: Session, lanes: LaneGoldens, batch: int) -> LaneRun:
     return result
 
 
+def check_batch_capacity(run: ProbeRun, batch: int) -> bool:
+    """A08: each chiplet's DRAM reservation (A05) holds its parameter blocks (A02/A03) and its share of
+    `batch` lanes' KV at max_seq_len (layers x KV heads x 2 x head dim x context x bytes); and the timing
+    model finds the package's parameters and KV within a chiplet at the scale it stands for."""
+    calbin = run.calbin()
+    reservations = calbin.meta.reservations
+    kv = kv_cache_bytes(calbin.config, calbin.max_seq_len, batch, calbin.k_dtype, calbin.v_dtype)
+    kv_share = kv // max(1, len(reservations))
+    short = []
+    for chiplet, (dram, _) in sorted(reservations.items()):
+        params = sum(b.size or 0 for b in calbin.meta.blocks if b.chip_mask >> chiplet & 1)
+        if dram is None or dram < params + kv_share:
+            short.append(
+                f"chip{chiplet}.dram_reserved {dram} B < {params} B of parameters + {kv_share} B of KV for "
+                f"{batch} lanes at {calbin.max_seq_len} positions"
+            )
+    run.metrics["kv_bytes_for_batch"] = kv
+    fits = run.check(
+        "kv_capacity",
+        bool(reservations) and not short,
+        "; ".join(short) or f"every chiplet's reservation holds its parameters and {batch} lanes' KV",
+    )
+    return run.check("timing_capacity", calbin.timing.predicted, calbin.timing.note) and fits
+
+
 def _batch_runner(run: ProbeRun) -> None:
     lanes = _lane_goldens(run)
     batch, session = run.params["batch"], run.session()
+    if not check_batch_capacity(run, batch):
+        return
     result = run_lanes(session, lanes, batch)
     error = result.error
     run.check("lanes_completed", error is None, str(error) if error else f"{batch} lanes prefilled and decoded")
@@ -259,7 +287,11 @@ DECODE_BATCH = ProbeSpec(
     "Decode at batch N with overlapping sequences, each lane against its own golden (V18). A package whose "
     "decode batch is not N proves nothing about N: not_exercised.",
     generic.plans(
-        runner=StagePlan("N lanes joining a few per round, so decode calls mix positions; all complete", _batch_runner),
+        runner=StagePlan(
+            "the reservations hold N lanes' KV beside the parameters (A08) and the timing model fits the package; "
+            "N lanes joining a few per round, so decode calls mix positions; all complete",
+            _batch_runner,
+        ),
         golden=StagePlan("every lane's prefill and decode logits against its lane golden", _batch_golden),
         failure=StagePlan(
             "a core exception in a full batch, the reset, the batch again against the goldens", _batch_failure
@@ -273,6 +305,7 @@ DECODE_BATCH = ProbeSpec(
     metrics=(
         MetricSpec("largest_decode_call", "lanes in the fullest decode call"),
         MetricSpec("worst_lane_cosine", "the lowest cosine of any lane against its golden"),
+        MetricSpec("kv_bytes_for_batch", "A08's KV bytes for N lanes at max_seq_len"),
     ),
 )
 

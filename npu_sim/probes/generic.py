@@ -54,7 +54,9 @@ def load_and_soak(
     **overrides: Any,
 ) -> None:
     params = stage_params(run, soak.PARAMS, **overrides)
-    soak.routine(run, session or run.session(), params, sampling, retries)
+    session = session or run.session()
+    golden = run.ctx.golden(session.calbin) if params["golden_samples"] else None
+    soak.routine(run, session, params, sampling, retries, golden)
 
 
 def plans(**own: StagePlan) -> dict[str, StagePlan]:

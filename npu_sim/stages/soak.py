@@ -5,6 +5,10 @@ simulation's own wall time on this machine is measured, and so is the host's sha
 breakdown follows section 11: client time to first byte (seen by the client, queueing included: not
 predicted_ms + prompt_ms, P03), service queueing, prefill, decode, H2D / infer / D2H per call, sampling;
 with the prompt and output tokens and the concurrency fixed and stated.
+
+The golden under load (as MLPerf's accuracy check during a performance run): `golden_samples` of the
+requests, chosen with the soak's seed, are the golden's request (its prompt, its decode inputs forced), and
+their logits, served among the others, must match the golden; they are written to soak-golden-actual.npz.
 """
 
 import csv
@@ -14,12 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from npu_sim.calbin.goldens import GoldenSet
 from npu_sim.device import CallRecord
-from npu_sim.protocol.context import JobContext, Recorder, Session, open_checked_session
+from npu_sim.dtypes import bf16_to_bits
+from npu_sim.golden import compare
+from npu_sim.protocol.context import JobContext, NotExercised, Recorder, Session, open_checked_session
 from npu_sim.protocol.job import JobError, Param, parse_fault
 from npu_sim.sampling import SamplingParams
 from npu_sim.server import Request, serve
-from npu_sim.stages.common import percentiles
+from npu_sim.stages.common import percentiles, tolerances
 from npu_sim.stages.integration import arm_fault
 from npu_sim.timing import context_rows
 
@@ -31,6 +38,8 @@ PARAMS = {
     "min_decode_tokens_per_s": Param("number", None, minimum=0),
     "seed": Param("integer", 0),
     "fault": Param("object", None),
+    "golden_samples": Param("integer", 0, minimum=0),
+    "tolerances": Param("object", None),
 }
 SOAK_CONTEXTS = [512, 1024, 2048, 4096, 8192, 16384, 32768, 40960]
 
@@ -87,8 +96,57 @@ def _report(
     }
 
 
+def _with_golden_samples(
+    requests: list[Request], rng: np.random.Generator, count: int, golden: GoldenSet
+) -> list[Request]:
+    """`count` of the requests, chosen by `rng`, replaced by the golden's request; returns those."""
+    chosen = sorted(rng.choice(len(requests), size=min(count, len(requests)), replace=False).tolist())
+    for index in chosen:
+        requests[index] = Request(
+            index + 1,
+            golden.prompt_ids.tolist(),
+            golden.decode_steps + 1,
+            forced=golden.decode_input_ids.tolist(),
+        )
+    return [requests[index] for index in chosen]
+
+
+def _check_golden_samples(rec: Recorder, samples: list[Request], golden: GoldenSet, params: dict[str, Any]) -> None:
+    limits = tolerances(params)
+    reports, failures = [], []
+    for request in samples:
+        if request.error is not None or len(request.logits) != golden.decode_steps + 1:
+            failures.append(f"request {request.rid}: {request.error.name if request.error else 'incomplete'}")
+            continue
+        rows = np.stack(request.logits)
+        report = {
+            "prefill_logits": compare(golden.prefill_logits, rows[:1], limits["prefill_logits"]),
+            "decode_logits": compare(golden.decode_logits, rows[1:], limits["decode_logits"]),
+        }
+        reports.append({"request": request.rid, **{name: r["passed"] for name, r in report.items()}})
+        failures += [f"request {request.rid} {name}: {f}" for name, r in report.items() for f in r["failures"]]
+    rec.metrics["golden_samples"] = reports
+    rec.check(
+        "golden_under_load",
+        bool(samples) and not failures,
+        "; ".join(failures[:5]) if failures else f"{len(samples)} sampled responses match the golden",
+    )
+    path = rec.file_path("soak-golden-actual.npz")
+    complete = [r for r in samples if r.error is None and len(r.logits) == golden.decode_steps + 1]
+    if path is not None and complete:
+        rows = bf16_to_bits(np.stack([np.stack(r.logits) for r in complete]))
+        ids = np.array([r.rid for r in complete], dtype=np.int32)
+        np.savez(path, request_ids=ids, prefill_logits=rows[:, 0], decode_logits=rows[:, 1:])
+        rec.add_file(path)
+
+
 def routine(
-    rec: Recorder, session: Session, params: dict[str, Any], sampling: SamplingParams | None = None, retries: int = 0
+    rec: Recorder,
+    session: Session,
+    params: dict[str, Any],
+    sampling: SamplingParams | None = None,
+    retries: int = 0,
+    golden: GoldenSet | None = None,
 ) -> None:
     device, calbin, kv = session.device, session.calbin, session.kv
     if params["prompt_tokens"] + params["output_tokens"] > calbin.max_seq_len:
@@ -103,6 +161,7 @@ def routine(
         )
         for i in range(params["requests"])
     ]
+    samples = _with_golden_samples(requests, rng, params.get("golden_samples") or 0, golden) if golden else []
     arm_fault(rec, session, params)
     finished = []
 
@@ -160,6 +219,8 @@ def routine(
         not errors,
         f"{len(ok)}/{len(requests)} completed" + (f"; errors: {dict(errors)}" if errors else ""),
     )
+    if golden is not None and params.get("golden_samples"):
+        _check_golden_samples(rec, samples, golden, params)
     if params["min_decode_tokens_per_s"] is not None:
         p50 = rec.metrics["decode_tokens_per_s"]["p50"]
         rec.check(
@@ -185,5 +246,13 @@ def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:
     if params["fault"] is not None:
         parse_fault(params["fault"], "params.fault")
     session = open_checked_session(ctx, rec)
-    if session:
-        routine(rec, session, params)
+    if not session:
+        return
+    golden = None
+    if params["golden_samples"]:
+        try:
+            golden = ctx.golden(session.calbin)
+        except NotExercised as error:
+            rec.check("golden_under_load", False, f"not_exercised: {error}")
+            return
+    routine(rec, session, params, golden=golden)

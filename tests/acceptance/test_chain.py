@@ -180,7 +180,7 @@ def test_runs_waiting_on_old_inputs_become_stale_and_are_not_executed(
         soak = chain_advance(lock_rows(Chain.objects).get(pk=chain.pk))
     assert (soak.stage, soak.state) == (stages.SOAK, stages.QUEUED)
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
-    data["thresholds"] = {"soak_requests": 2}
+    data["thresholds"] = {"soak_requests": 32}
     chain_start_for_answer(answer_submit(actor=vendor_user, question=question, data=data).pk)
     soak.refresh_from_db()
     assert soak.state == stages.STALE

@@ -1,14 +1,17 @@
 """A whole chain executed in this process through the same service a worker task calls (no broker
 involved), with real runner subprocesses in the sandbox."""
 
+from dataclasses import replace
+
 import pytest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run
 from acceptance.recipes import recipe_for
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
+from npu_sim.calbin.goldens import read_golden, write_golden
 from tests.acceptance.conftest import edit_calbin
-from tests.factories import complete_answer_data, drive, make_artifact, sdk_checked
+from tests.factories import complete_answer_data, drive, make_artifact, sdk_checked, tiny_golden_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +35,7 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_t
     assert golden["metrics"]["worst_lane_cosine"] >= 0.9999
     soak = chain.runs.get(stage=stages.SOAK)
     soak_probe = soak.result["probes"][0]["metrics"]
-    assert soak.params["requests"] == 8 and soak_probe["completed"] == 8
+    assert soak.params["requests"] == 16 and soak_probe["completed"] == 16
     assert soak_probe["decode_tokens_per_s"]["p50"] >= soak.params["min_decode_tokens_per_s"]
     assert "PROGRESS" not in soak.log_tail or soak.progress == 100
     assert soak.log and soak.result["sandbox"]["network_isolation"]
@@ -59,11 +62,13 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_t
 
 
 def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
-    vendor_user, organisation, question, capability, golden, calbin_bytes, simulator_online, tmp_path
+    vendor_user, organisation, question, capability, calbin, simulator_online, tmp_path
 ):
-    strict = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="2.0.0", file_name="t.tar")
-    data = complete_answer_data(capability=capability, calbin=strict, golden=golden)
-    data["golden"]["tolerances"] = {"cosine_min": 1.5}
+    """A golden whose decode logits are not what the package computes (each row moved to other tokens)."""
+    delivered = read_golden(tiny_golden_bytes(tmp_path), "vendor")
+    wrong = replace(delivered, decode_logits=delivered.decode_logits[:, ::-1].copy())
+    golden = make_artifact(vendor_user, write_golden(wrong), kind="golden", version="2.0.0", file_name="wrong.npz")
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     answer = answer_submit(actor=vendor_user, question=question, data=data)
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
@@ -72,7 +77,9 @@ def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
     assert states[stages.GOLDEN] == stages.FAILED
     assert states[stages.FAILURE] == stages.PENDING
     run = chain.runs.get(stage=stages.GOLDEN)
-    assert "decode_batch (lane_goldens:" in run.reason and "cosine" in run.reason
+    assert "decode_logits: cosine" in run.reason, run.reason
+    assert "golden_mismatch" in [finding["code"] for finding in run.findings]
+    assert run.metrics["tensors"]["decode_logits"]["passed"] is False
     assert not Run.objects.filter(stage=stages.FAILURE).exists()
 
 

@@ -133,6 +133,30 @@ def test_a_loosened_threshold_is_refused_naming_it_and_stores_nothing(vendor_use
     assert not question.answers.exists()
 
 
+@pytest.mark.parametrize(
+    ("limits", "field"),
+    [
+        ({"tolerances": {"cosine_min": 0.5}}, "golden.tolerances.cosine_min"),
+        ({"thresholds": {"min_decode_tokens_per_s": 5}}, "thresholds.min_decode_tokens_per_s"),
+        ({"thresholds": {"bogus": 1.0}}, "thresholds.bogus"),
+    ],
+)
+def test_the_service_every_entry_point_calls_refuses_a_loosened_limit(
+    vendor_user, organisation, tmp_path, limits, field
+):
+    """The demo, the API and the benches all submit through `answer_submit`: it refuses, naming the field."""
+    question = make_question("V18", organisation=organisation, state="asked")
+    capability = make_capability("decode-batch-8", status="C3", questions=[question])
+    calbin, golden = package(vendor_user, tmp_path)
+    data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+    data["golden"]["tolerances"] = limits.get("tolerances", {})
+    data["thresholds"] = limits.get("thresholds", {})
+    with pytest.raises(DomainError) as error:
+        answer_submit(actor=vendor_user, question=question, data=data)
+    assert error.value.field == field
+    assert not question.answers.exists()
+
+
 def test_a_board_reporting_another_calrt_than_its_registration_ends_the_run_in_error(
     vendor_user, organisation, question, capability, simulator_online, tmp_path
 ):

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from acceptance.limits import answer_limit_errors
 from acceptance.recipes import (
     PROVES_INTEGRATION,
     PROVES_PACKAGE,
@@ -129,6 +130,51 @@ def test_loosening_or_unknown_overrides_are_refused_by_name(capability, override
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")) as raised:
         tightened(recipe_for(capability), overrides)
     assert str(raised.value).startswith(capability)
+
+
+# The loosened answers: a corrupted expert block (cosine 0.93) passed with these tolerances, a batch-16
+# package that reached 8.1 token/s passed with a 5 token/s floor, and an unknown key was stored silently.
+@pytest.mark.parametrize(
+    ("tolerances", "thresholds", "field", "message"),
+    [
+        ({"cosine_min": 0.5}, {}, "golden.tolerances.cosine_min", "0.5 is lower than the default 0.9999"),
+        ({"top1_min": 0}, {}, "golden.tolerances.top1_min", "0 is lower than the default 0.99"),
+        ({"topk_min": 0}, {}, "golden.tolerances.topk_min", "0 is lower than the default 0.99"),
+        ({"max_rel": 100}, {}, "golden.tolerances.max_rel", "100 is higher than the default 0.01"),
+        ({"decode_logits.max_rel": 0.02}, {}, "golden.tolerances.decode_logits.max_rel", "higher than the default"),
+        ({"k": 1}, {}, "golden.tolerances.k", "1 is lower than the default 5"),
+        ({"k": 5.5}, {}, "golden.tolerances.k", "whole number"),
+        ({"cosine_min": 1.5}, {}, "golden.tolerances.cosine_min", "from -1 to 1"),
+        ({"atol": 0.02}, {}, "golden.tolerances.atol", "No golden tolerance 'atol'"),
+        ({"hidden.cosine_min": 1}, {}, "golden.tolerances.hidden.cosine_min", "No compared tensor 'hidden'"),
+        ({}, {"min_decode_tokens_per_s": 5}, "thresholds.min_decode_tokens_per_s", "5 is lower than the default 10"),
+        ({}, {"min_decode_tokens_per_s": 0}, "thresholds.min_decode_tokens_per_s", "lower than the default"),
+        ({}, {"soak_requests": 8}, "thresholds.soak_requests", "8 is lower than the default 16"),
+        ({}, {"soak_concurrency": 2}, "thresholds.soak_concurrency", "2 is lower than the default 4"),
+        ({}, {"soak_output_tokens": 16}, "thresholds.soak_output_tokens", "lower than the default 32"),
+        ({}, {"soak_requests": 1e9}, "thresholds.soak_requests", "from 1 to 512"),
+        ({}, {"bogus": 1.0}, "thresholds.bogus", "No threshold 'bogus'"),
+        ({}, {"decode_batch.worst_lane_cosine": 0.99}, "thresholds.decode_batch.worst_lane_cosine", "no threshold"),
+    ],
+)
+def test_an_answer_that_loosens_or_names_an_unknown_limit_is_refused_naming_it(tolerances, thresholds, field, message):
+    errors = answer_limit_errors(recipe_for("decode-batch-16"), tolerances, thresholds)
+    assert list(errors) == [field]
+    assert message in errors[field]
+
+
+def test_an_answer_that_only_tightens_has_no_limit_errors():
+    tolerances = {"cosine_min": 0.99995, "max_abs": 0.05, "decode_logits.top1_min": 1, "k": 10, "max_rel": 0.001}
+    thresholds = {"min_decode_tokens_per_s": 12, "soak_requests": 64, "sampling.min_p_value": 0.01}
+    assert answer_limit_errors(recipe_for("npu-sampling"), tolerances, thresholds) == {}
+    assert answer_limit_errors(None, {}, {"soak_requests": 16}) == {}
+
+
+def test_a_probe_threshold_without_a_recipe_is_refused():
+    errors = answer_limit_errors(None, {}, {"sampling.min_p_value": 0.01})
+    assert errors == {
+        "thresholds.sampling.min_p_value": "A probe threshold needs the capability whose recipe it tightens."
+    }
 
 
 def test_a_recipe_is_frozen():

@@ -167,7 +167,7 @@ def test_a_generated_client_runs_the_vendors_flow_and_the_pms_promotion(
                 "firmware": ">=1.8,<2",
                 "chip": "calculet-2c",
             },
-            "thresholds": {"soak_requests": 8, "soak_concurrency": 4},
+            "thresholds": {"soak_requests": 16, "soak_concurrency": 4},
         }
     )
     answered = _module(gen, "api.questions.questions_answers_create").sync_detailed(

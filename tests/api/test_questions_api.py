@@ -139,7 +139,7 @@ def test_answers_are_nested_under_their_question(vendor_a, pm, question_a, artif
         True,
         [],
     )
-    assert body["golden"] == {"artifacts": [artifacts_a["golden"].pk], "tolerances": {"atol": 0.02}}
+    assert body["golden"] == {"artifacts": [artifacts_a["golden"].pk], "tolerances": {"max_abs": 0.02}}
     second = client.post("/api/v1/questions/V18/answers/", {"version": "0.7.7"}, format="json").json()
     assert (second["revision"], second["complete"]) == (2, False)
     listing = pm.client().get("/api/v1/questions/V18/answers/").json()
@@ -194,10 +194,36 @@ def test_thresholds_a_runner_cannot_serve_get_a_400_naming_them(
 
 
 def test_soak_thresholds_within_the_limits_are_stored(vendor_a, question_a, artifacts_a):
-    body = {**complete_answer(artifacts_a), "thresholds": {"soak_requests": 512, "soak_concurrency": 2.0}}
+    body = {**complete_answer(artifacts_a), "thresholds": {"soak_requests": 512, "soak_concurrency": 8.0}}
     response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
     assert response.status_code == 201, response.content
-    assert response.json()["thresholds"] == {"soak_requests": 512, "soak_concurrency": 2.0}
+    assert response.json()["thresholds"] == {"soak_requests": 512, "soak_concurrency": 8.0}
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (
+            {"golden": {"tolerances": {"cosine_min": 0.5, "top1_min": 0, "topk_min": 0, "max_rel": 100}}},
+            "golden.tolerances.cosine_min",
+        ),
+        ({"golden": {"tolerances": {"decode_logits.max_rel": 0.5}}}, "golden.tolerances.decode_logits.max_rel"),
+        ({"golden": {"tolerances": {"atol": 0.02}}}, "golden.tolerances.atol"),
+        ({"thresholds": {"min_decode_tokens_per_s": 5}}, "thresholds.min_decode_tokens_per_s"),
+        ({"thresholds": {"soak_requests": 4}}, "thresholds.soak_requests"),
+        ({"thresholds": {"bogus": 1.0}}, "thresholds.bogus"),
+    ],
+)
+def test_an_answer_that_loosens_its_own_test_gets_a_400_naming_the_field(
+    vendor_a, question_a, capability, artifacts_a, body, field
+):
+    golden = {**complete_answer(artifacts_a)["golden"], **body.get("golden", {})}
+    payload = {**complete_answer(artifacts_a), **body, "golden": golden, "capability": capability.slug}
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", payload, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"][0]["field"] == field
+    assert db_snapshot() == before
 
 
 def test_an_oversized_body_is_refused_before_it_is_read(vendor_a, question_a):

@@ -3,12 +3,16 @@ each one fails."""
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import npu_sim.probes.sampling as sampling_probe
+from npu_sim.calbin.goldens import read_golden, write_golden
+from npu_sim.calbin.layout import GOLDEN, MODEL_MEMORY
+from npu_sim.calbin.package import open_package
 from npu_sim.device import DeviceIdentity
 from npu_sim.errors import ErrorCode
 from npu_sim.probes import catalogue
@@ -17,7 +21,7 @@ from npu_sim.probes.observability import trace_problems
 from npu_sim.probes.spec import CHAIN_STAGES
 from npu_sim.runner import run_job
 from npu_sim.sampling import SamplingParams, device_sample
-from tests.npu_sim.packages import replace_text
+from tests.npu_sim.packages import replace_text, set_line
 
 REQUESTED = [
     "health", "decode_batch", "prefill_shapes", "golden", "sampling", "s8", "single_chiplet", "multi_model",
@@ -129,6 +133,55 @@ def test_a_wrong_sampler_fails_the_distribution_test(package, monkeypatch):
     probe = run_probe(package, "sampling", "golden")
     assert probe["verdict"] == "fail"
     assert "within_support" in [name for name, *_ in failures(probe)]
+
+
+def test_a_golden_without_sampled_tokens_fails_the_sampling_probe(package, tmp_path):
+    """A feature is proven by what it computes: a golden with nothing sampled cannot show the sampling is right."""
+    main = package("sampling")
+    with open_package(main) as opened:
+        delivered = read_golden(opened.read(GOLDEN), "vendor")
+    assert delivered.sampled is not None  # the package's own golden has them
+    unsampled = tmp_path / "unsampled.npz"
+    unsampled.write_bytes(write_golden(replace(delivered, sampled=None)))
+    job = {
+        "schema_version": 2,
+        "stage": "golden",
+        "calbin": str(main),
+        "golden": str(unsampled),
+        "golden_source": "vendor",
+        "probes": [{"name": "sampling", "params": {}}],
+        "params": {},
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    assert ("sampled_golden", f"the golden ({unsampled}) holds no sampled tokens to compare") in failures(probe)
+
+
+def test_a_batch_16_package_reserving_memory_for_8_lanes_fails_naming_the_numbers(package, tmp_path):
+    """Batch 16 is not a word in a text file: the reservations must hold 16 lanes' KV beside the parameters."""
+    eight = package(decode_batch=8)
+    sixteen = Path(shutil.copytree(package(decode_batch=16), tmp_path / "b16"))
+    for line in (eight / MODEL_MEMORY).read_text().splitlines():
+        if ".dram_reserved" in line:
+            key, value = line.split(":", 1)
+            set_line(sixteen, MODEL_MEMORY, key, value.strip())
+    job = {
+        "schema_version": 2,
+        "stage": "runner",
+        "calbin": str(sixteen),
+        "probes": [{"name": "decode_batch", "params": {"batch": 16}}],
+        "params": {},
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    short = dict(failures_by_check(probe))["kv_capacity"]
+    assert short.startswith("chip0.dram_reserved ") and "B of KV for 16 lanes at" in short
+    honest = {**job, "calbin": str(package(decode_batch=16))}
+    assert run_job(honest)["probes"][0]["verdict"] == "pass"
+
+
+def failures_by_check(probe: dict) -> list[tuple[str, str]]:
+    return [(c["name"], c["detail"]) for c in probe["checks"] if not c["passed"]]
 
 
 def test_s8_asks_for_what_the_cache_quantises(package):

@@ -151,6 +151,30 @@ def test_soak_fails_below_the_required_rate_or_on_a_fault(built_calbin: Path):
     assert faulty["metrics"]["errors"] == {"BUSY": 1}
 
 
+def test_the_soak_checks_a_sample_of_its_responses_against_the_golden(built_calbin: Path, tmp_path: Path):
+    params = {"requests": 16, "concurrency": 4, "prompt_tokens": 8, "output_tokens": 6, "golden_samples": 4}
+    result = run_job(job("soak", built_calbin, params), workdir=tmp_path)
+    assert result["verdict"] == "pass", failed_checks(result)
+    # The seed picks which requests are the golden's: the same ones on every run.
+    picked = [sample["request"] for sample in result["metrics"]["golden_samples"]]
+    assert picked == [s["request"] for s in run_job(job("soak", built_calbin, params))["metrics"]["golden_samples"]]
+    assert len(picked) == 4
+    with np.load(tmp_path / "soak-golden-actual.npz") as measured:
+        assert measured["request_ids"].tolist() == picked
+        assert measured["prefill_logits"].shape[0] == measured["decode_logits"].shape[0] == 4
+
+
+def test_corrupted_output_under_load_fails_the_soak_only_when_it_checks_the_golden(built_calbin: Path):
+    """Silent corruption from the 20th device call on: no error code, so only the golden sample sees it."""
+    fault = {"fault": "corrupted_output", "at_step": 20, "count": 100_000}
+    params = {"requests": 16, "concurrency": 4, "prompt_tokens": 8, "output_tokens": 6, "fault": fault}
+    assert run_job(job("soak", built_calbin, params))["verdict"] == "pass"  # what the soak let through
+    checked = run_job(job("soak", built_calbin, {**params, "golden_samples": 4}))
+    assert failed_checks(checked) == ["golden_under_load"]
+    detail = next(c["detail"] for c in checked["checks"] if c["name"] == "golden_under_load")
+    assert "decode_logits" in detail
+
+
 def test_health_passes_and_fails(built_calbin: Path, tmp_path: Path):
     assert run_job(job("health", built_calbin))["verdict"] == "pass"
     result = run_job(job("health", with_wrong_goldens(built_calbin, tmp_path)))

@@ -37,7 +37,7 @@ def test_a_complete_answer_queues_the_chain_after_commit(
     assert answer.claim.capability == capability
     assert list(answer.executable_assets.all()) == [artifacts_a["calbin"]]
     assert list(answer.golden_artifacts.all()) == [artifacts_a["golden"]]
-    assert answer.golden_tolerances == {"atol": 0.02}
+    assert answer.golden_tolerances == {"max_abs": 0.02}
     assert len(chain_starts(callbacks)) == 1
 
 

@@ -59,7 +59,7 @@ def v18_with_proof(pm, acme, acme_engineer):
     answer_submit(
         actor=acme_engineer,
         question=question,
-        data={"deliverable": "package-batch-8", "golden": {"tolerances": {"cosine_min": 0.9999, "max_rel": 0.02}}},
+        data={"deliverable": "package-batch-8", "golden": {"tolerances": {"cosine_min": 0.9999, "max_rel": 0.005}}},
     )
     chain = make_chain(question, acme_engineer)
     for stage in stages.CHAIN_STAGES[:-1]:
@@ -85,7 +85,7 @@ def test_tolerances_soak_charts_summaries_and_target_read_as_the_checks_apply_th
     in_language(page, language)
     tolerances = page.locator(".answer .tolerance")
     expect(tolerances).to_have_count(2)
-    assert sorted(tolerances.all_inner_texts()) == ["cosine ≥ 0.9999", "max_rel ≤ 0.02"]
+    assert sorted(tolerances.all_inner_texts()) == ["cosine ≥ 0.9999", "max_rel ≤ 0.005"]
     chain = page.locator("#question-chain")
     expect(chain).to_contain_text(WORDS[language]["simulator"])
     expect(chain.locator(".stage-passed").first).to_contain_text(WORDS[language]["passed"])

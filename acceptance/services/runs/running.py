@@ -1,5 +1,6 @@
 """Running a runner stage: its inputs copied into a run directory of its own, the job written, and the
-runner — the bundled simulator, the host's own, or on a board the vendor's bundle — run in the sandbox."""
+runner — the bundled simulator or, on a board, the operator's registered runner — run in the sandbox. A
+vendor's runner bundle never runs in its place: a runner measures, and calculet judges what it measured."""
 
 import hashlib
 import json
@@ -13,16 +14,15 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
-from acceptance import stages
+from acceptance import judging, stages
 from acceptance.models import Run, Target
 from acceptance.protocol import StageOutcome, build_job, device_findings, outcome_verdict
 from acceptance.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
-from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
 from npu_sim.calbin import build_calbin
 from vendor.models import Artifact
-from vendor.services.artifacts import archive_extract, example_unpack
+from vendor.services.artifacts import example_unpack
 from vendor.storage import blob_local_path
 
 
@@ -57,14 +57,6 @@ def _limits(inputs_bytes: int) -> Limits:
 def _copy_blob(artifact: Artifact, destination: Path) -> None:
     with blob_local_path(artifact.stored_blob) as source:
         shutil.copyfile(source, destination)
-
-
-def _unpack_bundle(bundle: Artifact, destination: Path) -> list[str]:
-    """Unpack a vendor's runner bundle (already checked at the artifact stage; each member checked again as it
-    is unpacked) and return its command."""
-    with blob_local_path(bundle.stored_blob) as source:
-        archive_extract(source, destination)
-    return runner_bundle_command((destination / RUNNER_MANIFEST).read_bytes())
 
 
 def no_hardware_runner(target: Target) -> StageOutcome:
@@ -113,7 +105,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
     """Run the run's runner stage in the sandbox: on the answer's calbin with the capability's probes and the
     vendor's golden, or on the known-good package for a health job (`inputs` None).
 
-    A hardware target runs its registered hardware runner (or the vendor's runner bundle) and nothing else; a
+    A hardware target runs its registered hardware runner and nothing else (never a vendor's bundle); a
     simulator target runs the simulator as a device with the target's registered versions. Either way the
     device the result reports must be the target's registration, or the run ends in error
     (`version_mismatch`).
@@ -129,9 +121,9 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         packages: dict[str, str] = {}
         extra_env = {}
         if target.kind == Target.HARDWARE:
-            command, cwd = shlex.split(target.runner_command), workdir
+            command = shlex.split(target.runner_command)
         else:
-            command, cwd = default_runner_command(), workdir
+            command = default_runner_command()
             device_config = workdir / "inputs" / "device.json"
             # The simulator plays the device the target is registered as.
             device_config.write_text(json.dumps(target.registered_versions()))
@@ -147,12 +139,6 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
                 _copy_blob(others[0], second)
                 packages["second"] = str(second)
             golden, golden_source = _golden_for_job(inputs, calbin_artifact, workdir / "inputs" / "golden.npz")
-            bundle = next((a for a in inputs.executable_assets if a.kind == Artifact.RUNNER_BUNDLE), None)
-            # On a board the vendor's runner drives the device; on the simulator, only the simulator judges.
-            if bundle is not None and target.kind == Target.HARDWARE:
-                cwd = workdir / "bundle"
-                command = _unpack_bundle(bundle, cwd)
-                reporter.note(f"runner bundle {bundle} unpacked")
         inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
         job_path, result_path = workdir / "job.json", workdir / "result.json"
         job = build_job(
@@ -172,7 +158,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             outcome = run_sandboxed(
                 argv,
                 workdir=workdir,
-                cwd=cwd,
+                cwd=workdir,
                 env=scrubbed_environment(extra_env),
                 limits=_limits(inputs_bytes),
                 on_output=reporter.output,
@@ -181,7 +167,10 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
-        verdict = _attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
+        verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
+        if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
+            verdict = _judged(verdict, run.stage, run.params, workdir, calbin, golden, golden_source)
+        verdict = _attested(verdict, target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
     return verdict
@@ -259,6 +248,40 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
     }
     reason = finding["message"] if outcome.verdict == stages.PASS else f"{outcome.reason}; {finding['message']}"
     return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
+
+
+def _judged(
+    outcome: StageOutcome,
+    stage: str,
+    params: dict,
+    workdir: Path,
+    calbin: Path,
+    golden: str | None,
+    golden_source: str,
+) -> StageOutcome:
+    """The golden or soak stage's verdict as calculet computes it from the logits the runner measured
+    (`acceptance.judging`): a pass needs calculet's comparison to pass; the runner's own tensors give way to
+    calculet's (the golden stage's `tensors`, the soak's `golden_under_load`)."""
+    if outcome.verdict == stages.ERROR:
+        return outcome
+    tolerances = params.get("tolerances", {})
+    try:
+        reference = judging.reference_golden(golden_source, Path(golden) if golden else None, calbin)
+    except ValueError as error:
+        judgement = judging.Judgement(False, str(error), [judging.finding("no_reference", str(error))])
+    else:
+        if stage == stages.GOLDEN:
+            judgement = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
+        else:
+            samples = params.get("golden_samples", 0)
+            judgement = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
+    result = {**outcome.result, "judged": {"passed": judgement.passed, "reason": judgement.reason}}
+    key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
+    metrics = {**outcome.metrics, key: judgement.tensors}
+    if judgement.passed:
+        return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, metrics, result)
+    reason = judgement.reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {judgement.reason}"
+    return StageOutcome(stages.FAIL, reason, [*judgement.findings, *outcome.findings], metrics, result)
 
 
 def _attested(outcome: StageOutcome, target: Target) -> StageOutcome:

@@ -1,0 +1,138 @@
+"""The limits every chain holds a package to, their defaults, and the rule that an answer only tightens them.
+No ORM here, nothing of Django.
+
+Golden tolerances apply to each compared tensor; the soak's figures are in the device's time (modelled on the
+simulator). Where each default comes from is in docs/acceptance.md ("Thresholds and their defaults").
+"""
+
+import math
+from collections.abc import Mapping
+
+from acceptance.recipes import Recipe, tightened
+
+# Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
+# written out so a run's parameters show what it was held to; they apply to each compared tensor. The soak
+# figures are in the simulator's modelled device time; 10 token/s per request is the lowest decode rate the
+# seed measured as usable (about 12 token/s near 33K context, P05), rounded down. Four of the soak's requests,
+# chosen with its seed, are the golden's request, checked against the golden under load.
+GOLDEN_TENSORS = ("prefill_logits", "decode_logits")
+DEFAULT_GOLDEN_TOLERANCES = {"max_rel": 0.01, "cosine_min": 0.9999, "top1_min": 0.99, "topk_min": 0.99, "k": 5}
+DEFAULT_SOAK = {
+    "requests": 16,
+    "concurrency": 4,
+    "prompt_tokens": 128,
+    "output_tokens": 32,
+    "min_decode_tokens_per_s": 10.0,
+    "golden_samples": 4,
+}
+# The answer's `thresholds` keys and the soak parameters they set.
+SOAK_THRESHOLD_KEYS = {
+    "soak_requests": "requests",
+    "soak_concurrency": "concurrency",
+    "soak_prompt_tokens": "prompt_tokens",
+    "soak_output_tokens": "output_tokens",
+    "min_decode_tokens_per_s": "min_decode_tokens_per_s",
+    "soak_golden_samples": "golden_samples",
+}
+INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "golden_samples", "k"}
+# What an answer may ask of the soak: enough to load a runner for minutes, never enough to outlive its limits.
+SOAK_LIMITS = {
+    "requests": (1, 512),
+    "concurrency": (1, 64),
+    "prompt_tokens": (1, 4096),
+    "output_tokens": (1, 1024),
+    "min_decode_tokens_per_s": (0, 100_000),
+    "golden_samples": (1, 64),
+}
+# Which way each golden tolerance tightens, and its bounds. `max_abs` has no default: unchecked unless the
+# answer gives it, so any value tightens. A deeper top-k (`k`) asks more of the same agreement.
+GOLDEN_TOLERANCE_STRICTER = {
+    "max_abs": "lower",
+    "max_rel": "lower",
+    "cosine_min": "higher",
+    "top1_min": "higher",
+    "topk_min": "higher",
+    "k": "higher",
+}
+GOLDEN_TOLERANCE_LIMITS = {
+    "max_abs": (0, 1e6),
+    "max_rel": (0, 1e6),
+    "cosine_min": (-1, 1),
+    "top1_min": (0, 1),
+    "topk_min": (0, 1),
+    "k": (1, 100),
+}
+
+
+def answer_limit_errors(
+    recipe: Recipe | None, tolerances: Mapping[str, object], thresholds: Mapping[str, object]
+) -> dict[str, str]:
+    """What in an answer's `golden.tolerances` and `thresholds` would loosen calculet's checks, by field
+    (`golden.tolerances.<name>`, `thresholds.<key>`; a probe threshold's key is `<probe>.<threshold>`).
+
+    A value must be a number within its bounds that is at least as strict as the default: the golden
+    tolerances' (`DEFAULT_GOLDEN_TOLERANCES`, per tensor with a `<tensor>.` prefix), the soak's
+    (`DEFAULT_SOAK`: more requests, more concurrent, longer prompts and outputs, a higher rate) and
+    the recipe's probe thresholds (`tightened`). A name calculet does not know is an error too: it would be
+    stored and never checked. Empty when the answer only tightens."""
+    errors = {}
+    for name, value in tolerances.items():
+        error = _tolerance_error(name, value)
+        if error:
+            errors[f"golden.tolerances.{name}"] = error
+    for key, value in thresholds.items():
+        error = _threshold_error(recipe, key, value)
+        if error:
+            errors[f"thresholds.{key}"] = error
+    return errors
+
+
+def _limit_error(value: object, default: float | None, stricter: str, bounds: tuple[float, float], whole: bool) -> str:
+    """Why `value` cannot replace `default` for a limit tightened in the `stricter` direction ("" when it can)."""
+    low, high = bounds
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return "Must be a number."
+    if whole and not float(value).is_integer():
+        return f"Must be a whole number from {low:g} to {high:g}."
+    if not low <= value <= high:
+        return f"Must be from {low:g} to {high:g}."
+    if default is None:
+        return ""
+    if (value < default) if stricter == "higher" else (value > default):
+        direction = "lower" if stricter == "higher" else "higher"
+        return f"{value:g} is {direction} than the default {default:g}; an answer may only tighten it."
+    return ""
+
+
+def _tolerance_error(name: str, value: object) -> str:
+    tensor, _, key = name.rpartition(".")
+    if tensor and tensor not in GOLDEN_TENSORS:
+        return f"No compared tensor {tensor!r}; the tensors are {', '.join(GOLDEN_TENSORS)}."
+    if key not in GOLDEN_TOLERANCE_STRICTER:
+        return f"No golden tolerance {key!r}; the tolerances are {', '.join(GOLDEN_TOLERANCE_STRICTER)}."
+    return _limit_error(
+        value,
+        DEFAULT_GOLDEN_TOLERANCES.get(key),
+        GOLDEN_TOLERANCE_STRICTER[key],
+        GOLDEN_TOLERANCE_LIMITS[key],
+        key in INTEGER_PARAMS,
+    )
+
+
+def _threshold_error(recipe: Recipe | None, key: str, value: object) -> str:
+    if key in SOAK_THRESHOLD_KEYS:
+        name = SOAK_THRESHOLD_KEYS[key]
+        # Every soak limit tightens upwards: more load, longer requests, a higher rate to reach.
+        default = float(DEFAULT_SOAK[name])
+        return _limit_error(value, default, "higher", SOAK_LIMITS[name], name in INTEGER_PARAMS)
+    probe, dot, threshold = key.partition(".")
+    if not dot:
+        soak = ", ".join(SOAK_THRESHOLD_KEYS)
+        return f"No threshold {key!r}; the soak's are {soak}, a probe's are <probe>.<threshold>."
+    if recipe is None:
+        return "A probe threshold needs the capability whose recipe it tightens."
+    try:
+        tightened(recipe, {probe: {threshold: value}})  # type: ignore[dict-item]
+    except ValueError as error:
+        return str(error)
+    return ""

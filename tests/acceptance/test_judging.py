@@ -1,0 +1,125 @@
+"""Runners measure, calculet judges (issue 20.1): each case run for real through the sandbox on a hardware
+target, with the simulator's own package and golden."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from acceptance import stages
+from acceptance.models import Target
+from acceptance.services import target_register
+from acceptance.services.targets import target_heartbeat
+from tests.acceptance.test_proof import VERSIONS, answer_with, package, run_chain
+from tests.acceptance.workers import BOARD_DOUBLE
+from tests.factories import make_artifact, runner_bundle_bytes
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHEATING_RUNNER = Path(__file__).with_name("cheating_runner.py")
+
+
+def board(runner_command: str) -> None:
+    target_register(
+        actor="ops",
+        slug="board-1",
+        kind=Target.HARDWARE,
+        runner_command=runner_command,
+        **{f"{key}_version" if key != "chip" else key: value for key, value in VERSIONS.items()},
+    )
+    target_heartbeat(queues=["board-1"], worker="board-host")
+
+
+def codes(run) -> list[str]:
+    return [finding["code"] for finding in run.findings]
+
+
+def test_a_runner_that_echoes_a_pass_without_opening_the_package_fails_the_golden_stage(
+    vendor_user, question, capability, simulator_online, tmp_path
+):
+    board(f"{sys.executable} {CHEATING_RUNNER} echo")
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    verdict = chain.runs.get(stage=stages.GOLDEN)
+    assert verdict.state == stages.FAILED, verdict.reason
+    assert "the runner wrote no golden-actual.npz: nothing measured to judge" in verdict.reason
+    assert "no_measurement" in codes(verdict)
+    # The chain stops there: no later stage ran, so nothing the runner claimed can carry the capability on.
+    assert not chain.runs.filter(stage__in=[stages.FAILURE, stages.SOAK], state=stages.PASSED).exists()
+
+
+def test_a_result_claiming_a_pass_its_measured_logits_do_not_support_fails_naming_the_mismatch(
+    vendor_user, question, capability, simulator_online, tmp_path
+):
+    board(f"{sys.executable} {CHEATING_RUNNER} tamper-golden")
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    verdict = chain.runs.get(stage=stages.GOLDEN)
+    assert verdict.state == stages.FAILED, verdict.reason
+    assert verdict.reason.startswith("the runner claims a pass its measured logits do not support — decode_logits:")
+    assert "cosine" in verdict.reason
+    assert codes(verdict)[:2] == ["claim_unsupported", "golden_mismatch"]
+    assert verdict.result["verdict"] == "pass"  # what the runner said, kept beside calculet's verdict
+    assert verdict.result["judged"]["passed"] is False
+    assert verdict.metrics["tensors"]["decode_logits"]["passed"] is False
+    assert verdict.metrics["tensors"]["prefill_logits"]["passed"] is True
+
+
+def test_a_soak_whose_responses_under_load_do_not_match_the_golden_fails_naming_them(
+    vendor_user, question, capability, simulator_online, tmp_path
+):
+    board(f"{sys.executable} {CHEATING_RUNNER} tamper-soak")
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    assert chain.runs.get(stage=stages.GOLDEN).state == stages.PASSED
+    soak = chain.runs.get(stage=stages.SOAK)
+    assert soak.state == stages.FAILED, soak.reason
+    assert soak.params["golden_samples"] == 4
+    assert soak.reason.startswith(
+        "the runner claims a pass its measured logits do not support — response 1 decode_logits:"
+    ), soak.reason
+    assert "response 1 decode_logits: cosine" in soak.reason
+    assert codes(soak)[:2] == ["claim_unsupported", "golden_mismatch"]
+    assert soak.metrics["golden_under_load"]["response_4.decode_logits"]["passed"] is False
+
+
+def test_the_registered_runner_s_measurements_pass_when_they_match(
+    vendor_user, question, capability, simulator_online, tmp_path
+):
+    board(f"{sys.executable} {BOARD_DOUBLE}")
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    verdict = chain.runs.get(stage=stages.GOLDEN)
+    assert verdict.state == stages.PASSED, verdict.reason
+    assert verdict.result["judged"] == {
+        "passed": True,
+        "reason": "the measured logits are within tolerance of the golden",
+    }
+    assert {name: report["passed"] for name, report in verdict.metrics["tensors"].items()} == {
+        "prefill_logits": True,
+        "decode_logits": True,
+    }
+    soak = chain.runs.get(stage=stages.SOAK)
+    assert soak.state == stages.PASSED, soak.reason
+    assert soak.result["judged"] == {"passed": True, "reason": "4 sampled responses under load match the golden"}
+
+
+def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(
+    vendor_user, question, capability, simulator_online, tmp_path
+):
+    board(f"{sys.executable} {BOARD_DOUBLE}")
+    calbin, golden = package(vendor_user, tmp_path)
+    cheat = make_artifact(
+        vendor_user,
+        runner_bundle_bytes(CHEATING_RUNNER.read_text(), command=("python3", "run.py", "echo")),
+        kind="runner_bundle",
+        version="1.0.0",
+        file_name="runner.tar",
+    )
+    answer = answer_with(vendor_user, question, capability, calbin, golden, executable_assets=[calbin.pk, cheat.pk])
+    chain = run_chain(answer, "board-1")
+    runner = chain.runs.get(stage=stages.RUNNER)
+    assert runner.state == stages.PASSED, runner.reason
+    assert "board double" in runner.log
+    assert runner.result["device"]["double"] is True  # the registered runner's report, not the bundle's
+    assert "runner bundle" not in runner.log
