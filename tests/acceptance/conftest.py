@@ -44,7 +44,10 @@ def question(organisation):
 
 @pytest.fixture
 def capability(question):
-    return make_capability("decode-batch-8", status="C3", questions=[question])
+    """decode-batch-8, proven by V18's package deliverable as the seed links them."""
+    capability = make_capability("decode-batch-8", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    return capability
 
 
 @pytest.fixture

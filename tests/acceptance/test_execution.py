@@ -40,8 +40,9 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_t
     assert "PROGRESS" not in soak.log_tail or soak.progress == 100
     assert soak.log and soak.result["sandbox"]["network_isolation"]
     answer.question.refresh_from_db()
-    # A passing chain proves a capability; the question closes only when its deliverables are accepted.
-    assert answer.question.state == "verifying"
+    # The passing chain accepts V18's one deliverable, the package: the question closes on it.
+    assert answer.question.deliverables.get().state == "accepted"
+    assert answer.question.state == "closed"
     blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
     assert [r["code"] for r in blocked.reasons] == ["no_sdk_evidence"]
     attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C2", reason="")

@@ -9,7 +9,8 @@ The seed's rules, written out here as the specification the policy is held to (n
 - C0: C1's and every probe passed on an attested board; for a capability without probes an E1 static check (an
   image or a schema): an SDK's symbols alone (E2) stop it at C1.
 - Pinned C3 (section 13, "until new artifacts and real tests exist"): whatever it moves to, its artifacts checked
-  and every probe passed on an attested board (and the SDK where the recipe names calls). Pinned C4 never moves.
+  and every probe passed on an attested board (and the SDK where the recipe names calls); back to C3 from C4 only
+  with two approvals. Pinned C4 never moves.
 """
 
 import pytest
@@ -49,6 +50,10 @@ def allowed(slug: str, pinned: str) -> list[str]:
     """The statuses the seed allows the capability to reach."""
     if pinned == "C4":
         return []
+    if pinned == "C3":
+        # C3 is where it is pinned: the way back to it from C4 undoes a decision and takes the two approvals
+        # that decision took, no proof (tests/acceptance/test_approvals.py).
+        return ["C2", "C1", "C0"]
     if not RECIPES[slug].probes and static_grade(slug) != "E1":
         return ["C3", "C2", "C1"]
     return STATUSES_UP
