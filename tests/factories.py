@@ -23,6 +23,7 @@ from acceptance.services import answer_submit
 from acceptance.services.inputs import chain_probes
 from acceptance.services.runs.execute import run_execute
 from acceptance.services.targets import target_ensure_simulator
+from calculet.actors import SYSTEM
 from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
@@ -376,7 +377,7 @@ def sdk_checked(capability, *, calrt: str = "0.7.6"):
         deliverable=deliverable,
         code_prefix="CHK-SDK",
     )
-    deliverable_accept(deliverable, actor="system", reason="static check passed")
+    deliverable_accept(deliverable, actor=SYSTEM, reason="static check passed")
     return item
 
 

@@ -7,6 +7,7 @@ from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
 from acceptance.services.deliverable_checks import deliverable_check_send, deliverable_check_wanted
 from acceptance.services.inputs import answer_recipe, threshold_overrides
+from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from evidence.models import Capability
@@ -68,7 +69,7 @@ def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
         )
 
 
-def answer_submit(*, actor, question: Question, data: dict) -> Answer:
+def answer_submit(*, actor: Actor, question: Question, data: dict) -> Answer:
     """Store a new revision of the actor's organisation's answer (`vendor.services.answers.answer_store`,
     which states the preconditions), with the capability it names, if any, among those linked to the
     question and, when its deliverable names the capabilities it proves, among those. A complete answer

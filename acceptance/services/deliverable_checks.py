@@ -36,6 +36,7 @@ from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk
 from acceptance.recipes import RECIPES, Recipe
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
@@ -156,8 +157,8 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
             explanation=json.dumps({"findings": outcome.findings, "checked": outcome.checked}, default=str),
         )
         if outcome.passed:
-            return deliverable_accept(deliverable, actor="system", reason=reason)
-        return deliverable_reject(deliverable, actor="system", reason=reason)
+            return deliverable_accept(deliverable, actor=SYSTEM, reason=reason)
+        return deliverable_reject(deliverable, actor=SYSTEM, reason=reason)
 
 
 def _artifact(answer: Answer, deliverable: Deliverable) -> Artifact | None:

@@ -27,6 +27,7 @@ from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_health_check_start, target_heartbeat
+from calculet.actors import SYSTEM
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
 from tests.acceptance.workers import broker_flush
@@ -192,7 +193,7 @@ def test_target_version_change_makes_the_artifact_stage_stale(answer, simulator_
     chain = only_chain(answer)
     pass_stages(chain, stages.GOLDEN)
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="simulator",
         kind=Target.SIMULATOR,
         calrt_version="0.7.7",
@@ -326,7 +327,7 @@ def test_runner_stage_verdicts_are_graded_by_the_device_that_reported_them(
 ):
     """E0 only from a hardware target whose runner reported a board (not a double); the simulator is E4."""
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="board-1",
         kind=Target.HARDWARE,
         runner_command="board-runner --device 0",

@@ -10,6 +10,7 @@ from acceptance.models import Chain, Target
 from acceptance.services import answer_submit, chain_start_for_answer, target_register
 from acceptance.services.checks import stage_artifact, stage_claim
 from acceptance.services.inputs import answer_inputs
+from calculet.actors import SYSTEM
 from tests.acceptance.conftest import edit_calbin
 from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
 from vendor.storage import artifact_storage
@@ -114,7 +115,7 @@ def test_the_simulators_validator_findings_become_the_stages(
 
 def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
     target_register(
-        actor="test",
+        actor=SYSTEM,
         slug="board-next",
         kind=Target.HARDWARE,
         runner_command="board-runner --device 0",

@@ -11,6 +11,7 @@ from acceptance.models import Chain, Run, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services import capability_promote, chain_start_for_answer, target_register
 from acceptance.services.runs.finishing import run_finish
+from calculet.actors import SYSTEM
 from tests.factories import make_user
 from vendor import events
 from vendor.models import Notification, NotificationEvent, NotificationPreference
@@ -85,7 +86,7 @@ def test_an_email_whose_message_was_lost_is_sent_again(pm_user, vendor_user, que
     # No commit in this test, so the e-mail was never queued: as if the broker had been down.
     event = notify(
         "overdue",
-        actor="system",
+        actor=SYSTEM,
         organisation_id=question.organisation_id,
         question_id=question.pk,
         data={"due_date": "2026-01-01"},
@@ -126,7 +127,7 @@ def test_new_versions_on_a_target_tell_whose_proof_must_be_re_verified(chain, pm
     question_update(actor=pm_user, question=question, assignee=vendor_user)
     told(
         target_register,
-        actor="ops",
+        actor=SYSTEM,
         slug="simulator",
         kind=Target.SIMULATOR,
         calrt_version="0.8.0",

@@ -10,6 +10,7 @@ from rest_framework.test import APIClient
 
 from acceptance.models import Run
 from acceptance.services import answer_submit, chain_start_for_answer
+from calculet.actors import SYSTEM
 from tests.factories import complete_answer, db_snapshot, make_question, make_run_evidence
 from vendor.models import ApiToken
 from vendor.services.organisations import token_create, token_revoke
@@ -147,10 +148,10 @@ def test_the_audit_log_is_for_pms_only(world, vendor_a, viewer, pm):
 
 
 def bad_clients(vendor_a) -> dict[str, APIClient]:
-    expired, expired_key = token_create(actor=None, user=vendor_a.user, name="expired")
+    expired, expired_key = token_create(actor=SYSTEM, user=vendor_a.user, name="expired")
     ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
-    revoked, revoked_key = token_create(actor=None, user=vendor_a.user, name="revoked")
-    token_revoke(actor=None, token=revoked)
+    revoked, revoked_key = token_create(actor=SYSTEM, user=vendor_a.user, name="revoked")
+    token_revoke(actor=SYSTEM, token=revoked)
     clients = {"no token": APIClient(), "unknown token": APIClient()}
     clients["unknown token"].credentials(HTTP_AUTHORIZATION="Token clt_not-a-real-key")
     for name, key in [("expired", expired_key), ("revoked", revoked_key)]:

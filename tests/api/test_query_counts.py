@@ -5,6 +5,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
+from calculet.actors import SYSTEM
 from evidence.models import Capability, EvidenceItem, EvidenceTable, SourceReference
 from tests.factories import complete_answer, make_artifact, make_question
 from vendor.services.organisations import token_create
@@ -42,7 +43,7 @@ def add_uploads(vendor, count, start):
 
 def add_tokens(vendor, count, start):
     for number in range(start, start + count):
-        token_create(actor=None, user=vendor.user, name=f"t{number}")
+        token_create(actor=SYSTEM, user=vendor.user, name=f"t{number}")
 
 
 def add_evidence(count, start):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.factories import db_snapshot, make_deliverable, make_question
@@ -46,14 +47,14 @@ def test_a_question_without_deliverables_cannot_be_closed_by_anyone(pm):
         question_update(actor=pm.user, question=question, state=states.CLOSED)
     assert "no deliverable" in error.value.message
     with pytest.raises(DomainError):
-        question_state_move(actor="system", question=question, state=states.CLOSED)
+        question_state_move(actor=SYSTEM, question=question, state=states.CLOSED)
     question.refresh_from_db()
     assert question.state == states.VERIFYING
 
 
 def test_the_system_cannot_close_it_either(v18):
     with pytest.raises(DomainError) as error:
-        question_state_move(actor="system", question=v18, state=states.CLOSED)
+        question_state_move(actor=SYSTEM, question=v18, state=states.CLOSED)
     assert "package-batch-4" in error.value.message
     v18.refresh_from_db()
     assert v18.state == states.VERIFYING
@@ -70,7 +71,7 @@ def test_bulk_edit_refuses_the_whole_change_naming_the_question(pm, v18):
 
 def test_accepting_batch_8_leaves_4_and_16_owed(pm, v18):
     batch_8 = v18.deliverables.get(key="package-batch-8")
-    deliverable_accept(batch_8, actor="system", reason="every stage passed on the simulator")
+    deliverable_accept(batch_8, actor=SYSTEM, reason="every stage passed on the simulator")
     assert [d.key for d in deliverables_owed(v18)] == ["package-batch-4", "package-batch-16"]
     v18.refresh_from_db()
     assert v18.state == states.VERIFYING
@@ -94,9 +95,9 @@ def test_accepting_the_last_deliverable_closes_the_question_audited(pm, v18):
 
 def test_rejecting_a_deliverable_of_a_closed_question_opens_it_again(pm, v18):
     for deliverable in v18.deliverables.all():
-        deliverable_accept(deliverable, actor="system", reason="passed")
+        deliverable_accept(deliverable, actor=SYSTEM, reason="passed")
     batch_16 = v18.deliverables.get(key="package-batch-16")
-    rejected = deliverable_reject(batch_16, actor="system", reason="the soak stage failed on CalRT 0.8.0")
+    rejected = deliverable_reject(batch_16, actor=SYSTEM, reason="the soak stage failed on CalRT 0.8.0")
     assert (rejected.state, rejected.reason) == (Deliverable.REJECTED, "the soak stage failed on CalRT 0.8.0")
     assert rejected.decided_at is not None and rejected.decided_by is None
     v18.refresh_from_db()
@@ -112,7 +113,7 @@ def test_a_decision_needs_a_pm_or_the_system_and_a_reason(vendor_a, viewer, v18)
     with pytest.raises(ForbiddenError):
         deliverable_accept(deliverable, actor=viewer.user, reason="looks fine")
     with pytest.raises(DomainError) as error:
-        deliverable_reject(deliverable, actor="system", reason="  ")
+        deliverable_reject(deliverable, actor=SYSTEM, reason="  ")
     assert error.value.field == "reason"
     assert db_snapshot() == before
 

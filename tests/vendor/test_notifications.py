@@ -8,6 +8,7 @@ from django.core import mail
 from django.utils import translation
 
 from acceptance.services import answer_submit
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from tests.factories import complete_answer, db_snapshot, make_account, make_question
@@ -98,7 +99,7 @@ def test_a_vendor_is_only_ever_told_about_its_own_organisation(pm, vendor_a, ven
             told(
                 notify,
                 kind,
-                actor="system",
+                actor=SYSTEM,
                 organisation_id=question.organisation_id if kind != events.PROMOTION_BLOCKED else None,
                 question_id=question.pk if kind != events.PROMOTION_BLOCKED else None,
                 data={"capability": "x", "detail": "y"},

@@ -13,6 +13,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.acceptance.workers import wait_until
@@ -83,7 +84,7 @@ def team(pm):
 
 
 def tell(kind, question, **data):
-    return notify(kind, actor="system", organisation_id=question.organisation_id, question_id=question.pk, data=data)
+    return notify(kind, actor=SYSTEM, organisation_id=question.organisation_id, question_id=question.pk, data=data)
 
 
 def test_a_delivery_is_signed_with_the_hooks_secret(pm, question_a, receiver):
@@ -176,7 +177,7 @@ def test_hooks_receive_the_kinds_they_subscribe_to_and_a_vendors_hook_only_its_o
     tell("overdue", question_a)
     tell("overdue", question_b)
     tell("comment", question_b)
-    notify("promotion_blocked", actor="system", organisation_id=None, data={})
+    notify("promotion_blocked", actor=SYSTEM, organisation_id=None, data={})
     carried = {
         hook.name: sorted(
             f"{d.event.kind}:{d.event.question.code if d.event.question else '-'}" for d in hook.deliveries.all()

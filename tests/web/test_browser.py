@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 from acceptance import stages
 from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit
+from calculet.actors import SYSTEM
 from evidence.models import Capability
 from tests.factories import make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
@@ -353,7 +354,7 @@ def test_the_vendor_sees_what_it_still_owes_per_deliverable_and_target_kind(
 ):
     put_to(pm, acme, "V18", ask=True)
     v18 = Question.objects.get(code="V18")
-    deliverable_accept(v18.deliverables.get(key="package-batch-8"), actor="system", reason="every stage passed")
+    deliverable_accept(v18.deliverables.get(key="package-batch-8"), actor=SYSTEM, reason="every stage passed")
     log_in(page, "ann")
     in_language(page, language)
     words = DELIVERABLE_WORDS[language]

@@ -6,6 +6,7 @@ import re
 from django.db import transaction
 from django.db.models import Max
 
+from calculet.actors import Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
@@ -180,7 +181,7 @@ def _deliverable(question: Question, key) -> Deliverable:
     )
 
 
-def answer_store(*, actor, question: Question, data: dict) -> Answer:
+def answer_store(*, actor: Actor, question: Question, data: dict) -> Answer:
     """Store a new revision of the actor's organisation's answer to `question`.
 
     Preconditions: the actor is a vendor engineer of the organisation the question is put to (otherwise
@@ -262,7 +263,7 @@ def answer_store(*, actor, question: Question, data: dict) -> Answer:
             deliverable=deliverable,
             organisation=organisation,
             revision=(latest["top"] or 0) + 1,
-            author=actor,
+            author=actor_user(actor),
             summary=summary,
             version=version,
             minimal_example_artifact=example_artifact,

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
@@ -174,7 +175,7 @@ def _cleaned_changes(question: Question, changes: dict) -> dict:
     return cleaned
 
 
-def _apply(actor, question: Question, cleaned: dict) -> None:
+def _apply(actor: Actor, question: Question, cleaned: dict) -> None:
     before = _question_snapshot(question, cleaned)
     for name, value in cleaned.items():
         setattr(question, name, value)
@@ -193,7 +194,7 @@ def _apply(actor, question: Question, cleaned: dict) -> None:
         )
 
 
-def question_update(*, actor, question: Question, **changes) -> Question:
+def question_update(*, actor: Actor, question: Question, **changes) -> Question:
     """Change a question's assignee, priority, due date, state or organisation.
 
     Preconditions: `actor` is a PM of the integration team (ForbiddenError otherwise). `state` moves only
@@ -243,7 +244,7 @@ def _bulk_rows(questions: list[Question], changes: dict) -> list[BulkRow]:
     return rows
 
 
-def _check_bulk(actor, changes: dict) -> None:
+def _check_bulk(actor: Actor, changes: dict) -> None:
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may change questions.")
     unknown = sorted(set(changes) - set(BULK_FIELDS))
@@ -253,7 +254,7 @@ def _check_bulk(actor, changes: dict) -> None:
         raise DomainError("Choose at least one thing to change.")
 
 
-def question_bulk_preview(*, actor, questions, changes: dict) -> list[BulkRow]:
+def question_bulk_preview(*, actor: Actor, questions, changes: dict) -> list[BulkRow]:
     """What `question_bulk_update` would do to each question, read without locking or writing: shown for
     confirmation before anything changes."""
     _check_bulk(actor, changes)
@@ -262,7 +263,7 @@ def question_bulk_preview(*, actor, questions, changes: dict) -> list[BulkRow]:
     return _bulk_rows(list(found), changes)
 
 
-def question_bulk_update(*, actor, questions, changes: dict) -> int:
+def question_bulk_update(*, actor: Actor, questions, changes: dict) -> int:
     """Change the assignee, priority, due date or state of many questions at once; returns how many changed.
 
     Preconditions as `question_update`, for every question: if one refuses, none changes, and the
@@ -285,7 +286,7 @@ def question_bulk_update(*, actor, questions, changes: dict) -> int:
     return len(changed)
 
 
-def question_state_move(*, actor, question: Question, state: str, reason: str = "") -> Question:
+def question_state_move(*, actor: Actor, question: Question, state: str, reason: str = "") -> Question:
     """Move a question's state on behalf of the system (an answer arrived, a chain started, the last
     deliverable was accepted).
 
