@@ -12,7 +12,14 @@ from acceptance.services.checks import stage_artifact, stage_claim
 from acceptance.services.inputs import answer_inputs
 from calculet.actors import SYSTEM
 from tests.acceptance.conftest import edit_calbin
-from tests.factories import complete_answer_data, make_artifact, make_capability, runner_bundle_bytes, tar_bytes
+from tests.factories import (
+    answer_draft,
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    runner_bundle_bytes,
+    tar_bytes,
+)
 from vendor.storage import artifact_storage
 
 PREFILL_INFO = "prefill/submodel_memory_reserved_info.txt"
@@ -44,7 +51,7 @@ def test_the_claim_names_exactly_the_missing_elements_and_long_text_does_not_hel
     data["golden"] = {"artifacts": [], "tolerances": {}}
     data["error_paths"] = []
     data["summary"] = "Golden outputs match and every error path is handled. " * 200
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     outcome = claim(chain_for(answer))
     assert outcome.verdict == stages.FAIL
     assert [(f["code"], f["field"]) for f in outcome.findings] == [
@@ -56,7 +63,7 @@ def test_the_claim_names_exactly_the_missing_elements_and_long_text_does_not_hel
 def test_no_capability_to_move_fails_the_claim_with_a_clear_finding(vendor_user, question, capability, calbin, golden):
     make_capability("decode-batch-16", questions=[question])
     data = complete_answer_data(capability=None, calbin=calbin, golden=golden)
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
     assert chain.capability is None
@@ -70,7 +77,9 @@ def test_the_only_linked_capability_is_used_when_the_answer_names_none(
     vendor_user, question, capability, calbin, golden
 ):
     answer = answer_submit(
-        actor=vendor_user, question=question, data=complete_answer_data(capability=None, calbin=calbin, golden=golden)
+        actor=vendor_user,
+        question=question,
+        draft=answer_draft(complete_answer_data(capability=None, calbin=calbin, golden=golden)),
     )
     assert chain_for(answer).capability == capability
 
@@ -104,7 +113,7 @@ def test_the_simulators_validator_findings_become_the_stages(
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=bad, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=bad, golden=golden)),
     )
     outcome = artifact(chain_for(answer))
     assert outcome.verdict == stages.FAIL
@@ -133,7 +142,7 @@ def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
 def test_a_target_outside_the_answers_declared_range_fails(vendor_user, question, capability, calbin, golden):
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     data["compatibility"] = {**data["compatibility"], "firmware": "1.9.0"}
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     outcome = artifact(chain_for(answer))
     assert outcome.verdict == stages.FAIL
     assert [f["field"] for f in outcome.findings] == ["compatibility.firmware"]
@@ -144,7 +153,7 @@ def test_no_calbin_among_the_executable_assets_fails(vendor_user, organisation, 
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=sdk, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=sdk, golden=golden)),
     )
     outcome = artifact(chain_for(answer))
     assert [f["code"] for f in outcome.findings] == ["calbin_missing"]
@@ -179,7 +188,7 @@ def test_runner_bundles_are_checked(vendor_user, question, capability, calbin, g
         patch.setattr("vendor.services.artifacts.archive_check", lambda path: None)
         artifact_row = make_artifact(vendor_user, bundle, kind="runner_bundle", version="1.0.0", file_name="runner.tar")
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, extra_assets=[artifact_row])
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     outcome = artifact(chain_for(answer))
     assert [f["code"] for f in outcome.findings] == ([code] if code else [])
     if code == "bundle_unsafe":

@@ -19,7 +19,15 @@ from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
-from tests.factories import complete_answer_data, make_artifact, make_capability, make_user, pass_stages, sdk_checked
+from tests.factories import (
+    answer_draft,
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_user,
+    pass_stages,
+    sdk_checked,
+)
 from vendor.services.deliverables import deliverable_accept, deliverable_reject
 
 
@@ -119,7 +127,7 @@ def test_a_new_artifact_version_takes_the_proof_away(
     newer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=newer_calbin, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=newer_calbin, golden=golden)),
     )
     chain_start_for_answer(newer.pk)
     blocked = promote(capability, "C2", pm_user)

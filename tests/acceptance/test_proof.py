@@ -26,6 +26,7 @@ from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
 from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     drive,
     make_artifact,
@@ -52,7 +53,7 @@ def package(uploader, tmp_path, *, decode_batch=8, features=(), version="1.0.0")
 
 def answer_with(vendor_user, question, capability, calbin, golden, **overrides):
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, **overrides)
-    return answer_submit(actor=vendor_user, question=question, data=data)
+    return answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
 
 
 def run_chain(answer, target_slug="simulator") -> Chain:

@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from acceptance.models import Run
 from acceptance.services import answer_submit, chain_start_for_answer
 from calculet.actors import SYSTEM
-from tests.factories import complete_answer, db_snapshot, make_question, make_run_evidence
+from tests.factories import answer_draft, complete_answer, db_snapshot, make_question, make_run_evidence
 from vendor.models import ApiToken
 from vendor.services.organisations import token_create, token_revoke
 from vendor.services.uploads import upload_create
@@ -22,7 +22,7 @@ CHUNK = {"HTTP_TUS_RESUMABLE": "1.0.0", "HTTP_UPLOAD_OFFSET": "0", "content_type
 @pytest.fixture
 def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts_b, capability):
     """Vendor B's answer, artifacts, upload and token, next to vendor A's own question."""
-    answer_b = answer_submit(actor=vendor_b.user, question=question_b, data=complete_answer(artifacts_b))
+    answer_b = answer_submit(actor=vendor_b.user, question=question_b, draft=answer_draft(complete_answer(artifacts_b)))
     chain_start_for_answer(answer_b.pk)
     upload_b = upload_create(
         actor=vendor_b.user,

@@ -10,6 +10,7 @@ from acceptance import stages
 from acceptance.services import answer_submit
 from calculet.models import AuditEntry
 from tests.factories import make_chain, make_run, make_user, put_to
+from vendor.inputs import AnswerDraft
 from vendor.models import Question, Section
 from vendor.services.questions import question_update
 
@@ -406,7 +407,7 @@ def test_answer_tolerances_read_as_the_golden_check_applies_them(pm_client, pm, 
     answer_submit(
         actor=acme_engineer,
         question=Question.objects.get(code="V18"),
-        data={"deliverable": "package-batch-8", "golden": {"tolerances": tolerances}},
+        draft=AnswerDraft(deliverable="package-batch-8", golden_tolerances=tolerances),
     )
     body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
     shown = re.findall(r'<span class="muted tolerance">([^<]*)</span>', body)
