@@ -54,7 +54,7 @@ from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.sdk import sdk_archive
-from vendor.inputs import AnswerDraft, ErrorPath
+from vendor.inputs import AnswerDraft, ErrorPath, QuestionChanges
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -155,7 +155,9 @@ def _put_to_vendor(pm, code: str, report: DemoReport) -> None:
     question = Question.objects.get(code=code)
     if question.organisation_id is None:
         vendor_org = Organisation.objects.get(slug=VENDOR_SLUG)
-        question_update(actor=pm, question=question, organisation=vendor_org, state="asked", priority="p0")
+        question_update(
+            actor=pm, question=question, changes=QuestionChanges(organisation=vendor_org, state="asked", priority="p0")
+        )
         report.steps.append(f"put {code} to {VENDOR_SLUG}")
 
 
@@ -167,7 +169,7 @@ def _triage(pm, vendor, report: DemoReport) -> None:
         question = Question.objects.get(code=code)
         if question.assignee_id is None:
             due = today + datetime.timedelta(days=days)
-            question_update(actor=pm, question=question, assignee=assignee, due_date=due)
+            question_update(actor=pm, question=question, changes=QuestionChanges(assignee=assignee, due_date=due))
             report.steps.append(f"assigned {code} to {assignee.username}, due {due.isoformat()}")
 
 

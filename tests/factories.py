@@ -28,7 +28,7 @@ from calculet.actors import SYSTEM
 from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
-from vendor.inputs import AnswerDraft
+from vendor.inputs import AnswerDraft, QuestionChanges
 from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
 from vendor.services.deliverables import deliverable_accept
@@ -131,7 +131,7 @@ def put_to(pm, organisation, *codes, ask=False):
     """Put the questions to `organisation`, and ask them when `ask` (an answer then moves them to answered)."""
     for code in codes:
         changes = {"organisation": organisation, **({"state": "asked"} if ask else {})}
-        question_update(actor=pm, question=Question.objects.get(code=code), **changes)
+        question_update(actor=pm, question=Question.objects.get(code=code), changes=QuestionChanges(**changes))
 
 
 def make_capability(

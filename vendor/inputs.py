@@ -1,11 +1,22 @@
 """Typed inputs of vendor's writes, parsed once at the edge. No ORM here.
 
-The API's serializers and the demo build these; the services take them as they are and check only what
-needs the database or a permission (which deliverable a key names, whose artifact an id is, who answers).
+The API's serializers, the pages, the admin and the demo build these; the services take them as they are
+and check only what needs the database or a permission (which deliverable a key names, whose artifact an id
+is, who answers, which moves the states table allows).
 """
 
+from __future__ import annotations
+
+import datetime
+import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from vendor.models import Organisation
 
 # The limits of an answer's fields, which the API's serializer checks and its schema shows.
 MAX_TEXT = 20_000
@@ -53,3 +64,30 @@ class AnswerDraft:
     golden_tolerances: dict[str, float] = field(default_factory=dict)
     compatibility: dict[str, str] = field(default_factory=dict)  # only the ranges given, among COMPATIBILITY_KEYS
     thresholds: dict[str, float] = field(default_factory=dict)
+
+
+class Keep(enum.Enum):
+    """The value of a change's field that leaves the question's as it is (None clears it)."""
+
+    KEEP = "keep"
+
+
+KEEP = Keep.KEEP
+
+
+@dataclass(frozen=True)
+class QuestionChanges:
+    """What a PM changes on a question (or on several at once), typed by the edge that parsed it: the API's
+    serializer (names resolved to rows), the question pages, the admin's form. A field left at KEEP stays as
+    it is; None clears the organisation, the assignee or the due date."""
+
+    organisation: Organisation | None | Keep = KEEP
+    assignee: User | None | Keep = KEEP
+    priority: str | Keep = KEEP
+    due_date: datetime.date | None | Keep = KEEP
+    state: str | Keep = KEEP
+    state_reason: str | Keep = KEEP
+
+    def given(self) -> dict[str, Any]:
+        """The fields the change sets, by name."""
+        return {item.name: getattr(self, item.name) for item in fields(self) if getattr(self, item.name) is not KEEP}

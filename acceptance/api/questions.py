@@ -12,6 +12,7 @@ from calculet.errors import DomainError, ForbiddenError
 from evidence.models import Capability
 from vendor import due, states
 from vendor.access import may_act_as_pm, object_for_user
+from vendor.inputs import QuestionChanges
 from vendor.models import Deliverable, Question, Section
 from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due
 from vendor.services.questions import question_update
@@ -150,7 +151,9 @@ class QuestionUpdateInputSerializer(StrictSerializer):
     )
 
 
-def _resolve_changes(data: dict) -> dict:
+def _resolve_changes(data: dict) -> QuestionChanges:
+    """The validated body as the service takes it: the organisation's slug and the assignee's username
+    resolved to their rows."""
     changes = dict(data)
     if changes.get("organisation") is not None:
         organisation = organisations().filter(slug=changes["organisation"]).first()
@@ -164,7 +167,7 @@ def _resolve_changes(data: dict) -> dict:
         if user is None:
             raise DomainError(f"User {changes['assignee']} not found.", field="assignee", code="not_found")
         changes["assignee"] = user
-    return changes
+    return QuestionChanges(**changes)
 
 
 def _question(user, code: str) -> Question:
@@ -184,5 +187,5 @@ class QuestionDetailApi(Api):
             raise ForbiddenError("Only a PM may change a question.")
         serializer = QuestionUpdateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        question_update(actor=request.user, question=question, **_resolve_changes(serializer.validated_data))
+        question_update(actor=request.user, question=question, changes=_resolve_changes(serializer.validated_data))
         return Response(_question_output(request.user, question))

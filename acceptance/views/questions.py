@@ -45,6 +45,7 @@ from vendor.access import (
     object_for_user,
 )
 from vendor.claim import ELEMENTS
+from vendor.inputs import QuestionChanges
 from vendor.models import Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
@@ -327,7 +328,7 @@ def question_edit(request, code):
     changes, errors = _parse_row_changes(request.POST, question)
     if changes and not errors:
         try:
-            question_update(actor=request.user, question=question, **changes)
+            question_update(actor=request.user, question=question, changes=QuestionChanges(**changes))
         except DomainError as error:
             # The row has no reason box: a missing reason is shown under the state it is needed for.
             field = "state" if error.field == "state_reason" else error.field
@@ -404,7 +405,9 @@ def question_bulk_edit(request):
         errors["form"] = _("Choose at least one thing to change.")
     elif not errors and request.POST.get("confirm") != "yes":
         try:
-            bulk["preview"] = question_bulk_preview(actor=request.user, questions=questions, changes=changes)
+            bulk["preview"] = question_bulk_preview(
+                actor=request.user, questions=questions, changes=QuestionChanges(**changes)
+            )
         except DomainError as error:
             errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
         else:
@@ -413,7 +416,7 @@ def question_bulk_edit(request):
             bulk["refused"] = any(row.error for row in bulk["preview"])
     elif not errors:
         try:
-            changed = question_bulk_update(actor=request.user, questions=questions, changes=changes)
+            changed = question_bulk_update(actor=request.user, questions=questions, changes=QuestionChanges(**changes))
         except DomainError as error:
             errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
         else:
@@ -538,7 +541,7 @@ def question_ticket(request, code):
             changes["organisation"] = organisation
     if changes and not errors:
         try:
-            question_update(actor=request.user, question=question, **changes)
+            question_update(actor=request.user, question=question, changes=QuestionChanges(**changes))
         except DomainError as error:
             errors[error.field if error.field in TICKET_FIELDS else "form"] = error.message
     if not errors and not web.wants_partial(request):

@@ -18,6 +18,7 @@ from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.acceptance.workers import wait_until
 from tests.factories import db_snapshot, make_account
+from vendor.inputs import QuestionChanges
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notify
@@ -254,7 +255,9 @@ def celery_worker(workers):
 def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a, receiver, celery_worker):
     endpoint = receiver(503, 500, 200)
     hook = webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=["assigned"])
-    question_update(actor=pm.user, question=question_a, assignee=vendor_a.user)  # commits: the event is told
+    question_update(
+        actor=pm.user, question=question_a, changes=QuestionChanges(assignee=vendor_a.user)
+    )  # commits: the event is told
     event = NotificationEvent.objects.get(kind="assigned")
     delivery = WebhookDelivery.objects.get(hook=hook, event=event)
     wait_until(
