@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import CharField, Exists, F, OuterRef, Prefetch, Q, QuerySet, Subquery, Value
 from django.db.models.fields.json import KeyTransform
 from django.db.models.functions import Concat
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
@@ -24,7 +25,7 @@ from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
 from vendor.access import objects_for_user
 from vendor.models import Answer, Artifact, Deliverable, DocumentReview, Question, Section
-from vendor.selectors import answer_list, artifact_list, question_list
+from vendor.selectors import answer_list, artifact_list, question_list, questions_by_due
 
 # What a list or a progress bar needs; the full log and result stay in the database until asked for.
 RUN_SUMMARY_DEFER = ["log", "result", "inputs", "params", "findings"]
@@ -751,3 +752,67 @@ def deliverables_owed_views(question_ids) -> list[DeliverableView]:
         .order_by("question__number", "position", "key")
     )
     return deliverable_views(owed)
+
+
+SEARCH_MAX_CHARS = 200  # the free-text filter's length, on the page and in the API
+NOBODY = "none"  # the assignee filter's value for questions assigned to nobody, on the page and in the API
+
+
+@dataclass(frozen=True)
+class QuestionFilters:
+    """Which questions a list shows, as the question page's filter form and the API's query parameters give
+    them; each name means the same in both (docs/api.md). An empty field does not filter."""
+
+    text: str = ""  # free text: code, question, acceptance, section title or theme, an answer's summary
+    section: str = ""  # a section's code
+    state: str = ""
+    priority: str = ""
+    due: str = ""  # overdue, due_soon or none (`vendor.due`)
+    organisation: str = ""  # the slug of the organisation the question is put to
+    assignee: str = ""  # a username, or NOBODY
+    capability: str = ""  # the slug of a capability the question can move
+    stage: str = ""  # the furthest chain position (`stages.POSITIONS`), or "none": no chain yet
+    theme: str = ""  # what the question's section blocks
+    attention: str = ""  # what the question needs (a key of `attention().questions`)
+
+
+def questions_filter(questions: QuerySet[Question], filters: QuestionFilters, positions=None) -> QuerySet[Question]:
+    """The questions the filters select, for the page and the API alike; `positions` are the chains'
+    (`question_positions`), read here when a stage filter needs them and the caller has not."""
+    if filters.text:
+        text = filters.text
+        questions = questions.filter(
+            Q(code__icontains=text)
+            | Q(question__icontains=text)
+            | Q(acceptance__icontains=text)
+            | Q(section__title__icontains=text)
+            | Q(section__theme__icontains=text)
+            | Q(answers__summary__icontains=text)
+        ).distinct()
+    if filters.section:
+        questions = questions.filter(section__code=filters.section)
+    if filters.state:
+        questions = questions.filter(state=filters.state)
+    if filters.priority:
+        questions = questions.filter(priority=filters.priority)
+    if filters.due:
+        questions = questions_by_due(questions, filters.due, timezone.localdate())
+    if filters.organisation:
+        questions = questions.filter(organisation__slug=filters.organisation)
+    if filters.assignee == NOBODY:
+        questions = questions.filter(assignee__isnull=True)
+    elif filters.assignee:
+        questions = questions.filter(assignee__username=filters.assignee)
+    if filters.capability:
+        questions = questions.filter(capabilities__slug=filters.capability).distinct()
+    if filters.stage:
+        positions = question_positions() if positions is None else positions
+        if filters.stage == "none":
+            questions = questions.exclude(pk__in=list(positions))
+        else:
+            questions = questions.filter(pk__in=[pk for pk, position in positions.items() if position == filters.stage])
+    if filters.theme:
+        questions = questions.filter(section__blocks=filters.theme)
+    if filters.attention:
+        questions = questions.filter(pk__in=attention().questions[filters.attention])
+    return questions

@@ -77,7 +77,7 @@ class Vendor:
     def answer(self, **overrides):
         """A complete answer to a new question linked to the capability; its chain starts on commit."""
         from acceptance.services import answer_submit
-        from tests.factories import complete_answer_data, make_question
+        from tests.factories import answer_draft, complete_answer_data, make_question
 
         question = make_question(
             f"V{self.next_question:02d}", organisation=self.user.membership.organisation, state="asked"
@@ -86,7 +86,7 @@ class Vendor:
         self.capability.questions.add(question)
         data = complete_answer_data(capability=self.capability, calbin=self.calbin, golden=self.golden)
         data.update(overrides)
-        return answer_submit(actor=self.user, question=question, data=data)
+        return answer_submit(actor=self.user, question=question, draft=answer_draft(data))
 
 
 def simulator_worker(name: str, log_dir: Path) -> Worker:

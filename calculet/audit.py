@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from calculet.actors import Actor, actor_label, actor_user
 from calculet.db import lock_rows
 from calculet.models import AuditEntry, AuditHead
 
@@ -48,12 +49,13 @@ def _lock_head() -> AuditHead:
     return head
 
 
-def _build_entry(prev_hash: str, *, actor, action, obj=None, object_type="", object_id="", before=None, after=None):
-    user = actor if getattr(actor, "is_authenticated", False) else None
+def _build_entry(
+    prev_hash: str, *, actor: Actor, action, obj=None, object_type="", object_id="", before=None, after=None
+):
     entry = AuditEntry(
         created_at=timezone.now(),
-        actor=user,
-        actor_label=user.get_username() if user else str(actor or "system"),
+        actor=actor_user(actor),
+        actor_label=actor_label(actor),
         action=action,
         object_type=object_type or (obj._meta.label_lower if obj is not None else ""),
         object_id=object_id or (str(obj.pk) if obj is not None else ""),
@@ -71,7 +73,9 @@ def _require_transaction() -> None:
         raise RuntimeError("audit rows must be written inside the transaction of the change they record")
 
 
-def audit_record(*, actor, action: str, obj=None, object_type: str = "", object_id: str = "", before=None, after=None):
+def audit_record(
+    *, actor: Actor, action: str, obj=None, object_type: str = "", object_id: str = "", before=None, after=None
+):
     """Append one audit row. Must run inside the transaction that makes the change it records."""
     _require_transaction()
     head = _lock_head()

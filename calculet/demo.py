@@ -54,6 +54,7 @@ from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.sdk import sdk_archive
+from vendor.inputs import AnswerDraft, ErrorPath, QuestionChanges
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -78,11 +79,11 @@ PACKAGE = "qwen3-moe-tiny-decode-b8"
 SDK_FILE = f"calrt-sdk-{CALRT_VERSION}.tar"
 SDK_DELIVERABLE = ("V20", "parallel-mode-sdk")
 COMPATIBILITY = {"calrt": ">=0.7.6,<0.8", "driver": ">=2.3", "firmware": ">=1.8", "chip": "calculet-2c"}
-ERROR_PATHS = [
-    {"scenario": "kv_apply_failure", "expect_code": int(ErrorCode.KV_APPLY_FAILED)},
-    {"scenario": "core_exception", "expect_code": int(ErrorCode.CORE_EXCEPTION)},
-    {"scenario": "timeout", "expect_code": int(ErrorCode.TIMEOUT)},
-]
+ERROR_PATHS = (
+    ErrorPath("kv_apply_failure", int(ErrorCode.KV_APPLY_FAILED)),
+    ErrorPath("core_exception", int(ErrorCode.CORE_EXCEPTION)),
+    ErrorPath("timeout", int(ErrorCode.TIMEOUT)),
+)
 EXAMPLE_COMMAND = ("python3", "check_package.py")
 EXAMPLE_SCRIPT = """import os, subprocess, sys
 print("checking", os.path.basename(os.environ["CALBIN"]), flush=True)
@@ -154,7 +155,9 @@ def _put_to_vendor(pm, code: str, report: DemoReport) -> None:
     question = Question.objects.get(code=code)
     if question.organisation_id is None:
         vendor_org = Organisation.objects.get(slug=VENDOR_SLUG)
-        question_update(actor=pm, question=question, organisation=vendor_org, state="asked", priority="p0")
+        question_update(
+            actor=pm, question=question, changes=QuestionChanges(organisation=vendor_org, state="asked", priority="p0")
+        )
         report.steps.append(f"put {code} to {VENDOR_SLUG}")
 
 
@@ -166,7 +169,7 @@ def _triage(pm, vendor, report: DemoReport) -> None:
         question = Question.objects.get(code=code)
         if question.assignee_id is None:
             due = today + datetime.timedelta(days=days)
-            question_update(actor=pm, question=question, assignee=assignee, due_date=due)
+            question_update(actor=pm, question=question, changes=QuestionChanges(assignee=assignee, due_date=due))
             report.steps.append(f"assigned {code} to {assignee.username}, due {due.isoformat()}")
 
 
@@ -230,29 +233,28 @@ def _batch8_package(vendor, report: DemoReport) -> tuple[Artifact, Artifact, Art
 
 def _package_answer(
     *, deliverable: str, capability: str, summary: str, calbin: Artifact, golden: Artifact, example: Artifact
-) -> dict:
+) -> AnswerDraft:
     """A complete answer (section 13's six elements) delivering the package for `capability`."""
-    return {
-        "deliverable": deliverable,
-        "summary": summary,
-        "capability": capability,
-        "version": CALRT_VERSION,
-        "executable_assets": [calbin.pk],
-        "minimal_example": {
-            "artifact": example.pk,
-            "command": " ".join(EXAMPLE_COMMAND),
-            "description": "checks the package with the runtime's validator before a decode",
-        },
-        "error_paths": ERROR_PATHS,
-        "golden": {"artifacts": [golden.pk], "tolerances": {"cosine_min": 0.9999, "top1_min": 0.99}},
-        "compatibility": COMPATIBILITY,
-    }
+    return AnswerDraft(
+        deliverable=deliverable,
+        summary=summary,
+        capability=capability,
+        version=CALRT_VERSION,
+        executable_assets=(calbin.pk,),
+        minimal_example_artifact=example.pk,
+        minimal_example_command=" ".join(EXAMPLE_COMMAND),
+        minimal_example_description="checks the package with the runtime's validator before a decode",
+        error_paths=ERROR_PATHS,
+        golden_artifacts=(golden.pk,),
+        golden_tolerances={"cosine_min": 0.9999, "top1_min": 0.99},
+        compatibility=COMPATIBILITY,
+    )
 
 
 def _answer_v18(vendor, calbin: Artifact, golden: Artifact, example: Artifact, report: DemoReport) -> None:
     if _vendor_answer("V18") is not None:
         return
-    data = _package_answer(
+    draft = _package_answer(
         deliverable="package-batch-8",
         capability="decode-batch-8",
         summary="Decode batch 8 package for Qwen3-MoE (tiny preset), with goldens from the reference model.",
@@ -260,7 +262,7 @@ def _answer_v18(vendor, calbin: Artifact, golden: Artifact, example: Artifact, r
         golden=golden,
         example=example,
     )
-    answer_submit(actor=vendor, question=Question.objects.get(code="V18"), data=data)
+    answer_submit(actor=vendor, question=Question.objects.get(code="V18"), draft=draft)
     report.steps.append("answered V18's package-batch-8 completely; its chain runs on the simulator target")
 
 
@@ -268,7 +270,7 @@ def _answer_v17(vendor, calbin: Artifact, golden: Artifact, example: Artifact, r
     """The wrong proof: the decode-batch-8 package offered as V17's sampling package."""
     if _vendor_answer("V17") is not None:
         return
-    data = _package_answer(
+    draft = _package_answer(
         deliverable="sampling-package",
         capability="npu-sampling",
         summary="Sampling runs on the NPU: the decode package samples its next tokens on the device.",
@@ -276,7 +278,7 @@ def _answer_v17(vendor, calbin: Artifact, golden: Artifact, example: Artifact, r
         golden=golden,
         example=example,
     )
-    answer_submit(actor=vendor, question=Question.objects.get(code="V17"), data=data)
+    answer_submit(actor=vendor, question=Question.objects.get(code="V17"), draft=draft)
     report.steps.append("answered V17's sampling-package with the decode-batch-8 package")
 
 
@@ -305,18 +307,19 @@ def _answer_v20(vendor, golden: Artifact, report: DemoReport) -> None:
         path = Path(tmp) / SDK_FILE
         path.write_bytes(payload)
         sdk = _upload(vendor, path, kind=Artifact.SDK, version=CALRT_VERSION)
-    data = {
-        "deliverable": deliverable.key,
-        "summary": f"CalRT {CALRT_VERSION} SDK: headers, library and a minimal example of {', '.join(entry_points)}.",
-        "capability": "parallel-mode",
-        "version": CALRT_VERSION,
-        "executable_assets": [sdk.pk],
-        "minimal_example": {"artifact": sdk.pk, "description": "example/example.cpp calls each entry point once"},
-        "error_paths": ERROR_PATHS,
-        "golden": {"artifacts": [golden.pk], "tolerances": {}},
-        "compatibility": COMPATIBILITY,
-    }
-    answer_submit(actor=vendor, question=Question.objects.get(code="V20"), data=data)
+    draft = AnswerDraft(
+        deliverable=deliverable.key,
+        summary=f"CalRT {CALRT_VERSION} SDK: headers, library and a minimal example of {', '.join(entry_points)}.",
+        capability="parallel-mode",
+        version=CALRT_VERSION,
+        executable_assets=(sdk.pk,),
+        minimal_example_artifact=sdk.pk,
+        minimal_example_description="example/example.cpp calls each entry point once",
+        error_paths=ERROR_PATHS,
+        golden_artifacts=(golden.pk,),
+        compatibility=COMPATIBILITY,
+    )
+    answer_submit(actor=vendor, question=Question.objects.get(code="V20"), draft=draft)
     report.steps.append(f"uploaded the CalRT {CALRT_VERSION} SDK through tus and answered V20's {deliverable.key}")
 
 
@@ -326,7 +329,7 @@ def _answer_v60(vendor, report: DemoReport) -> None:
     answer_submit(
         actor=vendor,
         question=Question.objects.get(code="V60"),
-        data={"deliverable": "version-policy", "summary": VERSION_POLICY, "version": CALRT_VERSION},
+        draft=AnswerDraft(deliverable="version-policy", summary=VERSION_POLICY, version=CALRT_VERSION),
     )
     report.steps.append("answered V60 with the written API/ABI and release policy")
 

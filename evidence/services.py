@@ -5,6 +5,7 @@ from collections.abc import Iterable, Mapping
 
 from django.db import transaction
 
+from calculet.actors import SYSTEM, Actor
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from evidence.grades import GRADES
@@ -28,7 +29,7 @@ def evidence_record(
     source_text: str = "",
     explanation: str = "",
     detail: Mapping | None = None,
-    actor="system",
+    actor: Actor = SYSTEM,
 ) -> EvidenceItem:
     """Store one evidence row with its grade, link it to the capabilities it is about, and audit it.
 
@@ -84,7 +85,7 @@ def evidence_record(
     return item
 
 
-def evidence_lapse(items, *, actor="system", reason: str) -> int:
+def evidence_lapse(items, *, actor: Actor = SYSTEM, reason: str) -> int:
     """Mark evidence rows no longer current: the versions they were measured or checked on are no longer the
     target's, or the artifact they checked was superseded. They then count as E3 (to be checked again). One
     audit row per row that lapses; returns how many lapsed."""
@@ -104,7 +105,7 @@ CAPABILITY_TEXT_FIELDS = ("title", "description", "scope", "position")
 
 
 def capability_update(
-    *, actor, capability: Capability, changes: Mapping, questions=None, evidence=None, deliverables=None
+    *, actor: Actor, capability: Capability, changes: Mapping, questions=None, evidence=None, deliverables=None
 ) -> Capability:
     """Change a capability's own text and its links to questions, evidence and deliverables, with one audit row
     naming what changed. The status is not among them: only the promotion gate moves it.

@@ -19,6 +19,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance import stages
+from acceptance.api.answers import AnswerInputSerializer
 from acceptance.models import Chain, Run, RunResult
 from acceptance.services import answer_submit
 from acceptance.services.chains import chain_advance
@@ -26,10 +27,12 @@ from acceptance.services.inputs import chain_probes
 from acceptance.services.locking import question_lock
 from acceptance.services.runs.execute import run_execute
 from acceptance.services.targets import target_ensure_simulator
+from calculet.actors import SYSTEM
 from calculet.db import lock_rows
 from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
+from vendor.inputs import AnswerDraft, QuestionChanges
 from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
 from vendor.services.deliverables import deliverable_accept
@@ -132,7 +135,7 @@ def put_to(pm, organisation, *codes, ask=False):
     """Put the questions to `organisation`, and ask them when `ask` (an answer then moves them to answered)."""
     for code in codes:
         changes = {"organisation": organisation, **({"state": "asked"} if ask else {})}
-        question_update(actor=pm, question=Question.objects.get(code=code), **changes)
+        question_update(actor=pm, question=Question.objects.get(code=code), changes=QuestionChanges(**changes))
 
 
 def make_capability(
@@ -260,6 +263,13 @@ def make_artifact(
     return artifact_ingest(actor=uploader, path=path, metadata=metadata)
 
 
+def answer_draft(body: dict) -> AnswerDraft:
+    """The answer a vendor would post with this API body, parsed as the API parses it."""
+    serializer = AnswerInputSerializer(data=body)
+    serializer.is_valid(raise_exception=True)
+    return serializer.draft()
+
+
 def complete_answer(artifacts: dict) -> dict:
     """The payload of a complete answer from a dict of artifacts with a `calbin` and a `golden`."""
     return {
@@ -300,7 +310,7 @@ def make_chain(question: Question, engineer, *, capability=None) -> Chain:
     if capability is not None and deliverables.filter(capabilities=capability).exists():
         deliverables = deliverables.filter(capabilities=capability)
     data = {"summary": "see the attached bundle", "deliverable": deliverables.first().key}
-    answer = answer_submit(actor=engineer, question=question, data=data)
+    answer = answer_submit(actor=engineer, question=question, draft=answer_draft(data))
     digests = {stage: f"{index:064x}" for index, stage in enumerate(stages.CHAIN_STAGES, start=1)}
     return Chain.objects.create(
         question=question, capability=capability, answer=answer, target=target_ensure_simulator(), stage_digests=digests
@@ -386,7 +396,7 @@ def sdk_checked(capability, *, calrt: str = "0.7.6"):
         deliverable=deliverable,
         code_prefix="CHK-SDK",
     )
-    deliverable_accept(deliverable, actor="system", reason="static check passed")
+    deliverable_accept(deliverable, actor=SYSTEM, reason="static check passed")
     return item
 
 

@@ -4,6 +4,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
+from calculet.actors import SYSTEM
 from calculet.audit import audit_record, audit_verify
 from calculet.models import AuditEntry, AuditImmutableError
 
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def entries():
     with transaction.atomic():
         return [
-            audit_record(actor="tester", action="thing.change", object_type="demo", object_id=str(n), after={"n": n})
+            audit_record(actor=SYSTEM, action="thing.change", object_type="demo", object_id=str(n), after={"n": n})
             for n in range(5)
         ]
 

@@ -13,15 +13,17 @@ response never tells the two apart. The `may_*` predicates answer everything els
 
 from dataclasses import dataclass
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db.models import Manager, Q, QuerySet
 
+from calculet.actors import Actor
 from calculet.errors import NotFoundError
 from vendor.models import Membership, Organisation
 
 
-def user_membership(user) -> Membership | None:
-    if user is None or not user.is_authenticated or not user.is_active:
+def user_membership(user: Actor | None) -> Membership | None:
+    if not isinstance(user, User) or not user.is_active:
         return None
     try:
         return user.membership
@@ -60,7 +62,7 @@ def is_vendor_member(user) -> bool:
 
 def may_act_as_pm(user) -> bool:
     """A PM of the integration team, or a superuser (who works in the admin): triage, re-runs, promotions."""
-    if user is not None and user.is_active and user.is_superuser:
+    if isinstance(user, User) and user.is_active and user.is_superuser:
         return True
     return may_see_all(user) and user_role(user) == Membership.PM
 

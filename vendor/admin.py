@@ -5,6 +5,7 @@ from django.contrib import admin, messages
 from calculet.admin import ReadOnlyAdmin, ReadOnlyInline, ServiceAdmin
 from calculet.errors import DomainError
 from vendor import states
+from vendor.inputs import QuestionChanges
 from vendor.models import (
     Answer,
     ApiToken,
@@ -124,7 +125,7 @@ class QuestionAdmin(ServiceAdmin):
     def close(self, request, queryset):
         try:
             changed = question_bulk_update(
-                actor=request.user, questions=list(queryset), changes={"state": states.CLOSED}
+                actor=request.user, questions=list(queryset), changes=QuestionChanges(state=states.CLOSED)
             )
         except DomainError as error:
             self.message_user(request, error.message, messages.ERROR)
@@ -140,7 +141,7 @@ class QuestionAdmin(ServiceAdmin):
 
     def service_save(self, request, obj, form, change):
         changes = {name: form.cleaned_data[name] for name in form.changed_data}
-        question_update(actor=request.user, question=obj, **changes)
+        question_update(actor=request.user, question=obj, changes=QuestionChanges(**changes))
 
 
 @admin.register(Deliverable)

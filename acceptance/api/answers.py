@@ -5,12 +5,10 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
 from acceptance.services import answer_submit
-from calculet.api import Api, StrictSerializer, plain
+from calculet.api import Api, StrictSerializer
 from vendor.access import object_for_user
-from vendor.claim import ELEMENTS
-from vendor.models import Answer, Question
-from vendor.selectors import answer_list
-from vendor.services.answers import (
+from vendor.claim import COMPATIBILITY_KEYS, ELEMENTS, VERSION_PATTERN
+from vendor.inputs import (
     ERROR_CODE_RANGE,
     MAX_COMMAND,
     MAX_COMPATIBILITY,
@@ -18,7 +16,13 @@ from vendor.services.answers import (
     MAX_LIST,
     MAX_TEXT,
     MAX_VERSION,
+    NAME_PATTERN,
+    NAME_RULE,
+    AnswerDraft,
+    ErrorPath,
 )
+from vendor.models import Answer, Question
+from vendor.selectors import answer_list
 
 
 class MinimalExampleSerializer(StrictSerializer):
@@ -33,9 +37,19 @@ class ErrorPathSerializer(StrictSerializer):
     recovery = serializers.CharField(allow_blank=True, required=False, max_length=MAX_ERROR_PATH_TEXT)
 
 
+def _named_numbers(numbers: dict) -> dict:
+    """A tolerance's or a threshold's name is a plain identifier: the error names the map, not the odd key."""
+    if any(not NAME_PATTERN.match(name) for name in numbers):
+        raise serializers.ValidationError(NAME_RULE)
+    return numbers
+
+
 class GoldenSerializer(StrictSerializer):
     artifacts = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=MAX_LIST)
     tolerances = serializers.DictField(child=serializers.FloatField(min_value=0), required=False)
+
+    def validate_tolerances(self, tolerances: dict) -> dict:
+        return _named_numbers(tolerances)
 
 
 class CompatibilitySerializer(StrictSerializer):
@@ -71,6 +85,39 @@ class AnswerInputSerializer(StrictSerializer):
     golden = GoldenSerializer(required=False)
     compatibility = CompatibilitySerializer(required=False)
     thresholds = serializers.DictField(child=serializers.FloatField(), required=False)
+
+    def validate_version(self, version: str) -> str:
+        if version and not VERSION_PATTERN.match(version):
+            raise serializers.ValidationError("A version looks like 1.2 or v0.7.6-rc1.")
+        return version
+
+    def validate_thresholds(self, thresholds: dict) -> dict:
+        return _named_numbers(thresholds)
+
+    def draft(self) -> AnswerDraft:
+        """The validated body as the service takes it; blank texts are elements left out."""
+        data = self.validated_data
+        example = data.get("minimal_example", {})
+        golden = data.get("golden", {})
+        compatibility = data.get("compatibility", {})
+        return AnswerDraft(
+            deliverable=data.get("deliverable", ""),
+            capability=data.get("capability") or "",
+            summary=data.get("summary", ""),
+            version=data.get("version", ""),
+            executable_assets=tuple(data.get("executable_assets", ())),
+            minimal_example_artifact=example.get("artifact"),
+            minimal_example_command=example.get("command", ""),
+            minimal_example_description=example.get("description", ""),
+            error_paths=tuple(
+                ErrorPath(path["scenario"], path["expect_code"], path.get("recovery", ""))
+                for path in data.get("error_paths", ())
+            ),
+            golden_artifacts=tuple(golden.get("artifacts", ())),
+            golden_tolerances=dict(golden.get("tolerances", {})),
+            compatibility={key: compatibility[key] for key in COMPATIBILITY_KEYS if compatibility.get(key)},
+            thresholds=dict(data.get("thresholds", {})),
+        )
 
 
 class AnswerOutputSerializer(serializers.Serializer):
@@ -146,7 +193,7 @@ class AnswerListApi(Api, ListAPIView):
         question = _question(request.user, code)
         serializer = AnswerInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        answer = answer_submit(actor=request.user, question=question, data=plain(serializer.validated_data))
+        answer = answer_submit(actor=request.user, question=question, draft=serializer.draft())
         answer = _answers(request.user, question).get(pk=answer.pk)
         return Response(AnswerOutputSerializer(answer).data, status=status.HTTP_201_CREATED)
 

@@ -6,14 +6,22 @@ from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
 from acceptance.models import Run
-from acceptance.selectors import question_chains, questions_with_proof
+from acceptance.selectors import (
+    NOBODY,
+    SEARCH_MAX_CHARS,
+    QuestionFilters,
+    question_chains,
+    questions_filter,
+    questions_with_proof,
+)
 from calculet.api import Api, StrictSerializer
 from calculet.errors import DomainError, ForbiddenError
 from evidence.models import Capability
 from vendor import due, states
 from vendor.access import may_act_as_pm, object_for_user
+from vendor.inputs import QuestionChanges
 from vendor.models import Deliverable, Question, Section
-from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due
+from vendor.selectors import active_users, due_soon_days, organisations
 from vendor.services.questions import question_update
 
 
@@ -85,6 +93,14 @@ class QuestionOutputSerializer(serializers.Serializer):
 
 
 class QuestionFilter(django_filters.FilterSet):
+    """The list's query parameters: parsed and documented here, applied by the selector the question page
+    uses too (`acceptance.selectors.questions_filter`), so each name means the same on both."""
+
+    q = django_filters.CharFilter(
+        max_length=SEARCH_MAX_CHARS,
+        help_text="Free text, in the code, the question, its acceptance, its section's title or theme and the "
+        "answers' summaries.",
+    )
     state = django_filters.ChoiceFilter(choices=states.QUESTION_STATES)
     priority = django_filters.ChoiceFilter(choices=states.PRIORITIES)
     # Unknown sections and capabilities are refused (400 naming the filter), not read as "matches nothing".
@@ -92,7 +108,7 @@ class QuestionFilter(django_filters.FilterSet):
         field_name="section", to_field_name="code", queryset=Section.objects.all(), help_text="A section code (12.7)."
     )
     organisation = django_filters.CharFilter(field_name="organisation__slug")
-    assignee = django_filters.CharFilter(field_name="assignee__username")
+    assignee = django_filters.CharFilter(help_text=f"A username, or {NOBODY!r} for questions assigned to nobody.")
     capability = django_filters.ModelChoiceFilter(
         field_name="capabilities",
         to_field_name="slug",
@@ -101,15 +117,26 @@ class QuestionFilter(django_filters.FilterSet):
         help_text="A capability slug.",
     )
     due = django_filters.ChoiceFilter(
-        choices=due.DUE_STATUSES, method="filter_due", help_text="overdue, due_soon, or none (open, no due date)."
+        choices=due.DUE_STATUSES, help_text="overdue, due_soon, or none (open, no due date)."
     )
 
     class Meta:
         model = Question
-        fields = ["state", "priority", "section", "organisation", "assignee", "capability", "due"]
+        fields = ["q", "state", "priority", "section", "organisation", "assignee", "capability", "due"]
 
-    def filter_due(self, questions, name, value):
-        return questions_by_due(questions, value, timezone.localdate())
+    def filter_queryset(self, queryset):
+        data = self.form.cleaned_data
+        filters = QuestionFilters(
+            text=(data.get("q") or "").strip(),
+            section=data["section"].code if data.get("section") else "",
+            state=data.get("state") or "",
+            priority=data.get("priority") or "",
+            due=data.get("due") or "",
+            organisation=data.get("organisation") or "",
+            assignee=data.get("assignee") or "",
+            capability=data["capability"].slug if data.get("capability") else "",
+        )
+        return questions_filter(queryset, filters)
 
 
 class QuestionListApi(Api, ListAPIView):
@@ -150,7 +177,9 @@ class QuestionUpdateInputSerializer(StrictSerializer):
     )
 
 
-def _resolve_changes(data: dict) -> dict:
+def _resolve_changes(data: dict) -> QuestionChanges:
+    """The validated body as the service takes it: the organisation's slug and the assignee's username
+    resolved to their rows."""
     changes = dict(data)
     if changes.get("organisation") is not None:
         organisation = organisations().filter(slug=changes["organisation"]).first()
@@ -164,7 +193,7 @@ def _resolve_changes(data: dict) -> dict:
         if user is None:
             raise DomainError(f"User {changes['assignee']} not found.", field="assignee", code="not_found")
         changes["assignee"] = user
-    return changes
+    return QuestionChanges(**changes)
 
 
 def _question(user, code: str) -> Question:
@@ -184,5 +213,5 @@ class QuestionDetailApi(Api):
             raise ForbiddenError("Only a PM may change a question.")
         serializer = QuestionUpdateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        question_update(actor=request.user, question=question, **_resolve_changes(serializer.validated_data))
+        question_update(actor=request.user, question=question, changes=_resolve_changes(serializer.validated_data))
         return Response(_question_output(request.user, question))

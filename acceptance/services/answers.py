@@ -7,18 +7,18 @@ from acceptance.models import AnswerClaim
 from acceptance.services.chains import chain_start_for_answer
 from acceptance.services.deliverable_checks import deliverable_check_wanted
 from acceptance.services.dispatch import deliverable_check_send
+from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from evidence.models import Capability
+from vendor.inputs import AnswerDraft
 from vendor.models import Answer, Deliverable, Question
 from vendor.services.answers import answer_store
 
 
-def _claimed_capability(question: Question, slug) -> Capability | None:
-    if slug is None or slug == "":
+def _claimed_capability(question: Question, slug: str) -> Capability | None:
+    if not slug:
         return None
-    if not isinstance(slug, str):
-        raise DomainError("Must be a capability slug.", field="capability")
     capability = question.capabilities.filter(slug=slug).first()
     if capability is None:
         raise DomainError(f"Capability {slug} is not linked to {question.code}.", field="capability", code="not_found")
@@ -54,18 +54,15 @@ def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
         )
 
 
-def answer_submit(*, actor, question: Question, data: dict) -> Answer:
+def answer_submit(*, actor: Actor, question: Question, draft: AnswerDraft) -> Answer:
     """Store a new revision of the actor's organisation's answer (`vendor.services.answers.answer_store`,
     which states the preconditions), with the capability it names, if any, among those linked to the
     question and, when its deliverable names the capabilities it proves, among those. A complete answer
     starts its acceptance chains once the transaction commits. Bad input raises DomainError naming the
     field and stores nothing."""
-    if not isinstance(data, dict):
-        raise DomainError("The answer must be an object.")
-    fields = dict(data)
-    capability = _claimed_capability(question, fields.pop("capability", None))
+    capability = _claimed_capability(question, draft.capability)
     with transaction.atomic():
-        answer = answer_store(actor=actor, question=question, data=fields)
+        answer = answer_store(actor=actor, question=question, draft=draft)
         _check_limits(answer, capability)
         if capability is not None:
             _check_deliverable_proves(answer, capability)

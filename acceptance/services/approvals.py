@@ -13,6 +13,7 @@ from django.utils import timezone
 from acceptance import policy as gate_policy
 from acceptance.models import CapabilityApproval
 from acceptance.selectors import capability_gate_facts, capability_recipe_probes
+from calculet.actors import SYSTEM
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -76,7 +77,7 @@ def approvals_revoke_lapsed(*, locked: Capability, policy: dict, facts, probes, 
         approval.revoked_at, approval.revoked_reason = timezone.now(), why
         approval.save(update_fields=["revoked_at", "revoked_reason"])
         audit_record(
-            actor="system",
+            actor=SYSTEM,
             action="capability.approval_revoke",
             obj=locked,
             after={"approval": approval.pk, "approver": approval.approver.get_username(), "reason": why},

@@ -17,6 +17,7 @@ from acceptance.services.inputs import (
 from acceptance.services.locking import question_lock
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_accepts_runs, target_ensure_simulator, target_health_check_start
+from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
@@ -59,7 +60,7 @@ def _newer(answer: Answer, than: Answer) -> bool:
     return (answer.created_at, answer.pk) > (than.created_at, than.pk)
 
 
-def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Chain:
+def chain_start(*, answer: Answer, capability, target: Target, actor: Actor = SYSTEM) -> Chain:
     """The chain of (answer's question, capability, target), now checking `answer`.
 
     Stages whose inputs changed become stale; runs still waiting or running on the old inputs are marked
@@ -87,7 +88,7 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
         active = _lock_active_runs([chain])
         if created:
             audit_record(
-                actor=actor or "system",
+                actor=actor,
                 action="chain.start",
                 obj=chain,
                 after={"answer": answer.pk, "target": target.slug, "capability": capability and capability.slug},
@@ -98,15 +99,13 @@ def chain_start(*, answer: Answer, capability, target: Target, actor=None) -> Ch
             before = {"answer": chain.answer_id}
             evidence_lapse(
                 EvidenceItem.objects.filter(run__chain=chain, run__answer_id=chain.answer_id),
-                actor=actor or "system",
+                actor=actor,
                 reason=f"answer {answer.pk} supersedes the artifacts of answer {chain.answer_id}",
             )
             chain.answer = answer
             chain.stage_digests = digests
             chain.save(update_fields=["answer", "stage_digests", "updated_at"])
-            audit_record(
-                actor=actor or "system", action="chain.answer", obj=chain, before=before, after={"answer": answer.pk}
-            )
+            audit_record(actor=actor, action="chain.answer", obj=chain, before=before, after={"answer": answer.pk})
         elif chain.stage_digests != digests:
             chain.stage_digests = digests
             chain.save(update_fields=["stage_digests", "updated_at"])
@@ -128,7 +127,7 @@ def chains_lock_for_target(target: Target) -> tuple[list[Chain], list[Run]]:
     return chains, _lock_active_runs(chains)
 
 
-def chains_refresh(chains: list[Chain], active: list[Run], target: Target, *, actor=None) -> None:
+def chains_refresh(chains: list[Chain], active: list[Run], target: Target, *, actor: Actor = SYSTEM) -> None:
     """Recompute the current inputs of the target's chains and of their `active` runs (all locked by
     `chains_lock_for_target`) after its versions changed, and move them on. The people of each question whose
     proof must now be run again on the new versions are told."""
@@ -136,7 +135,7 @@ def chains_refresh(chains: list[Chain], active: list[Run], target: Target, *, ac
     measured = EvidenceItem.objects.filter(run__target=target, current=True)
     evidence_lapse(
         measured.filter(pk__in=[item.pk for item in measured if item.versions != registered]),
-        actor=actor or "system",
+        actor=actor,
         reason=f"{target.slug} is now {_versions(target)}",
     )
     told: set[int] = set()
@@ -155,7 +154,7 @@ def chains_refresh(chains: list[Chain], active: list[Run], target: Target, *, ac
             told.add(chain.question_id)
             notify_on_commit(
                 events.REVERIFICATION_DUE,
-                actor=actor or "system",
+                actor=actor,
                 organisation_id=chain.answer.organisation_id,
                 question_id=chain.question_id,
                 data={"target": target.name, "detail": _versions(target)},
@@ -183,10 +182,10 @@ def _stale_outdated_runs(chain: Chain, active: list[Run]) -> None:
 def _question_move(chain: Chain, state: str, reason: str) -> None:
     question = chain.question
     if question.state != state and question_states.can_transition(question.state, state):
-        question_state_move(actor="system", question=question, state=state, reason=reason)
+        question_state_move(actor=SYSTEM, question=question, state=state, reason=reason)
 
 
-def chain_advance(chain: Chain, *, actor=None, inputs: AnswerInputs | None = None) -> Run | None:
+def chain_advance(chain: Chain, *, actor: Actor = SYSTEM, inputs: AnswerInputs | None = None) -> Run | None:
     """Queue the chain's next stage when the one before it has passed on the current inputs.
 
     A chain that has passed every stage does not close its question: the question closes when every one of
@@ -240,7 +239,7 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
         return
     deliverable_accept(
         deliverable,
-        actor="system",
+        actor=SYSTEM,
         reason="every stage passed for each capability it proves: "
         + "; ".join(
             f"{slug} on {c.target.slug} with answer {c.answer_id} (revision {c.answer.revision})"
@@ -251,7 +250,7 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
 
 
 def run_create(
-    *, chain: Chain, stage: str, actor=None, rerun_of: Run | None = None, inputs: AnswerInputs | None = None
+    *, chain: Chain, stage: str, actor: Actor = SYSTEM, rerun_of: Run | None = None, inputs: AnswerInputs | None = None
 ) -> Run:
     """A run of `stage` on the chain's current inputs: `queued` and sent after commit when the target accepts
     runs, otherwise `pending` until it does. Precondition: the chain's row is locked by this transaction."""
@@ -273,7 +272,7 @@ def run_create(
         probes=probes,
         recipe_version=recipe_version,
         inputs=run_inputs_snapshot(inputs, chain.target),
-        requested_by=actor if getattr(actor, "is_authenticated", False) else None,
+        requested_by=actor_user(actor),
         rerun_of=rerun_of,
     )
     run_state_move(run, stages.QUEUED if accepts else stages.PENDING)
@@ -281,7 +280,7 @@ def run_create(
         [Run.artifacts.through(run=run, artifact=artifact) for artifact in inputs.artifacts]
     )
     audit_record(
-        actor=actor or "system",
+        actor=actor,
         action="run.create",
         obj=run,
         after={"chain": chain.pk, "stage": stage, "state": run.state, "rerun_of": rerun_of and rerun_of.pk},
@@ -291,7 +290,7 @@ def run_create(
     return run
 
 
-def run_rerun(*, actor, run: Run) -> Run:
+def run_rerun(*, actor: Actor, run: Run) -> Run:
     """Run the same stage again on the chain's current inputs (or the target's health job again).
 
     Preconditions: the actor is a PM (ForbiddenError otherwise); the run has finished (ConflictError while it

@@ -42,6 +42,7 @@ from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk, sdk_library
 from acceptance.recipes import RECIPES, Recipe
 from acceptance.services.dispatch import deliverable_check_send
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
@@ -153,8 +154,8 @@ def deliverable_check_answer(answer_id: int) -> Deliverable | None:
         if answer.organisation_id != locked.question.organisation_id:
             return None  # the question was put to another organisation meanwhile: this answer decides nothing
         if outcome.passed:
-            return deliverable_accept(deliverable, actor="system", reason=reason, answer=answer)
-        return deliverable_reject(deliverable, actor="system", reason=reason, answer=answer)
+            return deliverable_accept(deliverable, actor=SYSTEM, reason=reason, answer=answer)
+        return deliverable_reject(deliverable, actor=SYSTEM, reason=reason, answer=answer)
 
 
 def _artifact(answer: Answer, deliverable: Deliverable) -> Artifact | None:

@@ -10,6 +10,7 @@ from acceptance.policy import policy_current
 from acceptance.selectors import capability_gate_facts, capability_recipe_probes, capability_recipe_sdk_calls
 from acceptance.services.approvals import approval_facts, approvals_revoke_lapsed, standing_approvals
 from acceptance.services.targets import target_accepts_runs
+from calculet.actors import SYSTEM, Actor, Machine, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -23,20 +24,12 @@ from vendor.services.notifications import notify_on_commit
 REASON_MAX_CHARS = 2000
 
 
-def _actor_may_promote(actor) -> bool:
-    """A PM, a superuser in the admin, or a person at the server's shell (actor given as a label)."""
-    if isinstance(actor, str) or actor is None:
-        return True
-    return may_act_as_pm(actor)
+def _actor_may_promote(actor: Actor) -> bool:
+    """A PM, a superuser in the admin, or a person at the server's shell (a command's actor)."""
+    return isinstance(actor, Machine) or may_act_as_pm(actor)
 
 
-def _actor_label(actor) -> str:
-    if getattr(actor, "is_authenticated", False):
-        return actor.get_username()
-    return str(actor or "system")
-
-
-def capability_promote(*, actor, capability: Capability, to_status: str, reason: str) -> PromotionAttempt:
+def capability_promote(*, actor: Actor, capability: Capability, to_status: str, reason: str) -> PromotionAttempt:
     """Ask the gate to move `capability` to `to_status`, and store the attempt whatever the answer.
 
     Preconditions: `to_status` is one of C0–C4 (DomainError on field "to" otherwise) and not the status the
@@ -90,14 +83,16 @@ def capability_promote(*, actor, capability: Capability, to_status: str, reason:
     return attempt
 
 
-def _attempt_record(actor, locked: Capability, current: str, to_status: str, reason: str, decision, policy: dict):
+def _attempt_record(
+    actor: Actor, locked: Capability, current: str, to_status: str, reason: str, decision, policy: dict
+):
     """Store the attempt, move the status when allowed, and write the audit row and the notification.
     Precondition: this transaction holds the capability's row lock."""
     demotion = status_rank(to_status) > status_rank(current)
     attempt = PromotionAttempt.objects.create(
         capability=locked,
-        actor=actor if getattr(actor, "is_authenticated", False) else None,
-        actor_label=_actor_label(actor),
+        actor=actor_user(actor),
+        actor_label=actor_label(actor),
         from_status=current,
         to_status=to_status,
         allowed=decision.allowed,
@@ -187,7 +182,7 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
 def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttempt | None:
     """The system's re-verification: when the evidence a status above C3 rests on no longer holds (a re-run on
     new versions failed or could not run, an artifact was superseded), demote the capability to what the
-    current evidence supports, as an audited attempt by "system" whose reasons say what lapsed. Returns the
+    current evidence supports, as an audited attempt by SYSTEM whose reasons say what lapsed. Returns the
     attempt, or None when the current evidence still supports the status."""
     policy = policy_current()
     with transaction.atomic():
@@ -222,7 +217,7 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
         )
         decision = gate_policy.Decision(True, lapsed.reasons, answer_id=lapsed.answer_id, run_ids=[], versions=versions)
         reason = f"re-verification: {cause}; the current evidence supports {supported}, not {current}"
-        attempt = _attempt_record("system", locked, current, supported, reason[:REASON_MAX_CHARS], decision, policy)
+        attempt = _attempt_record(SYSTEM, locked, current, supported, reason[:REASON_MAX_CHARS], decision, policy)
         approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
     attempt.capability = locked
     return attempt

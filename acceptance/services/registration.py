@@ -8,6 +8,7 @@ from django.utils.text import slugify
 from acceptance.models import Target
 from acceptance.services.chains import chains_lock_for_target, chains_refresh
 from acceptance.services.targets import target_snapshot
+from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError
@@ -17,7 +18,7 @@ VERSION_FIELDS = ["calrt_version", "driver_version", "firmware_version", "chip"]
 
 def target_register(
     *,
-    actor,
+    actor: Actor,
     slug: str,
     kind: str,
     calrt_version: str,

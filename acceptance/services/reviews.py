@@ -4,6 +4,7 @@ the deliverable accepted when every item holds, rejected otherwise. A document n
 from django.db import transaction
 from django.db.models import F
 
+from calculet.actors import Actor, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from evidence.models import EvidenceItem
@@ -63,7 +64,7 @@ def _explanation(items: list[dict], reason: str) -> str:
     return "\n".join([*lines, "", reason])
 
 
-def document_review(*, actor, deliverable: Deliverable, items, reason: str) -> DocumentReview:
+def document_review(*, actor: Actor, deliverable: Deliverable, items, reason: str) -> DocumentReview:
     """Record a PM's review of a document deliverable and decide it.
 
     Preconditions: `actor` is a PM (ForbiddenError); the deliverable is a document (DomainError on
@@ -93,7 +94,12 @@ def document_review(*, actor, deliverable: Deliverable, items, reason: str) -> D
     with transaction.atomic():
         deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
         review = DocumentReview.objects.create(
-            deliverable=deliverable, answer=answer, reviewer=actor, items=checked, reason=reason, accepted=accepted
+            deliverable=deliverable,
+            answer=answer,
+            reviewer=actor_user(actor),
+            items=checked,
+            reason=reason,
+            accepted=accepted,
         )
         question = deliverable.question
         verdict = "accepted" if accepted else "rejected"
@@ -108,7 +114,7 @@ def document_review(*, actor, deliverable: Deliverable, items, reason: str) -> D
             organisation=answer.organisation,
             deliverable=deliverable,
             code_prefix="REV",
-            source_text=f"document review {review.pk} of answer r{answer.revision} by {actor.get_username()}",
+            source_text=f"document review {review.pk} of answer r{answer.revision} by {actor_label(actor)}",
             explanation=_explanation(checked, reason),
             actor=actor,
         )

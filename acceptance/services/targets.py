@@ -16,6 +16,7 @@ from acceptance.models import Run, Target
 from acceptance.selectors import target_health_state
 from acceptance.services.dispatch import run_send
 from acceptance.services.runs.state import run_state_move
+from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from npu_sim import device as npu_device
@@ -57,7 +58,7 @@ def target_ensure_simulator() -> Target:
                 firmware_version=npu_device.FIRMWARE_VERSION,
                 chip="calculet-2c",
             )
-            audit_record(actor="system", action="target.register", obj=target, after=target_snapshot(target))
+            audit_record(actor=SYSTEM, action="target.register", obj=target, after=target_snapshot(target))
             return target
     except IntegrityError:
         return Target.objects.get(slug=SIMULATOR_SLUG)
@@ -84,7 +85,7 @@ def _set_health(target: Target, now: datetime.datetime) -> bool:
     target.save(update_fields=["health", "health_reason"])
     if health != before["health"]:
         audit_record(
-            actor="system",
+            actor=SYSTEM,
             action="target.health",
             obj=target,
             before=before,
@@ -130,7 +131,7 @@ def runs_dispatch_pending(target: Target) -> int:
     return sent
 
 
-def target_set_maintenance(*, actor, target: Target, maintenance: bool, reason: str = "") -> Target:
+def target_set_maintenance(*, actor: Actor, target: Target, maintenance: bool, reason: str = "") -> Target:
     """Take a target out of service, or bring it back: then a health check is queued and its pending runs are
     sent (a target whose last health check failed keeps them until one passes)."""
     with transaction.atomic():
@@ -152,7 +153,7 @@ def target_set_maintenance(*, actor, target: Target, maintenance: bool, reason: 
     return locked
 
 
-def target_health_check_start(target: Target, *, actor=None) -> Run | None:
+def target_health_check_start(target: Target, *, actor: Actor = SYSTEM) -> Run | None:
     """Queue the target's health job (a known-good package through the runner protocol) unless one is
     already waiting or running. Health runs go even to a degraded target: passing one is how it recovers."""
     with transaction.atomic():
@@ -167,10 +168,10 @@ def target_health_check_start(target: Target, *, actor=None) -> Run | None:
             inputs_digest="",
             params={},
             inputs={"target": locked.as_job_target()},
-            requested_by=actor if getattr(actor, "is_authenticated", False) else None,
+            requested_by=actor_user(actor),
         )
         run_state_move(run, stages.QUEUED)
-        audit_record(actor=actor or "system", action="run.create", obj=run, after={"stage": stages.HEALTH})
+        audit_record(actor=actor, action="run.create", obj=run, after={"stage": stages.HEALTH})
         run_send(run)
     return run
 
@@ -199,7 +200,7 @@ def target_health_record(target: Target, run: Run) -> None:
     locked.save(update_fields=["last_health_check_at", "last_health_check_passed", "last_health_run"])
     if before["last_health_check_passed"] != locked.last_health_check_passed:
         audit_record(
-            actor="system",
+            actor=SYSTEM,
             action="target.health_check",
             obj=locked,
             before=before,

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 from django import forms
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import F, Q
+from django.db.models import F
 from django.http import Http404, HttpResponseRedirect, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -24,10 +24,13 @@ from acceptance.models import Run
 from acceptance.protocol import tolerance_rule
 from acceptance.selectors import (
     ATTENTION_LABELS,
-    attention,
+    NOBODY,
+    SEARCH_MAX_CHARS,
+    QuestionFilters,
     question_chain_rows,
     question_deliverables,
     question_positions,
+    questions_filter,
 )
 from acceptance.services import run_rerun
 from acceptance.views.plots import run_plots
@@ -45,12 +48,12 @@ from vendor.access import (
     object_for_user,
 )
 from vendor.claim import ELEMENTS
+from vendor.inputs import QuestionChanges
 from vendor.models import Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
 PAGE_SIZE = 25
-SEARCH_MAX_CHARS = 200
 SORTS = {
     "code": (F("number").asc(),),
     "priority": (F("priority").asc(), F("number").asc()),
@@ -95,7 +98,7 @@ class QuestionFilterForm(forms.Form):
         self.fields["due"].choices = anything + labels.choices("due")
         self.fields["organisation"].choices = anything + [(o.slug, o.name) for o in organisations]
         self.fields["assignee"].choices = (
-            anything + [("none", _("nobody"))] + [(str(u.pk), u.username) for u in assignees]
+            anything + [(NOBODY, _("nobody"))] + [(u.username, u.username) for u in assignees]
         )
         self.fields["stage"].choices = [
             *anything,
@@ -115,41 +118,24 @@ class QuestionFilterForm(forms.Form):
             if isinstance(field, forms.ChoiceField)
         ]
 
-    def filter(self, questions, positions: dict[int, str]):
-        """The questions the valid filters select; call only after `is_valid()` held."""
+    def filters(self) -> QuestionFilters:
+        """The valid filters, as the selector takes them; call only after `is_valid()` held."""
         data = self.cleaned_data
-        if text := data.get("q", "").strip():
-            questions = questions.filter(
-                Q(code__icontains=text)
-                | Q(question__icontains=text)
-                | Q(acceptance__icontains=text)
-                | Q(section__title__icontains=text)
-                | Q(section__theme__icontains=text)
-                | Q(answers__summary__icontains=text)
-            ).distinct()
-        if data.get("section"):
-            questions = questions.filter(section__code=data["section"])
-        if data.get("state"):
-            questions = questions.filter(state=data["state"])
-        if data.get("priority"):
-            questions = questions.filter(priority=data["priority"])
-        if data.get("due"):
-            questions = vendor_selectors.questions_by_due(questions, data["due"], timezone.localdate())
-        if data.get("organisation"):
-            questions = questions.filter(organisation__slug=data["organisation"])
-        if data.get("assignee") == "none":
-            questions = questions.filter(assignee__isnull=True)
-        elif data.get("assignee"):
-            questions = questions.filter(assignee_id=int(data["assignee"]))
-        if data.get("stage") == "none":
-            questions = questions.exclude(pk__in=list(positions))
-        elif data.get("stage"):
-            questions = questions.filter(pk__in=[pk for pk, position in positions.items() if position == data["stage"]])
-        if data.get("theme"):
-            questions = questions.filter(section__blocks=data["theme"])
-        if data.get("attention"):
-            questions = questions.filter(pk__in=attention().questions[data["attention"]])
-        return questions.order_by(*SORTS[data.get("sort") or "code"])
+        return QuestionFilters(
+            text=data.get("q", "").strip(),
+            section=data.get("section", ""),
+            state=data.get("state", ""),
+            priority=data.get("priority", ""),
+            due=data.get("due", ""),
+            organisation=data.get("organisation", ""),
+            assignee=data.get("assignee", ""),
+            stage=data.get("stage", ""),
+            theme=data.get("theme", ""),
+            attention=data.get("attention", ""),
+        )
+
+    def ordering(self) -> tuple:
+        return SORTS[self.cleaned_data.get("sort") or "code"]
 
 
 @dataclass(frozen=True)
@@ -222,7 +208,10 @@ def _question_list_context(request, params: QueryDict):
         positions = question_positions()
         questions = vendor_selectors.question_list(user=request.user)
         # Filters the page cannot apply are shown as errors, and nothing is listed until they are fixed.
-        questions = form.filter(questions, positions) if form.is_valid() else questions.none()
+        if form.is_valid():
+            questions = questions_filter(questions, form.filters(), positions).order_by(*form.ordering())
+        else:
+            questions = questions.none()
         page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
         texts = _row_texts()
         for question in page:
@@ -327,7 +316,7 @@ def question_edit(request, code):
     changes, errors = _parse_row_changes(request.POST, question)
     if changes and not errors:
         try:
-            question_update(actor=request.user, question=question, **changes)
+            question_update(actor=request.user, question=question, changes=QuestionChanges(**changes))
         except DomainError as error:
             # The row has no reason box: a missing reason is shown under the state it is needed for.
             field = "state" if error.field == "state_reason" else error.field
@@ -404,7 +393,9 @@ def question_bulk_edit(request):
         errors["form"] = _("Choose at least one thing to change.")
     elif not errors and request.POST.get("confirm") != "yes":
         try:
-            bulk["preview"] = question_bulk_preview(actor=request.user, questions=questions, changes=changes)
+            bulk["preview"] = question_bulk_preview(
+                actor=request.user, questions=questions, changes=QuestionChanges(**changes)
+            )
         except DomainError as error:
             errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
         else:
@@ -413,7 +404,7 @@ def question_bulk_edit(request):
             bulk["refused"] = any(row.error for row in bulk["preview"])
     elif not errors:
         try:
-            changed = question_bulk_update(actor=request.user, questions=questions, changes=changes)
+            changed = question_bulk_update(actor=request.user, questions=questions, changes=QuestionChanges(**changes))
         except DomainError as error:
             errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
         else:
@@ -538,7 +529,7 @@ def question_ticket(request, code):
             changes["organisation"] = organisation
     if changes and not errors:
         try:
-            question_update(actor=request.user, question=question, **changes)
+            question_update(actor=request.user, question=question, changes=QuestionChanges(**changes))
         except DomainError as error:
             errors[error.field if error.field in TICKET_FIELDS else "form"] = error.message
     if not errors and not web.wants_partial(request):

@@ -15,6 +15,7 @@ from _soak.processes import ROOT
 from _soak.traffic import Package, PmPlan, VendorPlan
 from acceptance.services import target_ensure_simulator
 from evidence.models import Capability
+from vendor.inputs import QuestionChanges
 from vendor.models import Question
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
@@ -102,7 +103,11 @@ def seed(*, vendors: int, questions_per_vendor: int, pms: int, work: Path) -> tu
             question = Question.objects.get(code=code)
             if not question.capabilities.filter(slug=capability).exists():
                 raise SystemExit(f"{code} is not linked to {capability}: the soak's question list is out of date")
-            question_update(actor=asker, question=question, organisation=organisation, state="asked", priority="p1")
+            question_update(
+                actor=asker,
+                question=question,
+                changes=QuestionChanges(organisation=organisation, state="asked", priority="p1"),
+            )
         vendor_plans.append(
             VendorPlan(organisation=organisation.slug, key=key, questions=assigned, package=build_package(work, number))
         )

@@ -11,6 +11,7 @@ import pytest
 from acceptance.services import answer_submit
 from acceptance.services.targets import target_heartbeat
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     make_artifact,
     make_capability,
@@ -71,7 +72,7 @@ def answer(vendor_user, question, capability, calbin, golden):
     return answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=calbin, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=calbin, golden=golden)),
     )
 
 

@@ -12,11 +12,20 @@ from acceptance import stages
 from acceptance.models import CapabilityApproval, Chain, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
 from acceptance.services.approvals import capability_approve
+from calculet.actors import SYSTEM
 from calculet.audit import audit_verify
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import Capability
-from tests.factories import complete_answer_data, make_account, make_capability, make_question, pass_stages, sdk_checked
+from tests.factories import (
+    answer_draft,
+    complete_answer_data,
+    make_account,
+    make_capability,
+    make_question,
+    pass_stages,
+    sdk_checked,
+)
 
 
 @pytest.fixture
@@ -37,7 +46,7 @@ def reset_chain(reset, vendor_user, calbin, golden, simulator_online):
     answer = answer_submit(
         actor=vendor_user,
         question=reset.questions.get(),
-        data=complete_answer_data(capability=reset, calbin=calbin, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=reset, calbin=calbin, golden=golden)),
     )
     chain_start_for_answer(answer.pk)
     return Chain.objects.get(answer=answer)
@@ -96,7 +105,7 @@ def test_an_approval_lapses_with_the_evidence_it_was_given_on(reset, reset_chain
     assert approval.runs.count() == 7
     # New simulator versions: the runs the approvals covered no longer hold.
     target_register(
-        actor="ops", slug="simulator", kind=Target.SIMULATOR, calrt_version="0.7.7", driver_version="2.3.0",
+        actor=SYSTEM, slug="simulator", kind=Target.SIMULATOR, calrt_version="0.7.7", driver_version="2.3.0",
         firmware_version="1.8.0", chip="calculet-2c",
     )  # fmt: skip
     blocked = promote(reset, "C2", pm_user)

@@ -27,10 +27,11 @@ from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_health_check_start, target_heartbeat
+from calculet.actors import SYSTEM
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
 from tests.acceptance.workers import broker_flush
-from tests.factories import complete_answer_data, make_artifact, pass_stage, pass_stages
+from tests.factories import answer_draft, complete_answer_data, make_artifact, pass_stage, pass_stages
 
 
 def states(chain) -> dict:
@@ -141,7 +142,7 @@ def test_a_new_calbin_version_makes_artifact_and_later_stages_stale(
     newer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=calbin_v2, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=calbin_v2, golden=golden)),
     )
     chain_start_for_answer(newer.pk)
     chain.refresh_from_db()
@@ -163,7 +164,7 @@ def test_a_new_soak_threshold_makes_only_soak_stale(
     pass_stages(chain, stages.SOAK)
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     data["thresholds"] = {**data["thresholds"], "min_decode_tokens_per_s": 60}
-    newer = answer_submit(actor=vendor_user, question=question, data=data)
+    newer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     chain_start_for_answer(newer.pk)
     now = states(chain)
     assert [now[s] for s in stages.CHAIN_STAGES[:-1]] == [stages.PASSED] * 6
@@ -181,7 +182,7 @@ def test_runs_waiting_on_old_inputs_become_stale_and_are_not_executed(
     assert (soak.stage, soak.state) == (stages.SOAK, stages.QUEUED)
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     data["thresholds"] = {"soak_requests": 32}
-    chain_start_for_answer(answer_submit(actor=vendor_user, question=question, data=data).pk)
+    chain_start_for_answer(answer_submit(actor=vendor_user, question=question, draft=answer_draft(data)).pk)
     soak.refresh_from_db()
     assert soak.state == stages.STALE
     assert run_claim(soak.pk, "w")[0] == GONE
@@ -192,7 +193,7 @@ def test_target_version_change_makes_the_artifact_stage_stale(answer, simulator_
     chain = only_chain(answer)
     pass_stages(chain, stages.GOLDEN)
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="simulator",
         kind=Target.SIMULATOR,
         calrt_version="0.7.7",
@@ -329,7 +330,7 @@ def test_runner_stage_verdicts_are_graded_by_the_device_that_reported_them(
 ):
     """E0 only from a hardware target whose runner reported a board (not a double); the simulator is E4."""
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="board-1",
         kind=Target.HARDWARE,
         runner_command="board-runner --device 0",

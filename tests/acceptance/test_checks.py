@@ -10,8 +10,10 @@ from acceptance.models import Chain, Target
 from acceptance.services import answer_submit, chain_start_for_answer, target_register
 from acceptance.services.checks import stage_artifact, stage_claim
 from acceptance.services.inputs import answer_inputs
+from calculet.actors import SYSTEM
 from tests.acceptance.conftest import edit_calbin, vendor_form_calbin
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     make_artifact,
     make_capability,
@@ -50,7 +52,7 @@ def test_the_claim_names_exactly_the_missing_elements_and_long_text_does_not_hel
     data["golden"] = {"artifacts": [], "tolerances": {}}
     data["error_paths"] = []
     data["summary"] = "Golden outputs match and every error path is handled. " * 200
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     outcome = claim(chain_for(answer))
     assert outcome.verdict == stages.FAIL
     assert [(f["code"], f["field"]) for f in outcome.findings] == [
@@ -62,7 +64,7 @@ def test_the_claim_names_exactly_the_missing_elements_and_long_text_does_not_hel
 def test_no_capability_to_move_fails_the_claim_with_a_clear_finding(vendor_user, question, capability, calbin, golden):
     make_capability("decode-batch-16", questions=[question])
     data = complete_answer_data(capability=None, calbin=calbin, golden=golden)
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
     assert chain.capability is None
@@ -76,7 +78,9 @@ def test_the_only_linked_capability_is_used_when_the_answer_names_none(
     vendor_user, question, capability, calbin, golden
 ):
     answer = answer_submit(
-        actor=vendor_user, question=question, data=complete_answer_data(capability=None, calbin=calbin, golden=golden)
+        actor=vendor_user,
+        question=question,
+        draft=answer_draft(complete_answer_data(capability=None, calbin=calbin, golden=golden)),
     )
     assert chain_for(answer).capability == capability
 
@@ -110,7 +114,7 @@ def test_the_simulators_validator_findings_become_the_stages(
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=bad, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=bad, golden=golden)),
     )
     outcome = artifact(chain_for(answer))
     assert outcome.verdict == stages.FAIL
@@ -136,13 +140,13 @@ def test_the_vendors_own_package_passes_on_its_static_facts(
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=vendors, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=vendors, golden=golden)),
     )
     slug = "simulator"
     if target_kind == Target.HARDWARE:
         slug = "board-1"
         target_register(
-            actor="test",
+            actor=SYSTEM,
             slug=slug,
             kind=Target.HARDWARE,
             runner_command="board-runner --device 0",
@@ -167,7 +171,7 @@ def test_the_vendors_own_package_with_a_wrong_mask_fails(vendor_user, question, 
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=vendors, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=vendors, golden=golden)),
     )
     outcome = artifact(chain_for(answer))
     assert outcome.verdict == stages.FAIL
@@ -176,7 +180,7 @@ def test_the_vendors_own_package_with_a_wrong_mask_fails(vendor_user, question, 
 
 def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
     target_register(
-        actor="test",
+        actor=SYSTEM,
         slug="board-next",
         kind=Target.HARDWARE,
         runner_command="board-runner --device 0",
@@ -194,7 +198,7 @@ def test_a_target_outside_the_calbins_range_fails_the_artifact_stage(answer):
 def test_a_target_outside_the_answers_declared_range_fails(vendor_user, question, capability, calbin, golden):
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     data["compatibility"] = {**data["compatibility"], "firmware": "1.9.0"}
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     outcome = artifact(chain_for(answer))
     assert outcome.verdict == stages.FAIL
     assert [f["field"] for f in outcome.findings] == ["compatibility.firmware"]
@@ -205,7 +209,7 @@ def test_no_calbin_among_the_executable_assets_fails(vendor_user, organisation, 
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=sdk, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=sdk, golden=golden)),
     )
     outcome = artifact(chain_for(answer))
     assert [f["code"] for f in outcome.findings] == ["calbin_missing"]
@@ -240,7 +244,7 @@ def test_runner_bundles_are_checked(vendor_user, question, capability, calbin, g
         patch.setattr("vendor.services.artifacts.archive_check", lambda path: None)
         artifact_row = make_artifact(vendor_user, bundle, kind="runner_bundle", version="1.0.0", file_name="runner.tar")
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, extra_assets=[artifact_row])
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     outcome = artifact(chain_for(answer))
     assert [f["code"] for f in outcome.findings] == ([code] if code else [])
     if code == "bundle_unsafe":
@@ -255,13 +259,13 @@ def test_a_capability_that_configures_a_second_model_needs_two_calbins(
     question = make_question("V35", organisation=organisation, state="asked")
     residency = make_capability("dynamic-resident-multi-model", status="C3", pinned_status="C3", questions=[question])
     data = complete_answer_data(capability=residency, calbin=calbin, golden=golden)
-    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))))
     assert [f["code"] for f in outcome.findings] == ["second_calbin_missing"]
     assert "dynamic-resident-multi-model configures a second model" in outcome.findings[0]["message"]
 
     other = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="other.tar")
     data = complete_answer_data(capability=residency, calbin=calbin, golden=golden, extra_assets=[other])
-    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))))
     assert outcome.verdict == stages.PASS, outcome.findings
 
 
@@ -270,5 +274,5 @@ def test_two_calbins_for_a_one_package_capability_are_ambiguous(
 ):
     other = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.1", file_name="other.tar")
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, extra_assets=[other])
-    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, data=data)))
+    outcome = artifact(chain_for(answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))))
     assert [f["code"] for f in outcome.findings] == ["calbin_ambiguous"]

@@ -24,6 +24,7 @@ from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     make_account,
     make_artifact,
@@ -97,7 +98,7 @@ def answer_with(
         capability=capability, calbin=artifact, golden=golden, deliverable="delivery", extra_assets=extra_assets
     )
     answer_data.update(answer or {})
-    stored = answer_submit(actor=engineer, question=question, data=answer_data)
+    stored = answer_submit(actor=engineer, question=question, draft=answer_draft(answer_data))
     return stored, deliverable, capability
 
 
@@ -358,7 +359,7 @@ def test_a_schema_that_holds_is_accepted_and_one_accepting_a16_is_rejected(engin
     lax["properties"]["memory"] = {"type": "object"}  # any unit, any size: A16 gets through
     artifact = make_artifact(engineer, json.dumps(lax).encode(), kind="schema", version="0.7.7", file_name="s.json")
     data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
-    second = answer_submit(actor=engineer, question=deliverable.question, data=data)
+    second = answer_submit(actor=engineer, question=deliverable.question, draft=answer_draft(data))
     decided = deliverable_check_answer(second.pk)
     assert decided.state == Deliverable.REJECTED
     assert "A16" in decided.reason
@@ -370,7 +371,7 @@ def test_an_incomplete_answer_is_not_accepted_even_when_the_check_passes(enginee
     image = make_artifact(
         engineer, tar_bytes(oci_image_files()), kind="container_image", version="1", file_name="i.tar"
     )
-    answer = answer_submit(actor=engineer, question=question, data={"executable_assets": [image.pk]})
+    answer = answer_submit(actor=engineer, question=question, draft=answer_draft({"executable_assets": [image.pk]}))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
     assert "the answer is incomplete" in decided.reason
@@ -402,7 +403,7 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
         engineer, sdk_archive(tmp_path / "b", calls=calls), kind="sdk", version="0.7.7", file_name="s.tar"
     )
     data = complete_answer_data(capability=None, calbin=silent, golden=golden, deliverable="delivery")
-    second = answer_submit(actor=engineer, question=answer.question, data=data)
+    second = answer_submit(actor=engineer, question=answer.question, draft=answer_draft(data))
     decided = deliverable_check_answer(second.pk)
     assert decided.state == Deliverable.REJECTED
     assert "no entry points to check" in decided.reason
@@ -519,7 +520,7 @@ def test_only_the_newest_answer_for_a_deliverable_is_sent_again(engineer, acme, 
     first, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
     artifact = make_artifact(engineer, b"{}", kind="schema", version="0.7.7", file_name="s.json")
     data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
-    second = answer_submit(actor=engineer, question=deliverable.question, data=data)
+    second = answer_submit(actor=engineer, question=deliverable.question, draft=answer_draft(data))
     assert deliverable_checks_resend(now=timezone.now() + OVERDUE) == 1
     assert sent_checks == [second.pk]
     assert deliverable_check_answer(first.pk) is None  # superseded: its check decides nothing either

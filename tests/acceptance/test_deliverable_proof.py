@@ -7,7 +7,7 @@ from acceptance import stages
 from acceptance.models import Chain
 from acceptance.services import answer_submit, chain_advance
 from acceptance.services.targets import target_ensure_simulator
-from tests.factories import pass_stages, put_to
+from tests.factories import answer_draft, pass_stages, put_to
 from vendor.models import Deliverable, Question
 
 pytestmark = pytest.mark.django_db
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 def passed_chain(question: Question, engineer, slug: str, deliverable: str = "overlap-runs") -> Chain:
     """An answer naming the deliverable for `slug`, its chain with every stage passed."""
     data = {"summary": "the runs, measured", "deliverable": deliverable, "capability": slug}
-    answer = answer_submit(actor=engineer, question=question, data=data)
+    answer = answer_submit(actor=engineer, question=question, draft=answer_draft(data))
     digests = {stage: f"{index:064x}" for index, stage in enumerate(stages.CHAIN_STAGES, start=1)}
     chain = Chain.objects.create(
         question=question,

@@ -8,7 +8,7 @@ from acceptance.services.reviews import document_review
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
-from tests.factories import db_snapshot, make_capability, make_deliverable, make_question, make_user
+from tests.factories import answer_draft, db_snapshot, make_capability, make_deliverable, make_question, make_user
 from vendor import states
 from vendor.models import Deliverable, DocumentReview, Organisation
 
@@ -29,7 +29,7 @@ def v09(db):
     question = make_question("V09", organisation=acme, state="asked", deliverable=None)
     capability = make_capability("reproducible-compile", status="C3", questions=[question])
     deliverable = make_deliverable(question, "ci-licence", kind="document", checklist=CHECKLIST)
-    answer_submit(actor=engineer, question=question, data={"summary": "the signed letter is attached"})
+    answer_submit(actor=engineer, question=question, draft=answer_draft({"summary": "the signed letter is attached"}))
     question.refresh_from_db()
     assert question.state == states.ANSWERED
     return deliverable, capability

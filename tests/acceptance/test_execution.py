@@ -11,7 +11,7 @@ from acceptance.recipes import recipe_for
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from npu_sim.calbin.goldens import read_golden, write_golden
 from tests.acceptance.conftest import edit_calbin
-from tests.factories import complete_answer_data, drive, make_artifact, sdk_checked, tiny_golden_bytes
+from tests.factories import answer_draft, complete_answer_data, drive, make_artifact, sdk_checked, tiny_golden_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -70,7 +70,7 @@ def test_a_golden_mismatch_fails_the_golden_stage_and_stops_the_chain(
     wrong = replace(delivered, decode_logits=delivered.decode_logits[:, ::-1].copy())
     golden = make_artifact(vendor_user, write_golden(wrong), kind="golden", version="2.0.0", file_name="wrong.npz")
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
     drive(chain)
@@ -89,7 +89,7 @@ def test_an_unknown_fault_scenario_is_refused_by_the_runner_as_an_error(
 ):
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     data["error_paths"] = [{"scenario": "cosmic ray in the KV cache", "expect_code": 15}]
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
     drive(chain)
@@ -112,7 +112,7 @@ def test_a_package_for_another_chip_fails_at_the_artifact_stage_before_any_runne
     answer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=package, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=package, golden=golden)),
     )
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)

@@ -14,12 +14,21 @@ from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Target
 from acceptance.selectors import capability_status_basis
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
+from calculet.actors import SYSTEM
 from calculet.audit import audit_verify
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from evidence.models import Capability
 from evidence.status_guard import StatusWriteError
-from tests.factories import complete_answer_data, make_artifact, make_capability, make_user, pass_stages, sdk_checked
+from tests.factories import (
+    answer_draft,
+    complete_answer_data,
+    make_artifact,
+    make_capability,
+    make_user,
+    pass_stages,
+    sdk_checked,
+)
 from vendor.services.deliverables import deliverable_accept, deliverable_reject
 
 
@@ -40,7 +49,7 @@ def chain(answer, simulator_online):
 @pytest.fixture
 def hardware_chain(answer, chain):
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="board-1",
         kind=Target.HARDWARE,
         runner_command="board-runner --device 0",
@@ -127,7 +136,7 @@ def test_a_new_artifact_version_takes_the_proof_away(
     newer = answer_submit(
         actor=vendor_user,
         question=question,
-        data=complete_answer_data(capability=capability, calbin=newer_calbin, golden=golden),
+        draft=answer_draft(complete_answer_data(capability=capability, calbin=newer_calbin, golden=golden)),
     )
     chain_start_for_answer(newer.pk)
     blocked = promote(capability, "C2", pm_user)
@@ -256,7 +265,7 @@ def test_the_command_exits_non_zero_with_the_reasons_when_blocked(chain, capabil
     assert status_of(capability) == "C1"
     with pytest.raises(CommandError, match="reason: A demotion needs a reason"):
         call_command("promote_capability", "decode-batch-8", "C3")
-    assert PromotionAttempt.objects.get(allowed=True).actor_label == "manage.py"
+    assert PromotionAttempt.objects.get(allowed=True).actor_label == "manage.py promote_capability"
 
 
 def test_the_gate_costs_the_same_queries_whatever_the_number_of_runs(chain, capability, pm_user):
@@ -311,7 +320,7 @@ def test_a_status_names_its_versions_and_new_target_versions_make_re_verificatio
     assert basis.reverification_due == []
 
     target_register(
-        actor="ops", slug="simulator", kind=Target.SIMULATOR, calrt_version="0.7.7", driver_version="2.3.0",
+        actor=SYSTEM, slug="simulator", kind=Target.SIMULATOR, calrt_version="0.7.7", driver_version="2.3.0",
         firmware_version="1.8.0", chip="calculet-2c",
     )  # fmt: skip
     basis = capability_status_basis(capability)
@@ -329,7 +338,7 @@ def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chai
     other_version = sdk_checked(capability, calrt="0.8.0")
     assert [r["code"] for r in promote(capability, "C1", pm_user).reasons] == ["no_sdk_evidence"]
     failed = sdk_checked(capability)
-    deliverable_reject(failed.deliverable, actor="system", reason="static check failed: KvManager::Apply missing")
+    deliverable_reject(failed.deliverable, actor=SYSTEM, reason="static check failed: KvManager::Apply missing")
     rejected = promote(capability, "C1", pm_user).reasons
     assert [r["code"] for r in rejected] == ["deliverable_rejected"]
     assert (
@@ -338,7 +347,7 @@ def test_only_a_passing_sdk_check_at_the_answers_version_is_e2_for_the_gate(chai
     )
     other_version.deliverable.refresh_from_db()
     assert other_version.deliverable.state == "accepted"  # accepted, but for CalRT 0.8.0
-    deliverable_accept(failed.deliverable, actor="system", reason="static check passed")
+    deliverable_accept(failed.deliverable, actor=SYSTEM, reason="static check passed")
     assert promote(capability, "C1", pm_user).allowed
 
 

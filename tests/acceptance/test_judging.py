@@ -10,6 +10,7 @@ from acceptance import stages
 from acceptance.models import Target
 from acceptance.services import target_register
 from acceptance.services.targets import target_heartbeat
+from calculet.actors import SYSTEM
 from tests.acceptance.test_proof import VERSIONS, answer_with, package, run_chain
 from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import make_artifact, runner_bundle_bytes
@@ -21,7 +22,7 @@ CHEATING_RUNNER = Path(__file__).with_name("cheating_runner.py")
 
 def board(runner_command: str) -> None:
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="board-1",
         kind=Target.HARDWARE,
         runner_command=runner_command,

@@ -11,8 +11,10 @@ from acceptance.models import Chain, Run, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services import capability_promote, chain_start_for_answer, target_register
 from acceptance.services.runs.finishing import run_finish
+from calculet.actors import SYSTEM
 from tests.factories import make_user
 from vendor import events
+from vendor.inputs import QuestionChanges
 from vendor.models import Notification, NotificationEvent, NotificationPreference
 from vendor.services.notifications import notification_email_send, notification_emails_resend, notify
 from vendor.services.questions import question_update
@@ -43,7 +45,7 @@ def test_a_failed_or_errored_run_tells_the_assignee_and_the_vendor(
     chain, pm_user, vendor_user, question, told, verdict
 ):
     make_user("otto", "bolt", "vendor")  # another vendor's engineer
-    question_update(actor=pm_user, question=question, assignee=pm_user)
+    question_update(actor=pm_user, question=question, changes=QuestionChanges(assignee=pm_user))
     run = Run.objects.get(chain=chain, stage=stages.CLAIM)
     Run.objects.filter(pk=run.pk).update(state=stages.RUNNING, attempt=1)
     run.refresh_from_db()
@@ -85,7 +87,7 @@ def test_an_email_whose_message_was_lost_is_sent_again(pm_user, vendor_user, que
     # No commit in this test, so the e-mail was never queued: as if the broker had been down.
     event = notify(
         "overdue",
-        actor="system",
+        actor=SYSTEM,
         organisation_id=question.organisation_id,
         question_id=question.pk,
         data={"due_date": "2026-01-01"},
@@ -123,10 +125,10 @@ def test_the_gates_decisions_are_told_to_the_team_and_never_to_a_vendor(capabili
 
 
 def test_new_versions_on_a_target_tell_whose_proof_must_be_re_verified(chain, pm_user, vendor_user, question, told):
-    question_update(actor=pm_user, question=question, assignee=vendor_user)
+    question_update(actor=pm_user, question=question, changes=QuestionChanges(assignee=vendor_user))
     told(
         target_register,
-        actor="ops",
+        actor=SYSTEM,
         slug="simulator",
         kind=Target.SIMULATOR,
         calrt_version="0.8.0",

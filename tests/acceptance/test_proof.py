@@ -21,11 +21,13 @@ from acceptance.services import (
 )
 from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_heartbeat, target_set_maintenance
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
 from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     drive,
     make_artifact,
@@ -52,7 +54,7 @@ def package(uploader, tmp_path, *, decode_batch=8, features=(), version="1.0.0")
 
 def answer_with(vendor_user, question, capability, calbin, golden, **overrides):
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, **overrides)
-    return answer_submit(actor=vendor_user, question=question, data=data)
+    return answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
 
 
 def run_chain(answer, target_slug="simulator") -> Chain:
@@ -152,7 +154,7 @@ def test_the_service_every_entry_point_calls_refuses_a_loosened_limit(
     data["golden"]["tolerances"] = limits.get("tolerances", {})
     data["thresholds"] = limits.get("thresholds", {})
     with pytest.raises(DomainError) as error:
-        answer_submit(actor=vendor_user, question=question, data=data)
+        answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     assert error.value.field == field
     assert not question.answers.exists()
 
@@ -167,7 +169,7 @@ def test_a_board_reporting_another_calrt_than_its_registration_ends_the_run_in_e
     device_config.write_text(json.dumps({**VERSIONS, "calrt": "0.7.7"}))
     device_config.chmod(0o644)
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="board-1",
         kind=Target.HARDWARE,
         runner_command=f"{sys.executable} {BOARD_DOUBLE} --device-config {device_config}",
@@ -192,7 +194,7 @@ def test_the_board_double_says_what_it_is_and_its_evidence_is_e4(
     vendor_user, organisation, question, capability, simulator_online, tmp_path
 ):
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="board-1",
         kind=Target.HARDWARE,
         runner_command=f"{sys.executable} {BOARD_DOUBLE}",
@@ -230,7 +232,7 @@ def _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path) -> Cha
 
 def _register_simulator(calrt_version: str) -> None:
     target_register(
-        actor="ops",
+        actor=SYSTEM,
         slug="simulator",
         kind=Target.SIMULATOR,
         calrt_version=calrt_version,
@@ -268,7 +270,7 @@ def test_a_calrt_upgrade_whose_re_run_cannot_run_demotes_the_capability_at_the_n
     vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
 ):
     chain = _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path)
-    target_set_maintenance(actor="ops", target=simulator_online, maintenance=True, reason="board swap")
+    target_set_maintenance(actor=SYSTEM, target=simulator_online, maintenance=True, reason="board swap")
     # CalRT 0.7.7 is inside the package's range, so the re-run could pass; but the target takes no runs.
     _register_simulator("0.7.7")
     assert chain.runs.filter(state=stages.PENDING).exists()
@@ -287,7 +289,7 @@ def test_a_target_in_maintenance_demotes_nothing_while_the_evidence_still_holds(
     vendor_user, organisation, question, capability, pm_user, simulator_online, tmp_path
 ):
     chain = _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path)
-    target_set_maintenance(actor="ops", target=simulator_online, maintenance=True, reason="board swap")
+    target_set_maintenance(actor=SYSTEM, target=simulator_online, maintenance=True, reason="board swap")
     # A PM's re-run of the soak waits for the target; the C1 evidence on CalRT 0.7.6 is still current.
     run_rerun(actor=pm_user, run=chain.runs.get(stage=stages.SOAK))
     assert chain.runs.filter(stage=stages.SOAK, state=stages.PENDING).exists()

@@ -12,6 +12,7 @@ from acceptance.services import answer_submit, capability_promote, chain_start_f
 from acceptance.services.deliverable_checks import deliverable_check_answer
 from npu_sim.sdk import sdk_archive
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     make_artifact,
     make_capability,
@@ -31,7 +32,7 @@ SDK_CALLS = list(dict.fromkeys([*KV_MANAGER_CALLS, *DECODE_CALLS]))
 def soaked(vendor_user, question, capability, calbin, golden, simulator_online):
     """decode-batch-8's package answer (version 1.0.0) with every stage passed on the simulator."""
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden, version="1.0.0")
-    answer = answer_submit(actor=vendor_user, question=question, data=data)
+    answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
     chain_start_for_answer(answer.pk)
     pass_stages(Chain.objects.get(answer=answer, target=simulator_online), stages.SOAK)
     return capability
@@ -59,7 +60,7 @@ def deliver_sdk(kv_manager, tmp_path):
         sdk = make_artifact(user, payload, kind="sdk", version=answer_version, file_name=f"calrt-{len(made)}.tar")
         golden = make_artifact(user, b"golden", kind="golden", version="1.0", file_name=f"golden-{len(made)}.npz")
         data = complete_answer_data(capability=kv_manager, calbin=sdk, golden=golden, deliverable="sdk")
-        answer = answer_submit(actor=user, question=question, data={**data, "version": answer_version})
+        answer = answer_submit(actor=user, question=question, draft=answer_draft({**data, "version": answer_version}))
         deliverable_check_answer(answer.pk)
         deliverable.refresh_from_db()
         return deliverable

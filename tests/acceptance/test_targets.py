@@ -11,6 +11,7 @@ from acceptance import stages
 from acceptance.models import Chain, Run, Target
 from acceptance.services import chain_start_for_answer, runs_sweep, target_register
 from acceptance.services.targets import target_heartbeat, targets_health_check
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 
@@ -31,7 +32,7 @@ def test_a_silent_worker_takes_its_target_offline_and_a_heartbeat_brings_it_back
 
 def test_the_periodic_health_job_queues_one_health_run_per_served_target(simulator_online):
     target_register(
-        actor="ops", slug="board-off", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        actor=SYSTEM, slug="board-off", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
         firmware_version="1.8.0", chip="calculet-2c", runner_command="board-runner --device 0",
     )  # fmt: skip
     started = targets_health_check()
@@ -58,7 +59,7 @@ def test_target_registration_refuses_bad_input(db, changes, field):
     }  # fmt: skip
     values.update(changes)
     with pytest.raises(DomainError) as error:
-        target_register(actor="ops", **values)
+        target_register(actor=SYSTEM, **values)
     assert error.value.field == field
     assert not Target.objects.exists()
 
@@ -80,7 +81,7 @@ def test_serve_target_registers_the_host_and_names_its_worker_command(db, capsys
 def test_sweep_runs_and_start_chains_commands(answer, simulator_online, capsys):
     chain_start_for_answer(answer.pk)
     target_register(
-        actor="ops", slug="board-3", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        actor=SYSTEM, slug="board-3", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
         firmware_version="1.8.0", chip="calculet-2c", runner_command="board-runner --device 0",
     )  # fmt: skip
     call_command("start_chains")

@@ -17,6 +17,7 @@ from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_heartbeat
 from tests.acceptance.workers import BOARD_DOUBLE, broker_flush, processes_with, wait_until
 from tests.factories import (
+    answer_draft,
     complete_answer_data,
     make_artifact,
     make_capability,
@@ -44,7 +45,7 @@ def all_passed(chain: Chain | None) -> bool:
 def submit(vendor_user, question, capability, calbin, golden, **overrides):
     data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
     data.update(overrides)
-    return answer_submit(actor=vendor_user, question=question, data=data)
+    return answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
 
 
 def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_a_board_double_never_makes_it_c0(

@@ -7,7 +7,7 @@ from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run
 from acceptance.services import answer_submit, chain_start_for_answer
 from evidence.models import Capability
-from tests.factories import complete_answer, db_snapshot, pass_stages
+from tests.factories import answer_draft, complete_answer, db_snapshot, pass_stages
 from vendor.services.deliverables import deliverable_reject
 
 
@@ -74,7 +74,7 @@ def test_unproven_chain_stages_are_named(pm, vendor_a, question_a, artifacts_a, 
     answer = answer_submit(
         actor=vendor_a.user,
         question=question_a,
-        data={**complete_answer(artifacts_a), "capability": capability.slug},
+        draft=answer_draft({**complete_answer(artifacts_a), "capability": capability.slug}),
     )
     chain_start_for_answer(answer.pk)
     response = promote(pm.client(), capability.slug, "C2")
@@ -120,8 +120,8 @@ def test_capabilities_keep_statuses_and_grades_apart(pm, capability):
 @pytest.fixture
 def chains(vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts_b, capability):
     """Chains (and their first runs) for vendor A's and vendor B's complete answers."""
-    answer_a = answer_submit(actor=vendor_a.user, question=question_a, data=complete_answer(artifacts_a))
-    answer_b = answer_submit(actor=vendor_b.user, question=question_b, data=complete_answer(artifacts_b))
+    answer_a = answer_submit(actor=vendor_a.user, question=question_a, draft=answer_draft(complete_answer(artifacts_a)))
+    answer_b = answer_submit(actor=vendor_b.user, question=question_b, draft=answer_draft(complete_answer(artifacts_b)))
     chain_start_for_answer(answer_a.pk)
     chain_start_for_answer(answer_b.pk)
     return {
@@ -179,7 +179,7 @@ def test_the_gate_promotes_what_is_proven_and_no_further(pm, vendor_a, question_
     answer = answer_submit(
         actor=vendor_a.user,
         question=question_a,
-        data={**complete_answer(artifacts_a), "capability": capability.slug},
+        draft=answer_draft({**complete_answer(artifacts_a), "capability": capability.slug}),
     )
     chain_start_for_answer(answer.pk)
     chain = Chain.objects.get(answer=answer)
@@ -206,7 +206,9 @@ def test_a_rejected_package_blocks_the_promotion_naming_it(pm, vendor_a, questio
     package = question_a.deliverables.get()
     capability.deliverables.add(package)
     answer = answer_submit(
-        actor=vendor_a.user, question=question_a, data={**complete_answer(artifacts_a), "capability": capability.slug}
+        actor=vendor_a.user,
+        question=question_a,
+        draft=answer_draft({**complete_answer(artifacts_a), "capability": capability.slug}),
     )
     chain_start_for_answer(answer.pk)
     pass_stages(Chain.objects.get(answer=answer), stages.CHAIN_STAGES[-1])

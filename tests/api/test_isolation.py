@@ -11,9 +11,10 @@ from rest_framework.test import APIClient
 from acceptance import stages
 from acceptance.models import Chain, Run
 from acceptance.services import answer_submit, chain_start_for_answer
+from calculet.actors import SYSTEM
 from calculet.errors import ConflictError
 from calculet.models import AuditEntry
-from tests.factories import complete_answer, db_snapshot, make_question, make_run_evidence, pass_stages
+from tests.factories import answer_draft, complete_answer, db_snapshot, make_question, make_run_evidence, pass_stages
 from vendor.models import ApiToken, Question
 from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import token_create, token_revoke
@@ -25,7 +26,7 @@ CHUNK = {"HTTP_TUS_RESUMABLE": "1.0.0", "HTTP_UPLOAD_OFFSET": "0", "content_type
 @pytest.fixture
 def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts_b, capability):
     """Vendor B's answer, artifacts, upload and token, next to vendor A's own question."""
-    answer_b = answer_submit(actor=vendor_b.user, question=question_b, data=complete_answer(artifacts_b))
+    answer_b = answer_submit(actor=vendor_b.user, question=question_b, draft=answer_draft(complete_answer(artifacts_b)))
     chain_start_for_answer(answer_b.pk)
     upload_b = upload_create(
         actor=vendor_b.user,
@@ -151,10 +152,10 @@ def test_the_audit_log_is_for_pms_only(world, vendor_a, viewer, pm):
 
 
 def bad_clients(vendor_a) -> dict[str, APIClient]:
-    expired, expired_key = token_create(actor=None, user=vendor_a.user, name="expired")
+    expired, expired_key = token_create(actor=SYSTEM, user=vendor_a.user, name="expired")
     ApiToken.objects.filter(pk=expired.pk).update(expires_at=timezone.now() - datetime.timedelta(seconds=1))
-    revoked, revoked_key = token_create(actor=None, user=vendor_a.user, name="revoked")
-    token_revoke(actor=None, token=revoked)
+    revoked, revoked_key = token_create(actor=SYSTEM, user=vendor_a.user, name="revoked")
+    token_revoke(actor=SYSTEM, token=revoked)
     clients = {"no token": APIClient(), "unknown token": APIClient()}
     clients["unknown token"].credentials(HTTP_AUTHORIZATION="Token clt_not-a-real-key")
     for name, key in [("expired", expired_key), ("revoked", revoked_key)]:
@@ -274,14 +275,18 @@ def test_a_reassigned_question_owes_afresh_and_shows_the_new_vendor_nothing_of_t
     package = question_a.deliverables.get()
     capability.deliverables.add(package)
     answer_a = answer_submit(
-        actor=vendor_a.user, question=question_a, data={**complete_answer(artifacts_a), "capability": capability.slug}
+        actor=vendor_a.user,
+        question=question_a,
+        draft=answer_draft({**complete_answer(artifacts_a), "capability": capability.slug}),
     )
     chain_start_for_answer(answer_a.pk)
     pass_stages(Chain.objects.get(answer=answer_a), stages.CHAIN_STAGES[-1])
     package.refresh_from_db()
     assert package.state == "accepted" and f"answer {answer_a.pk}" in package.reason
     late_a = answer_submit(
-        actor=vendor_a.user, question=question_a, data={**complete_answer(artifacts_a), "capability": capability.slug}
+        actor=vendor_a.user,
+        question=question_a,
+        draft=answer_draft({**complete_answer(artifacts_a), "capability": capability.slug}),
     )
     chain_start_for_answer(late_a.pk)
 
@@ -309,7 +314,7 @@ def test_a_reassigned_question_owes_afresh_and_shows_the_new_vendor_nothing_of_t
     package.refresh_from_db()
     assert package.state == "owed"
     with pytest.raises(ConflictError) as refused:
-        deliverable_accept(package, actor="system", reason="A's proof", answer=late_a)
+        deliverable_accept(package, actor=SYSTEM, reason="A's proof", answer=late_a)
     assert refused.value.field == "answer"
     assert Question.objects.get(code="V18").state != "closed"
     blocked = pm.client().post(f"/api/v1/capabilities/{capability.slug}/promotions/", {"to": "C2", "reason": ""})
@@ -319,7 +324,7 @@ def test_a_reassigned_question_owes_afresh_and_shows_the_new_vendor_nothing_of_t
     answer_b = answer_submit(
         actor=vendor_b.user,
         question=Question.objects.get(code="V18"),
-        data={**complete_answer(artifacts_b), "capability": capability.slug},
+        draft=answer_draft({**complete_answer(artifacts_b), "capability": capability.slug}),
     )
     chain_start_for_answer(answer_b.pk)
     pass_stages(Chain.objects.get(answer=answer_b), stages.CHAIN_STAGES[-1])

@@ -5,8 +5,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
+from calculet.actors import SYSTEM
 from evidence.models import Capability, EvidenceItem, EvidenceTable, SourceReference
-from tests.factories import complete_answer, make_artifact, make_question
+from tests.factories import answer_draft, complete_answer, make_artifact, make_question
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
 
@@ -23,7 +24,7 @@ def add_questions(vendor, count, start):
 
 def add_answers(vendor, question, artifacts, count):
     for _ in range(count):
-        answer_submit(actor=vendor.user, question=question, data=complete_answer(artifacts))
+        answer_submit(actor=vendor.user, question=question, draft=answer_draft(complete_answer(artifacts)))
 
 
 def add_artifacts(vendor, count, start):
@@ -42,7 +43,7 @@ def add_uploads(vendor, count, start):
 
 def add_tokens(vendor, count, start):
     for number in range(start, start + count):
-        token_create(actor=None, user=vendor.user, name=f"t{number}")
+        token_create(actor=SYSTEM, user=vendor.user, name=f"t{number}")
 
 
 def add_evidence(count, start):
@@ -61,11 +62,13 @@ def add_runs(env, count):
         answer = answer_submit(
             actor=env["vendor"].user,
             question=env["question"],
-            data={
-                **complete_answer(env["artifacts"]),
-                "capability": env["capability"].slug,
-                "version": f"0.8.{env['version']}",
-            },
+            draft=answer_draft(
+                {
+                    **complete_answer(env["artifacts"]),
+                    "capability": env["capability"].slug,
+                    "version": f"0.8.{env['version']}",
+                }
+            ),
         )
         chain_start_for_answer(answer.pk)
 

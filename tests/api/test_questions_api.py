@@ -1,11 +1,16 @@
 import datetime
+import re
 
 import pytest
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from calculet.models import AuditEntry
 from tests.factories import complete_answer, db_snapshot, make_question
+from vendor.inputs import QuestionChanges
 from vendor.models import Question
+from vendor.services.questions import question_update
 
 
 def test_pm_sees_every_question_and_a_vendor_only_theirs(pm, vendor_a, question_a, question_b, capability):
@@ -159,7 +164,20 @@ def test_answers_are_nested_under_their_question(vendor_a, pm, question_a, artif
         ({"compatibility": {"kernel": "6.1"}}, "compatibility.kernel"),
         ({"minimal_example": {"artifact": 999999}}, "minimal_example.artifact"),
         ({"version": "newest"}, "version"),
+        ({"version": "the latest"}, "version"),
         ({"surprise": 1}, "surprise"),
+        ({"error_paths": [{"scenario": "timeout"}]}, "error_paths[0].expect_code"),
+        ({"error_paths": [{"scenario": " ", "expect_code": 3}]}, "error_paths[0].scenario"),
+        ({"error_paths": [{"scenario": "timeout", "expect_code": 3, "retry": 1}]}, "error_paths[0].retry"),
+        ({"error_paths": {"scenario": "x"}}, "error_paths"),
+        ({"golden": {"artifacts": [], "tolerances": {"atol": -1}}}, "golden.tolerances.atol"),
+        ({"golden": {"tolerances": {"a tol": 0.1}}}, "golden.tolerances"),
+        ({"golden": {"atol": 0.1}}, "golden.atol"),
+        ({"minimal_example": {"artifact": 1, "script": "run.sh"}}, "minimal_example.script"),
+        ({"compatibility": {"calrt": "0.7.6", "os": "linux"}}, "compatibility.os"),
+        ({"compatibility": {"calrt": "x" * 201}}, "compatibility.calrt"),
+        ({"capability": "not-linked"}, "capability"),
+        ({"deliverable": "package-batch-32"}, "deliverable"),
     ],
 )
 def test_bad_answers_get_a_400_naming_the_field(vendor_a, question_a, body, field):
@@ -286,3 +304,23 @@ def test_deferring_through_the_api_needs_a_reason(pm, vendor_a, question_a):
     )
     assert response.status_code == 200, response.json()
     assert (response.json()["state"], response.json()["state_reason"]) == ("deferred", "after CalRT 0.8")
+
+
+def test_the_api_and_the_question_page_mean_the_same_by_each_filter(pm, question_a, question_b):
+    """One selector applies both: free text, a username or "none" for the assignee, an organisation's slug."""
+    make_question("V01")
+    question_update(actor=pm.user, question=question_b, changes=QuestionChanges(assignee=pm.user))
+    page = Client()
+    page.force_login(pm.user)
+    expected = {
+        (("q", "v18"),): ["V18"],
+        (("assignee", "pat"),): ["V19"],
+        (("assignee", "none"),): ["V01", "V18"],
+        (("organisation", "acme"), ("q", "V1")): ["V18"],
+    }
+    for params, codes in expected.items():
+        api = [q["code"] for q in pm.client().get("/api/v1/questions/", dict(params)).json()["results"]]
+        listed = re.findall(
+            r'<tr id="question-(V[0-9]{2})"', page.get(reverse("question-list"), dict(params)).content.decode()
+        )
+        assert (api, listed) == (codes, codes), params

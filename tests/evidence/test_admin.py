@@ -3,6 +3,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from django.utils import timezone
 
+from calculet.actors import SYSTEM
 from calculet.models import AuditEntry
 from evidence.models import (
     Archive,
@@ -73,7 +74,7 @@ def pm(checklist):
     user = get_user_model().objects.create_superuser("lead", password=None)
     team = Organisation.objects.create(slug="team", name="Integration", kind=Organisation.INTEGRATOR)
     Membership.objects.create(user=user, organisation=team, role=Membership.PM)
-    token_create(actor=None, user=user, name="laptop")
+    token_create(actor=SYSTEM, user=user, name="laptop")
     engineer = make_user("cora", "chipco", "vendor", organisation_name="Chip Co")
     vendor = engineer.membership.organisation
     make_artifact(engineer, kind=Artifact.CALBIN, version="1.0", file_name="m.calbin")
@@ -83,7 +84,7 @@ def pm(checklist):
     Question.objects.filter(pk=question.pk).update(organisation=vendor)
     comment_create(actor=user, question=question, body="a comment")
     webhook_create(actor=user, organisation=team, name="chat", url="https://example.org/hook", kinds=[])
-    notify("overdue", actor="system", organisation_id=vendor.pk, question_id=question.pk)
+    notify("overdue", actor=SYSTEM, organisation_id=vendor.pk, question_id=question.pk)
     return user
 
 

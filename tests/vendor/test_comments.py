@@ -7,6 +7,7 @@ import pytest
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from calculet.models import AuditEntry
 from tests.factories import db_snapshot, make_account, make_artifact, make_question
+from vendor.inputs import QuestionChanges
 from vendor.models import Comment, CommentRevision, NotificationEvent
 from vendor.selectors import comment_list
 from vendor.services.comments import comment_create, comment_edit
@@ -148,7 +149,9 @@ def test_a_vendor_reads_only_threads_of_questions_put_to_it(pm, vendor_a, vendor
     early = comment_create(actor=pm.user, question=question_a, body="to acme")
     assert list(comment_list(user=vendor_b.user, question=question_a)) == []
     # Put to another vendor: acme's thread stays acme's and the team's; bolt starts a thread of its own.
-    question_update(actor=pm.user, question=question_a, organisation=vendor_b.user.membership.organisation)
+    question_update(
+        actor=pm.user, question=question_a, changes=QuestionChanges(organisation=vendor_b.user.membership.organisation)
+    )
     question_a.refresh_from_db()
     later = comment_create(actor=vendor_b.user, question=question_a, body="bolt here")
     assert [c.pk for c in comment_list(user=vendor_b.user, question=question_a)] == [later.pk]

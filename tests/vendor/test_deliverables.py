@@ -2,10 +2,12 @@
 
 import pytest
 
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.factories import db_snapshot, make_deliverable, make_question
 from vendor import states
+from vendor.inputs import QuestionChanges
 from vendor.models import Deliverable, Organisation
 from vendor.selectors import deliverables_owed
 from vendor.services.deliverables import deliverable_accept, deliverable_reject
@@ -28,7 +30,7 @@ def v18(vendor_a):
 def test_a_pm_cannot_close_a_question_whose_deliverables_are_owed(pm, v18):
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=v18, state=states.CLOSED)
+        question_update(actor=pm.user, question=v18, changes=QuestionChanges(state=states.CLOSED))
     assert error.value.field == "state"
     assert error.value.code == "deliverables_owed"
     for key in ("package-batch-4", "package-batch-8", "package-batch-16"):
@@ -43,17 +45,17 @@ def test_a_question_without_deliverables_cannot_be_closed_by_anyone(pm):
     question.state = states.VERIFYING
     question.save()
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=question, state=states.CLOSED)
+        question_update(actor=pm.user, question=question, changes=QuestionChanges(state=states.CLOSED))
     assert "no deliverable" in error.value.message
     with pytest.raises(DomainError):
-        question_state_move(actor="system", question=question, state=states.CLOSED)
+        question_state_move(actor=SYSTEM, question=question, state=states.CLOSED)
     question.refresh_from_db()
     assert question.state == states.VERIFYING
 
 
 def test_the_system_cannot_close_it_either(v18):
     with pytest.raises(DomainError) as error:
-        question_state_move(actor="system", question=v18, state=states.CLOSED)
+        question_state_move(actor=SYSTEM, question=v18, state=states.CLOSED)
     assert "package-batch-4" in error.value.message
     v18.refresh_from_db()
     assert v18.state == states.VERIFYING
@@ -62,7 +64,7 @@ def test_the_system_cannot_close_it_either(v18):
 def test_bulk_edit_refuses_the_whole_change_naming_the_question(pm, v18):
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_bulk_update(actor=pm.user, questions=[v18], changes={"state": states.CLOSED})
+        question_bulk_update(actor=pm.user, questions=[v18], changes=QuestionChanges(state=states.CLOSED))
     assert error.value.message.startswith("V18: ")
     assert "package-batch-16" in error.value.message
     assert db_snapshot() == before
@@ -70,12 +72,12 @@ def test_bulk_edit_refuses_the_whole_change_naming_the_question(pm, v18):
 
 def test_accepting_batch_8_leaves_4_and_16_owed(pm, v18):
     batch_8 = v18.deliverables.get(key="package-batch-8")
-    deliverable_accept(batch_8, actor="system", reason="every stage passed on the simulator")
+    deliverable_accept(batch_8, actor=SYSTEM, reason="every stage passed on the simulator")
     assert [d.key for d in deliverables_owed(v18)] == ["package-batch-4", "package-batch-16"]
     v18.refresh_from_db()
     assert v18.state == states.VERIFYING
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=v18, state=states.CLOSED)
+        question_update(actor=pm.user, question=v18, changes=QuestionChanges(state=states.CLOSED))
     assert "package-batch-4" in error.value.message and "package-batch-16" in error.value.message
     assert "package-batch-8" not in error.value.message
 
@@ -94,9 +96,9 @@ def test_accepting_the_last_deliverable_closes_the_question_audited(pm, v18):
 
 def test_rejecting_a_deliverable_of_a_closed_question_opens_it_again(pm, v18):
     for deliverable in v18.deliverables.all():
-        deliverable_accept(deliverable, actor="system", reason="passed")
+        deliverable_accept(deliverable, actor=SYSTEM, reason="passed")
     batch_16 = v18.deliverables.get(key="package-batch-16")
-    rejected = deliverable_reject(batch_16, actor="system", reason="the soak stage failed on CalRT 0.8.0")
+    rejected = deliverable_reject(batch_16, actor=SYSTEM, reason="the soak stage failed on CalRT 0.8.0")
     assert (rejected.state, rejected.reason) == (Deliverable.REJECTED, "the soak stage failed on CalRT 0.8.0")
     assert rejected.decided_at is not None and rejected.decided_by is None
     v18.refresh_from_db()
@@ -112,7 +114,7 @@ def test_a_decision_needs_a_pm_or_the_system_and_a_reason(vendor_a, viewer, v18)
     with pytest.raises(ForbiddenError):
         deliverable_accept(deliverable, actor=viewer.user, reason="looks fine")
     with pytest.raises(DomainError) as error:
-        deliverable_reject(deliverable, actor="system", reason="  ")
+        deliverable_reject(deliverable, actor=SYSTEM, reason="  ")
     assert error.value.field == "reason"
     assert db_snapshot() == before
 
@@ -121,13 +123,15 @@ def test_a_decision_needs_a_pm_or_the_system_and_a_reason(vendor_a, viewer, v18)
 def test_deferred_and_wont_fix_need_a_reason(pm, v18, state):
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=v18, state=state)
+        question_update(actor=pm.user, question=v18, changes=QuestionChanges(state=state))
     assert error.value.field == "state_reason"
     assert db_snapshot() == before
-    question = question_update(actor=pm.user, question=v18, state=state, state_reason="batch 16 is not planned")
+    question = question_update(
+        actor=pm.user, question=v18, changes=QuestionChanges(state=state, state_reason="batch 16 is not planned")
+    )
     assert (question.state, question.state_reason) == (state, "batch 16 is not planned")
     entry = AuditEntry.objects.filter(action="question.update").latest("id")
     assert entry.after == {"state": state, "state_reason": "batch 16 is not planned"}
     # Moving on clears the reason: it explained the state it was given for.
-    question = question_update(actor=pm.user, question=question, state=states.ASKED)
+    question = question_update(actor=pm.user, question=question, changes=QuestionChanges(state=states.ASKED))
     assert (question.state, question.state_reason) == (states.ASKED, "")

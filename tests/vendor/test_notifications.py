@@ -8,10 +8,12 @@ from django.core import mail
 from django.utils import translation
 
 from acceptance.services import answer_submit
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
-from tests.factories import complete_answer, db_snapshot, make_account, make_question
+from tests.factories import answer_draft, complete_answer, db_snapshot, make_account, make_question
 from vendor import events
+from vendor.inputs import QuestionChanges
 from vendor.models import Notification, NotificationEvent, Question
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notification_preferences_update, notify, questions_due_notify
@@ -44,7 +46,7 @@ def test_the_assignee_is_told_by_email_in_their_language(pm, vendor_a, question_
     notification_preferences_update(
         actor=vendor_a.user, user=vendor_a.user, muted=[], language="zh-hans", email="alice@example.org"
     )
-    told(question_update, actor=pm.user, question=question_a, assignee=vendor_a.user)
+    told(question_update, actor=pm.user, question=question_a, changes=QuestionChanges(assignee=vendor_a.user))
     assert recipients("assigned") == ["alice"]
     (message,) = mail.outbox
     assert message.to == ["alice@example.org"]
@@ -55,18 +57,18 @@ def test_the_assignee_is_told_by_email_in_their_language(pm, vendor_a, question_
 
 def test_nobody_is_told_of_their_own_doing_and_a_muted_kind_is_not_told(pm, question_a, told):
     colleague = addressed(make_account("cleo", "team", "pm").user)
-    told(question_update, actor=pm.user, question=question_a, assignee=pm.user)
+    told(question_update, actor=pm.user, question=question_a, changes=QuestionChanges(assignee=pm.user))
     assert recipients("assigned") == []
     notification_preferences_update(
         actor=colleague, user=colleague, muted=["assigned"], language="en", email=colleague.email
     )
-    told(question_update, actor=pm.user, question=question_a, assignee=colleague)
+    told(question_update, actor=pm.user, question=question_a, changes=QuestionChanges(assignee=colleague))
     assert recipients("assigned") == [] and mail.outbox == []
     assert NotificationEvent.objects.filter(kind="assigned").count() == 2  # stored, told to nobody
 
 
 def test_without_an_address_the_notification_is_listed_and_nothing_is_mailed(pm, vendor_a, question_a, told):
-    told(question_update, actor=pm.user, question=question_a, assignee=vendor_a.user)
+    told(question_update, actor=pm.user, question=question_a, changes=QuestionChanges(assignee=vendor_a.user))
     notification = Notification.objects.get()
     assert (notification.email, notification.emailed_at) == ("", None)
     assert mail.outbox == []
@@ -74,9 +76,9 @@ def test_without_an_address_the_notification_is_listed_and_nothing_is_mailed(pm,
 
 def test_an_answer_tells_the_assignee_and_the_threads_people(pm, vendor_a, question_a, artifacts_a, told):
     colleague = make_account("cleo", "team", "pm")
-    question_update(actor=pm.user, question=question_a, assignee=pm.user)
+    question_update(actor=pm.user, question=question_a, changes=QuestionChanges(assignee=pm.user))
     comment_create(actor=colleague.user, question=question_a, body="waiting for this")
-    told(answer_submit, actor=vendor_a.user, question=question_a, data=complete_answer(artifacts_a))
+    told(answer_submit, actor=vendor_a.user, question=question_a, draft=answer_draft(complete_answer(artifacts_a)))
     assert recipients("answered") == ["cleo", "pat"]
     event = NotificationEvent.objects.get(kind="answered")
     organisation = vendor_a.user.membership.organisation.name
@@ -90,7 +92,7 @@ def test_a_vendor_is_only_ever_told_about_its_own_organisation(pm, vendor_a, ven
         addressed(account.user)
     colleague_a = addressed(make_account("amy", "acme", "vendor").user)
     for question, account in ((question_a, vendor_a), (question_b, vendor_b)):
-        told(question_update, actor=pm.user, question=question, assignee=account.user)
+        told(question_update, actor=pm.user, question=question, changes=QuestionChanges(assignee=account.user))
         told(comment_create, actor=pm.user, question=question, body="@alice @bruno @amy please look")
         told(comment_create, actor=account.user, question=question, body="looking")
     for kind in (events.RUN_FAILED, events.REVERIFICATION_DUE, events.PROMOTION_BLOCKED):
@@ -98,7 +100,7 @@ def test_a_vendor_is_only_ever_told_about_its_own_organisation(pm, vendor_a, ven
             told(
                 notify,
                 kind,
-                actor="system",
+                actor=SYSTEM,
                 organisation_id=question.organisation_id if kind != events.PROMOTION_BLOCKED else None,
                 question_id=question.pk if kind != events.PROMOTION_BLOCKED else None,
                 data={"capability": "x", "detail": "y"},
@@ -118,7 +120,7 @@ def test_a_vendor_is_only_ever_told_about_its_own_organisation(pm, vendor_a, ven
 def test_the_daily_job_tells_each_due_date_once(pm, vendor_a, question_a, settings, told):
     settings.QUESTION_DUE_SOON_DAYS = 3
     today = datetime.date.today()
-    question_update(actor=pm.user, question=question_a, assignee=vendor_a.user)
+    question_update(actor=pm.user, question=question_a, changes=QuestionChanges(assignee=vendor_a.user))
     unassigned = make_question("V20", organisation=question_a.organisation, state="asked")
     settled = make_question("V21", organisation=question_a.organisation, state="deferred")
     later = make_question("V22", organisation=question_a.organisation, state="asked")
@@ -131,7 +133,7 @@ def test_the_daily_job_tells_each_due_date_once(pm, vendor_a, question_a, settin
     assert recipients("due_soon") == ["pat"]  # nobody assigned: the team's PMs
     assert told(questions_due_notify) == 0
     # A new due date is a new occasion.
-    told(question_update, actor=pm.user, question=question_a, due_date=today)
+    told(question_update, actor=pm.user, question=question_a, changes=QuestionChanges(due_date=today))
     assert told(questions_due_notify) == 1
     assert recipients("due_soon") == ["alice", "pat"]
 

@@ -2,9 +2,11 @@ import datetime
 
 import pytest
 
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.factories import db_snapshot, make_question
+from vendor.inputs import QuestionChanges
 from vendor.models import Organisation
 from vendor.services.questions import (
     question_bulk_preview,
@@ -23,11 +25,9 @@ def test_pm_puts_a_question_to_a_vendor_and_assigns_it(pm, vendor_a):
     updated = question_update(
         actor=pm.user,
         question=question,
-        organisation=acme,
-        assignee=vendor_a.user,
-        priority="p0",
-        due_date=IN_A_MONTH.isoformat(),
-        state="asked",
+        changes=QuestionChanges(
+            organisation=acme, assignee=vendor_a.user, priority="p0", due_date=IN_A_MONTH, state="asked"
+        ),
     )
 
     question.refresh_from_db()
@@ -52,7 +52,7 @@ def test_pm_puts_a_question_to_a_vendor_and_assigns_it(pm, vendor_a):
 
 def test_an_update_that_changes_nothing_writes_no_audit_row(pm):
     question = make_question("V18")
-    question_update(actor=pm.user, question=question, priority="p2")
+    question_update(actor=pm.user, question=question, changes=QuestionChanges(priority="p2"))
     assert not AuditEntry.objects.filter(action="question.update").exists()
 
 
@@ -63,17 +63,15 @@ def test_an_update_that_changes_nothing_writes_no_audit_row(pm):
         ({"state": "nonsense"}, "state"),
         ({"state": "asked"}, "state"),  # not put to any organisation yet
         ({"priority": "urgent"}, "priority"),
-        ({"due_date": "next tuesday"}, "due_date"),
-        ({"due_date": "1900-01-01"}, "due_date"),
+        ({"due_date": datetime.date(1900, 1, 1)}, "due_date"),
         ({"due_date": datetime.date.today() - datetime.timedelta(days=1)}, "due_date"),
-        ({"code": "V99"}, "code"),
     ],
 )
 def test_bad_changes_name_the_field_and_change_nothing(pm, changes, field):
     question = make_question("V18")
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=question, **changes)
+        question_update(actor=pm.user, question=question, changes=QuestionChanges(**changes))
     assert error.value.field == field
     assert db_snapshot() == before
 
@@ -82,17 +80,17 @@ def test_a_question_is_put_to_vendor_organisations_only(pm):
     question = make_question("V18")
     team = Organisation.objects.get(slug="team")
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=question, organisation=team)
+        question_update(actor=pm.user, question=question, changes=QuestionChanges(organisation=team))
     assert error.value.field == "organisation"
 
 
 def test_the_assignee_belongs_to_the_team_or_the_questions_organisation(pm, vendor_a, vendor_b):
     question = make_question("V18", organisation=vendor_a.user.membership.organisation)
     with pytest.raises(DomainError) as error:
-        question_update(actor=pm.user, question=question, assignee=vendor_b.user)
+        question_update(actor=pm.user, question=question, changes=QuestionChanges(assignee=vendor_b.user))
     assert error.value.field == "assignee"
-    question_update(actor=pm.user, question=question, assignee=pm.user)
-    question_update(actor=pm.user, question=question, assignee=vendor_a.user)
+    question_update(actor=pm.user, question=question, changes=QuestionChanges(assignee=pm.user))
+    question_update(actor=pm.user, question=question, changes=QuestionChanges(assignee=vendor_a.user))
     question.refresh_from_db()
     assert question.assignee == vendor_a.user
 
@@ -102,11 +100,11 @@ def test_only_a_pm_changes_questions(pm, viewer, vendor_a, role):
     actor = {"viewer": viewer, "vendor": vendor_a}[role].user
     question = make_question("V18", organisation=vendor_a.user.membership.organisation)
     with pytest.raises(ForbiddenError):
-        question_update(actor=actor, question=question, priority="p0")
+        question_update(actor=actor, question=question, changes=QuestionChanges(priority="p0"))
     with pytest.raises(ForbiddenError):
-        question_bulk_update(actor=actor, questions=[question], changes={"assignee": None})
+        question_bulk_update(actor=actor, questions=[question], changes=QuestionChanges(assignee=None))
     with pytest.raises(ForbiddenError):
-        question_bulk_preview(actor=actor, questions=[question], changes={"assignee": None})
+        question_bulk_preview(actor=actor, questions=[question], changes=QuestionChanges(assignee=None))
     question.refresh_from_db()
     assert question.priority == "p2"
 
@@ -115,8 +113,8 @@ def test_bulk_update_changes_all_or_none(pm, vendor_a):
     acme = vendor_a.user.membership.organisation
     asked = [make_question(f"V{n}", organisation=acme) for n in (18, 19, 20)]
     changes = {"assignee": pm.user, "priority": "p0", "due_date": IN_A_MONTH}
-    assert question_bulk_update(actor=pm.user, questions=asked, changes=changes) == 3
-    assert question_bulk_update(actor=pm.user, questions=asked, changes=changes) == 0
+    assert question_bulk_update(actor=pm.user, questions=asked, changes=QuestionChanges(**changes)) == 3
+    assert question_bulk_update(actor=pm.user, questions=asked, changes=QuestionChanges(**changes)) == 0
     entries = AuditEntry.objects.filter(action="question.update")
     assert entries.count() == 3
     assert entries.first().after == {"assignee": "pat", "priority": "p0", "due_date": IN_A_MONTH.isoformat()}
@@ -124,7 +122,9 @@ def test_bulk_update_changes_all_or_none(pm, vendor_a):
     unasked = make_question("V21")  # put to no organisation: a vendor engineer may not take it
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_bulk_update(actor=pm.user, questions=[*asked, unasked], changes={"assignee": vendor_a.user})
+        question_bulk_update(
+            actor=pm.user, questions=[*asked, unasked], changes=QuestionChanges(assignee=vendor_a.user)
+        )
     assert error.value.field == "assignee"
     assert error.value.message.startswith("V21: ")
     assert db_snapshot() == before
@@ -136,13 +136,13 @@ def test_bulk_update_moves_states_by_the_transition_table(pm, vendor_a):
     new = make_question("V19", state="new")
     assert (
         question_bulk_update(
-            actor=pm.user, questions=[asked], changes={"state": "deferred", "state_reason": "waiting for 0.8"}
+            actor=pm.user, questions=[asked], changes=QuestionChanges(state="deferred", state_reason="waiting for 0.8")
         )
         == 1
     )
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_bulk_update(actor=pm.user, questions=[asked, new], changes={"state": "asked"})
+        question_bulk_update(actor=pm.user, questions=[asked, new], changes=QuestionChanges(state="asked"))
     assert (error.value.field, error.value.message) == (
         "state",
         "V19: Put the question to an organisation before asking it.",
@@ -154,7 +154,7 @@ def test_bulk_update_moves_states_by_the_transition_table(pm, vendor_a):
     ("changes", "field"),
     [
         ({"priority": "urgent"}, "priority"),
-        ({"due_date": "1900-01-01"}, "due_date"),
+        ({"due_date": datetime.date(1900, 1, 1)}, "due_date"),
         ({"organisation": None}, "organisation"),
         ({}, None),
     ],
@@ -163,7 +163,7 @@ def test_bad_bulk_changes_name_the_field_and_change_nothing(pm, vendor_a, change
     questions = [make_question("V18"), make_question("V19")]
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        question_bulk_update(actor=pm.user, questions=questions, changes=changes)
+        question_bulk_update(actor=pm.user, questions=questions, changes=QuestionChanges(**changes))
     assert error.value.field == field
     assert db_snapshot() == before
 
@@ -173,7 +173,9 @@ def test_bulk_preview_says_what_would_change_and_writes_nothing(pm, vendor_a):
     asked = make_question("V18", organisation=acme)
     unasked = make_question("V19")
     before = db_snapshot()
-    rows = question_bulk_preview(actor=pm.user, questions=[unasked, asked], changes={"assignee": vendor_a.user})
+    rows = question_bulk_preview(
+        actor=pm.user, questions=[unasked, asked], changes=QuestionChanges(assignee=vendor_a.user)
+    )
     assert db_snapshot() == before
     assert [row.question.code for row in rows] == ["V18", "V19"]
     assert (rows[0].before, rows[0].after, rows[0].error) == ({"assignee": None}, {"assignee": "alice"}, None)
@@ -184,15 +186,17 @@ def test_a_past_due_date_stays_when_other_fields_change(pm):
     question = make_question("V18")
     question.due_date = datetime.date(2020, 1, 1)  # set before it passed
     question.save(update_fields=["due_date"])
-    question_update(actor=pm.user, question=question, priority="p1", due_date=datetime.date(2020, 1, 1))
+    question_update(
+        actor=pm.user, question=question, changes=QuestionChanges(priority="p1", due_date=datetime.date(2020, 1, 1))
+    )
     question.refresh_from_db()
     assert (question.priority, question.due_date) == ("p1", datetime.date(2020, 1, 1))
 
 
 def test_state_moves_follow_the_transition_table(pm, vendor_a):
     question = make_question("V18", organisation=vendor_a.user.membership.organisation, state="asked")
-    question_state_move(actor=None, question=question, state="answered", reason="answer r1")
+    question_state_move(actor=SYSTEM, question=question, state="answered", reason="answer r1")
     with pytest.raises(DomainError):
-        question_state_move(actor=None, question=question, state="new")
+        question_state_move(actor=SYSTEM, question=question, state="new")
     question.refresh_from_db()
     assert question.state == "answered"

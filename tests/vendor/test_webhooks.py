@@ -13,10 +13,12 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from calculet.actors import SYSTEM
 from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.acceptance.workers import wait_until
 from tests.factories import db_snapshot, make_account
+from vendor.inputs import QuestionChanges
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notify
@@ -83,7 +85,7 @@ def team(pm):
 
 
 def tell(kind, question, **data):
-    return notify(kind, actor="system", organisation_id=question.organisation_id, question_id=question.pk, data=data)
+    return notify(kind, actor=SYSTEM, organisation_id=question.organisation_id, question_id=question.pk, data=data)
 
 
 def test_a_delivery_is_signed_with_the_hooks_secret(pm, question_a, receiver):
@@ -176,7 +178,7 @@ def test_hooks_receive_the_kinds_they_subscribe_to_and_a_vendors_hook_only_its_o
     tell("overdue", question_a)
     tell("overdue", question_b)
     tell("comment", question_b)
-    notify("promotion_blocked", actor="system", organisation_id=None, data={})
+    notify("promotion_blocked", actor=SYSTEM, organisation_id=None, data={})
     carried = {
         hook.name: sorted(
             f"{d.event.kind}:{d.event.question.code if d.event.question else '-'}" for d in hook.deliveries.all()
@@ -253,7 +255,9 @@ def celery_worker(workers):
 def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a, receiver, celery_worker):
     endpoint = receiver(503, 500, 200)
     hook = webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=["assigned"])
-    question_update(actor=pm.user, question=question_a, assignee=vendor_a.user)  # commits: the event is told
+    question_update(
+        actor=pm.user, question=question_a, changes=QuestionChanges(assignee=vendor_a.user)
+    )  # commits: the event is told
     event = NotificationEvent.objects.get(kind="assigned")
     delivery = WebhookDelivery.objects.get(hook=hook, event=event)
     wait_until(

@@ -9,8 +9,9 @@ from playwright.sync_api import expect
 from acceptance import stages
 from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit
+from calculet.actors import SYSTEM
 from evidence.models import Capability
-from tests.factories import make_chain, make_run, put_to
+from tests.factories import answer_draft, make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Comment, DocumentReview, NotificationPreference, Question
 from vendor.services.deliverables import deliverable_accept
@@ -320,7 +321,11 @@ def test_a_pm_reviews_a_document_item_by_item_and_the_question_closes(
     page, pm, acme, acme_engineer, checklist, language
 ):
     put_to(pm, acme, "V09", ask=True)
-    answer_submit(actor=acme_engineer, question=Question.objects.get(code="V09"), data={"summary": "letter attached"})
+    answer_submit(
+        actor=acme_engineer,
+        question=Question.objects.get(code="V09"),
+        draft=answer_draft({"summary": "letter attached"}),
+    )
     log_in(page, "ada")
     in_language(page, language)
     words = DELIVERABLE_WORDS[language]
@@ -353,7 +358,7 @@ def test_the_vendor_sees_what_it_still_owes_per_deliverable_and_target_kind(
 ):
     put_to(pm, acme, "V18", ask=True)
     v18 = Question.objects.get(code="V18")
-    deliverable_accept(v18.deliverables.get(key="package-batch-8"), actor="system", reason="every stage passed")
+    deliverable_accept(v18.deliverables.get(key="package-batch-8"), actor=SYSTEM, reason="every stage passed")
     log_in(page, "ann")
     in_language(page, language)
     words = DELIVERABLE_WORDS[language]

@@ -13,7 +13,7 @@ from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit, capability_promote
 from evidence.models import Capability, EvidenceItem
 from npu_sim.timing import TimingModel, context_rows
-from tests.factories import make_chain, make_run, put_to
+from tests.factories import answer_draft, make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Question
 
@@ -59,7 +59,9 @@ def v18_with_proof(pm, acme, acme_engineer):
     answer_submit(
         actor=acme_engineer,
         question=question,
-        data={"deliverable": "package-batch-8", "golden": {"tolerances": {"cosine_min": 0.9999, "max_rel": 0.005}}},
+        draft=answer_draft(
+            {"deliverable": "package-batch-8", "golden": {"tolerances": {"cosine_min": 0.9999, "max_rel": 0.005}}}
+        ),
     )
     chain = make_chain(question, acme_engineer)
     for stage in stages.CHAIN_STAGES[:-1]:

@@ -8,6 +8,7 @@ import pytest
 from django.urls import reverse
 
 from acceptance import stages
+from calculet.actors import SYSTEM
 from evidence.exporter import checklist_markdown
 from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def v18_batch_8_accepted(pm, acme, acme_engineer, checklist):
     put_to(pm, acme, "V18", ask=True)
     question = Question.objects.get(code="V18")
-    deliverable_accept(question.deliverables.get(key="package-batch-8"), actor="system", reason="chain passed")
+    deliverable_accept(question.deliverables.get(key="package-batch-8"), actor=SYSTEM, reason="chain passed")
     return question
 
 

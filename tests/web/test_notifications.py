@@ -3,6 +3,7 @@
 import pytest
 from django.urls import reverse
 
+from calculet.actors import SYSTEM
 from calculet.models import AuditEntry
 from tests.factories import make_user, put_to
 from vendor.models import NotificationPreference, Question, Webhook
@@ -46,7 +47,7 @@ def test_a_vendor_chooses_only_what_it_can_be_told_and_sees_what_it_was_told(
     put_to(pm, acme, "V18")
     notify(
         "overdue",
-        actor="system",
+        actor=SYSTEM,
         organisation_id=acme.pk,
         question_id=Question.objects.get(code="V18").pk,
         named_ids=[],
@@ -55,7 +56,7 @@ def test_a_vendor_chooses_only_what_it_can_be_told_and_sees_what_it_was_told(
     Question.objects.filter(code="V18").update(assignee=acme_engineer)
     notify(
         "overdue",
-        actor="system",
+        actor=SYSTEM,
         organisation_id=acme.pk,
         question_id=Question.objects.get(code="V18").pk,
         data={"due_date": "2026-01-03"},

@@ -10,6 +10,7 @@ from acceptance import stages
 from acceptance.services import answer_submit
 from calculet.models import AuditEntry
 from tests.factories import make_chain, make_run, make_user, put_to
+from vendor.inputs import AnswerDraft, QuestionChanges
 from vendor.models import Question, Section
 from vendor.services.questions import question_update
 
@@ -61,17 +62,19 @@ def test_list_filters_by_blocking_theme_state_assignee_and_organisation(pm_clien
     assert codes == [f"V{n:02d}" for n in range(1, 10)]
 
     put_to(pm, acme, "V05", "V07")
-    question_update(actor=pm, question=Question.objects.get(code="V07"), state="asked", assignee=pm)
+    question_update(
+        actor=pm, question=Question.objects.get(code="V07"), changes=QuestionChanges(state="asked", assignee=pm)
+    )
     assert listed_codes(pm_client.get(reverse("question-list"), {"organisation": "acme"})) == ["V05", "V07"]
     assert listed_codes(pm_client.get(reverse("question-list"), {"state": "asked"})) == ["V07"]
-    assert listed_codes(pm_client.get(reverse("question-list"), {"assignee": str(pm.pk)})) == ["V07"]
+    assert listed_codes(pm_client.get(reverse("question-list"), {"assignee": pm.username})) == ["V07"]
     assert "V07" not in listed_codes(pm_client.get(reverse("question-list"), {"assignee": "none"}))
 
 
 @pytest.mark.django_db
 def test_list_sorts_and_paginates(pm_client, pm, checklist):
-    question_update(actor=pm, question=Question.objects.get(code="V42"), due_date=days(10))
-    question_update(actor=pm, question=Question.objects.get(code="V13"), due_date=days(40))
+    question_update(actor=pm, question=Question.objects.get(code="V42"), changes=QuestionChanges(due_date=days(10)))
+    question_update(actor=pm, question=Question.objects.get(code="V13"), changes=QuestionChanges(due_date=days(40)))
     assert listed_codes(pm_client.get(reverse("question-list"), {"sort": "due"}))[:2] == ["V42", "V13"]
     assert listed_codes(pm_client.get(reverse("question-list"), {"sort": "-due"}))[:2] == ["V13", "V42"]
 
@@ -190,7 +193,7 @@ def test_bulk_edit_shows_the_change_then_makes_it_once_confirmed(pm_client, pm, 
 def test_bulk_edit_moves_states_and_clears_due_dates_without_javascript(pm_client, pm, acme, checklist):
     put_to(pm, acme, "V01", "V02")
     for code in ("V01", "V02"):
-        question_update(actor=pm, question=Question.objects.get(code=code), due_date=days(3))
+        question_update(actor=pm, question=Question.objects.get(code=code), changes=QuestionChanges(due_date=days(3)))
     back = reverse("question-list") + "?organisation=acme"
     form = {"code": ["V01", "V02"], "state": "asked", "clear_due": "1", "next": back}
     preview = pm_client.post(reverse("question-bulk-edit"), form)
@@ -284,7 +287,9 @@ def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(
     _set_due("V04", days(8))
     _set_due("V05", days(-1))
     question_update(
-        actor=pm, question=Question.objects.get(code="V05"), state="deferred", state_reason="not this release"
+        actor=pm,
+        question=Question.objects.get(code="V05"),
+        changes=QuestionChanges(state="deferred", state_reason="not this release"),
     )  # settled: not overdue
     body = pm_client.get(reverse("question-list"), {"section": "12.1"}).content.decode()
     row_classes = dict(re.findall(r'<tr id="question-(V[0-9]{2})" class="([^"]*)"', body))
@@ -406,7 +411,7 @@ def test_answer_tolerances_read_as_the_golden_check_applies_them(pm_client, pm, 
     answer_submit(
         actor=acme_engineer,
         question=Question.objects.get(code="V18"),
-        data={"deliverable": "package-batch-8", "golden": {"tolerances": tolerances}},
+        draft=AnswerDraft(deliverable="package-batch-8", golden_tolerances=tolerances),
     )
     body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
     shown = re.findall(r'<span class="muted tolerance">([^<]*)</span>', body)

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import (
@@ -70,7 +71,7 @@ class UnsafeArchiveError(Exception):
     pass
 
 
-def artifact_uploader_organisation(actor) -> Organisation:
+def artifact_uploader_organisation(actor: Actor) -> Organisation:
     """The organisation an upload belongs to. Vendor engineers upload; nobody else does."""
     membership = user_membership(actor)
     if membership is None or membership.role != Membership.VENDOR:
@@ -324,7 +325,9 @@ def archive_member_check(member: tarfile.TarInfo, tree: ArchiveTree, destination
         raise UnsafeArchiveError(f"Member {name!r} refused: {error}.") from error
 
 
-def _reject(*, actor, organisation, metadata: dict, message: str, field: str, code: str) -> ArtifactRejectedError:
+def _reject(
+    *, actor: Actor, organisation, metadata: dict, message: str, field: str, code: str
+) -> ArtifactRejectedError:
     with transaction.atomic():
         artifact = Artifact.objects.create(
             organisation=organisation,
@@ -335,14 +338,14 @@ def _reject(*, actor, organisation, metadata: dict, message: str, field: str, co
             declared_sha256=metadata["sha256"],
             state=Artifact.REJECTED,
             rejection_reason=message,
-            uploaded_by=actor,
+            uploaded_by=actor_user(actor),
         )
         audit_record(actor=actor, action="artifact.reject", obj=artifact, after={"reason": message, **metadata})
     return ArtifactRejectedError(message, artifact=artifact, field=field, code=code)
 
 
 def artifact_ingest(
-    *, actor, path: Path, metadata: dict, sha256: str | None = None, size: int | None = None, field_names=None
+    *, actor: Actor, path: Path, metadata: dict, sha256: str | None = None, size: int | None = None, field_names=None
 ) -> Artifact:
     """Turn the received bytes at `path` into an artifact of the actor's organisation: verified, or
     `verifying` when it is a compressed archive, which the `vendor.artifact_check` task then decides
@@ -408,7 +411,7 @@ def artifact_ingest(
                     declared_sha256=metadata["sha256"],
                     blob=blob,
                     state=Artifact.VERIFYING if deferred else Artifact.VERIFIED,
-                    uploaded_by=actor,
+                    uploaded_by=actor_user(actor),
                     verified_at=None if deferred else timezone.now(),
                 )
                 action = "artifact.receive" if deferred else "artifact.verify"
@@ -452,11 +455,11 @@ def artifact_check(artifact_id: int) -> Artifact:
             locked.state, locked.rejection_reason, locked.blob = Artifact.REJECTED, problem, None
             locked.save(update_fields=["state", "rejection_reason", "blob"])
             _blob_drop_unused(blob_id)
-            audit_record(actor=None, action="artifact.reject", obj=locked, after={"reason": problem})
+            audit_record(actor=SYSTEM, action="artifact.reject", obj=locked, after={"reason": problem})
         else:
             locked.state, locked.verified_at = Artifact.VERIFIED, timezone.now()
             locked.save(update_fields=["state", "verified_at"])
-            audit_record(actor=None, action="artifact.verify", obj=locked, after={"sha256": locked.declared_sha256})
+            audit_record(actor=SYSTEM, action="artifact.verify", obj=locked, after={"sha256": locked.declared_sha256})
     return locked
 
 
@@ -487,7 +490,7 @@ def upload_temp_dir() -> Path:
     return directory
 
 
-def artifact_upload(*, actor, stream, kind, version, file_name, sha256) -> Artifact:
+def artifact_upload(*, actor: Actor, stream, kind, version, file_name, sha256) -> Artifact:
     """A single-request upload: copy `stream` (a file-like object) to a temporary file, digesting on the
     way, then ingest it. For files up to UPLOAD_PLAIN_MAX_BYTES; larger ones go through tus."""
     organisation = artifact_uploader_organisation(actor)

@@ -5,6 +5,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from calculet.actors import Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
@@ -65,7 +66,7 @@ def _mentioned(body: str, organisation_id: int | None) -> list:
     ]
 
 
-def _thread_question(actor, question: Question) -> Question:
+def _thread_question(actor: Actor, question: Question) -> Question:
     """The question as the actor may see it, fresh: the thread is with the vendor it is put to now."""
     if not may_discuss(actor):
         raise ForbiddenError("Only the team's PMs and the question's vendor write in its thread.")
@@ -81,7 +82,7 @@ def _snapshot(comment: Comment, artifacts, mentioned) -> dict:
     }
 
 
-def _tell(comment: Comment, actor, kind: str, mentioned) -> None:
+def _tell(comment: Comment, actor: Actor, kind: str, mentioned) -> None:
     """The thread's people of a new comment (less those it mentions), or those it mentions that they are."""
     ids = [person.pk for person in mentioned]
     notify_on_commit(
@@ -99,7 +100,7 @@ def _tell(comment: Comment, actor, kind: str, mentioned) -> None:
     )
 
 
-def comment_create(*, actor, question: Question, body: str, artifact_ids=None) -> Comment:
+def comment_create(*, actor: Actor, question: Question, body: str, artifact_ids=None) -> Comment:
     """Add a comment to the question's thread.
 
     Preconditions: the actor is a PM or a vendor engineer (ForbiddenError) who may see the question
@@ -115,14 +116,14 @@ def comment_create(*, actor, question: Question, body: str, artifact_ids=None) -
         comment = Comment.objects.create(
             question=question,
             organisation_id=question.organisation_id,
-            author=actor,
+            author=actor_user(actor),
             body=body,
             body_html=rich_text.render(body, {person.get_username() for person in mentioned}),
         )
         comment.artifacts.set(artifacts)
         comment.mentions.set(mentioned)
         CommentRevision.objects.create(
-            comment=comment, revision=1, body=body, artifact_ids=[a.pk for a in artifacts], author=actor
+            comment=comment, revision=1, body=body, artifact_ids=[a.pk for a in artifacts], author=actor_user(actor)
         )
         audit_record(actor=actor, action="comment.create", obj=comment, after=_snapshot(comment, artifacts, mentioned))
         _tell(comment, actor, events.COMMENT, mentioned)
@@ -131,7 +132,7 @@ def comment_create(*, actor, question: Question, body: str, artifact_ids=None) -
     return comment
 
 
-def comment_edit(*, actor, comment: Comment, body: str, artifact_ids=None) -> Comment:
+def comment_edit(*, actor: Actor, comment: Comment, body: str, artifact_ids=None) -> Comment:
     """Change a comment's text or linked artifacts; the text it replaces stays as a revision.
 
     Preconditions: the actor wrote the comment and may still write in the thread (ForbiddenError) and see it
@@ -139,7 +140,8 @@ def comment_edit(*, actor, comment: Comment, body: str, artifact_ids=None) -> Co
     time are told; one audit row with before and after; nothing when nothing changed.
     """
     _thread_question(actor, comment.question)
-    if comment.author_id != actor.pk:
+    author = actor_user(actor)
+    if author is None or comment.author_id != author.pk:
         raise ForbiddenError("Only its author edits a comment.")
     body = _clean_body(body)
     artifacts = _attachments(comment.organisation_id, artifact_ids)
@@ -166,7 +168,7 @@ def comment_edit(*, actor, comment: Comment, body: str, artifact_ids=None) -> Co
             revision=locked.revision,
             body=body,
             artifact_ids=[a.pk for a in artifacts],
-            author=actor,
+            author=actor_user(actor),
         )
         audit_record(
             actor=actor,

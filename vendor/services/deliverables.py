@@ -4,6 +4,7 @@ one of a closed question opens it again, since something is owed once more."""
 from django.db import transaction
 from django.utils import timezone
 
+from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -13,12 +14,11 @@ from vendor.models import Answer, Deliverable, Question
 from vendor.selectors import deliverables_owed
 from vendor.services.questions import question_state_move
 
-SYSTEM = "system"
 # States from which accepting the last deliverable closes the question (the transitions table allows it).
 CLOSABLE_STATES = frozenset({states.ANSWERED, states.VERIFYING})
 
 
-def _check_actor(actor) -> None:
+def _check_actor(actor: Actor) -> None:
     if actor != SYSTEM and not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM, or the system after a check, may accept or reject a deliverable.")
 
@@ -42,7 +42,7 @@ def _check_answer_is_owed(locked: Deliverable, answer: Answer | None) -> None:
         )
 
 
-def _decide(deliverable: Deliverable, *, actor, reason: str, state: str, answer: Answer | None) -> Deliverable:
+def _decide(deliverable: Deliverable, *, actor: Actor, reason: str, state: str, answer: Answer | None) -> Deliverable:
     _check_actor(actor)
     reason = (reason or "").strip()
     if not reason:
@@ -54,7 +54,7 @@ def _decide(deliverable: Deliverable, *, actor, reason: str, state: str, answer:
         locked.state = state
         locked.reason = reason
         locked.decided_at = timezone.now()
-        locked.decided_by = None if actor == SYSTEM else actor
+        locked.decided_by = actor_user(actor)
         locked.save(update_fields=["state", "reason", "decided_at", "decided_by"])
         audit_record(
             actor=actor,
@@ -75,11 +75,13 @@ def _decide(deliverable: Deliverable, *, actor, reason: str, state: str, answer:
     return locked
 
 
-def deliverable_accept(deliverable: Deliverable, *, actor, reason: str, answer: Answer | None = None) -> Deliverable:
+def deliverable_accept(
+    deliverable: Deliverable, *, actor: Actor, reason: str, answer: Answer | None = None
+) -> Deliverable:
     """Accept a deliverable; when it was the question's last one not accepted and the question is answered or
     being verified, close the question (audited, by the same actor).
 
-    Preconditions: `actor` is a PM or "system" (ForbiddenError otherwise); `reason` says what accepted it
+    Preconditions: `actor` is a PM or SYSTEM (ForbiddenError otherwise); `reason` says what accepted it
     (DomainError naming `reason` otherwise); `answer`, the answer whose proof decides it, is from the
     organisation the question is put to (ConflictError naming `answer` otherwise: a question never closes on
     another organisation's proof). Runs in the caller's transaction when there is one.
@@ -87,7 +89,9 @@ def deliverable_accept(deliverable: Deliverable, *, actor, reason: str, answer: 
     return _decide(deliverable, actor=actor, reason=reason, state=Deliverable.ACCEPTED, answer=answer)
 
 
-def deliverable_reject(deliverable: Deliverable, *, actor, reason: str, answer: Answer | None = None) -> Deliverable:
+def deliverable_reject(
+    deliverable: Deliverable, *, actor: Actor, reason: str, answer: Answer | None = None
+) -> Deliverable:
     """Reject a deliverable with the reason (the findings); a closed question opens again (Asked).
 
     Preconditions as `deliverable_accept`.

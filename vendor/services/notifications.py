@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
 
+from calculet.actors import SYSTEM, Actor, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.errors import DomainError
 from vendor import due, events
@@ -94,7 +95,7 @@ def _recipients(kind: str, event: NotificationEvent, named: set[int], skipped: s
 def notify(
     kind: str,
     *,
-    actor,
+    actor: Actor,
     organisation_id: int | None,
     question_id: int | None = None,
     named_ids=(),
@@ -110,10 +111,10 @@ def notify(
     """
     if kind not in events.EVENTS or kind == events.TEST:
         raise ValueError(f"unknown event kind {kind!r}")
-    actor_user = actor if getattr(actor, "is_authenticated", False) else None
-    actor_label = actor_user.get_username() if actor_user else str(actor or "system")
+    person = actor_user(actor)
+    label = actor_label(actor)
     question = Question.objects.select_related("assignee").get(pk=question_id) if question_id else None
-    data = {"actor": actor_label, **(data or {})}
+    data = {"actor": label, **(data or {})}
     if question is not None:
         data.setdefault("question", question.code)
         data.setdefault("path", f"/questions/{question.code}/")
@@ -125,12 +126,12 @@ def notify(
                     key=key,
                     question=question,
                     organisation_id=organisation_id,
-                    actor_label=actor_label,
+                    actor_label=label,
                     data=data,
                 )
         except IntegrityError:
             return None  # told before
-        skipped = {*skip_ids, actor_user.pk if actor_user else None}
+        skipped = {*skip_ids, person.pk if person else None}
         recipients = _recipients(kind, event, set(named_ids), skipped)
         notifications = Notification.objects.bulk_create(
             [Notification(event=event, user=person, email=person.email) for person in recipients]
@@ -191,7 +192,9 @@ def notification_email_send(notification_id: int) -> None:
     Notification.objects.filter(pk=notification.pk).update(emailed_at=timezone.now(), error="")
 
 
-def notification_preferences_update(*, actor, user, muted: list, language: str, email: str) -> NotificationPreference:
+def notification_preferences_update(
+    *, actor: Actor, user, muted: list, language: str, email: str
+) -> NotificationPreference:
     """A person's own choices: the kinds not to be told of, the language of e-mails, the address they go to.
 
     Preconditions: `actor` is `user` (ForbiddenError is never needed: nobody reaches another's preferences);
@@ -241,7 +244,7 @@ def questions_due_notify() -> int:
         for question in questions_by_due(Question.objects.all(), status, today).order_by("number"):
             event = notify(
                 kind,
-                actor="system",
+                actor=SYSTEM,
                 organisation_id=question.organisation_id,
                 question_id=question.pk,
                 data={"due_date": str(question.due_date)},

@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from calculet.actors import SYSTEM, Actor, Machine
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
@@ -32,9 +33,9 @@ def _organisation_name(name) -> str:
     return name
 
 
-def organisation_create(*, actor, slug: str, name: str, kind: str) -> Organisation:
-    """Create an organisation. `actor` is a PM, or None for the command line."""
-    if actor is not None and not may_act_as_pm(actor):
+def organisation_create(*, actor: Actor, slug: str, name: str, kind: str) -> Organisation:
+    """Create an organisation. `actor` is a PM, or a command run at the shell."""
+    if not isinstance(actor, Machine) and not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM creates organisations.")
     if not isinstance(slug, str) or not SLUG_PATTERN.match(slug):
         raise DomainError("A slug is 1–50 lowercase letters, digits and inner hyphens.", field="slug")
@@ -49,7 +50,7 @@ def organisation_create(*, actor, slug: str, name: str, kind: str) -> Organisati
     return organisation
 
 
-def organisation_rename(*, actor, organisation: Organisation, name: str) -> Organisation:
+def organisation_rename(*, actor: Actor, organisation: Organisation, name: str) -> Organisation:
     """Give an organisation a new name; its slug and kind never change. `actor` is a PM."""
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM renames organisations.")
@@ -65,13 +66,13 @@ def organisation_rename(*, actor, organisation: Organisation, name: str) -> Orga
     return locked
 
 
-def token_create(*, actor, user, name: str, expires_at: datetime.datetime | None = None) -> tuple[ApiToken, str]:
+def token_create(*, actor: Actor, user, name: str, expires_at: datetime.datetime | None = None) -> tuple[ApiToken, str]:
     """Create an API token for `user` and return it with its key, which is not stored and never shown again.
 
-    Preconditions: `actor` is the user, or None for the command line. Tokens expire: by default after
+    Preconditions: `actor` is the user, or a command run at the shell. Tokens expire: by default after
     TOKEN_DEFAULT_LIFETIME, at most after TOKEN_MAX_LIFETIME.
     """
-    if actor is not None and actor.pk != user.pk:
+    if not isinstance(actor, Machine) and actor.pk != user.pk:
         raise ForbiddenError("Tokens are created by their own user.")
     name = (name or "").strip()
     if not name or len(name) > 100:
@@ -97,9 +98,9 @@ def token_create(*, actor, user, name: str, expires_at: datetime.datetime | None
     return token, key
 
 
-def token_revoke(*, actor, token: ApiToken) -> ApiToken:
-    """Revoke a token for good. Its own user or a PM may; None stands for the command line."""
-    if actor is not None and actor.pk != token.user_id and not may_act_as_pm(actor):
+def token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
+    """Revoke a token for good. Its own user, a PM or a command run at the shell may."""
+    if not isinstance(actor, Machine) and actor.pk != token.user_id and not may_act_as_pm(actor):
         raise NotFoundError(f"Token {token.pk} not found.")
     with transaction.atomic():
         locked = lock_rows(ApiToken.objects).get(pk=token.pk)
@@ -138,7 +139,7 @@ def api_user_create(
             if not create_org:
                 raise NotFoundError(f"Organisation {org_slug} not found.", field="org")
             organisation = organisation_create(
-                actor=None, slug=org_slug, name=org_name or org_slug, kind=_role_organisation_kind(role)
+                actor=SYSTEM, slug=org_slug, name=org_name or org_slug, kind=_role_organisation_kind(role)
             )
         if organisation.kind != _role_organisation_kind(role):
             raise DomainError(
@@ -151,10 +152,10 @@ def api_user_create(
         user = user_model.objects.create_user(username=username)
         membership = Membership.objects.create(user=user, organisation=organisation, role=role)
         audit_record(
-            actor="system",
+            actor=SYSTEM,
             action="membership.create",
             obj=membership,
             after={"user": username, "organisation": organisation.slug, "role": role},
         )
-        _, key = token_create(actor=None, user=user, name=token_name, expires_at=expires_at)
+        _, key = token_create(actor=SYSTEM, user=user, name=token_name, expires_at=expires_at)
     return user, key

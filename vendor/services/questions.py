@@ -3,21 +3,21 @@
 import datetime
 from dataclasses import dataclass
 
-from django.contrib.auth import get_user_model
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
 from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
+from vendor.inputs import KEEP, QuestionChanges
 from vendor.models import Deliverable, Organisation, Question
 from vendor.selectors import deliverables_owed
 from vendor.services.notifications import notify_on_commit
 
-EDITABLE_FIELDS = ("assignee", "priority", "due_date", "state", "state_reason", "organisation")
-BULK_FIELDS = ("assignee", "priority", "due_date", "state", "state_reason")
 PRIORITY_CODES = [code for code, _ in states.PRIORITIES]
 
 
@@ -35,21 +35,6 @@ def _question_snapshot(question: Question, fields) -> dict:
     return {name: _snapshot_value(name, getattr(question, name)) for name in fields}
 
 
-def _parse_due_date(value) -> datetime.date | None:
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime.datetime):
-        raise DomainError("Give a date, not a date and time.", field="due_date")
-    if isinstance(value, datetime.date):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.date.fromisoformat(value)
-        except ValueError:
-            pass
-    raise DomainError("Give the due date as YYYY-MM-DD.", field="due_date")
-
-
 def _check_due_date(due_date: datetime.date | None) -> None:
     """A new due date lies today or later; one already set stays as it is when it passes."""
     if due_date is not None and due_date < timezone.localdate():
@@ -58,22 +43,18 @@ def _check_due_date(due_date: datetime.date | None) -> None:
         )
 
 
-def _clean_organisation(value) -> Organisation | None:
+def _clean_organisation(value: Organisation | None) -> Organisation | None:
     if value is None:
         return None
-    if not isinstance(value, Organisation) or value.pk is None:
-        raise DomainError("Give an organisation.", field="organisation")
     if value.kind != Organisation.VENDOR:
         raise DomainError("Questions are put to vendor organisations only.", field="organisation")
     return value
 
 
-def _check_assignee(assignee, organisation: Organisation | None) -> None:
+def _check_assignee(assignee: User | None, organisation: Organisation | None) -> None:
     """An assignee belongs to the integration team or to the organisation the question is put to."""
     if assignee is None:
         return
-    if not isinstance(assignee, get_user_model()) or assignee.pk is None:
-        raise DomainError("Give a user.", field="assignee")
     membership = user_membership(assignee)
     if membership is None:
         raise DomainError(f"User {assignee.get_username()} is not a member of any organisation.", field="assignee")
@@ -133,9 +114,10 @@ def _lock(question: Question) -> Question:
     return lock_rows(Question.objects).get(pk=question.pk)
 
 
-def _cleaned_changes(question: Question, changes: dict) -> dict:
+def _cleaned_changes(question: Question, given: QuestionChanges) -> dict:
     """The changes that differ from the question as stored, checked against every rule; DomainError naming
     the field for the first one refused."""
+    changes = given.given()
     organisation = question.organisation
     if "organisation" in changes:
         organisation = _clean_organisation(changes["organisation"])
@@ -148,7 +130,7 @@ def _cleaned_changes(question: Question, changes: dict) -> dict:
         if changes["priority"] != question.priority:
             cleaned["priority"] = changes["priority"]
     if "due_date" in changes:
-        due_date = _parse_due_date(changes["due_date"])
+        due_date = changes["due_date"]
         if due_date != question.due_date:
             _check_due_date(due_date)
             cleaned["due_date"] = due_date
@@ -174,7 +156,7 @@ def _cleaned_changes(question: Question, changes: dict) -> dict:
     return cleaned
 
 
-def _deliverables_reset(actor, question: Question, previous: str | None) -> None:
+def _deliverables_reset(actor: Actor, question: Question, previous: str | None) -> None:
     """What the organisation a question is now put to owes starts afresh: every decided deliverable goes back
     to owed, one audit row each. The reason is cleared, since it spoke of the previous organisation's answers.
     Precondition: this transaction holds the question's row lock (the lock order: question, then deliverable)."""
@@ -199,7 +181,7 @@ def _deliverables_reset(actor, question: Question, previous: str | None) -> None
         )
 
 
-def _apply(actor, question: Question, cleaned: dict) -> None:
+def _apply(actor: Actor, question: Question, cleaned: dict) -> None:
     reassigned = "organisation" in cleaned
     if reassigned and question.state == states.CLOSED and "state" not in cleaned:
         cleaned["state"] = states.ASKED  # its deliverables are owed again, by the new organisation
@@ -223,21 +205,19 @@ def _apply(actor, question: Question, cleaned: dict) -> None:
         )
 
 
-def question_update(*, actor, question: Question, **changes) -> Question:
-    """Change a question's assignee, priority, due date, state or organisation.
+def question_update(*, actor: Actor, question: Question, changes: QuestionChanges) -> Question:
+    """Change a question's assignee, priority, due date, state or organisation: the fields `changes` sets,
+    as the edge parsed them (`vendor.inputs.QuestionChanges`).
 
     Preconditions: `actor` is a PM of the integration team (ForbiddenError otherwise). `state` moves only
     along `vendor.states.QUESTION_TRANSITIONS`; Closed only when every deliverable of the question is accepted
     (the error names those still owed); Deferred and Won't fix only with a `state_reason`; `organisation` is
     a vendor organisation or None; an assignee belongs to the integration team or to the question's
-    organisation; a new due date is not in the past. Bad input raises DomainError naming the field and
+    organisation; a new due date is not in the past. A refusal raises DomainError naming the field and
     changes nothing. One audit row records before and after.
     """
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may change a question.")
-    unknown = sorted(set(changes) - set(EDITABLE_FIELDS))
-    if unknown:
-        raise DomainError(f"{unknown[0]} cannot be changed here.", field=unknown[0])
     with transaction.atomic():
         locked = _lock(question)
         cleaned = _cleaned_changes(locked, changes)
@@ -263,7 +243,7 @@ class BulkRow:
         return {name: _snapshot_value(name, value) for name, value in self.changes.items()}
 
 
-def _bulk_rows(questions: list[Question], changes: dict) -> list[BulkRow]:
+def _bulk_rows(questions: list[Question], changes: QuestionChanges) -> list[BulkRow]:
     rows = []
     for question in questions:
         try:
@@ -273,17 +253,16 @@ def _bulk_rows(questions: list[Question], changes: dict) -> list[BulkRow]:
     return rows
 
 
-def _check_bulk(actor, changes: dict) -> None:
+def _check_bulk(actor: Actor, changes: QuestionChanges) -> None:
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM may change questions.")
-    unknown = sorted(set(changes) - set(BULK_FIELDS))
-    if unknown:
-        raise DomainError(f"{unknown[0]} cannot be changed for many questions at once.", field=unknown[0])
-    if not changes:
+    if changes.organisation is not KEEP:
+        raise DomainError("organisation cannot be changed for many questions at once.", field="organisation")
+    if not changes.given():
         raise DomainError("Choose at least one thing to change.")
 
 
-def question_bulk_preview(*, actor, questions, changes: dict) -> list[BulkRow]:
+def question_bulk_preview(*, actor: Actor, questions, changes: QuestionChanges) -> list[BulkRow]:
     """What `question_bulk_update` would do to each question, read without locking or writing: shown for
     confirmation before anything changes."""
     _check_bulk(actor, changes)
@@ -292,7 +271,7 @@ def question_bulk_preview(*, actor, questions, changes: dict) -> list[BulkRow]:
     return _bulk_rows(list(found), changes)
 
 
-def question_bulk_update(*, actor, questions, changes: dict) -> int:
+def question_bulk_update(*, actor: Actor, questions, changes: QuestionChanges) -> int:
     """Change the assignee, priority, due date or state of many questions at once; returns how many changed.
 
     Preconditions as `question_update`, for every question: if one refuses, none changes, and the
@@ -315,7 +294,7 @@ def question_bulk_update(*, actor, questions, changes: dict) -> int:
     return len(changed)
 
 
-def question_state_move(*, actor, question: Question, state: str, reason: str = "") -> Question:
+def question_state_move(*, actor: Actor, question: Question, state: str, reason: str = "") -> Question:
     """Move a question's state on behalf of the system (an answer arrived, a chain started, the last
     deliverable was accepted).
 

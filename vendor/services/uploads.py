@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 from rehashes import PySha256
 
+from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import NO_SPACE, ConflictError, DomainError, NotFoundError, StorageFullError
@@ -92,7 +93,7 @@ def upload_path(upload: Upload) -> Path:
     return Path(settings.UPLOAD_TEMP_DIR) / f"{upload.id}.part"
 
 
-def upload_create(*, actor, length, metadata: dict) -> Upload:
+def upload_create(*, actor: Actor, length, metadata: dict) -> Upload:
     """Open an upload of `length` bytes for the actor's organisation.
 
     Preconditions: the actor is a vendor engineer; `metadata` carries kind, version, filename and the
@@ -115,7 +116,7 @@ def upload_create(*, actor, length, metadata: dict) -> Upload:
     with transaction.atomic():
         upload = Upload.objects.create(
             organisation=organisation,
-            user=actor,
+            user=actor_user(actor),
             length=length,
             metadata={key: cleaned[key] for key in METADATA_KEYS},
             expires_at=timezone.now() + datetime.timedelta(hours=settings.UPLOAD_EXPIRY_HOURS),
@@ -146,7 +147,13 @@ def upload_check_open(upload: Upload) -> None:
 
 
 def upload_append(
-    *, actor, upload: Upload, offset: int, stream, content_length: int, chunk_checksum: tuple[str, bytes] | None = None
+    *,
+    actor: Actor,
+    upload: Upload,
+    offset: int,
+    stream,
+    content_length: int,
+    chunk_checksum: tuple[str, bytes] | None = None,
 ) -> Upload:
     """Append one PATCH's bytes at `offset`, reading `stream` in constant memory.
 
@@ -317,7 +324,7 @@ def _write_back(handle, start: int, end: int) -> None:
         os.posix_fadvise(handle.fileno(), start, end - start, os.POSIX_FADV_DONTNEED)
 
 
-def _upload_finish(*, actor, upload: Upload, sha256: str | None) -> Upload:
+def _upload_finish(*, actor: Actor, upload: Upload, sha256: str | None) -> Upload:
     """Hand the complete file to `artifact_ingest` and link the resulting artifact, verified or rejected."""
     metadata = {**upload.metadata, "size": upload.length}
     try:
@@ -342,7 +349,7 @@ def _upload_finish(*, actor, upload: Upload, sha256: str | None) -> Upload:
     return upload
 
 
-def upload_terminate(*, actor, upload: Upload) -> None:
+def upload_terminate(*, actor: Actor, upload: Upload) -> None:
     """Delete an upload and its partial bytes (tus termination). A finished upload's artifact stays.
 
     A PATCH writing to the upload meanwhile holds its file: it finds the row gone at its next checkpoint (at
@@ -368,7 +375,7 @@ def upload_expire_stale(*, now: datetime.datetime | None = None) -> int:
     for upload in Upload.objects.filter(artifact__isnull=True, expires_at__lte=now).iterator():
         with transaction.atomic():  # the row first, the audit head last (the lock order)
             Upload.objects.filter(pk=upload.pk).delete()
-            audit_record(actor=None, action="upload.expire", obj=upload, after={"offset": upload.offset})
+            audit_record(actor=SYSTEM, action="upload.expire", obj=upload, after={"offset": upload.offset})
         upload_path(upload).unlink(missing_ok=True)
         count += 1
     return count

@@ -20,6 +20,7 @@ from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone, translation
 
+from calculet.actors import Actor, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
@@ -88,12 +89,12 @@ def _clean_events(kinds) -> list[str]:
     return [kind for kind in events.CHOOSABLE if kind in set(kinds)]
 
 
-def _check_actor(actor) -> None:
+def _check_actor(actor: Actor) -> None:
     if not may_manage_webhooks(actor):
         raise ForbiddenError("Only a PM manages webhooks.")
 
 
-def webhook_create(*, actor, organisation: Organisation, name: str, url: str, kinds: list) -> Webhook:
+def webhook_create(*, actor: Actor, organisation: Organisation, name: str, url: str, kinds: list) -> Webhook:
     """A new active hook with a fresh secret (shown to the PM once, on the page that made it).
 
     Preconditions: a PM acts (ForbiddenError); a name of 1–100 characters; an http(s) address of at most 500;
@@ -110,7 +111,7 @@ def webhook_create(*, actor, organisation: Organisation, name: str, url: str, ki
         url=_clean_url(url),
         events=_clean_events(kinds),
         secret=secrets.token_hex(32),
-        created_by=actor if getattr(actor, "is_authenticated", False) else None,
+        created_by=actor_user(actor),
     )
     with transaction.atomic():
         hook.save()
@@ -118,7 +119,7 @@ def webhook_create(*, actor, organisation: Organisation, name: str, url: str, ki
     return hook
 
 
-def webhook_update(*, actor, hook: Webhook, **changes) -> Webhook:
+def webhook_update(*, actor: Actor, hook: Webhook, **changes) -> Webhook:
     """Change a hook's name, address, event kinds or whether it is active; the preconditions of
     `webhook_create`. One audit row with before and after; nothing when nothing changed."""
     _check_actor(actor)
@@ -192,15 +193,15 @@ def webhook_deliveries_create(event: NotificationEvent) -> list[WebhookDelivery]
     return deliveries
 
 
-def webhook_test(*, actor, hook: Webhook) -> WebhookDelivery:
+def webhook_test(*, actor: Actor, hook: Webhook) -> WebhookDelivery:
     """Send the hook a test event, logged like any other delivery. A PM acts (ForbiddenError); one audit row."""
     _check_actor(actor)
     with transaction.atomic():
         event = NotificationEvent.objects.create(
             kind=events.TEST,
             organisation=hook.organisation if hook.organisation.kind == Organisation.VENDOR else None,
-            actor_label=actor.get_username(),
-            data={"actor": actor.get_username(), "hook": hook.name, "path": "/notifications/"},
+            actor_label=actor_label(actor),
+            data={"actor": actor_label(actor), "hook": hook.name, "path": "/notifications/"},
         )
         delivery = WebhookDelivery.objects.create(hook=hook, event=event, body=_body(event))
         audit_record(actor=actor, action="webhook.test", obj=hook, after={"delivery": delivery.pk})

@@ -2,6 +2,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.services import capability_promote
+from calculet.actors import Actor, command
 from calculet.errors import DomainError
 from evidence.models import Capability
 
@@ -13,17 +14,22 @@ class Command(BaseCommand):
         parser.add_argument("slug")
         parser.add_argument("status", help="C0, C1, C2, C3 or C4")
         parser.add_argument("--reason", default="", help="why (required for a demotion)")
-        parser.add_argument("--user", default="", help="act as this user (a PM); default: the shell, as 'manage.py'")
+        parser.add_argument(
+            "--user",
+            default="",
+            help="act as this user (a PM); default: the shell, as 'manage.py promote_capability'",
+        )
 
     def handle(self, *args, slug, status, reason, user, **options):
         capability = Capability.objects.filter(slug=slug).first()
         if capability is None:
             raise CommandError(f"No capability {slug!r}.")
-        actor = "manage.py"
+        actor: Actor = command("promote_capability")
         if user:
-            actor = get_user_model().objects.filter(username=user).first()
-            if actor is None:
+            person = get_user_model().objects.filter(username=user).first()
+            if person is None:
                 raise CommandError(f"No user {user!r}.")
+            actor = person
         try:
             attempt = capability_promote(actor=actor, capability=capability, to_status=status, reason=reason)
         except DomainError as error:

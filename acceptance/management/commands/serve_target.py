@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from acceptance.models import Target
 from acceptance.services import target_ensure_simulator, target_register
+from calculet.actors import command
 from calculet.errors import DomainError
 
 
@@ -47,7 +48,7 @@ class Command(BaseCommand):
                 runner_command = runner_command or settings.ACCEPTANCE_RUNNER_COMMAND
             try:
                 target = target_register(
-                    actor="manage.py serve_target",
+                    actor=command("serve_target"),
                     slug=slug,
                     kind=kind,
                     name=name,

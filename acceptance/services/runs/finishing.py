@@ -20,6 +20,7 @@ from acceptance.services.promotion import capability_reverify
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import target_health_record
+from calculet.actors import SYSTEM
 from evidence.grades import status_rank
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
@@ -133,7 +134,7 @@ def _tell_failure(run: Run, chain: Chain, answer, outcome: StageOutcome) -> None
     """A chain's run failed or erred: its question's people and the vendor whose answer ran are told."""
     notify_on_commit(
         events.RUN_FAILED,
-        actor="system",
+        actor=SYSTEM,
         organisation_id=answer.organisation_id,
         question_id=chain.question_id,
         data={

@@ -11,6 +11,7 @@ from acceptance import stages
 from acceptance.models import Run, RunResult
 from acceptance.protocol import StageOutcome
 from acceptance.run_states import RUN_MOVES_AFTER_LEASE, run_can_move
+from calculet.actors import SYSTEM
 from calculet.audit import audit_record
 from calculet.errors import ConflictError
 
@@ -96,7 +97,7 @@ def run_state_move(
         run.save(update_fields=list(dict.fromkeys(changed)))
     if outcome is not None:
         audit_record(
-            actor="system",
+            actor=SYSTEM,
             action="run.finish",
             obj=run,
             after={"stage": run.stage, "verdict": run.verdict, "reason": run.reason[:500], "attempt": run.attempt},
