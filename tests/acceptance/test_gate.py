@@ -380,7 +380,7 @@ def test_a_rejected_calbin_promotes_nothing_from_the_service_the_page_the_admin_
         (False, "pam"),
         (False, "pam"),
         (False, "root"),
-        (False, "manage.py"),
+        (False, "manage.py promote_capability"),
     ]
     assert all(a.reasons[0]["code"] == "deliverable_rejected" for a in attempts)
     assert status_of(capability) == "C3"
