@@ -608,8 +608,12 @@ class AnswerElements:
     states: list[tuple[str, str, str]]
 
     @property
+    def missing(self) -> list[str]:
+        return [element for element, state, _reason in self.states if state == MISSING]
+
+    @property
     def closes(self) -> bool:
-        return all(state != MISSING for _element, state, _reason in self.states)
+        return not self.missing
 
 
 def answers_elements(answers: list[Answer]) -> dict[int, AnswerElements]:

@@ -184,7 +184,7 @@ def answer_html(response) -> str:
 
 def test_the_closed_questions_page_shows_its_accepted_answer_complete(pm, v09, client):
     """The answer lacks every element structurally; the accepted review judged each not applicable, so the
-    page shows it complete, each element with the reason, and nowhere incomplete or missing."""
+    question page and the vendor's home show it complete, each element with the reason, never incomplete."""
     deliverable, _capability = v09
     review_page = f"/questions/V09/deliverables/{deliverable.key}/review"
     client.force_login(pm)
@@ -202,3 +202,8 @@ def test_the_closed_questions_page_shows_its_accepted_answer_complete(pm, v09, c
     answer = answer_html(client.get("/questions/V09/"))
     assert "complete" in answer and "incomplete" not in answer and "(missing)" not in answer
     assert "no golden in a letter" in answer
+    # The vendor's home page says the same of its latest answer.
+    client.force_login(get_user_model().objects.get(username="ann"))
+    home = client.get("/vendor/").content.decode()
+    row = home[home.index('href="/questions/V09/"') : home.index("</tr>", home.index('href="/questions/V09/"'))]
+    assert "complete" in row and "incomplete" not in row
