@@ -24,6 +24,7 @@ from acceptance.recipes import RECIPES
 from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
 from vendor.access import objects_for_user
+from vendor.claim import MISSING, element_states
 from vendor.models import Answer, Artifact, Deliverable, DocumentReview, Question, Section
 from vendor.selectors import answer_list, artifact_list, question_list, questions_by_due
 
@@ -686,6 +687,50 @@ def question_deliverables(question: Question) -> list[DeliverableView]:
             Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug"))
         )
     )
+
+
+def document_answer(deliverable: Deliverable) -> Answer | None:
+    """The latest answer that delivers the document from the organisation the question is put to: the one a
+    review judges (another organisation's answer decides nothing about what this one owes)."""
+    return (
+        Answer.objects.select_related("organisation")
+        .filter(
+            question_id=deliverable.question_id,
+            deliverable=deliverable,
+            organisation_id=F("question__organisation_id"),
+        )
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+
+
+@dataclass
+class AnswerElements:
+    """Section 13's elements of one answer as the pages show them: (element, state, reason) in order."""
+
+    states: list[tuple[str, str, str]]
+
+    @property
+    def missing(self) -> list[str]:
+        return [element for element, state, _reason in self.states if state == MISSING]
+
+    @property
+    def closes(self) -> bool:
+        return not self.missing
+
+
+def answers_elements(answers: list[Answer]) -> dict[int, AnswerElements]:
+    """Each answer's elements by its id. An element the answer's latest accepted review judged not applicable
+    shows so, with the reason, so an answer that closed its question is never shown lacking what did not
+    apply; every other element is present or missing as the answer's structure says."""
+    verdicts: dict[int, dict] = {}
+    accepted = DocumentReview.objects.filter(answer__in=answers, accepted=True).order_by("created_at", "id")
+    for review in accepted:
+        verdicts[review.answer_id] = review.elements  # the latest accepted review wins
+    return {
+        answer.pk: AnswerElements(states=element_states(answer.missing, verdicts.get(answer.pk, {})))
+        for answer in answers
+    }
 
 
 # What the dashboard counts and the question list filters on: the work still owed.

@@ -334,8 +334,23 @@ def _answer_v60(vendor, report: DemoReport) -> None:
     report.steps.append("answered V60 with the written API/ABI and release policy")
 
 
+# A written policy carries a version; the other section 13 elements do not apply to it, each for a reason.
+V60_ELEMENTS = {
+    "version": {"verdict": "present"},
+    "executable_asset": {"verdict": "not_applicable", "reason": "A written policy ships no binary."},
+    "minimal_example": {"verdict": "not_applicable", "reason": "A policy has nothing to run."},
+    "error_path": {"verdict": "not_applicable", "reason": "A policy has no failure to exercise."},
+    "golden": {"verdict": "not_applicable", "reason": "A policy produces no numerical output."},
+    "compatibility_range": {
+        "verdict": "not_applicable",
+        "reason": "The policy states the compatibility rule per series in its text; no one range applies.",
+    },
+}
+
+
 def _review_v60(pm, report: DemoReport) -> None:
-    """The PM ticks every item of the policy's checklist: the document is accepted and V60 closes."""
+    """The PM ticks every item of the policy's checklist and judges section 13's elements (the version
+    present, the rest not applicable, each with why): the document is accepted and V60 closes."""
     deliverable = Deliverable.objects.get(question__code="V60", key="version-policy")
     if deliverable.reviews.exists():
         return
@@ -346,6 +361,7 @@ def _review_v60(pm, report: DemoReport) -> None:
         actor=pm,
         deliverable=deliverable,
         items=items,
+        elements=V60_ELEMENTS,
         reason="The written policy answers both points of the acceptance form.",
     )
     state = Question.objects.get(code="V60").state

@@ -18,6 +18,11 @@ ELEMENT_LABELS = {
     "compatibility_range": _("compatibility range"),
 }
 ELEMENTS = list(ELEMENT_LABELS)
+# A document review's verdict on each element; "missing" is only ever what the answer's structure shows.
+PRESENT = "present"
+NOT_APPLICABLE = "not_applicable"
+MISSING = "missing"
+ELEMENT_VERDICTS = [PRESENT, NOT_APPLICABLE]
 COMPATIBILITY_KEYS = ["calrt", "driver", "firmware", "chip"]
 VERSION_PATTERN = re.compile(r"^v?[0-9]+(\.[0-9]+){1,3}([-+.][0-9A-Za-z.]+)?$")
 
@@ -54,3 +59,17 @@ def claim_missing(claim: ClaimData) -> list[str]:
         "compatibility_range": all(str(claim.compatibility.get(key, "")).strip() for key in COMPATIBILITY_KEYS),
     }
     return [element for element in ELEMENTS if not present[element]]
+
+
+def element_states(missing: list[str], verdicts: dict) -> list[tuple[str, str, str]]:
+    """Each element as (element, state, reason) in the document's order: "not_applicable" with the reason
+    when an accepted document review says so (`verdicts`, the review's `elements`), otherwise "present" or
+    "missing" as the answer's structure shows."""
+    states = []
+    for element in ELEMENTS:
+        verdict = verdicts.get(element) or {}
+        if verdict.get("verdict") == NOT_APPLICABLE:
+            states.append((element, NOT_APPLICABLE, verdict.get("reason", "")))
+        else:
+            states.append((element, MISSING if element in missing else PRESENT, ""))
+    return states

@@ -338,14 +338,18 @@ class Answer(models.Model):
 
 
 class DocumentReview(models.Model):
-    """A PM's review of a document deliverable against its checklist: who, when, each item ticked or not
-    (with a note), and the reason. Written only by `acceptance.services.reviews.document_review`."""
+    """A PM's review of a document deliverable against its checklist and section 13's elements: who, when,
+    each item ticked or not (with a note), each element present or not applicable (with why), and the reason.
+    Written only by `acceptance.services.reviews.document_review`."""
 
     deliverable = models.ForeignKey(Deliverable, on_delete=models.PROTECT, related_name="reviews")
     answer = models.ForeignKey(Answer, on_delete=models.PROTECT, related_name="document_reviews")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     # One entry per checklist item, in order: {"item": text, "ticked": bool, "note": text}.
     items = models.JSONField(default=list)
+    # Section 13's six elements, each {"verdict": "present" or "not_applicable", "reason": text}: a document
+    # may lack an element only when the reviewer says why it does not apply.
+    elements = models.JSONField(default=dict)
     reason = models.TextField()
     accepted = models.BooleanField()
     created_at = models.DateTimeField(auto_now_add=True)

@@ -9,6 +9,7 @@ from acceptance.services.reviews import MAX_NOTE, MAX_REASON, document_review
 from calculet.api import Api, StrictSerializer, plain
 from calculet.errors import NotFoundError
 from vendor.access import object_for_user
+from vendor.claim import ELEMENT_VERDICTS, ELEMENTS
 from vendor.models import Deliverable, Question
 from vendor.selectors import question_list
 
@@ -18,9 +19,30 @@ class ReviewItemInputSerializer(StrictSerializer):
     note = serializers.CharField(allow_blank=True, required=False, max_length=MAX_NOTE)
 
 
+class ElementVerdictInputSerializer(StrictSerializer):
+    verdict = serializers.ChoiceField(
+        choices=ELEMENT_VERDICTS,
+        help_text="present: the element applies and the answer holds it (if the answer lacks it, the review "
+        "rejects the document); not_applicable: it does not apply to this document, and the reason says why.",
+    )
+    reason = serializers.CharField(
+        allow_blank=True, required=False, max_length=MAX_NOTE, help_text="Required when not_applicable."
+    )
+
+
+class ElementVerdictsInputSerializer(StrictSerializer):
+    """A verdict on each of section 13's six elements."""
+
+    def get_fields(self):
+        return {element: ElementVerdictInputSerializer() for element in ELEMENTS}
+
+
 class ReviewInputSerializer(StrictSerializer):
     items = ReviewItemInputSerializer(
         many=True, help_text="One entry per item of the deliverable's checklist, in the checklist's order."
+    )
+    elements = ElementVerdictsInputSerializer(
+        help_text="Section 13's six elements, each present or not applicable with the reason."
     )
     reason = serializers.CharField(max_length=MAX_REASON)
 
@@ -31,14 +53,31 @@ class ReviewItemSerializer(serializers.Serializer):
     note = serializers.CharField()
 
 
+class ElementVerdictSerializer(serializers.Serializer):
+    verdict = serializers.ChoiceField(choices=ELEMENT_VERDICTS)
+    reason = serializers.CharField()
+
+
+class ElementVerdictsSerializer(serializers.Serializer):
+    def get_fields(self):
+        return {element: ElementVerdictSerializer() for element in ELEMENTS}
+
+
 class ReviewOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     deliverable = serializers.CharField(source="deliverable.key")
     answer = serializers.IntegerField(source="answer_id")
     reviewer = serializers.CharField(source="reviewer.username", allow_null=True, default=None)
     items = ReviewItemSerializer(many=True)
+    elements = ElementVerdictsSerializer(
+        help_text="Section 13's six elements as the reviewer judged them; empty on reviews recorded before "
+        "elements were judged."
+    )
     reason = serializers.CharField()
-    accepted = serializers.BooleanField(help_text="True when every checklist item holds: the document is accepted.")
+    accepted = serializers.BooleanField(
+        help_text="True when every checklist item holds and every element that applies is in the answer: the "
+        "document is accepted."
+    )
     created_at = serializers.DateTimeField()
 
 
@@ -91,7 +130,8 @@ class DeliverableListApi(Api):
 class DeliverableReviewApi(Api):
     @extend_schema(request=ReviewInputSerializer, responses={201: ReviewOutputSerializer})
     def post(self, request, code, key):
-        """A PM's review of a document deliverable: accepted when every checklist item holds, rejected
+        """A PM's review of a document deliverable: accepted when every checklist item holds and each of
+        section 13's elements is present in the answer or does not apply (with the reason), rejected
         otherwise; recorded as E3 evidence; never moves a capability."""
         question = _question(request.user, code)
         deliverable = _deliverable(question, key)
@@ -99,6 +139,10 @@ class DeliverableReviewApi(Api):
         serializer.is_valid(raise_exception=True)
         data = plain(serializer.validated_data)
         review = document_review(
-            actor=request.user, deliverable=deliverable, items=data["items"], reason=data["reason"]
+            actor=request.user,
+            deliverable=deliverable,
+            items=data["items"],
+            elements=data["elements"],
+            reason=data["reason"],
         )
         return Response(ReviewOutputSerializer(review).data, status=status.HTTP_201_CREATED)

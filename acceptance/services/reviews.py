@@ -1,15 +1,18 @@
-"""A PM's review of a document deliverable: the checklist ticked item by item, recorded as E3 evidence, and
-the deliverable accepted when every item holds, rejected otherwise. A document never moves a capability."""
+"""A PM's review of a document deliverable: the checklist ticked item by item and section 13's six elements
+judged one by one, recorded as E3 evidence, and the deliverable accepted when every item holds and every
+element is present or does not apply (with the reason), rejected otherwise. A document never moves a
+capability."""
 
 from django.db import transaction
-from django.db.models import F
 
+from acceptance.selectors import document_answer
 from calculet.actors import Actor, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor.access import may_act_as_pm
+from vendor.claim import ELEMENT_VERDICTS, ELEMENTS, NOT_APPLICABLE, PRESENT
 from vendor.models import Answer, Deliverable, DocumentReview
 from vendor.services.deliverables import deliverable_accept, deliverable_lock, deliverable_reject
 
@@ -38,42 +41,82 @@ def _checked_items(deliverable: Deliverable, items) -> list[dict]:
     return checked
 
 
-def _reviewed_answer(deliverable: Deliverable) -> Answer:
-    """The latest answer that delivers the document from the organisation the question is put to (another's
-    answer decides nothing about what this one owes)."""
-    answer = (
-        Answer.objects.select_related("organisation")
-        .filter(
-            question_id=deliverable.question_id,
-            deliverable=deliverable,
-            organisation_id=F("question__organisation_id"),
+def _element_verdicts(elements) -> dict[str, dict]:
+    """The posted verdict on each of section 13's elements, as stored: {element: {"verdict", "reason"}}.
+    An element that does not apply to the document needs the reason why."""
+    if not isinstance(elements, dict):
+        raise DomainError(f"Give a verdict on each of section 13's elements: {', '.join(ELEMENTS)}.", field="elements")
+    unknown = sorted(set(elements) - set(ELEMENTS))
+    if unknown:
+        raise DomainError(
+            f"Unknown element {unknown[0]}; the elements are {', '.join(ELEMENTS)}.", field=f"elements.{unknown[0]}"
         )
-        .order_by("-created_at", "-pk")
-        .first()
-    )
+    verdicts = {}
+    for element in ELEMENTS:
+        entry = elements.get(element)
+        if not isinstance(entry, dict):
+            raise DomainError(
+                f"Say whether the answer's {element} is present or does not apply to this document.",
+                field=f"elements.{element}",
+            )
+        unknown = sorted(set(entry) - {"verdict", "reason"})
+        if unknown:
+            raise DomainError(f"Unknown key {unknown[0]}.", field=f"elements.{element}.{unknown[0]}")
+        verdict = entry.get("verdict")
+        if verdict not in ELEMENT_VERDICTS:
+            raise DomainError(
+                f"The verdict is one of: {', '.join(ELEMENT_VERDICTS)}.", field=f"elements.{element}.verdict"
+            )
+        reason = entry.get("reason") or ""
+        if not isinstance(reason, str) or len(reason) > MAX_NOTE:
+            raise DomainError(f"A reason is text of at most {MAX_NOTE} characters.", field=f"elements.{element}.reason")
+        reason = reason.strip()
+        if verdict == NOT_APPLICABLE and not reason:
+            raise DomainError(
+                f"Say why the {element} does not apply to this document.", field=f"elements.{element}.reason"
+            )
+        verdicts[element] = {"verdict": verdict, "reason": reason}
+    return verdicts
+
+
+def _reviewed_answer(deliverable: Deliverable) -> Answer:
+    answer = document_answer(deliverable)
     if answer is None:
         raise ConflictError(f"No answer delivers {deliverable.key} yet: there is nothing to review.", field="answer")
     return answer
 
 
-def _explanation(items: list[dict], reason: str) -> str:
+def _explanation(items: list[dict], verdicts: dict[str, dict], lacking: list[str], reason: str) -> str:
     lines = [
         f"[{'x' if entry['ticked'] else ' '}] {entry['item']}" + (f": {entry['note']}" if entry["note"] else "")
         for entry in items
     ]
-    return "\n".join([*lines, "", reason])
+    elements = []
+    for element, verdict in verdicts.items():
+        if element in lacking:
+            state = "applies, but the answer has none"
+        elif verdict["verdict"] == PRESENT:
+            state = "present"
+        else:
+            state = "not applicable"
+        elements.append(f"{element}: {state}" + (f": {verdict['reason']}" if verdict["reason"] else ""))
+    return "\n".join([*lines, "", *elements, "", reason])
 
 
-def document_review(*, actor: Actor, deliverable: Deliverable, items, reason: str) -> DocumentReview:
+def document_review(*, actor: Actor, deliverable: Deliverable, items, elements, reason: str) -> DocumentReview:
     """Record a PM's review of a document deliverable and decide it.
 
     Preconditions: `actor` is a PM (ForbiddenError); the deliverable is a document (DomainError on
     `deliverable`); an answer delivers it (ConflictError on `answer`); `items` holds one {"ticked", "note"}
-    per checklist item, in order (DomainError naming the item); `reason` is given (DomainError on `reason`).
+    per checklist item, in order (DomainError naming the item); `elements` holds, for each of section 13's
+    six elements, {"verdict": "present"} or {"verdict": "not_applicable", "reason": why} (DomainError naming
+    the element's field); `reason` is given (DomainError on `reason`).
 
     Writes the review, E3 evidence about the deliverable (linked to no capability: a document never moves
-    one) and the decision — accepted when every item is ticked, rejected otherwise, naming the items that do
-    not hold — all audited, in one transaction. Accepting the question's last deliverable closes it.
+    one) and the decision — accepted when every item is ticked and every element that applies is in the
+    answer (section 13: an answer lacking one does not close the question), rejected otherwise, naming the
+    items that do not hold and the elements the answer lacks — all audited, in one transaction. Accepting
+    the question's last deliverable closes it.
     """
     if not may_act_as_pm(actor):
         raise ForbiddenError("Only a PM reviews a document.")
@@ -83,14 +126,18 @@ def document_review(*, actor: Actor, deliverable: Deliverable, items, reason: st
             field="deliverable",
         )
     checked = _checked_items(deliverable, items)
+    verdicts = _element_verdicts(elements)
     reason = reason.strip() if isinstance(reason, str) else ""
     if not reason:
         raise DomainError("Give the reason for the decision.", field="reason")
     if len(reason) > MAX_REASON:
         raise DomainError(f"The reason is at most {MAX_REASON} characters.", field="reason")
     answer = _reviewed_answer(deliverable)
-    accepted = all(entry["ticked"] for entry in checked)
     failing = [entry["item"] for entry in checked if not entry["ticked"]]
+    lacking = [
+        element for element, verdict in verdicts.items() if verdict["verdict"] == PRESENT and element in answer.missing
+    ]
+    accepted = not failing and not lacking
     with transaction.atomic():
         deliverable_lock(deliverable)  # the lock order: question and deliverable before the audit head
         review = DocumentReview.objects.create(
@@ -98,39 +145,53 @@ def document_review(*, actor: Actor, deliverable: Deliverable, items, reason: st
             answer=answer,
             reviewer=actor_user(actor),
             items=checked,
+            elements=verdicts,
             reason=reason,
             accepted=accepted,
         )
         question = deliverable.question
         verdict = "accepted" if accepted else "rejected"
         held = len(checked) - len(failing)
+        present = sum(1 for verdict in verdicts.values() if verdict["verdict"] == PRESENT) - len(lacking)
         evidence_record(
             origin=EvidenceItem.REVIEW,
             grade="E3",
             conclusion=(
                 f"Document review of {question.code} {deliverable.key}: {verdict}, {held} of {len(checked)} "
-                f"checklist items hold."
+                f"checklist items hold; of section 13's {len(ELEMENTS)} elements {present} present, "
+                f"{len(lacking)} lacking, the rest not applicable."
             ),
             organisation=answer.organisation,
             deliverable=deliverable,
             code_prefix="REV",
             source_text=f"document review {review.pk} of answer r{answer.revision} by {actor_label(actor)}",
-            explanation=_explanation(checked, reason),
+            explanation=_explanation(checked, verdicts, lacking, reason),
             actor=actor,
         )
         audit_record(
             actor=actor,
             action="document.review",
             obj=review,
-            after={"deliverable": deliverable.key, "answer": answer.pk, "accepted": accepted, "items": checked},
+            after={
+                "deliverable": deliverable.key,
+                "answer": answer.pk,
+                "accepted": accepted,
+                "items": checked,
+                "elements": verdicts,
+            },
         )
         if accepted:
             deliverable_accept(deliverable, actor=actor, reason=f"Document review {review.pk}: {reason}", answer=answer)
         else:
+            faults = []
+            if failing:
+                faults.append(f"does not hold: {'; '.join(failing)}.")
+            if lacking:
+                faults.append(f"the answer r{answer.revision} lacks {', '.join(lacking)} (section 13).")
             deliverable_reject(
                 deliverable,
                 actor=actor,
-                reason=f"Document review {review.pk}: does not hold: {'; '.join(failing)}. {reason}",
+                reason=f"Document review {review.pk}: {' '.join(faults)} {reason}",
                 answer=answer,
             )
     return review

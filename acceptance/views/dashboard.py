@@ -10,6 +10,7 @@ from django.utils.functional import SimpleLazyObject
 from acceptance import stages
 from acceptance.selectors import (
     ATTENTION_LABELS,
+    answers_elements,
     attention,
     promotions_blocked_since,
     runs_in_progress,
@@ -80,6 +81,9 @@ def vendor_home(request):
     answers, artifacts and runs."""
     context = {"organisation": user_organisation(request.user), **vendor_overview(user=request.user)}
     today, soon_days = timezone.localdate(), due_soon_days()
-    for question, _answer in context["questions"]:
+    elements = answers_elements([answer for _question, answer in context["questions"] if answer])
+    for question, answer in context["questions"]:
         question.due_status = due.due_status(question.due_date, question.state, today, soon_days)
+        if answer:
+            answer.section13 = elements[answer.pk]
     return web.render_page(request, "acceptance/vendor-home.html", context, nav="vendor")

@@ -1,14 +1,16 @@
-"""A PM's review of a document deliverable, item by item, through `acceptance.services.reviews`."""
+"""A PM's review of a document deliverable, item by item and element by element, through
+`acceptance.services.reviews`."""
 
 from django.http import HttpResponseRedirect
 from django.urls import reverse
 
-from acceptance.selectors import question_deliverables
+from acceptance.selectors import document_answer, question_deliverables
 from acceptance.services.reviews import document_review
 from acceptance.views.questions import question_page
 from calculet import web
 from calculet.errors import DomainError, NotFoundError
 from vendor.access import may_act_as_pm
+from vendor.claim import ELEMENTS
 
 
 def _document(question, key):
@@ -25,18 +27,39 @@ def _posted_items(post, deliverable) -> list[dict]:
     ]
 
 
+def _posted_elements(post) -> dict:
+    """Each element's verdict as posted; an element left unanswered is left out, so the service names it."""
+    elements = {}
+    for element in ELEMENTS:
+        verdict = post.get(f"element-{element}", "")
+        if verdict:
+            elements[element] = {"verdict": verdict, "reason": post.get(f"element-{element}-reason", "")}
+    return elements
+
+
 @web.page_for(may_act_as_pm)
 def deliverable_review(request, code, key):
-    """The checklist of a document deliverable: each item ticked or not, with a note, and the reason; the
-    review accepts the document when every item holds, rejects it otherwise."""
+    """The checklist of a document deliverable: each item ticked or not, with a note, each of section 13's
+    elements present or not applicable with why, and the reason; the review accepts the document when every
+    item holds and every element that applies is in the answer, rejects it otherwise."""
     question = question_page(request, code)
     deliverable = _document(question, key)
     errors: dict = {}
-    posted = {"items": [{"ticked": False, "note": ""} for _ in deliverable.checklist], "reason": ""}
+    posted = {"items": [{"ticked": False, "note": ""} for _ in deliverable.checklist], "elements": {}, "reason": ""}
     if request.method == "POST":
-        posted = {"items": _posted_items(request.POST, deliverable), "reason": request.POST.get("reason", "")}
+        posted = {
+            "items": _posted_items(request.POST, deliverable),
+            "elements": _posted_elements(request.POST),
+            "reason": request.POST.get("reason", ""),
+        }
         try:
-            document_review(actor=request.user, deliverable=deliverable, items=posted["items"], reason=posted["reason"])
+            document_review(
+                actor=request.user,
+                deliverable=deliverable,
+                items=posted["items"],
+                elements=posted["elements"],
+                reason=posted["reason"],
+            )
         except DomainError as error:
             errors[error.field or "form"] = error.message
         else:
@@ -46,11 +69,25 @@ def deliverable_review(request, code, key):
         (index, item, posted["items"][index]["ticked"], posted["items"][index]["note"])
         for index, item in enumerate(deliverable.checklist)
     ]
+    # What the latest answer holds, so the reviewer sees which elements it lacks.
+    answer = document_answer(deliverable)
+    missing = answer.missing if answer else ELEMENTS
+    element_rows = [
+        (
+            element,
+            element not in missing,
+            posted["elements"].get(element, {}).get("verdict", ""),
+            posted["elements"].get(element, {}).get("reason", ""),
+        )
+        for element in ELEMENTS
+    ]
     context = {
         "question": question,
         "deliverable": deliverable,
         "view": view,
         "rows": rows,
+        "element_rows": element_rows,
+        "answer": answer,
         "reason": posted["reason"],
         "errors": errors,
     }

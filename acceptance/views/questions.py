@@ -27,6 +27,7 @@ from acceptance.selectors import (
     NOBODY,
     SEARCH_MAX_CHARS,
     QuestionFilters,
+    answers_elements,
     question_chain_rows,
     question_deliverables,
     question_positions,
@@ -47,7 +48,6 @@ from vendor.access import (
     may_see_all,
     object_for_user,
 )
-from vendor.claim import ELEMENTS
 from vendor.inputs import QuestionChanges
 from vendor.models import Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
@@ -428,9 +428,10 @@ def question_bulk_edit(request):
 def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
+    elements = answers_elements(answers)
     artifacts = {}
     for answer in answers:
-        answer.checklist = [(element, element not in answer.missing) for element in ELEMENTS]
+        answer.section13 = elements[answer.pk]
         answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:

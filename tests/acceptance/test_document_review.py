@@ -1,7 +1,8 @@
-"""A PM's document review: each checklist item recorded, E3 evidence, the deliverable decided, no capability
-moved; through the service, the API and the page."""
+"""A PM's document review: each checklist item and each of section 13's elements recorded, E3 evidence, the
+deliverable decided, no capability moved; through the service, the API and the page."""
 
 import pytest
+from django.contrib.auth import get_user_model
 
 from acceptance.services import answer_submit
 from acceptance.services.reviews import document_review
@@ -10,6 +11,7 @@ from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
 from tests.factories import answer_draft, db_snapshot, make_capability, make_deliverable, make_question, make_user
 from vendor import states
+from vendor.claim import ELEMENTS
 from vendor.models import Deliverable, DocumentReview, Organisation
 
 pytestmark = pytest.mark.django_db
@@ -39,9 +41,15 @@ def ticks(*values, note=""):
     return [{"ticked": value, "note": note} for value in values]
 
 
+# A signed letter carries none of section 13's elements, and none applies to it.
+NOT_APPLICABLE = {element: {"verdict": "not_applicable", "reason": "a signed letter"} for element in ELEMENTS}
+
+
 def test_a_review_where_every_item_holds_accepts_and_closes_the_question(pm, v09):
     deliverable, capability = v09
-    review = document_review(actor=pm, deliverable=deliverable, items=ticks(True, True, True), reason="signed 1 Dec")
+    review = document_review(
+        actor=pm, deliverable=deliverable, items=ticks(True, True, True), elements=NOT_APPLICABLE, reason="signed 1 Dec"
+    )
     assert review.accepted and review.reviewer == pm and review.created_at
     assert [entry["item"] for entry in review.items] == CHECKLIST
     deliverable.refresh_from_db()
@@ -63,7 +71,9 @@ def test_a_review_with_an_item_that_does_not_hold_rejects_naming_it(pm, v09):
         {"ticked": False, "note": "only a licence server is mentioned"},
         {"ticked": True, "note": ""},
     ]
-    review = document_review(actor=pm, deliverable=deliverable, items=items, reason="ask for the deployment")
+    review = document_review(
+        actor=pm, deliverable=deliverable, items=items, elements=NOT_APPLICABLE, reason="ask for the deployment"
+    )
     assert not review.accepted
     deliverable.refresh_from_db()
     assert deliverable.state == Deliverable.REJECTED
@@ -87,7 +97,7 @@ def test_bad_reviews_name_the_field_and_change_nothing(pm, v09, items, reason, f
     deliverable, _capability = v09
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        document_review(actor=pm, deliverable=deliverable, items=items, reason=reason)
+        document_review(actor=pm, deliverable=deliverable, items=items, elements=NOT_APPLICABLE, reason=reason)
     assert error.value.field == field
     assert db_snapshot() == before
 
@@ -96,12 +106,104 @@ def test_only_a_pm_reviews_only_documents_that_were_delivered(pm, v09):
     deliverable, _capability = v09
     engineer = make_user("bob", "acme", "vendor")
     with pytest.raises(ForbiddenError):
-        document_review(actor=engineer, deliverable=deliverable, items=ticks(True, True, True), reason="ok")
+        document_review(
+            actor=engineer, deliverable=deliverable, items=ticks(True, True, True), elements=NOT_APPLICABLE, reason="ok"
+        )
     package = make_deliverable(deliverable.question, "package", kind="calbin")
     with pytest.raises(DomainError) as error:
-        document_review(actor=pm, deliverable=package, items=[], reason="ok")
+        document_review(actor=pm, deliverable=package, items=[], elements=NOT_APPLICABLE, reason="ok")
     assert error.value.field == "deliverable"
     unanswered = make_deliverable(deliverable.question, "policy", kind="document", checklist=["Dated"])
     with pytest.raises(ConflictError):
-        document_review(actor=pm, deliverable=unanswered, items=ticks(True), reason="ok")
+        document_review(actor=pm, deliverable=unanswered, items=ticks(True), elements=NOT_APPLICABLE, reason="ok")
     assert not DocumentReview.objects.exists()
+
+
+def without(element: str) -> dict:
+    return {name: verdict for name, verdict in NOT_APPLICABLE.items() if name != element}
+
+
+@pytest.mark.parametrize(
+    ("elements", "field"),
+    [
+        (None, "elements"),
+        (without("golden"), "elements.golden"),
+        ({**NOT_APPLICABLE, "golden": {"verdict": "not_applicable"}}, "elements.golden.reason"),
+        ({**NOT_APPLICABLE, "golden": {"verdict": "not_applicable", "reason": "   "}}, "elements.golden.reason"),
+        ({**NOT_APPLICABLE, "golden": {"verdict": "absent"}}, "elements.golden.verdict"),
+        ({**NOT_APPLICABLE, "golden": {"verdict": "present", "colour": "red"}}, "elements.golden.colour"),
+        ({**NOT_APPLICABLE, "benchmark": {"verdict": "present"}}, "elements.benchmark"),
+    ],
+)
+def test_a_review_without_a_verdict_on_each_element_is_refused_naming_it(pm, v09, elements, field):
+    deliverable, _capability = v09
+    before = db_snapshot()
+    with pytest.raises(DomainError) as error:
+        document_review(
+            actor=pm, deliverable=deliverable, items=ticks(True, True, True), elements=elements, reason="ok"
+        )
+    assert error.value.field == field
+    assert db_snapshot() == before
+
+
+def test_an_answer_lacking_an_element_that_applies_does_not_close_the_question(pm, v09):
+    """The letter's answer carries no version; the reviewer says the version applies, so the review rejects
+    the document naming what the answer lacks, however well the checklist holds."""
+    deliverable, _capability = v09
+    elements = {**NOT_APPLICABLE, "version": {"verdict": "present"}}
+    review = document_review(
+        actor=pm, deliverable=deliverable, items=ticks(True, True, True), elements=elements, reason="all items hold"
+    )
+    assert not review.accepted
+    assert review.elements["version"] == {"verdict": "present", "reason": ""}
+    deliverable.refresh_from_db()
+    assert deliverable.state == Deliverable.REJECTED
+    assert "lacks version (section 13)" in deliverable.reason
+    assert deliverable.question.state == states.ANSWERED
+    assert "version: applies, but the answer has none" in EvidenceItem.objects.get(deliverable=deliverable).explanation
+
+
+def test_an_element_the_answer_holds_is_judged_present(pm, v09):
+    deliverable, _capability = v09
+    engineer = get_user_model().objects.get(username="ann")
+    answer_submit(actor=engineer, question=deliverable.question, data={"summary": "letter v2", "version": "2.0"})
+    elements = {**NOT_APPLICABLE, "version": {"verdict": "present"}}
+    review = document_review(
+        actor=pm, deliverable=deliverable, items=ticks(True, True, True), elements=elements, reason="dated 2.0"
+    )
+    assert review.accepted and review.answer.revision == 2
+    deliverable.refresh_from_db()
+    assert deliverable.question.state == states.CLOSED
+
+
+def answer_html(response) -> str:
+    page = response.content.decode()
+    start = page.index('<article class="answer"')
+    return page[start : page.index("</article>", start)]
+
+
+def test_the_closed_questions_page_shows_its_accepted_answer_complete(pm, v09, client):
+    """The answer lacks every element structurally; the accepted review judged each not applicable, so the
+    question page and the vendor's home show it complete, each element with the reason, never incomplete."""
+    deliverable, _capability = v09
+    review_page = f"/questions/V09/deliverables/{deliverable.key}/review"
+    client.force_login(pm)
+    assert "incomplete" in answer_html(client.get("/questions/V09/"))
+    posted = {f"item-{index}": "yes" for index in range(3)} | {"reason": "signed 1 Dec"}
+    for element in ELEMENTS:
+        posted[f"element-{element}"] = "not_applicable"
+        posted[f"element-{element}-reason"] = f"no {element} in a letter"
+    refused = client.post(review_page, {**posted, "element-golden-reason": ""})
+    assert refused.status_code == 400 and "Say why the golden does not apply" in refused.content.decode()
+    assert not DocumentReview.objects.exists()
+    assert client.post(review_page, posted).status_code == 302
+    deliverable.refresh_from_db()
+    assert deliverable.question.state == states.CLOSED
+    answer = answer_html(client.get("/questions/V09/"))
+    assert "complete" in answer and "incomplete" not in answer and "(missing)" not in answer
+    assert "no golden in a letter" in answer
+    # The vendor's home page says the same of its latest answer.
+    client.force_login(get_user_model().objects.get(username="ann"))
+    home = client.get("/vendor/").content.decode()
+    row = home[home.index('href="/questions/V09/"') : home.index("</tr>", home.index('href="/questions/V09/"'))]
+    assert "complete" in row and "incomplete" not in row

@@ -4,6 +4,7 @@ import pytest
 
 from evidence.models import Capability
 from tests.factories import complete_answer, db_snapshot, make_deliverable, make_question
+from vendor.claim import ELEMENTS
 from vendor.models import Answer, Organisation
 
 pytestmark = pytest.mark.django_db
@@ -69,16 +70,50 @@ def test_a_pm_reviews_a_document_through_the_api(pm, vendor_a):
     make_deliverable(question, "version-policy", kind="document", checklist=["Dated", "Release dates"])
     vendor_a.client().post("/api/v1/questions/V60/answers/", {"summary": "policy attached"}, format="json")
     url = "/api/v1/questions/V60/deliverables/version-policy/reviews/"
-    refused = vendor_a.client().post(url, {"items": [{"ticked": True}] * 2, "reason": "mine"}, format="json")
+    elements = {element: {"verdict": "not_applicable", "reason": "a written policy"} for element in ELEMENTS}
+    body = {"items": [{"ticked": True}] * 2, "elements": elements, "reason": "mine"}
+    refused = vendor_a.client().post(url, body, format="json")
     assert refused.status_code == 403
-    bad = pm.client().post(url, {"items": [{"ticked": True}], "reason": "short"}, format="json")
+    bad = pm.client().post(url, {**body, "items": [{"ticked": True}]}, format="json")
     assert (bad.status_code, bad.json()["errors"][0]["field"]) == (400, "items")
     response = pm.client().post(
-        url, {"items": [{"ticked": True, "note": "1 Dec"}, {"ticked": False}], "reason": "no dates"}, format="json"
+        url,
+        {**body, "items": [{"ticked": True, "note": "1 Dec"}, {"ticked": False}], "reason": "no dates"},
+        format="json",
     )
     assert response.status_code == 201, response.json()
     review = response.json()
     assert (review["accepted"], review["reviewer"], review["items"][1]["item"]) == (False, "pat", "Release dates")
+    assert review["elements"]["golden"] == {"verdict": "not_applicable", "reason": "a written policy"}
     listed = vendor_a.client().get("/api/v1/questions/V60/deliverables/").json()[0]
     assert listed["state"] == "rejected" and "Release dates" in listed["reason"]
     assert len(listed["reviews"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("elements", "field"),
+    [
+        # An element without a verdict is refused naming it.
+        ({element: {"verdict": "present"} for element in ELEMENTS if element != "golden"}, "elements.golden"),
+        # Not applicable needs the reason why.
+        ({element: {"verdict": "not_applicable"} for element in ELEMENTS}, "elements.version.reason"),
+        (
+            {**{element: {"verdict": "present"} for element in ELEMENTS}, "golden": {"verdict": "maybe"}},
+            "elements.golden.verdict",
+        ),
+    ],
+)
+def test_a_document_review_without_a_verdict_on_each_element_is_refused_naming_it(pm, vendor_a, elements, field):
+    acme = Organisation.objects.get(slug="acme")
+    question = make_question("V60", organisation=acme, state="asked", deliverable=None)
+    make_deliverable(question, "version-policy", kind="document", checklist=["Dated"])
+    vendor_a.client().post("/api/v1/questions/V60/answers/", {"summary": "policy attached"}, format="json")
+    before = db_snapshot()
+    response = pm.client().post(
+        "/api/v1/questions/V60/deliverables/version-policy/reviews/",
+        {"items": [{"ticked": True}], "elements": elements, "reason": "dated"},
+        format="json",
+    )
+    assert response.status_code == 400
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+    assert db_snapshot() == before

@@ -81,6 +81,8 @@ def assert_the_story_was_told(output: str) -> None:
     assert v60.state == "closed"
     review = DocumentReview.objects.get(deliverable__question=v60)
     assert review.accepted and review.reviewer.username == "pm" and all(item["ticked"] for item in review.items)
+    assert review.elements["version"] == {"verdict": "present", "reason": ""}
+    assert review.elements["golden"]["verdict"] == "not_applicable" and review.elements["golden"]["reason"]
     assert EvidenceItem.objects.filter(origin="review", deliverable=review.deliverable, grades__grade="E3").exists()
 
     # The team's work: assignments, due dates and V18's thread.

@@ -302,6 +302,7 @@ DELIVERABLE_WORDS = {
         "reason": "Reason",
         "still_owe": "What you still owe",
         "simulator_none": "Simulator: not run",
+        "complete": "complete",
     },
     "zh-hans": {
         "owed": "待交付",
@@ -312,6 +313,7 @@ DELIVERABLE_WORDS = {
         "reason": "理由",
         "still_owe": "仍需交付",
         "simulator_none": "模拟器: 未运行",
+        "complete": "完整",
     },
 }
 
@@ -338,13 +340,22 @@ def test_a_pm_reviews_a_document_item_by_item_and_the_question_closes(
     expect(boxes).to_have_count(3)
     for index in range(3):
         boxes.nth(index).check()
+    # The answer holds none of section 13's elements; none applies to a signed letter, each for a reason.
+    not_applicable = page.locator("input[type=radio][value=not_applicable]")
+    expect(not_applicable).to_have_count(6)
+    for index in range(6):
+        not_applicable.nth(index).check()
+        page.locator("input[name$='-reason']").nth(index).fill("a signed letter")
     page.get_by_label(words["reason"], exact=True).fill("Signed by the vendor's counsel on 1 December.")
     page.get_by_role("button", name=words["record"]).click()
     expect(page).to_have_url(re.compile(r"/questions/V09/#deliverables$"))
     expect(page.locator("#deliverable-ci-licence .deliverable-state")).to_have_text(words["accepted"])
     expect(page.locator("h1 .badge.state")).to_have_text(words["closed"])
+    # The closed question's accepted answer is shown complete, not lacking what did not apply.
+    expect(page.locator("article.answer h3 .badge")).to_have_text(words["complete"])
     review = DocumentReview.objects.get()
     assert review.accepted and review.reviewer.username == "ada" and all(entry["ticked"] for entry in review.items)
+    assert {verdict["verdict"] for verdict in review.elements.values()} == {"not_applicable"}
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
