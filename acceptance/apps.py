@@ -36,6 +36,7 @@ class AcceptanceConfig(AppConfig):
 
         labels.register("stage", {**stages.STAGE_LABELS, stages.DONE: stages.DONE_LABEL}.items())
         labels.register("run_state", stages.STATE_LABELS.items())
+        labels.register("run_state_word", stages.STATE_WORDS.items())
         labels.register("target_kind", Target.KINDS)
         labels.register("health", Target.HEALTH_STATES)
         labels.register(

@@ -20,9 +20,10 @@ capability is held to `pinned["C3"]`'s requirements whatever it is promoted to; 
 
 from dataclasses import dataclass, field
 
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
-from acceptance.stages import PASSED, RUNNER_STAGES, STAGE_LABELS, STALE
+from acceptance.stages import PASSED, RUNNER_STAGES, STALE
+from calculet.sentences import Labelled, english, sentence
 from evidence.grades import STATUSES, status_rank
 
 SIMULATOR = "simulator"
@@ -92,8 +93,11 @@ class Decision:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def reason(code: str, message: str) -> dict:
-    return {"code": code, "message": message}
+def reason(code: str, template: str, /, **params) -> dict:
+    """A reason as the gate stores it: its code, its English message for the API, and the template and
+    parameters a page renders in the reader's language (calculet.sentences)."""
+    stored = sentence(template, **params)
+    return {"code": code, "message": english(stored), **stored}
 
 
 def policy_check(policy: dict) -> None:
@@ -154,21 +158,21 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
         state = chain.stage_states.get(stage, "pending")
         if state == PASSED:
             continue
-        run_note = _(" (run %(run)s)") % {"run": chain.stage_run_ids[stage]} if stage in chain.stage_run_ids else ""
-        found.append(
-            reason(
-                "stage_stale" if state == STALE else "stage_not_passed",
-                _("%(stage)s (%(code)s) is %(state)s on %(target)s (%(kind)s)%(run)s.")
-                % {
-                    "stage": STAGE_LABELS[stage],
-                    "code": stage,
-                    "state": state,
-                    "target": chain.target_name,
-                    "kind": chain.target_kind,
-                    "run": run_note,
-                },
+        where = {
+            "stage": Labelled("stage", stage),
+            "code": stage,
+            "state": Labelled("run_state_word", state),
+            "target": chain.target_name,
+            "kind": Labelled("target_kind", chain.target_kind),
+        }
+        code = "stage_stale" if state == STALE else "stage_not_passed"
+        if stage in chain.stage_run_ids:
+            template = gettext_noop("%(stage)s (%(code)s) is %(state)s on %(target)s (%(kind)s) (run %(run)s).")
+            found.append(reason(code, template, **where, run=chain.stage_run_ids[stage]))
+        else:
+            found.append(
+                reason(code, gettext_noop("%(stage)s (%(code)s) is %(state)s on %(target)s (%(kind)s)."), **where)
             )
-        )
         if state == STALE:
             continue
         # The probes that failed it, each with what its runner found (not_exercised: the package lacks it).
@@ -176,14 +180,12 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
             found.append(
                 reason(
                     "probe_failed",
-                    _("Probe %(probe)s failed in %(stage)s (%(code)s) on %(target)s: %(finding)s.")
-                    % {
-                        "probe": probe,
-                        "stage": STAGE_LABELS[stage],
-                        "code": stage,
-                        "target": chain.target_name,
-                        "finding": finding,
-                    },
+                    gettext_noop("Probe %(probe)s failed in %(stage)s (%(code)s) on %(target)s: %(finding)s."),
+                    probe=probe,
+                    stage=Labelled("stage", stage),
+                    code=stage,
+                    target=chain.target_name,
+                    finding=finding,
                 )
             )
     return found
@@ -194,7 +196,7 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
         return [
             reason(
                 "no_recipe_probes",
-                _("The capability's recipe has no probes: no run can exercise it, so no run proves it."),
+                gettext_noop("The capability's recipe has no probes: no run can exercise it, so no run proves it."),
             )
         ]
     chains = [chain for chain in answer.chains if chain.target_kind == kind]
@@ -204,16 +206,22 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
             return [
                 reason(
                     "no_hardware_runs",
-                    _(
+                    gettext_noop(
                         "No E0 runs: every probe must pass through %(stages)s on an attested hardware target "
                         "(simulator runs and board doubles are evidence of grade E4)."
-                    )
-                    % {"stages": ", ".join(RUNNER_STAGES)},
+                    ),
+                    stages=Labelled("stage", RUNNER_STAGES),
                 )
             ]
         chains = attested
     if not chains:
-        return [reason("no_target", _("No chain on a target of kind %(kind)s for this answer.") % {"kind": kind})]
+        return [
+            reason(
+                "no_target",
+                gettext_noop("No chain on a target of kind %(kind)s for this answer."),
+                kind=Labelled("target_kind", kind),
+            )
+        ]
     best = max(chains, key=lambda c: sum(c.stage_states.get(stage) == PASSED for stage in RUNNER_STAGES))
     found = _stage_reasons(best, RUNNER_STAGES)
     for stage in RUNNER_STAGES:
@@ -224,16 +232,21 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
             found.append(
                 reason(
                     "probe_not_passed",
-                    _("Probe %(probe)s did not pass in %(stage)s (%(code)s) on %(target)s.")
-                    % {"probe": probe, "stage": STAGE_LABELS[stage], "code": stage, "target": best.target_name},
+                    gettext_noop("Probe %(probe)s did not pass in %(stage)s (%(code)s) on %(target)s."),
+                    probe=probe,
+                    stage=Labelled("stage", stage),
+                    code=stage,
+                    target=best.target_name,
                 )
             )
         if kind == HARDWARE and not best.attested.get(stage):
             found.append(
                 reason(
                     "grade_not_e0",
-                    _("%(stage)s (%(code)s) on %(target)s is not E0: the device was not attested.")
-                    % {"stage": STAGE_LABELS[stage], "code": stage, "target": best.target_name},
+                    gettext_noop("%(stage)s (%(code)s) on %(target)s is not E0: the device was not attested."),
+                    stage=Labelled("stage", stage),
+                    code=stage,
+                    target=best.target_name,
                 )
             )
     return found
@@ -243,32 +256,43 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
     if requirement == ANSWER:
         found = []
         if not answer.complete:
-            found.append(reason("answer_incomplete", _("The answer lacks elements of section 13.")))
+            found.append(reason("answer_incomplete", gettext_noop("The answer lacks elements of section 13.")))
         if not answer.version:
-            found.append(reason("version_missing", _("The answer names no version that adds the capability.")))
-        if not answer.on_own_deliverable:
+            found.append(
+                reason("version_missing", gettext_noop("The answer names no version that adds the capability."))
+            )
+        if not answer.on_own_deliverable and answer.deliverable:
             found.append(
                 reason(
                     "wrong_deliverable",
-                    _("The answer delivers %(deliverable)s, which is not a deliverable of %(capability)s.")
-                    % {"deliverable": answer.deliverable or _("nothing named"), "capability": capability},
+                    gettext_noop("The answer delivers %(deliverable)s, which is not a deliverable of %(capability)s."),
+                    deliverable=answer.deliverable,
+                    capability=capability,
+                )
+            )
+        elif not answer.on_own_deliverable:
+            found.append(
+                reason(
+                    "wrong_deliverable",
+                    gettext_noop("The answer delivers nothing named, which is not a deliverable of %(capability)s."),
+                    capability=capability,
                 )
             )
         return found
     if requirement == ARTIFACTS:
         if not answer.chains:
-            return [reason("no_target", _("No chain checks this answer."))]
+            return [reason("no_target", gettext_noop("No chain checks this answer."))]
         best = max(answer.chains, key=lambda c: sum(c.stage_states.get(s) == PASSED for s in ("claim", "artifact")))
         return _stage_reasons(best, ["claim", "artifact"])
     if requirement == SDK:
         return [
             reason(
                 "no_sdk_evidence",
-                _(
+                gettext_noop(
                     "No current E2 evidence: the capability's SDK entry points have not been found in the "
                     "delivered headers and library of version %(version)s."
-                )
-                % {"version": answer.version or "?"},
+                ),
+                version=answer.version or "?",
             )
         ]
     return _probe_reasons(answer, SIMULATOR if requirement == PROBES_SIMULATOR else HARDWARE, recipe_probes)
@@ -320,7 +344,7 @@ def evaluate(
     """
     probes = list(recipe_probes or [])
     if to == current:
-        return Decision(False, [reason("no_change", _("The capability is already %(status)s.") % {"status": to})])
+        return Decision(False, [reason("no_change", gettext_noop("The capability is already %(status)s."), status=to)])
     if status_rank(to) > status_rank(current):
         return Decision(True, [])
     pinned = policy.get("pinned", {})
@@ -330,11 +354,11 @@ def evaluate(
             [
                 reason(
                     "pinned_never_promoted",
-                    _(
+                    gettext_noop(
                         "This capability is pinned at %(status)s: it is not promoted at all. A newer runtime "
                         "version is a different capability."
-                    )
-                    % {"status": pinned_status},
+                    ),
+                    status=pinned_status,
                 )
             ],
         )
@@ -345,8 +369,11 @@ def evaluate(
         pin_reasons = [
             reason(
                 "pinned_needs_full_proof",
-                _("This capability is pinned at %(status)s: it moves only when %(governing)s's requirements hold.")
-                % {"status": pinned_status, "governing": governing},
+                gettext_noop(
+                    "This capability is pinned at %(status)s: it moves only when %(governing)s's requirements hold."
+                ),
+                status=pinned_status,
+                governing=governing,
             )
         ]
     requirements = policy["requirements"][governing]
@@ -355,7 +382,10 @@ def evaluate(
     if not answers:
         return Decision(
             False,
-            [*pin_reasons, reason("no_answer", _("No complete answer names this capability: nothing has run."))],
+            [
+                *pin_reasons,
+                reason("no_answer", gettext_noop("No complete answer names this capability: nothing has run.")),
+            ],
         )
     for answer in answers:
         if all(_met(requirement, answer, probes) for requirement in requirements):

@@ -2,7 +2,7 @@
 
 from django import template
 
-from calculet import labels, pagecache
+from calculet import labels, pagecache, sentences
 
 register = template.Library()
 
@@ -17,6 +17,13 @@ def label_filter(value, kind):
 def phrase_filter(value, kind):
     """`{{ run.reason|phrase:"run_summary" }}`: a stored English sentence in the active language."""
     return labels.phrase(kind, value or "")
+
+
+@register.filter
+def sentence(stored):
+    """`{{ reason|sentence }}`: a stored reason in the reader's language (calculet.sentences); one stored before
+    reasons kept their template is shown as its English message."""
+    return sentences.text(stored) if "template" in stored else stored.get("message", "")
 
 
 @register.filter

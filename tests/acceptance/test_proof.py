@@ -91,7 +91,7 @@ def test_a_package_that_does_not_exercise_the_capability_fails_and_proves_nothin
     attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
     assert not attempt.allowed
     messages = [r["message"] for r in attempt.reasons]
-    assert f"Isolated runner (runner) is failed on simulator (simulator) (run {runner.pk})." in messages
+    assert f"Isolated runner (runner) is failed on simulator (Simulator) (run {runner.pk})." in messages
     assert f"Probe {probe} failed in Isolated runner (runner) on simulator: not_exercised." in messages
     assert Capability.objects.get(pk=capability.pk).status == "C3"
 

@@ -60,7 +60,7 @@ def assert_the_story_was_told(output: str) -> None:
     assert not simulator_chain("V17").runs.filter(stage=stages.GOLDEN).exists()
     sampling = PromotionAttempt.objects.get(capability__slug="npu-sampling")
     assert not sampling.allowed and reason_codes(sampling)[0] == "pinned_needs_full_proof"
-    assert f"Isolated runner (runner) is failed on simulator (simulator) (run {v17_runner.pk})." in [
+    assert f"Isolated runner (runner) is failed on simulator (Simulator) (run {v17_runner.pk})." in [
         reason["message"] for reason in sampling.reasons
     ]
     assert Capability.objects.get(slug="npu-sampling").status == "C3"
