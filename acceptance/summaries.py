@@ -59,6 +59,12 @@ def _finding(message: str) -> str:
     return message
 
 
+def _probes_failed(match: re.Match) -> str:
+    count = int(match["count"])
+    text = ngettext("%(count)s probe failed", "%(count)s probes failed", count) % {"count": count}
+    return f"{text} — {match['detail']}"
+
+
 def _findings(match: re.Match) -> str:
     count = int(match["count"])
     text = ngettext("%(count)s finding", "%(count)s findings", count) % {"count": count}
@@ -90,6 +96,11 @@ def _prefixed(message: str) -> Callable[[re.Match], str]:
 SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (re.compile(r"^all checks passed$"), lambda _match: gettext("all checks passed")),
     (re.compile(r"^(?P<count>\d+) check\(s\) failed — (?P<detail>.*)$", re.S), _checks_failed),
+    (re.compile(r"^(?P<count>\d+) probe\(s\) failed — (?P<detail>.*)$", re.S), _probes_failed),
+    (
+        re.compile(r"^the runner reported a failure without naming a check$"),
+        lambda _match: gettext("the runner reported a failure without naming a check"),
+    ),
     (re.compile(r"^(?P<count>\d+) finding\(s\): (?P<detail>.*)$", re.S), _findings),
     (
         re.compile(r"^all six elements of section 13 are present$"),

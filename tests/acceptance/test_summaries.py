@@ -4,7 +4,7 @@ import pytest
 from django.utils import translation
 
 from acceptance import stages
-from acceptance.protocol import _failed_checks
+from acceptance.protocol import _failed_checks, _failed_probes
 from acceptance.services.checks import _outcome, finding
 from acceptance.summaries import run_summary
 
@@ -24,6 +24,19 @@ def test_a_pass_and_failed_checks_read_in_chinese_with_the_runners_details_kept(
     assert shown.endswith("（另有 2 项）")
     with translation.override("en"):
         assert run_summary(reason) == reason.replace("7 check(s) failed", "7 checks failed")
+
+
+def test_failed_probes_read_in_chinese_with_what_each_probe_found_kept():
+    probes = [
+        {"name": "sampling", "verdict": "fail", "findings": [{"code": "not_exercised", "message": "no sampler"}]},
+        {"name": "decode_batch", "verdict": "pass"},
+    ]
+    reason = _failed_probes({"probes": probes})
+    assert reason == "1 probe(s) failed — sampling (not_exercised: no sampler)"
+    assert in_chinese(reason) == "1 个探针未通过 — sampling (not_exercised: no sampler)"
+    with translation.override("en"):
+        assert run_summary(reason) == "1 probe failed — sampling (not_exercised: no sampler)"
+    assert in_chinese(_failed_checks({"checks": []})) == "运行器报告了失败，但没有指出是哪项检查"
 
 
 def test_the_claim_stages_findings_read_in_chinese():
