@@ -13,7 +13,7 @@ from evidence.models import Capability
 from vendor import due, states
 from vendor.access import may_act_as_pm, object_for_user
 from vendor.models import Deliverable, Question, Section
-from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due
+from vendor.selectors import active_users, due_soon_days, organisations, questions_by_due, questions_owing
 from vendor.services.questions import question_update
 
 
@@ -103,13 +103,22 @@ class QuestionFilter(django_filters.FilterSet):
     due = django_filters.ChoiceFilter(
         choices=due.DUE_STATUSES, method="filter_due", help_text="overdue, due_soon, or none (open, no due date)."
     )
+    # A choice, not a boolean filter: that one reads an unknown value as "no filter" instead of refusing it.
+    owes = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        method="filter_owes",
+        help_text="true: open questions that still owe a deliverable (owed or rejected), whatever their state.",
+    )
 
     class Meta:
         model = Question
-        fields = ["state", "priority", "section", "organisation", "assignee", "capability", "due"]
+        fields = ["state", "priority", "section", "organisation", "assignee", "capability", "due", "owes"]
 
     def filter_due(self, questions, name, value):
         return questions_by_due(questions, value, timezone.localdate())
+
+    def filter_owes(self, questions, name, value):
+        return questions_owing(questions, value == "true")
 
 
 class QuestionListApi(Api, ListAPIView):
