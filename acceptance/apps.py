@@ -31,7 +31,7 @@ class AcceptanceConfig(AppConfig):
         )
         from acceptance.models import Chain, Run, Target
         from acceptance.services.targets import SIMULATOR_NAME
-        from acceptance.summaries import health_reason, run_summary
+        from acceptance.summaries import deliverable_reason, evidence_conclusion, health_reason, run_summary
         from calculet import audit, labels
 
         labels.register("stage", {**stages.STAGE_LABELS, stages.DONE: stages.DONE_LABEL}.items())
@@ -50,6 +50,8 @@ class AcceptanceConfig(AppConfig):
         labels.register("target_name", [(SIMULATOR_NAME, _("Bundled NPU simulator"))])
         labels.register_phrases("run_summary", run_summary)
         labels.register_phrases("health_reason", health_reason)
+        labels.register_phrases("evidence_conclusion", evidence_conclusion)
+        labels.register_phrases("deliverable_reason", deliverable_reason)
         labels.extend("audit_action", AUDIT_ACTIONS)
 
         # A question's history holds its chains and their runs.
