@@ -366,3 +366,13 @@ def test_stage_reads_cost_the_same_queries_whatever_the_number_of_runs(answer, s
         for stage in stages.CHAIN_STAGES:
             pass_stage(chain, stage)
     assert count() == few
+
+
+def test_an_incomplete_revision_does_not_move_a_question_being_verified(answer, simulator_online, vendor_user):
+    chain_start_for_answer(answer.pk)
+    answer.question.refresh_from_db()
+    assert answer.question.state == "verifying"
+    incomplete = answer_submit(actor=vendor_user, question=answer.question, data={"summary": "batch 4 next month"})
+    assert not incomplete.complete
+    answer.question.refresh_from_db()
+    assert answer.question.state == "verifying"
