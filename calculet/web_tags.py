@@ -1,6 +1,10 @@
 """Template filters for the browser pages: `{% load web %}`."""
 
+import re
+
 from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
 
 from calculet import labels, pagecache, sentences
 
@@ -24,6 +28,15 @@ def sentence(stored):
     """`{{ reason|sentence }}`: a stored reason in the reader's language (calculet.sentences); one stored before
     reasons kept their template is shown as its English message."""
     return sentences.text(stored) if "template" in stored else stored.get("message", "")
+
+
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def inline_code(value):
+    """`{{ item.conclusion|inline_code }}`: the checklist's `code` spans as <code>, everything else escaped."""
+    return mark_safe(INLINE_CODE.sub(r"<code>\1</code>", escape(value or "")))
 
 
 @register.filter

@@ -339,3 +339,12 @@ def test_a_missing_page_and_another_vendors_question_are_the_same_product_404(cl
             assert response.status_code == 404
             assert [template.name for template in response.templates][:2] == ["404.html", "base.html"]
             assert f"<h1>{heading}</h1>" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_evidence_register_renders_the_checklists_inline_code(pm_client, checklist):
+    page = pm_client.get(reverse("evidence-register") + "?q=R19").content.decode()
+    row = page[page.index('id="evidence-R19"') :]
+    row = row[: row.index("</tr>")]
+    assert "CalRT 指标读取未受 <code>USE_CALRT</code> 保护" in row and "`" not in row
+    assert "<code>cal_ctx</code> 声明 <code>:2409-2411</code>" in row
