@@ -5,6 +5,7 @@ from django.utils.translation import pgettext_lazy
 # The audit log's actions that acceptance's services record, as the audit page lists them.
 AUDIT_ACTIONS = [
     ("answer.claim", _("capability claimed by an answer")),
+    ("document.review", _("document reviewed")),
     ("chain.start", _("chain started")),
     ("chain.answer", _("chain moved to a new answer")),
     ("run.create", _("run queued")),
