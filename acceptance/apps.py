@@ -5,6 +5,7 @@ from django.utils.translation import pgettext_lazy
 # The audit log's actions that acceptance's services record, as the audit page lists them.
 AUDIT_ACTIONS = [
     ("answer.claim", _("capability claimed by an answer")),
+    ("document.review", _("document reviewed")),
     ("chain.start", _("chain started")),
     ("chain.answer", _("chain moved to a new answer")),
     ("run.create", _("run queued")),
@@ -31,11 +32,12 @@ class AcceptanceConfig(AppConfig):
         )
         from acceptance.models import Chain, Run, Target
         from acceptance.services.targets import SIMULATOR_NAME
-        from acceptance.summaries import health_reason, run_summary
+        from acceptance.summaries import deliverable_reason, evidence_conclusion, health_reason, run_summary
         from calculet import audit, labels
 
         labels.register("stage", {**stages.STAGE_LABELS, stages.DONE: stages.DONE_LABEL}.items())
         labels.register("run_state", stages.STATE_LABELS.items())
+        labels.register("run_state_word", stages.STATE_WORDS.items())
         labels.register("target_kind", Target.KINDS)
         labels.register("health", Target.HEALTH_STATES)
         labels.register(
@@ -49,6 +51,8 @@ class AcceptanceConfig(AppConfig):
         labels.register("target_name", [(SIMULATOR_NAME, _("Bundled NPU simulator"))])
         labels.register_phrases("run_summary", run_summary)
         labels.register_phrases("health_reason", health_reason)
+        labels.register_phrases("evidence_conclusion", evidence_conclusion)
+        labels.register_phrases("deliverable_reason", deliverable_reason)
         labels.extend("audit_action", AUDIT_ACTIONS)
 
         # A question's history holds its chains and their runs.

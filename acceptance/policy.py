@@ -38,9 +38,10 @@ move alone: no evidence moves it).
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
-from acceptance.stages import PASSED, RUNNER_STAGES, STAGE_LABELS, STALE
+from acceptance.stages import PASSED, RUNNER_STAGES, STALE
+from calculet.sentences import Labelled, english, sentence
 from evidence.grades import STATUSES, status_rank
 
 SIMULATOR = "simulator"
@@ -146,8 +147,11 @@ class Decision:
     versions: dict[str, str] = field(default_factory=dict)
 
 
-def reason(code: str, message: str) -> dict:
-    return {"code": code, "message": message}
+def reason(code: str, template: str, /, **params) -> dict:
+    """A reason as the gate stores it: its code, its English message for the API, and the template and
+    parameters a page renders in the reader's language (calculet.sentences)."""
+    stored = sentence(template, **params)
+    return {"code": code, "message": english(stored), **stored}
 
 
 def policy_check(policy: dict) -> None:
@@ -193,27 +197,32 @@ def _approved(
     if len(approvers) >= APPROVALS_NEEDED:
         return decision
     evidence = (
-        _("answer %(answer)s, runs %(runs)s")
-        % {"answer": decision.answer_id, "runs": ", ".join(map(str, sorted(decision.run_ids))) or "-"}
+        sentence(
+            gettext_noop("answer %(answer)s, runs %(runs)s"),
+            answer=decision.answer_id,
+            runs=", ".join(map(str, sorted(decision.run_ids))) or "-",
+        )
         if decision.answer_id is not None
-        else _("the move alone")
+        else sentence(gettext_noop("the move alone"))
     )
-    message = _(
-        "Moving %(capability)s from %(from)s to %(to)s needs the approval of %(needed)s different members of the "
-        "integration team, given for this move on the evidence it rests on (%(evidence)s); %(given)s given "
-        "(%(who)s)."
-    ) % {
-        "capability": capability,
-        "from": current,
-        "to": to,
-        "needed": APPROVALS_NEEDED,
-        "evidence": evidence,
-        "given": len(approvers),
-        "who": ", ".join(approvers) or _("no one"),
-    }
+    missing = reason(
+        "approval_missing",
+        gettext_noop(
+            "Moving %(capability)s from %(from)s to %(to)s needs the approval of %(needed)s different members of the "
+            "integration team, given for this move on the evidence it rests on (%(evidence)s); %(given)s given "
+            "(%(who)s)."
+        ),
+        capability=capability,
+        to=to,
+        needed=APPROVALS_NEEDED,
+        evidence=evidence,
+        given=len(approvers),
+        who=", ".join(approvers) or sentence(gettext_noop("no one")),
+        **{"from": current},
+    )
     return Decision(
         False,
-        [reason("approval_missing", message)],
+        [missing],
         answer_id=decision.answer_id,
         run_ids=decision.run_ids,
         versions=decision.versions,
@@ -270,21 +279,21 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
         state = chain.stage_states.get(stage, "pending")
         if state == PASSED:
             continue
-        run_note = _(" (run %(run)s)") % {"run": chain.stage_run_ids[stage]} if stage in chain.stage_run_ids else ""
-        found.append(
-            reason(
-                "stage_stale" if state == STALE else "stage_not_passed",
-                _("%(stage)s (%(code)s) is %(state)s on %(target)s (%(kind)s)%(run)s.")
-                % {
-                    "stage": STAGE_LABELS[stage],
-                    "code": stage,
-                    "state": state,
-                    "target": chain.target_name,
-                    "kind": chain.target_kind,
-                    "run": run_note,
-                },
+        where = {
+            "stage": Labelled("stage", stage),
+            "code": stage,
+            "state": Labelled("run_state_word", state),
+            "target": chain.target_name,
+            "kind": Labelled("target_kind", chain.target_kind),
+        }
+        code = "stage_stale" if state == STALE else "stage_not_passed"
+        if stage in chain.stage_run_ids:
+            template = gettext_noop("%(stage)s (%(code)s) is %(state)s on %(target)s (%(kind)s) (run %(run)s).")
+            found.append(reason(code, template, **where, run=chain.stage_run_ids[stage]))
+        else:
+            found.append(
+                reason(code, gettext_noop("%(stage)s (%(code)s) is %(state)s on %(target)s (%(kind)s)."), **where)
             )
-        )
         if state == STALE:
             continue
         # The probes that failed it, each with what its runner found (not_exercised: the package lacks it).
@@ -292,14 +301,12 @@ def _stage_reasons(chain: ChainFacts, stages: list[str]) -> list[dict]:
             found.append(
                 reason(
                     "probe_failed",
-                    _("Probe %(probe)s failed in %(stage)s (%(code)s) on %(target)s: %(finding)s.")
-                    % {
-                        "probe": probe,
-                        "stage": STAGE_LABELS[stage],
-                        "code": stage,
-                        "target": chain.target_name,
-                        "finding": finding,
-                    },
+                    gettext_noop("Probe %(probe)s failed in %(stage)s (%(code)s) on %(target)s: %(finding)s."),
+                    probe=probe,
+                    stage=Labelled("stage", stage),
+                    code=stage,
+                    target=chain.target_name,
+                    finding=finding,
                 )
             )
     return found
@@ -310,21 +317,21 @@ def _static_reasons(answer: AnswerFacts, requirement: str) -> list[dict]:
         return [
             reason(
                 "static_check_not_e1",
-                _(
+                gettext_noop(
                     "The capability's recipe has no probes and its deliverable's check is %(grades)s: an SDK's "
                     "symbols do not show the product working, and no run can; it stops at C1."
-                )
-                % {"grades": ", ".join(sorted(answer.checked_grades))},
+                ),
+                grades=", ".join(sorted(answer.checked_grades)),
             )
         ]
     return [
         reason(
             "no_static_check",
-            _(
+            gettext_noop(
                 "The capability's recipe has no probes: it is proven by a passed static check of its own SDK, "
                 "container image or schema deliverable at version %(version)s, and there is none."
-            )
-            % {"version": answer.version or "?"},
+            ),
+            version=answer.version or "?",
         )
     ]
 
@@ -337,16 +344,22 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
             return [
                 reason(
                     "no_hardware_runs",
-                    _(
+                    gettext_noop(
                         "No E0 runs: every probe must pass through %(stages)s on an attested hardware target "
                         "(simulator runs and board doubles are evidence of grade E4)."
-                    )
-                    % {"stages": ", ".join(RUNNER_STAGES)},
+                    ),
+                    stages=Labelled("stage", RUNNER_STAGES),
                 )
             ]
         chains = attested
     if not chains:
-        return [reason("no_target", _("No chain on a target of kind %(kind)s for this answer.") % {"kind": kind})]
+        return [
+            reason(
+                "no_target",
+                gettext_noop("No chain on a target of kind %(kind)s for this answer."),
+                kind=Labelled("target_kind", kind),
+            )
+        ]
     best = max(chains, key=lambda c: sum(c.stage_states.get(stage) == PASSED for stage in RUNNER_STAGES))
     found = _stage_reasons(best, RUNNER_STAGES)
     for stage in RUNNER_STAGES:
@@ -357,16 +370,21 @@ def _probe_reasons(answer: AnswerFacts, kind: str, recipe_probes: list[str]) -> 
             found.append(
                 reason(
                     "probe_not_passed",
-                    _("Probe %(probe)s did not pass in %(stage)s (%(code)s) on %(target)s.")
-                    % {"probe": probe, "stage": STAGE_LABELS[stage], "code": stage, "target": best.target_name},
+                    gettext_noop("Probe %(probe)s did not pass in %(stage)s (%(code)s) on %(target)s."),
+                    probe=probe,
+                    stage=Labelled("stage", stage),
+                    code=stage,
+                    target=best.target_name,
                 )
             )
         if kind == HARDWARE and not best.attested.get(stage):
             found.append(
                 reason(
                     "grade_not_e0",
-                    _("%(stage)s (%(code)s) on %(target)s is not E0: the device was not attested.")
-                    % {"stage": STAGE_LABELS[stage], "code": stage, "target": best.target_name},
+                    gettext_noop("%(stage)s (%(code)s) on %(target)s is not E0: the device was not attested."),
+                    stage=Labelled("stage", stage),
+                    code=stage,
+                    target=best.target_name,
                 )
             )
     return found
@@ -378,13 +396,16 @@ def _deliverable_reason(answer: AnswerFacts) -> dict:
     if answer.deliverable_state == DELIVERABLE_REJECTED:
         return reason(
             "deliverable_rejected",
-            _("Deliverable %(deliverable)s of %(question)s was rejected (%(why)s): nothing rests on it.")
-            % {**names, "why": answer.deliverable_reason or _("no reason given")},
+            gettext_noop("Deliverable %(deliverable)s of %(question)s was rejected (%(why)s): nothing rests on it."),
+            **names,
+            why=answer.deliverable_reason or sentence(gettext_noop("no reason given")),
         )
     return reason(
         "deliverable_owed",
-        _("Deliverable %(deliverable)s of %(question)s is owed: it has not been accepted, so nothing rests on it yet.")
-        % names,
+        gettext_noop(
+            "Deliverable %(deliverable)s of %(question)s is owed: it has not been accepted, so nothing rests on it yet."
+        ),
+        **names,
     )
 
 
@@ -394,15 +415,26 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
     if requirement == ANSWER:
         found = []
         if not answer.complete:
-            found.append(reason("answer_incomplete", _("The answer lacks elements of section 13.")))
+            found.append(reason("answer_incomplete", gettext_noop("The answer lacks elements of section 13.")))
         if not answer.version:
-            found.append(reason("version_missing", _("The answer names no version that adds the capability.")))
-        if not answer.on_own_deliverable:
+            found.append(
+                reason("version_missing", gettext_noop("The answer names no version that adds the capability."))
+            )
+        if not answer.on_own_deliverable and answer.deliverable:
             found.append(
                 reason(
                     "wrong_deliverable",
-                    _("The answer delivers %(deliverable)s, which is not a deliverable of %(capability)s.")
-                    % {"deliverable": answer.deliverable or _("nothing named"), "capability": capability},
+                    gettext_noop("The answer delivers %(deliverable)s, which is not a deliverable of %(capability)s."),
+                    deliverable=answer.deliverable,
+                    capability=capability,
+                )
+            )
+        elif not answer.on_own_deliverable:
+            found.append(
+                reason(
+                    "wrong_deliverable",
+                    gettext_noop("The answer delivers nothing named, which is not a deliverable of %(capability)s."),
+                    capability=capability,
                 )
             )
         if answer.deliverable_state == DELIVERABLE_REJECTED:
@@ -410,7 +442,7 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
         return found
     if requirement == ARTIFACTS:
         if not answer.chains:
-            return [reason("no_target", _("No chain checks this answer."))]
+            return [reason("no_target", gettext_noop("No chain checks this answer."))]
         best = max(answer.chains, key=lambda c: sum(c.stage_states.get(s) == PASSED for s in ("claim", "artifact")))
         return _stage_reasons(best, ["claim", "artifact"])
     if requirement == SDK:
@@ -418,18 +450,19 @@ def _reasons(requirement: str, answer: AnswerFacts, recipe_probes: list[str], ca
             return [
                 reason(
                     "deliverable_rejected",
-                    _("SDK deliverable %(deliverable)s was rejected: nothing rests on it.") % {"deliverable": named},
+                    gettext_noop("SDK deliverable %(deliverable)s was rejected: nothing rests on it."),
+                    deliverable=named,
                 )
                 for named in answer.sdk_rejected
             ]
         return [
             reason(
                 "no_sdk_evidence",
-                _(
+                gettext_noop(
                     "No current E2 evidence: the capability's SDK entry points have not been found in the "
                     "delivered headers and library of version %(version)s."
-                )
-                % {"version": answer.version or "?"},
+                ),
+                version=answer.version or "?",
             )
         ]
     return _probe_reasons(answer, SIMULATOR if requirement == PROBES_SIMULATOR else HARDWARE, recipe_probes)
@@ -510,7 +543,7 @@ def _evaluate(
 ) -> Decision:
     probes = list(recipe_probes or [])
     if to == current:
-        return Decision(False, [reason("no_change", _("The capability is already %(status)s.") % {"status": to})])
+        return Decision(False, [reason("no_change", gettext_noop("The capability is already %(status)s."), status=to)])
     if status_rank(to) > status_rank(current):
         return Decision(True, [])
     pinned = policy.get("pinned", {})
@@ -523,11 +556,11 @@ def _evaluate(
             [
                 reason(
                     "pinned_never_promoted",
-                    _(
+                    gettext_noop(
                         "This capability is pinned at %(status)s: it is not promoted at all. A newer runtime "
                         "version is a different capability."
-                    )
-                    % {"status": pinned_status},
+                    ),
+                    status=pinned_status,
                 )
             ],
         )
@@ -538,14 +571,12 @@ def _evaluate(
         pin_reasons = [
             reason(
                 "pinned_needs_full_proof",
-                _(
+                gettext_noop(
                     "This capability is pinned at %(status)s until new artifacts and real tests exist: it moves "
                     "only when %(requirements)s hold."
-                )
-                % {
-                    "status": pinned_status,
-                    "requirements": ", ".join(r for r in requirements if r != SDK or sdk_calls),
-                },
+                ),
+                status=pinned_status,
+                requirements=", ".join(r for r in requirements if r != SDK or sdk_calls),
             )
         ]
     if not requirements:
@@ -553,7 +584,10 @@ def _evaluate(
     if not answers:
         return Decision(
             False,
-            [*pin_reasons, reason("no_answer", _("No complete answer names this capability: nothing has run."))],
+            [
+                *pin_reasons,
+                reason("no_answer", gettext_noop("No complete answer names this capability: nothing has run.")),
+            ],
         )
     for answer in answers:
         if all(_met(requirement, answer, probes, sdk_calls) for requirement in requirements):

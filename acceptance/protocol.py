@@ -210,6 +210,27 @@ def read_result(path: Path, stage: str) -> tuple[dict | None, str]:
     return result, ""
 
 
+def check_findings(result: dict) -> list[dict]:
+    """A finding for each check that did not pass, the result's own and each probe's: a failed run names what
+    failed in its findings even when its runner reported no finding of its own."""
+    found = []
+    checks = [("checks", check) for check in result.get("checks", [])]
+    for probe in result.get("probes", []):
+        checks += [(f"probes.{probe.get('name', '?')}.checks", check) for check in probe.get("checks", [])]
+    for where, check in checks:
+        if check.get("passed") is not True:
+            name = check.get("name", "?")
+            found.append(
+                {
+                    "code": "check_failed",
+                    "severity": "error",
+                    "field": f"{where}.{name}",
+                    "message": f"{name}: {check.get('detail', '')}".strip().rstrip(":"),
+                }
+            )
+    return found
+
+
 def _failed_checks(result: dict) -> str:
     failed = [c for c in result.get("checks", []) if c.get("passed") is not True]
     if not failed:
@@ -272,7 +293,7 @@ def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail
     return StageOutcome(
         verdict,
         reason,
-        findings=[*probe_findings(result), *left_behind],
+        findings=[*probe_findings(result), *check_findings(result), *left_behind],
         metrics=result.get("metrics", {}),
         result={**result, "sandbox": sandbox},
     )

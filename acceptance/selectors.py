@@ -26,7 +26,7 @@ from vendor import states as question_states
 from vendor.access import objects_for_user
 from vendor.claim import MISSING, element_states
 from vendor.models import Answer, Artifact, Deliverable, DocumentReview, Question, Section
-from vendor.selectors import answer_list, artifact_list, question_list, questions_by_due
+from vendor.selectors import answer_list, artifact_list, question_list, questions_by_due, questions_owing
 
 # What a list or a progress bar needs; the full log and result stay in the database until asked for.
 RUN_SUMMARY_DEFER = ["log", "result", "inputs", "params", "findings"]
@@ -819,11 +819,14 @@ class QuestionFilters:
     stage: str = ""  # the furthest chain position (`stages.POSITIONS`), or "none": no chain yet
     theme: str = ""  # what the question's section blocks
     attention: str = ""  # what the question needs (a key of `attention().questions`)
+    owes: str = ""  # "true": open and still owing a deliverable (owed or rejected), whatever its state; "false": not
 
 
 def questions_filter(questions: QuerySet[Question], filters: QuestionFilters, positions=None) -> QuerySet[Question]:
     """The questions the filters select, for the page and the API alike; `positions` are the chains'
     (`question_positions`), read here when a stage filter needs them and the caller has not."""
+    if filters.owes:
+        questions = questions_owing(questions, filters.owes == "true")
     if filters.text:
         text = filters.text
         questions = questions.filter(

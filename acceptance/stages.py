@@ -50,6 +50,16 @@ STATE_LABELS = {
     ERROR: pgettext_lazy("run state", "Error"),
     STALE: pgettext_lazy("run state", "Stale"),
 }
+# The same states inside a sentence ("Numerical golden (golden) is failed on …").
+STATE_WORDS = {
+    PENDING: pgettext_lazy("run state in a sentence", "pending"),
+    QUEUED: pgettext_lazy("run state in a sentence", "queued"),
+    RUNNING: pgettext_lazy("run state in a sentence", "running"),
+    PASSED: pgettext_lazy("run state in a sentence", "passed"),
+    FAILED: pgettext_lazy("run state in a sentence", "failed"),
+    ERROR: pgettext_lazy("run state in a sentence", "in error"),
+    STALE: pgettext_lazy("run state in a sentence", "stale"),
+}
 STATES = list(STATE_LABELS)
 ACTIVE_STATES = [PENDING, QUEUED, RUNNING]
 FINISHED_STATES = [PASSED, FAILED, ERROR, STALE]

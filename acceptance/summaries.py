@@ -5,8 +5,9 @@ it; the sentences calculet itself writes are recognised here and shown translate
 import re
 from collections.abc import Callable
 
-from django.utils.translation import gettext, gettext_noop, ngettext
+from django.utils.translation import gettext, gettext_noop, ngettext, override
 
+from acceptance import stages
 from calculet import labels
 
 _MORE = re.compile(r"^(?P<detail>.*) \(and (?P<more>\d+) more\)$")
@@ -59,6 +60,12 @@ def _finding(message: str) -> str:
     return message
 
 
+def _probes_failed(match: re.Match) -> str:
+    count = int(match["count"])
+    text = ngettext("%(count)s probe failed", "%(count)s probes failed", count) % {"count": count}
+    return f"{text} — {match['detail']}"
+
+
 def _findings(match: re.Match) -> str:
     count = int(match["count"])
     text = ngettext("%(count)s finding", "%(count)s findings", count) % {"count": count}
@@ -90,6 +97,11 @@ def _prefixed(message: str) -> Callable[[re.Match], str]:
 SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (re.compile(r"^all checks passed$"), lambda _match: gettext("all checks passed")),
     (re.compile(r"^(?P<count>\d+) check\(s\) failed — (?P<detail>.*)$", re.S), _checks_failed),
+    (re.compile(r"^(?P<count>\d+) probe\(s\) failed — (?P<detail>.*)$", re.S), _probes_failed),
+    (
+        re.compile(r"^the runner reported a failure without naming a check$"),
+        lambda _match: gettext("the runner reported a failure without naming a check"),
+    ),
     (re.compile(r"^(?P<count>\d+) finding\(s\): (?P<detail>.*)$", re.S), _findings),
     (
         re.compile(r"^all six elements of section 13 are present$"),
@@ -144,6 +156,87 @@ HEALTH_REASONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
 ]
 
 
+def _stage_conclusion(match: re.Match) -> str:
+    """ "Isolated runner passed on Bundled NPU simulator (simulator) with x.calbin.tar 0.1.0." """
+    with override("en"):  # the conclusion names the stage by its English label
+        stage = next((code for code, text in stages.STAGE_LABELS.items() if str(text) == match["stage"]), None)
+    if stage is None:
+        return match.group(0)
+    params = {
+        "stage": labels.label("stage", stage),
+        "verdict": labels.label("verdict", stages.PASS if match["verdict"] == "passed" else stages.FAIL),
+        "target": labels.label("target_name", match["target"]),
+        "kind": labels.label("target_kind", match["kind"]),
+    }
+    if match["artifact"]:
+        return gettext("%(stage)s %(verdict)s on %(target)s (%(kind)s) with %(artifact)s %(version)s.") % {
+            **params,
+            "artifact": match["artifact"],
+            "version": match["version"],
+        }
+    return gettext("%(stage)s %(verdict)s on %(target)s (%(kind)s).") % params
+
+
+# The conclusions calculet writes for the evidence of a run (services/runs/finishing.py); the checklist's own
+# conclusions are in its language and stay as they are.
+CONCLUSIONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (
+        re.compile(
+            r"^(?P<stage>[A-Z][^()]+?) (?P<verdict>passed|failed) on (?P<target>.+) \((?P<kind>simulator|hardware)\)"
+            r"(?: with (?P<artifact>\S+) (?P<version>\S+))?\.$"
+        ),
+        _stage_conclusion,
+    ),
+]
+
+
+def _check_summary(detail: str) -> str:
+    """ "SDK calrt-sdk-0.7.6.tar 0.7.6: nothing found" or "…: 3 findings", the count translated."""
+    what, _, said = detail.rpartition(": ")
+    if said == "nothing found":
+        return gettext("%(what)s: nothing found") % {"what": what}
+    if match := re.fullmatch(r"(\d+) findings", said):
+        count = int(match[1])
+        return ngettext("%(what)s: %(count)s finding", "%(what)s: %(count)s findings", count) % {
+            "what": what,
+            "count": count,
+        }
+    return detail
+
+
+# Why a deliverable was accepted or rejected, as the static checks (services/deliverable_checks.py) and the
+# document reviews (services/reviews.py) write it; a PM's own words after them stay as written.
+DELIVERABLE_REASONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (
+        re.compile(r"^Static check of answer r(?P<revision>\d+) passed: (?P<detail>.*)$", re.S),
+        lambda match: (
+            gettext("Static check of answer r%(revision)s passed: %(detail)s")
+            % {"revision": match["revision"], "detail": _check_summary(match["detail"])}
+        ),
+    ),
+    (
+        re.compile(r"^Static check of answer r(?P<revision>\d+) failed: (?P<detail>.*)$", re.S),
+        lambda match: (
+            gettext("Static check of answer r%(revision)s failed: %(detail)s")
+            % {"revision": match["revision"], "detail": match["detail"]}
+        ),
+    ),
+    (
+        re.compile(r"^Document review (?P<review>\d+): does not hold: (?P<detail>.*)$", re.S),
+        lambda match: (
+            gettext("Document review %(review)s: does not hold: %(detail)s")
+            % {"review": match["review"], "detail": match["detail"]}
+        ),
+    ),
+    (
+        re.compile(r"^Document review (?P<review>\d+): (?P<detail>.*)$", re.S),
+        lambda match: (
+            gettext("Document review %(review)s: %(detail)s") % {"review": match["review"], "detail": match["detail"]}
+        ),
+    ),
+]
+
+
 def _translated(sentences: list[tuple[re.Pattern, Callable[[re.Match], str]]], text: str) -> str:
     for pattern, translate in sentences:
         match = pattern.match(text)
@@ -160,3 +253,13 @@ def run_summary(reason: str) -> str:
 def health_reason(reason: str) -> str:
     """A target's health reason in the active language."""
     return _translated(HEALTH_REASONS, reason)
+
+
+def evidence_conclusion(conclusion: str) -> str:
+    """An evidence item's conclusion in the active language when calculet wrote it."""
+    return _translated(CONCLUSIONS, conclusion)
+
+
+def deliverable_reason(reason: str) -> str:
+    """Why a deliverable was decided, in the active language where calculet wrote it."""
+    return _translated(DELIVERABLE_REASONS, reason)

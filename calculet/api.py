@@ -151,9 +151,9 @@ def exception_handler(exc, context):
         # Django spooling a multipart file to FILE_UPLOAD_TEMP_DIR found the disk full, before any view ran.
         exc = StorageFullError("The artifact store is full; nothing of the file was kept.")
     if isinstance(exc, DomainError):
-        body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.message}]}
+        body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.english}]}
         if exc.reasons:
-            body["reasons"] = exc.reasons
+            body["reasons"] = [{"code": item["code"], "message": item["message"]} for item in exc.reasons]
         return Response(body, status=exc.status_code)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

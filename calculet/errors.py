@@ -4,21 +4,51 @@ import errno
 from http import HTTPStatus
 
 from django.http import Http404
+from django.utils.translation import gettext_noop
+
+from calculet import sentences
 
 
 class DomainError(Exception):
-    """A business rule refused the request. Subclasses pick the HTTP status."""
+    """A business rule refused the request. Subclasses pick the HTTP status.
+
+    With `params`, `message` is a template marked with `gettext_noop` (see calculet.sentences): `english` is
+    the sentence the API gives, `message` the same sentence in the reader's language for the pages. Without
+    them, `message` is a plain English sentence, shown as it is.
+    """
 
     status_code: int = HTTPStatus.BAD_REQUEST
     code = "invalid"
 
-    def __init__(self, message: str, *, field: str | None = None, code: str | None = None, reasons: list | None = None):
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        code: str | None = None,
+        reasons: list | None = None,
+        params: dict | None = None,
+    ):
+        self.sentence = sentences.sentence(message, **params) if params is not None else None
+        self.english = sentences.english(self.sentence) if self.sentence else message
+        super().__init__(self.english)
         self.field = field
         if code is not None:
             self.code = code
         self.reasons = reasons or []
+
+    @property
+    def message(self) -> str:
+        return sentences.text(self.sentence) if self.sentence else self.english
+
+    def about(self, subject: str) -> "DomainError":
+        """The same refusal, naming what it is about (one question of a bulk edit)."""
+        return type(self)(
+            gettext_noop("%(subject)s: %(error)s"),
+            field=self.field,
+            code=self.code,
+            params={"subject": subject, "error": self.sentence or self.english},
+        )
 
 
 class NotFoundError(DomainError, Http404):

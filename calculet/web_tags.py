@@ -1,8 +1,12 @@
 """Template filters for the browser pages: `{% load web %}`."""
 
-from django import template
+import re
 
-from calculet import labels, pagecache
+from django import template
+from django.utils.html import escape
+from django.utils.safestring import mark_safe
+
+from calculet import labels, pagecache, sentences
 
 register = template.Library()
 
@@ -17,6 +21,22 @@ def label_filter(value, kind):
 def phrase_filter(value, kind):
     """`{{ run.reason|phrase:"run_summary" }}`: a stored English sentence in the active language."""
     return labels.phrase(kind, value or "")
+
+
+@register.filter
+def sentence(stored):
+    """`{{ reason|sentence }}`: a stored reason in the reader's language (calculet.sentences); one stored before
+    reasons kept their template is shown as its English message."""
+    return sentences.text(stored) if "template" in stored else stored.get("message", "")
+
+
+INLINE_CODE = re.compile(r"`([^`\n]+)`")
+
+
+@register.filter
+def inline_code(value):
+    """`{{ item.conclusion|inline_code }}`: the checklist's `code` spans as <code>, everything else escaped."""
+    return mark_safe(INLINE_CODE.sub(r"<code>\1</code>", escape(value or "")))
 
 
 @register.filter

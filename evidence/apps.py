@@ -7,6 +7,9 @@ AUDIT_ACTIONS = [
     ("checklist.change", _("checklist row changed")),
     ("checklist.remove", _("checklist row removed")),
     ("checklist.link", _("checklist links changed")),
+    ("evidence.record", _("evidence recorded")),
+    ("evidence.lapse", _("evidence lapsed")),
+    ("capability.update", _("capability changed")),
 ]
 
 

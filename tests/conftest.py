@@ -152,6 +152,17 @@ def _artifact_storage(request, tmp_path):
 
 
 @pytest.fixture(autouse=True)
+def _default_language(request):
+    """Each test starts in the default language: a page asked for in Chinese leaves its language active in the
+    thread, and a service's refusal reads in the active language."""
+    yield
+    if request.config.pluginmanager.hasplugin("django"):
+        from django.utils import translation
+
+        translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _empty_cache(request):
     """Rate counts (per token, failed authentications per address) start at zero in every test."""
     if not request.config.pluginmanager.hasplugin("django"):

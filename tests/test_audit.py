@@ -1,9 +1,13 @@
 import io
+import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection, transaction
 
+from calculet import labels
 from calculet.actors import SYSTEM
 from calculet.audit import audit_record, audit_verify
 from calculet.models import AuditEntry, AuditImmutableError
@@ -85,3 +89,16 @@ def test_the_model_refuses_to_change_or_delete_an_entry(entries):
     assert AuditEntry.objects.count() == 5
     assert AuditEntry.objects.get(pk=entry.pk).object_repr == ""
     assert audit_verify() == []
+
+
+def test_every_action_the_services_record_has_a_label():
+    """The audit log names each action in the reader's language: none recorded without a label."""
+    root = Path(settings.BASE_DIR)
+    recorded = {
+        action
+        for app in ("calculet", "vendor", "evidence", "acceptance")
+        for path in (root / app).rglob("*.py")
+        for action in re.findall(r'action="([a-z_]+\.[a-z_]+)"', path.read_text(encoding="utf-8"))
+    }
+    assert recorded
+    assert sorted(action for action in recorded if labels.label("audit_action", action) == action) == []

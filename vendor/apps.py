@@ -34,7 +34,16 @@ class VendorConfig(AppConfig):
         from calculet import audit, labels
         from vendor import due, selectors, states
         from vendor.claim import ELEMENT_LABELS
-        from vendor.models import Answer, Artifact, Comment, Membership, Organisation, Question, WebhookDelivery
+        from vendor.models import (
+            Answer,
+            Artifact,
+            Comment,
+            Deliverable,
+            Membership,
+            Organisation,
+            Question,
+            WebhookDelivery,
+        )
 
         labels.register("role", Membership.ROLES)
         labels.register("state", states.QUESTION_STATES)
@@ -42,6 +51,8 @@ class VendorConfig(AppConfig):
         labels.register("due", due.DUE_STATUSES)
         labels.register("artifact_kind", Artifact.KINDS)
         labels.register("artifact_state", Artifact.STATES)
+        labels.register("deliverable_kind", Deliverable.KINDS)
+        labels.register("deliverable_state", Deliverable.STATES)
         labels.register("element", ELEMENT_LABELS.items())
         labels.register("organisation_kind", Organisation.KINDS)
         labels.register("delivery_state", WebhookDelivery.STATES)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
 
 from calculet.errors import DomainError
@@ -147,6 +147,14 @@ def questions_by_due(questions: QuerySet[Question], status: str, today: datetime
     if status == due.DUE_SOON:
         return waiting.filter(due_date__gte=today, due_date__lte=today + datetime.timedelta(days=due_soon_days()))
     raise ValueError(f"unknown due status {status!r}")
+
+
+def questions_owing(questions: QuerySet[Question], owes: bool) -> QuerySet[Question]:
+    """The open questions that still owe a deliverable (owed or rejected), or (`owes=False`) the others: what a
+    vendor means by "waiting for us", whatever state the question is in."""
+    owing = Exists(Deliverable.objects.filter(question=OuterRef("pk")).exclude(state=Deliverable.ACCEPTED))
+    condition = owing & ~Q(state__in=states.SETTLED_STATES)
+    return questions.filter(condition) if owes else questions.exclude(condition)
 
 
 def due_counts(*, user) -> dict[str, int]:

@@ -119,10 +119,15 @@ class QuestionFilter(django_filters.FilterSet):
     due = django_filters.ChoiceFilter(
         choices=due.DUE_STATUSES, help_text="overdue, due_soon, or none (open, no due date)."
     )
+    # A choice, not a boolean filter: that one reads an unknown value as "no filter" instead of refusing it.
+    owes = django_filters.ChoiceFilter(
+        choices=[("true", "true"), ("false", "false")],
+        help_text="true: open questions that still owe a deliverable (owed or rejected), whatever their state.",
+    )
 
     class Meta:
         model = Question
-        fields = ["q", "state", "priority", "section", "organisation", "assignee", "capability", "due"]
+        fields = ["q", "state", "priority", "section", "organisation", "assignee", "capability", "due", "owes"]
 
     def filter_queryset(self, queryset):
         data = self.form.cleaned_data
@@ -135,6 +140,7 @@ class QuestionFilter(django_filters.FilterSet):
             organisation=data.get("organisation") or "",
             assignee=data.get("assignee") or "",
             capability=data["capability"].slug if data.get("capability") else "",
+            owes=data.get("owes") or "",
         )
         return questions_filter(queryset, filters)
 

@@ -1,6 +1,7 @@
 """Starting and moving acceptance chains, creating runs, and re-running a stage."""
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from acceptance import stages
 from acceptance.models import AnswerClaim, Chain, Run, Target
@@ -21,6 +22,7 @@ from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, ForbiddenError
+from calculet.sentences import Labelled
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_lapse
 from vendor import events
@@ -298,13 +300,21 @@ def run_rerun(*, actor: Actor, run: Run) -> Run:
     of the stage is waiting or running (ConflictError otherwise).
     """
     if not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM may re-run a stage.")
+        raise ForbiddenError(gettext_noop("Only a PM may re-run a stage."), params={})
     if run.state in stages.ACTIVE_STATES:
-        raise ConflictError(f"Run {run.pk} is still {run.state}.", field="run")
+        raise ConflictError(
+            gettext_noop("Run %(run)s is still %(state)s."),
+            field="run",
+            params={"run": run.pk, "state": Labelled("run_state_word", run.state)},
+        )
     if run.chain_id is None:
         new = target_health_check_start(run.target, actor=actor)
         if new is None:
-            raise ConflictError(f"A health check of {run.target.slug} is already waiting or running.", field="run")
+            raise ConflictError(
+                gettext_noop("A health check of %(target)s is already waiting or running."),
+                field="run",
+                params={"target": run.target.slug},
+            )
         return new
     with transaction.atomic():
         chain = lock_rows(Chain.objects).select_related("target").get(pk=run.chain_id)
@@ -312,11 +322,21 @@ def run_rerun(*, actor: Actor, run: Run) -> Run:
         previous = stages.stage_before(run.stage)
         if previous is not None and rows[previous][0] != stages.PASSED:
             raise ConflictError(
-                f"The {previous} stage has not passed on the current inputs ({rows[previous][0]}): "
-                f"{run.stage} runs only after it.",
+                gettext_noop(
+                    "%(previous)s has not passed on the current inputs (%(state)s): %(stage)s runs only after it."
+                ),
                 field="run",
+                params={
+                    "previous": Labelled("stage", previous),
+                    "state": Labelled("run_state_word", rows[previous][0]),
+                    "stage": Labelled("stage", run.stage),
+                },
             )
         latest = rows[run.stage][1]
         if latest is not None and latest.state in stages.ACTIVE_STATES:
-            raise ConflictError(f"Run {latest.pk} of this stage is already {latest.state}.", field="run")
+            raise ConflictError(
+                gettext_noop("Run %(run)s of this stage is already %(state)s."),
+                field="run",
+                params={"run": latest.pk, "state": Labelled("run_state_word", latest.state)},
+            )
         return run_create(chain=chain, stage=run.stage, actor=actor, rerun_of=run)

@@ -2,6 +2,7 @@
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from acceptance import policy as gate_policy
 from acceptance import stages
@@ -42,21 +43,31 @@ def capability_promote(*, actor: Actor, capability: Capability, to_status: str, 
     same transaction.
     """
     if to_status not in STATUSES:
-        raise DomainError(f"Unknown status {to_status!r}; one of {', '.join(STATUSES)}.", field="to")
+        raise DomainError(
+            gettext_noop("Unknown status %(status)r; one of %(statuses)s."),
+            field="to",
+            params={"status": to_status, "statuses": ", ".join(STATUSES)},
+        )
     if not _actor_may_promote(actor):
-        raise ForbiddenError("Only a PM may change a capability's status.")
+        raise ForbiddenError(gettext_noop("Only a PM may change a capability's status."), params={})
     reason = (reason or "").strip()
     if len(reason) > REASON_MAX_CHARS:
-        raise DomainError(f"A reason holds at most {REASON_MAX_CHARS} characters.", field="reason")
+        raise DomainError(
+            gettext_noop("A reason holds at most %(limit)s characters."),
+            field="reason",
+            params={"limit": REASON_MAX_CHARS},
+        )
     policy = policy_current()
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
         current = locked.status
         if to_status == current:
-            raise ConflictError(f"The capability is already {current}.", field="to")
+            raise ConflictError(
+                gettext_noop("The capability is already %(status)s."), field="to", params={"status": current}
+            )
         demotion = status_rank(to_status) > status_rank(current)
         if demotion and not reason:
-            raise DomainError("A demotion needs a reason.", field="reason")
+            raise DomainError(gettext_noop("A demotion needs a reason."), field="reason", params={})
         facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
         approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
         decision = gate_policy.evaluate(

@@ -4,11 +4,13 @@ element is present or does not apply (with the reason), rejected otherwise. A do
 capability."""
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from acceptance.selectors import document_answer
 from calculet.actors import Actor, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.errors import ConflictError, DomainError, ForbiddenError
+from calculet.sentences import Labelled
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor.access import may_act_as_pm
@@ -25,18 +27,30 @@ def _checked_items(deliverable: Deliverable, items) -> list[dict]:
     checklist = list(deliverable.checklist)
     if not isinstance(items, list) or len(items) != len(checklist):
         raise DomainError(
-            f"Give one entry per checklist item ({len(checklist)}), in the checklist's order.", field="items"
+            gettext_noop("Give one entry per checklist item (%(count)s), in the checklist's order."),
+            field="items",
+            params={"count": len(checklist)},
         )
     checked = []
     for index, (text, entry) in enumerate(zip(checklist, items, strict=True)):
         if not isinstance(entry, dict) or not isinstance(entry.get("ticked"), bool):
-            raise DomainError(f"Say whether {text!r} holds: ticked true or false.", field=f"items.{index}.ticked")
+            raise DomainError(
+                gettext_noop("Say whether “%(item)s” holds: ticked true or false."),
+                field=f"items.{index}.ticked",
+                params={"item": text},
+            )
         unknown = sorted(set(entry) - {"ticked", "note"})
         if unknown:
-            raise DomainError(f"Unknown key {unknown[0]}.", field=f"items.{index}.{unknown[0]}")
+            raise DomainError(
+                gettext_noop("Unknown key %(key)s."), field=f"items.{index}.{unknown[0]}", params={"key": unknown[0]}
+            )
         note = entry.get("note") or ""
         if not isinstance(note, str) or len(note) > MAX_NOTE:
-            raise DomainError(f"A note is text of at most {MAX_NOTE} characters.", field=f"items.{index}.note")
+            raise DomainError(
+                gettext_noop("A note is text of at most %(limit)s characters."),
+                field=f"items.{index}.note",
+                params={"limit": MAX_NOTE},
+            )
         checked.append({"item": text, "ticked": entry["ticked"], "note": note.strip()})
     return checked
 
@@ -82,7 +96,11 @@ def _element_verdicts(elements) -> dict[str, dict]:
 def _reviewed_answer(deliverable: Deliverable) -> Answer:
     answer = document_answer(deliverable)
     if answer is None:
-        raise ConflictError(f"No answer delivers {deliverable.key} yet: there is nothing to review.", field="answer")
+        raise ConflictError(
+            gettext_noop("No answer delivers %(deliverable)s yet: there is nothing to review."),
+            field="answer",
+            params={"deliverable": deliverable.key},
+        )
     return answer
 
 
@@ -119,19 +137,22 @@ def document_review(*, actor: Actor, deliverable: Deliverable, items, elements, 
     the question's last deliverable closes it.
     """
     if not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM reviews a document.")
+        raise ForbiddenError(gettext_noop("Only a PM reviews a document."), params={})
     if deliverable.kind != Deliverable.DOCUMENT:
         raise DomainError(
-            f"{deliverable.key} is a {deliverable.kind} deliverable: only documents are reviewed by hand.",
+            gettext_noop("%(deliverable)s is a deliverable of kind %(kind)s: only documents are reviewed by hand."),
             field="deliverable",
+            params={"deliverable": deliverable.key, "kind": Labelled("deliverable_kind", deliverable.kind)},
         )
     checked = _checked_items(deliverable, items)
     verdicts = _element_verdicts(elements)
     reason = reason.strip() if isinstance(reason, str) else ""
     if not reason:
-        raise DomainError("Give the reason for the decision.", field="reason")
+        raise DomainError(gettext_noop("Give the reason for the decision."), field="reason", params={})
     if len(reason) > MAX_REASON:
-        raise DomainError(f"The reason is at most {MAX_REASON} characters.", field="reason")
+        raise DomainError(
+            gettext_noop("The reason is at most %(limit)s characters."), field="reason", params={"limit": MAX_REASON}
+        )
     answer = _reviewed_answer(deliverable)
     failing = [entry["item"] for entry in checked if not entry["ticked"]]
     lacking = [

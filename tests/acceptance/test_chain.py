@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
+from django.utils import timezone, translation
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
@@ -115,7 +115,7 @@ def test_a_stage_cannot_be_rerun_before_the_one_before_passed(answer, simulator_
         verdict=stages.ERROR,
         inputs_digest=chain.stage_digests[stages.GOLDEN],
     )
-    with pytest.raises(ConflictError, match="runner stage has not passed"):
+    with pytest.raises(ConflictError, match=r"Isolated runner has not passed on the current inputs \(pending\)"):
         run_rerun(actor=pm_user, run=golden)
     rerun = run_rerun(actor=pm_user, run=failed)
     assert rerun.rerun_of == failed
@@ -370,3 +370,23 @@ def test_stage_reads_cost_the_same_queries_whatever_the_number_of_runs(answer, s
         for stage in stages.CHAIN_STAGES:
             pass_stage(chain, stage)
     assert count() == few
+
+
+def test_an_incomplete_revision_does_not_move_a_question_being_verified(answer, simulator_online, vendor_user):
+    chain_start_for_answer(answer.pk)
+    answer.question.refresh_from_db()
+    assert answer.question.state == "verifying"
+    incomplete = answer_submit(actor=vendor_user, question=answer.question, data={"summary": "batch 4 next month"})
+    assert not incomplete.complete
+    answer.question.refresh_from_db()
+    assert answer.question.state == "verifying"
+
+
+def test_a_refused_rerun_reads_in_the_readers_language_and_the_api_keeps_english(answer, simulator_online, pm_user):
+    chain_start_for_answer(answer.pk)
+    queued = only_chain(answer).runs.get()
+    with pytest.raises(ConflictError) as refused:
+        run_rerun(actor=pm_user, run=queued)
+    assert refused.value.english == f"Run {queued.pk} is still queued."
+    with translation.override("zh-hans"):
+        assert refused.value.message == f"运行 {queued.pk} 仍在排队中。"

@@ -3,6 +3,7 @@ deliverable decided, no capability moved; through the service, the API and the p
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.utils import translation
 
 from acceptance.services import answer_submit
 from acceptance.services.reviews import document_review
@@ -113,6 +114,11 @@ def test_only_a_pm_reviews_only_documents_that_were_delivered(pm, v09):
     with pytest.raises(DomainError) as error:
         document_review(actor=pm, deliverable=package, items=[], elements=NOT_APPLICABLE, reason="ok")
     assert error.value.field == "deliverable"
+    assert error.value.english == (
+        "package is a deliverable of kind calbin package: only documents are reviewed by hand."
+    )
+    with translation.override("zh-hans"):
+        assert error.value.message == "package 是“calbin 包”类交付物：只有文档需要人工审阅。"
     unanswered = make_deliverable(deliverable.question, "policy", kind="document", checklist=["Dated"])
     with pytest.raises(ConflictError):
         document_review(actor=pm, deliverable=unanswered, items=ticks(True), elements=NOT_APPLICABLE, reason="ok")

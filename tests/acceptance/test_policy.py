@@ -1,6 +1,7 @@
 """The chain's stage logic and the promotion policy as data: no database."""
 
 import pytest
+from django.utils import translation
 
 from acceptance import stages
 from acceptance.policy import (
@@ -13,6 +14,7 @@ from acceptance.policy import (
     policy_check,
     supported_status,
 )
+from calculet import sentences
 from evidence.seed.capabilities import CAPABILITIES
 
 ALL_PASSED = dict.fromkeys(stages.CHAIN_STAGES, stages.PASSED)
@@ -168,9 +170,24 @@ def test_c0_needs_every_probe_through_the_five_stages_on_an_attested_board():
     stopped = chain("hardware", {**passed_up_to(stages.RUNNER), stages.GOLDEN: stages.FAILED}, 2)
     decision = gate("C0", [answer(sim, stopped, sdk=True)], current="C1")
     assert set(codes(decision)) == {"stage_not_passed"} and len(decision.reasons) == 4
-    assert "Numerical golden (golden) is failed on hardware (hardware) (run 203)." in decision.reasons[0]["message"]
+    assert "Numerical golden (golden) is failed on hardware (Hardware) (run 203)." in decision.reasons[0]["message"]
     board = chain("hardware", ALL_PASSED, 2)
     assert gate("C0", [answer(sim, board, sdk=True)], current="C1").allowed
+
+
+def test_a_reason_keeps_english_for_the_api_and_is_read_in_the_readers_language():
+    """Asked from a Chinese page, the stored reason is still English; each reader renders it in their own."""
+    sim = chain("simulator", ALL_PASSED, 1)
+    stopped = chain("hardware", {**passed_up_to(stages.RUNNER), stages.GOLDEN: stages.FAILED}, 2)
+    with translation.override("zh-hans"):
+        first = gate("C0", [answer(sim, stopped, sdk=True)], current="C1").reasons[0]
+    assert first["message"] == "Numerical golden (golden) is failed on hardware (Hardware) (run 203)."
+    assert first["params"] == {"stage": "golden", "code": "golden", "state": "failed", "target": "hardware",
+                               "kind": "hardware", "run": 203}  # fmt: skip
+    with translation.override("zh-hans"):
+        assert sentences.text(first) == "数值 golden（golden）在 hardware（硬件）上为失败（运行 203）。"
+    with translation.override("en"):
+        assert sentences.text(first) == first["message"]
 
 
 def test_requirements_must_hold_for_one_answer_not_a_mix_of_answers():

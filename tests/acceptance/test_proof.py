@@ -97,7 +97,7 @@ def test_a_package_that_does_not_exercise_the_capability_fails_and_proves_nothin
     if pinned:  # a pinned capability moves on a board's runs only: the simulator's are not asked for
         assert [r["code"] for r in attempt.reasons] == ["pinned_needs_full_proof", "no_hardware_runs"]
     else:
-        assert f"Isolated runner (runner) is failed on simulator (simulator) (run {runner.pk})." in messages
+        assert f"Isolated runner (runner) is failed on simulator (Simulator) (run {runner.pk})." in messages
         assert f"Probe {probe} failed in Isolated runner (runner) on simulator: not_exercised." in messages
     assert Capability.objects.get(pk=capability.pk).status == "C3"
 

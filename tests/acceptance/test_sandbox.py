@@ -494,6 +494,20 @@ def test_a_fail_names_the_failed_checks(tmp_path):
     outcome = protocol.outcome_verdict(clean(), tmp_path / "result.json", "golden", "")
     assert outcome.verdict == stages.FAIL
     assert "cosine: 0.9990 < 0.9999" in outcome.reason
+    # The runner reported no finding: the failed check is the run's finding all the same.
+    assert outcome.findings == [
+        {"code": "check_failed", "severity": "error", "field": "checks.cosine", "message": "cosine: 0.9990 < 0.9999"}
+    ]
+
+
+def test_a_probe_that_failed_a_check_names_it_in_the_findings(tmp_path):
+    probe = {"name": "soak", "verdict": "fail", "checks": [{"name": "rate", "passed": False, "detail": "3.1 < 4"}]}
+    write_result(tmp_path / "result.json", stage="soak", verdict="fail", probes=[probe])
+    outcome = protocol.outcome_verdict(clean(), tmp_path / "result.json", "soak", "")
+    assert outcome.verdict == stages.FAIL
+    assert [(f["code"], f["field"], f["message"]) for f in outcome.findings] == [
+        ("check_failed", "probes.soak.checks.rate", "rate: 3.1 < 4")
+    ]
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ import pytest
 from django.utils import translation
 
 from acceptance import stages
-from acceptance.protocol import _failed_checks
+from acceptance.protocol import _failed_checks, _failed_probes
 from acceptance.services.checks import _outcome, finding
-from acceptance.summaries import run_summary
+from acceptance.summaries import deliverable_reason, evidence_conclusion, run_summary
 
 
 def in_chinese(reason: str) -> str:
@@ -24,6 +24,19 @@ def test_a_pass_and_failed_checks_read_in_chinese_with_the_runners_details_kept(
     assert shown.endswith("（另有 2 项）")
     with translation.override("en"):
         assert run_summary(reason) == reason.replace("7 check(s) failed", "7 checks failed")
+
+
+def test_failed_probes_read_in_chinese_with_what_each_probe_found_kept():
+    probes = [
+        {"name": "sampling", "verdict": "fail", "findings": [{"code": "not_exercised", "message": "no sampler"}]},
+        {"name": "decode_batch", "verdict": "pass"},
+    ]
+    reason = _failed_probes({"probes": probes})
+    assert reason == "1 probe(s) failed — sampling (not_exercised: no sampler)"
+    assert in_chinese(reason) == "1 个探针未通过 — sampling (not_exercised: no sampler)"
+    with translation.override("en"):
+        assert run_summary(reason) == "1 probe failed — sampling (not_exercised: no sampler)"
+    assert in_chinese(_failed_checks({"checks": []})) == "运行器报告了失败，但没有指出是哪项检查"
 
 
 def test_the_claim_stages_findings_read_in_chinese():
@@ -52,3 +65,17 @@ def test_calculets_error_sentences_are_translated_and_their_detail_kept(reason):
 
 def test_a_sentence_calculet_did_not_write_stays_as_it_is():
     assert in_chinese("wall time limit of 30 s reached") == "wall time limit of 30 s reached"
+
+
+def test_a_runs_evidence_conclusion_and_a_deliverables_reason_read_in_chinese():
+    conclusion = "Isolated runner passed on Bundled NPU simulator (simulator) with b8.calbin.tar 0.1.0."
+    with translation.override("zh-hans"):
+        shown = evidence_conclusion(conclusion)
+        assert shown == "隔离 runner 在 内置 NPU 模拟器（模拟器）上用 b8.calbin.tar 0.1.0 通过。"
+        assert evidence_conclusion("CCU exception 后 KV/DRAM 可信") == "CCU exception 后 KV/DRAM 可信"
+        static = deliverable_reason("Static check of answer r1 passed: SDK calrt-sdk-0.7.6.tar 0.7.6: nothing found")
+        assert static == "回答 r1 的静态检查通过：SDK calrt-sdk-0.7.6.tar 0.7.6：未发现问题"
+        review = deliverable_reason("Document review 4: The written policy answers both points.")
+        assert review == "文档审阅 4：The written policy answers both points."
+    with translation.override("en"):
+        assert evidence_conclusion(conclusion) == conclusion.replace("(simulator)", "(Simulator)")

@@ -4,6 +4,7 @@ import re
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from calculet.models import AuditEntry
@@ -324,3 +325,20 @@ def test_the_api_and_the_question_page_mean_the_same_by_each_filter(pm, question
             r'<tr id="question-(V[0-9]{2})"', page.get(reverse("question-list"), dict(params)).content.decode()
         )
         assert (api, listed) == (codes, codes), params
+
+
+def test_owes_lists_every_open_question_still_owing_a_deliverable_whatever_its_state(vendor_a):
+    """A vendor's "waiting for us": answered and verifying questions still owe what is not accepted yet."""
+    organisation = vendor_a.user.membership.organisation
+    for code, state in (("V17", "asked"), ("V18", "verifying"), ("V19", "answered"), ("V20", "deferred")):
+        make_question(code, organisation=organisation, state=state)
+    make_question("V21", organisation=organisation, state="answered", deliverable=None)
+    Question.objects.get(code="V19").deliverables.update(state="accepted", decided_at=timezone.now())
+    client = vendor_a.client()
+    owing = [q["code"] for q in client.get("/api/v1/questions/?owes=true").json()["results"]]
+    assert owing == ["V17", "V18"]
+    rest = [q["code"] for q in client.get("/api/v1/questions/?owes=false").json()["results"]]
+    assert rest == ["V19", "V20", "V21"]
+    assert [q["code"] for q in client.get("/api/v1/questions/?state=asked").json()["results"]] == ["V17"]
+    refused = client.get("/api/v1/questions/?owes=maybe")
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "owes"

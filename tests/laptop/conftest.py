@@ -15,6 +15,8 @@ import requests
 from tests.acceptance.workers import ROOT, Worker, wait_until
 from tests.laptop.run import (
     START_SECONDS,
+    VIEWER,
+    WEBHOOK,
     Laptop,
     demo_ids,
     free_port,
@@ -48,16 +50,16 @@ def laptop(tmp_path_factory) -> Laptop:
         )
         output = run.log_text()
         vendor_token = re.search(r"vendor token:\s+(\S+)", output).group(1)
-        make_viewer(env, "vera")
+        make_viewer(env, VIEWER)
         laptop = Laptop(url=url, vendor_token=vendor_token, output=output)
-        for role, username in (("pm", "pm"), ("operator", "omar"), ("viewer", "vera"), ("vendor", "acme-engineer")):
+        for role, username in (("pm", "pm"), ("operator", "omar"), ("viewer", VIEWER), ("vendor", "acme-engineer")):
             laptop.sessions[role] = log_in(url, username)
         laptop.sessions["nobody"] = requests.Session()
         hook = post_form(
             laptop.sessions["pm"],
             url,
             "/webhooks/",
-            {"organisation": "acme-npu", "name": "tracker", "url": "https://tracker.example.com/calculet"},
+            {"organisation": "acme-npu", "name": WEBHOOK, "url": "https://tracker.example.com/calculet"},
         )
         assert hook.status_code == 302, hook.text
         laptop.ids.update(demo_ids(laptop, webhook=int(hook.headers["Location"].rstrip("/").rsplit("/", 1)[1])))

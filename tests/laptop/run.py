@@ -18,6 +18,8 @@ NOT_PASSED_PREFIXES = ("ACCEPTANCE_", "CELERY_", "CALCULET_", "DJANGO_", "PYTEST
 # seed_demo waits up to 600 s for its chains; on a loaded machine, installing and migrating come on top.
 START_SECONDS = 1200
 DEMO_PASSWORD = "calculet-demo"  # calculet/demo.py's, printed by `run`
+VIEWER = "vera"  # the viewer the tier makes as a PM would; the demo has none
+WEBHOOK = "tracker"  # the webhook the tier makes through the page
 LANGUAGES = ("en", "zh-hans")
 
 

@@ -60,7 +60,7 @@ def test_filter_and_edit_a_question_in_place(page, pm, checklist):
     page.locator("#question-V59").get_by_label("State V59").click()
     htmx_wired(page, '#question-V59 select[name="state"]')
     page.locator('#question-V59 select[name="state"]').select_option("closed")
-    expect(page.locator("#question-V59").get_by_role("alert")).to_contain_text("cannot move from new to closed")
+    expect(page.locator("#question-V59").get_by_role("alert")).to_contain_text("cannot move from New to Closed")
     assert Question.objects.get(code="V59").state == "new"
     assert still_same_document(page)
 

@@ -47,6 +47,10 @@ def test_a_refused_comment_keeps_what_was_typed_and_says_why(pm_client, v18):
     body = response.content.decode()
     assert "A comment holds at most 10000 characters (this one has 10001)." in body
     assert long in body and ">10001/10000</span>" in body
+    chinese = pm_client.post(
+        reverse("comment-thread", args=["V18"]), {"body": long}, HTTP_ACCEPT_LANGUAGE="zh-hans", **HTMX
+    ).content.decode()
+    assert "评论最多 10000 个字符（这条有 10001 个）。" in chinese and "A comment holds" not in chinese
     response = pm_client.post(reverse("comment-thread", args=["V18"]), {"body": "x", "artifacts": "abc"}, **HTMX)
     assert "Choose artifacts from the list." in response.content.decode()
     assert not Comment.objects.exists()

@@ -44,6 +44,8 @@ def test_calbin_progress_per_target_kind_follows_the_chains(pm_client, pm, acme,
     body = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
     row = body[body.index('id="deliverable-package-batch-4"') :]
     row = row[: row.index("</tr>")]
+    # Its own list, not the run's fixed-height progress bar, which clipped every line after the first.
+    assert '<ul class="target-progress"' in row and 'class="progress"' not in row
     assert '<li class="progress-passed">Simulator: passed</li>' in row
     assert '<li class="progress-none">Hardware: not run</li>' in row
 

@@ -12,8 +12,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.translation.template import templatize
 
-from acceptance.models import Target
+from acceptance.models import PromotionAttempt, Target
 from acceptance.services.targets import targets_refresh_health
+from evidence.models import Capability
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
 
@@ -144,3 +145,39 @@ def test_every_marked_string_is_in_the_catalogue(tmp_path, language):
     assert not missing, f"{len(missing)} strings without a {language} entry: {missing[:20]}"
     unused = sorted(catalogued - marked)
     assert not unused, f"{len(unused)} {language} entries no code uses: {unused[:20]}"
+
+
+@pytest.mark.django_db
+def test_a_refusal_is_shown_in_the_readers_language_and_the_api_keeps_english(pm_client, checklist):
+    """A service's refusal is a template and its parameters: the page renders it in the reader's language,
+    with labels for the states it names, while the API says the English sentence whatever the language."""
+    edit = reverse("question-edit", args=["V10"])
+    form = {"state": "closed", "priority": "p1", "assignee": ""}
+    chinese = pm_client.post(edit, form, HTTP_HX_REQUEST="true", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "问题不能从“新建”变为“已关闭”" in chinese and "cannot move" not in chinese
+    english = pm_client.post(edit, form, HTTP_HX_REQUEST="true", HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "A question cannot move from New to Closed" in english
+    api = pm_client.patch(
+        "/api/v1/questions/V10/", {"state": "closed"}, content_type="application/json", HTTP_ACCEPT_LANGUAGE="zh-hans"
+    )
+    assert api.status_code == 400
+    assert api.json()["errors"][0]["message"].startswith("A question cannot move from New to Closed")
+
+
+@pytest.mark.django_db
+def test_a_gate_refusal_asked_in_chinese_reads_in_english_for_an_english_reader(pm_client, checklist):
+    """The gate stores its reasons as templates: who asked does not decide the language of the history."""
+    slug = Capability.objects.filter(status="C3", pinned=False).values_list("slug", flat=True).first()
+    pm_client.post(reverse("capability-promote", args=[slug]), {"to": "C2"}, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    attempt = PromotionAttempt.objects.get(capability__slug=slug)
+    assert not attempt.allowed and attempt.reasons[0]["code"] == "no_answer"
+    assert attempt.reasons[0]["message"] == "No complete answer names this capability: nothing has run."
+    page = reverse("capability-detail", args=[slug])
+    english = pm_client.get(page, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "No complete answer names this capability: nothing has run." in english
+    chinese = pm_client.get(page, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "没有完整的回答指向该能力：尚未运行任何验收。" in chinese and "nothing has run" not in chinese
+    api = pm_client.get(f"/api/v1/capabilities/{slug}/promotions/", HTTP_ACCEPT_LANGUAGE="zh-hans").json()
+    assert api["results"][0]["reasons"] == [
+        {"code": "no_answer", "message": "No complete answer names this capability: nothing has run."}
+    ]

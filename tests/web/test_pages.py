@@ -12,10 +12,12 @@ from django.utils.html import escape
 from acceptance import stages
 from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote, run_rerun
+from calculet.audit import audit_record
 from calculet.models import AuditEntry
 from evidence.models import Capability
 from tests.factories import make_chain, make_run, make_user, put_to
 from vendor.models import Question
+from vendor.services.questions import question_update
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -339,3 +341,36 @@ def test_a_missing_page_and_another_vendors_question_are_the_same_product_404(cl
             assert response.status_code == 404
             assert [template.name for template in response.templates][:2] == ["404.html", "base.html"]
             assert f"<h1>{heading}</h1>" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_evidence_register_renders_the_checklists_inline_code(pm_client, checklist):
+    page = pm_client.get(reverse("evidence-register") + "?q=R19").content.decode()
+    row = page[page.index('id="evidence-R19"') :]
+    row = row[: row.index("</tr>")]
+    assert "CalRT 指标读取未受 <code>USE_CALRT</code> 保护" in row and "`" not in row
+    assert "<code>cal_ctx</code> 声明 <code>:2409-2411</code>" in row
+
+
+@pytest.mark.django_db
+def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_them(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V01", ask=True)
+    question = Question.objects.get(code="V01")
+    question_update(actor=pm, question=question, priority="p0")
+    audit_record(
+        actor=pm, action="question.update", obj=question,
+        before={"versions": None, "reasons": []},
+        after={"versions": {"calrt": "0.7.6", "chip": "calculet-2c"}, "reasons": ["no_answer", "no_sdk_evidence"],
+               "muted": True},
+    )  # fmt: skip
+    url = reverse("audit-log")
+    body = pm_client.get(url, {"object_type": "vendor.question", "object_id": str(question.pk)}).content.decode()
+    assert '<code>state</code>: <span class="muted">New</span> → Asked' in body
+    assert '<code>priority</code>: <span class="muted">P2 — normal</span> → P0 — blocking' in body
+    assert '<code>versions</code>: <span class="muted">—</span> → calrt 0.7.6; chip calculet-2c' in body
+    assert '<code>reasons</code>: <span class="muted">—</span> → no_answer, no_sdk_evidence' in body
+    assert '<code>muted</code>: <span class="muted">—</span> → yes' in body
+    assert "{'" not in body and "[]" not in body
+    chinese = pm_client.get(url, {"object_type": "vendor.question", "object_id": str(question.pk)},
+                            HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()  # fmt: skip
+    assert '<code>state</code>: <span class="muted">新建</span> → 已提问' in chinese

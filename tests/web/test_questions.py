@@ -119,7 +119,7 @@ def test_edit_in_place_shows_the_rule_that_refused_and_changes_nothing(pm_client
     assert response.status_code == 200
     body = response.content.decode()
     assert 'class="has-error"' in body
-    assert "cannot move from new to closed" in body
+    assert "cannot move from New to Closed" in body
     question = Question.objects.get(code="V10")
     assert (question.state, question.priority) == ("new", "p2")
     assert AuditEntry.objects.count() == audit_rows
@@ -147,7 +147,7 @@ def test_edit_without_javascript_shows_the_error_beside_the_row(pm_client, check
     response = pm_client.post(reverse("question-edit", args=["V11"]), {"state": "closed", "next": back})
     assert response.status_code == 400
     body = response.content.decode()
-    assert "<html" in body and "cannot move from new to closed" in body
+    assert "<html" in body and "cannot move from New to Closed" in body
     assert listed_codes(response)[0] == "V10"
 
 
@@ -231,7 +231,7 @@ def test_bulk_edit_preview_names_the_questions_that_refuse(pm_client, pm, acme, 
     [
         ({"due_date": "1900-01-01"}, "The due date 1900-01-01 is in the past"),
         ({"due_date": "01/02/2030"}, "Enter a date as YYYY-MM-DD."),
-        ({"priority": "p9"}, "Priority is one of: p0, p1, p2, p3."),
+        ({"priority": "p9"}, "Priority is one of: P0 — blocking, P1 — high, P2 — normal, P3 — low."),
         ({"assignee": "99999"}, "Choose a person from the list."),
     ],
 )

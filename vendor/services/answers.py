@@ -134,7 +134,9 @@ def answer_store(*, actor: Actor, question: Question, draft: AnswerDraft) -> Ans
                 "path": f"/questions/{locked.code}/#answer-{answer.pk}",
             },
         )
-        if states.can_transition(locked.state, states.ANSWERED):
+        # A question being verified stays so: the chains already running verify their deliverables whatever
+        # a new revision (an incomplete one for another deliverable, say) says.
+        if locked.state != states.VERIFYING and states.can_transition(locked.state, states.ANSWERED):
             question_state_move(
                 actor=actor, question=locked, state=states.ANSWERED, reason=f"answer r{answer.revision}"
             )

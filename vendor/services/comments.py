@@ -4,6 +4,7 @@ put to, in Markdown, mentioning people, linking the vendor's artifacts; edits ke
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from calculet.actors import Actor, actor_user
 from calculet.audit import audit_record
@@ -21,11 +22,13 @@ EXCERPT_CHARS = 500
 
 def _clean_body(body) -> str:
     if not isinstance(body, str) or not body.strip():
-        raise DomainError("Write something.", field="body")
+        raise DomainError(gettext_noop("Write something."), field="body", params={})
     body = body.strip()
     if len(body) > BODY_MAX_CHARS:
         raise DomainError(
-            f"A comment holds at most {BODY_MAX_CHARS} characters (this one has {len(body)}).", field="body"
+            gettext_noop("A comment holds at most %(limit)s characters (this one has %(length)s)."),
+            field="body",
+            params={"limit": BODY_MAX_CHARS, "length": len(body)},
         )
     return body
 
@@ -35,9 +38,11 @@ def _attachments(organisation_id: int | None, ids) -> list[Artifact]:
     if ids is None:
         return []
     if not isinstance(ids, list | tuple) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-        raise DomainError("Give a list of artifact ids.", field="artifacts")
+        raise DomainError(gettext_noop("Give a list of artifact ids."), field="artifacts", params={})
     if len(ids) > ATTACHMENTS_MAX:
-        raise DomainError(f"Link at most {ATTACHMENTS_MAX} artifacts.", field="artifacts")
+        raise DomainError(
+            gettext_noop("Link at most %(limit)s artifacts."), field="artifacts", params={"limit": ATTACHMENTS_MAX}
+        )
     found = {}
     if organisation_id is not None:
         found = {
@@ -46,9 +51,10 @@ def _attachments(organisation_id: int | None, ids) -> list[Artifact]:
     for index, artifact_id in enumerate(ids):
         if artifact_id not in found:
             raise DomainError(
-                f"Artifact {artifact_id} not found among the artifacts of the question's vendor.",
+                gettext_noop("Artifact %(artifact)s not found among the artifacts of the question's vendor."),
                 field=f"artifacts[{index}]",
                 code="not_found",
+                params={"artifact": artifact_id},
             )
     return [found[artifact_id] for artifact_id in dict.fromkeys(ids)]
 
@@ -69,7 +75,9 @@ def _mentioned(body: str, organisation_id: int | None) -> list:
 def _thread_question(actor: Actor, question: Question) -> Question:
     """The question as the actor may see it, fresh: the thread is with the vendor it is put to now."""
     if not may_discuss(actor):
-        raise ForbiddenError("Only the team's PMs and the question's vendor write in its thread.")
+        raise ForbiddenError(
+            gettext_noop("Only the team's PMs and the question's vendor write in its thread."), params={}
+        )
     return object_for_user(actor, Question.objects.select_related("organisation"), pk=question.pk)
 
 
@@ -142,14 +150,14 @@ def comment_edit(*, actor: Actor, comment: Comment, body: str, artifact_ids=None
     _thread_question(actor, comment.question)
     author = actor_user(actor)
     if author is None or comment.author_id != author.pk:
-        raise ForbiddenError("Only its author edits a comment.")
+        raise ForbiddenError(gettext_noop("Only its author edits a comment."), params={})
     body = _clean_body(body)
     artifacts = _attachments(comment.organisation_id, artifact_ids)
     mentioned = _mentioned(body, comment.organisation_id)
     with transaction.atomic():
         locked = lock_rows(Comment.objects).filter(pk=comment.pk).first()
         if locked is None:
-            raise NotFoundError(f"Comment {comment.pk} not found.")
+            raise NotFoundError(gettext_noop("Comment %(comment)s not found."), params={"comment": comment.pk})
         locked.question = comment.question
         earlier_artifacts = list(locked.artifacts.order_by("pk"))
         earlier_mentions = list(locked.mentions.all())

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
+from calculet.sentences import Labelled
 from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
 from vendor.inputs import KEEP, QuestionChanges
@@ -39,7 +41,9 @@ def _check_due_date(due_date: datetime.date | None) -> None:
     """A new due date lies today or later; one already set stays as it is when it passes."""
     if due_date is not None and due_date < timezone.localdate():
         raise DomainError(
-            f"The due date {due_date.isoformat()} is in the past; give today or a later date.", field="due_date"
+            gettext_noop("The due date %(date)s is in the past; give today or a later date."),
+            field="due_date",
+            params={"date": due_date.isoformat()},
         )
 
 
@@ -47,7 +51,9 @@ def _clean_organisation(value: Organisation | None) -> Organisation | None:
     if value is None:
         return None
     if value.kind != Organisation.VENDOR:
-        raise DomainError("Questions are put to vendor organisations only.", field="organisation")
+        raise DomainError(
+            gettext_noop("Questions are put to vendor organisations only."), field="organisation", params={}
+        )
     return value
 
 
@@ -57,28 +63,47 @@ def _check_assignee(assignee: User | None, organisation: Organisation | None) ->
         return
     membership = user_membership(assignee)
     if membership is None:
-        raise DomainError(f"User {assignee.get_username()} is not a member of any organisation.", field="assignee")
+        raise DomainError(
+            gettext_noop("User %(user)s is not a member of any organisation."),
+            field="assignee",
+            params={"user": assignee.get_username()},
+        )
     if membership.organisation.kind == Organisation.INTEGRATOR:
         return
     if organisation is None or membership.organisation_id != organisation.pk:
         raise DomainError(
-            f"User {assignee.get_username()} belongs to another organisation than the one the question is put to.",
+            gettext_noop("User %(user)s belongs to another organisation than the one the question is put to."),
             field="assignee",
+            params={"user": assignee.get_username()},
         )
 
 
 def _check_transition(question: Question, target: str, organisation: Organisation | None) -> None:
     valid = [code for code, _ in states.QUESTION_STATES]
     if target not in valid:
-        raise DomainError(f"Unknown state {target!r}; one of: {', '.join(valid)}.", field="state")
-    if not states.can_transition(question.state, target):
-        allowed = ", ".join(sorted(states.QUESTION_TRANSITIONS.get(question.state, ()))) or "none"
         raise DomainError(
-            f"A question cannot move from {question.state} to {target}; from {question.state}: {allowed}.",
+            gettext_noop("Unknown state %(state)r; one of: %(states)s."),
             field="state",
+            params={"state": target, "states": ", ".join(valid)},
+        )
+    if not states.can_transition(question.state, target):
+        allowed = sorted(states.QUESTION_TRANSITIONS.get(question.state, ()))
+        params = {"from": Labelled("state", question.state), "to": Labelled("state", target)}
+        if not allowed:
+            raise DomainError(
+                gettext_noop("A question cannot move from %(from)s to %(to)s; from %(from)s it does not move."),
+                field="state",
+                params=params,
+            )
+        raise DomainError(
+            gettext_noop("A question cannot move from %(from)s to %(to)s; from %(from)s: %(allowed)s."),
+            field="state",
+            params={**params, "allowed": Labelled("state", allowed)},
         )
     if target == states.ASKED and organisation is None:
-        raise DomainError("Put the question to an organisation before asking it.", field="state")
+        raise DomainError(
+            gettext_noop("Put the question to an organisation before asking it."), field="state", params={}
+        )
     if target == states.CLOSED:
         _check_nothing_owed(question)
 
@@ -87,27 +112,35 @@ def _check_nothing_owed(question: Question) -> None:
     """A question closes only when every deliverable is accepted: refused, naming what is still owed."""
     if not question.deliverables.exists():
         raise DomainError(
-            f"{question.code} cannot be closed: it has no deliverable to accept. Defer it or mark it won't fix, "
-            "with a reason.",
+            gettext_noop(
+                "%(question)s cannot be closed: it has no deliverable to accept. Defer it or mark it won't fix, "
+                "with a reason."
+            ),
             field="state",
             code="deliverables_owed",
+            params={"question": question.code},
         )
     owed = deliverables_owed(question)
     if owed:
-        listed = "; ".join(f"{d.key} ({d.kind}, {d.state})" for d in owed)
         raise DomainError(
-            f"{question.code} cannot be closed while {len(owed)} of its deliverables are not accepted: {listed}. "
-            "A question closes when its last deliverable is accepted; otherwise defer it or mark it won't fix, "
-            "with a reason.",
+            gettext_noop(
+                "%(question)s cannot be closed while %(count)s of its deliverables are not accepted: "
+                "%(deliverables)s. A question closes when its last deliverable is accepted; otherwise defer it or "
+                "mark it won't fix, with a reason."
+            ),
             field="state",
             code="deliverables_owed",
+            params={"question": question.code, "count": len(owed), "deliverables": ", ".join(d.key for d in owed)},
         )
 
 
 def _check_state_reason(target: str, reason: str) -> None:
     if target in states.STATES_NEEDING_REASON and not reason.strip():
-        label = dict(states.QUESTION_STATES)[target]
-        raise DomainError(f"Give the reason the question is set to {label}.", field="state_reason")
+        raise DomainError(
+            gettext_noop("Give the reason the question is set to %(state)s."),
+            field="state_reason",
+            params={"state": Labelled("state", target)},
+        )
 
 
 def _lock(question: Question) -> Question:
@@ -126,7 +159,11 @@ def _cleaned_changes(question: Question, given: QuestionChanges) -> dict:
         cleaned["organisation"] = organisation
     if "priority" in changes:
         if changes["priority"] not in PRIORITY_CODES:
-            raise DomainError(f"Priority is one of: {', '.join(PRIORITY_CODES)}.", field="priority")
+            raise DomainError(
+                gettext_noop("Priority is one of: %(priorities)s."),
+                field="priority",
+                params={"priorities": Labelled("priority", list(PRIORITY_CODES))},
+            )
         if changes["priority"] != question.priority:
             cleaned["priority"] = changes["priority"]
     if "due_date" in changes:
@@ -217,7 +254,7 @@ def question_update(*, actor: Actor, question: Question, changes: QuestionChange
     changes nothing. One audit row records before and after.
     """
     if not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM may change a question.")
+        raise ForbiddenError(gettext_noop("Only a PM may change a question."), params={})
     with transaction.atomic():
         locked = _lock(question)
         cleaned = _cleaned_changes(locked, changes)
@@ -255,11 +292,15 @@ def _bulk_rows(questions: list[Question], changes: QuestionChanges) -> list[Bulk
 
 def _check_bulk(actor: Actor, changes: QuestionChanges) -> None:
     if not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM may change questions.")
+        raise ForbiddenError(gettext_noop("Only a PM may change questions."), params={})
     if changes.organisation is not KEEP:
-        raise DomainError("organisation cannot be changed for many questions at once.", field="organisation")
+        raise DomainError(
+            gettext_noop("%(field)s cannot be changed for many questions at once."),
+            field="organisation",
+            params={"field": "organisation"},
+        )
     if not changes.given():
-        raise DomainError("Choose at least one thing to change.")
+        raise DomainError(gettext_noop("Choose at least one thing to change."), params={})
 
 
 def question_bulk_preview(*, actor: Actor, questions, changes: QuestionChanges) -> list[BulkRow]:
@@ -287,7 +328,7 @@ def question_bulk_update(*, actor: Actor, questions, changes: QuestionChanges) -
         for row in rows:
             if row.error is not None:
                 error = row.error
-                raise DomainError(f"{row.question.code}: {error.message}", field=error.field, code=error.code)
+                raise error.about(row.question.code)
         changed = [row for row in rows if row.changes]
         for row in changed:
             _apply(actor, row.question, row.changes)

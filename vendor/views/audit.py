@@ -63,6 +63,32 @@ class AuditFilterForm(forms.Form):
         return entries
 
 
+# The vocabulary a stored `state` is in, by the kind of object it belongs to.
+STATE_KINDS = {
+    "vendor.question": "state",
+    "acceptance.run": "run_state",
+    "vendor.deliverable": "deliverable_state",
+    "vendor.artifact": "artifact_state",
+}
+# Other fields whose stored codes have a label.
+FIELD_KINDS = {"priority": "priority", "stage": "stage", "verdict": "verdict", "kind": "artifact_kind"}
+
+
+def _shown(entry, field: str, value):
+    """A stored value as a person reads it: labels for codes, lists and mappings spelled out, yes and no."""
+    if value is None or value == [] or value == {}:
+        return None
+    if isinstance(value, bool):
+        return _("yes") if value else _("no")
+    if isinstance(value, list):
+        return ", ".join(str(_shown(entry, field, item) or "—") for item in value)
+    if isinstance(value, dict):
+        # Sorted: PostgreSQL keeps a JSON object's keys in its own order, not the order they were written in.
+        return "; ".join(f"{key} {_shown(entry, key, item) or '—'}" for key, item in sorted(value.items()))
+    kind = STATE_KINDS.get(entry.object_type) if field == "state" else FIELD_KINDS.get(field)
+    return labels.label(kind, value) if kind else value
+
+
 def _changes(entry):
     """The fields an entry changed, as (field, before, after), from its before/after snapshots. A blocked
     promotion changed nothing: it reads as what was asked and where the capability stayed."""
@@ -72,7 +98,11 @@ def _changes(entry):
         entry.outcome = _("asked %(to)s, stayed %(status)s") % {"to": after.get("to"), "status": before.get("status")}
         return []
     keys = list(dict.fromkeys([*before, *after]))
-    return [(key, before.get(key), after.get(key)) for key in keys if before.get(key) != after.get(key)]
+    return [
+        (key, _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
+        for key in keys
+        if before.get(key) != after.get(key)
+    ]
 
 
 @web.page_for(may_read_audit)
