@@ -13,6 +13,8 @@ AUDIT_ACTIONS = [
     ("capability.promote", _("capability promoted")),
     ("capability.demote", _("capability demoted")),
     ("capability.promotion_blocked", _("promotion blocked")),
+    ("capability.approve", _("move approved")),
+    ("capability.approval_revoke", _("approval revoked")),
     ("target.register", _("target registered")),
     ("target.update", _("target changed")),
     ("target.maintenance", _("target maintenance set")),

@@ -23,6 +23,7 @@ AUDIT_ACTIONS = [
     ("webhook.create", _("webhook created")),
     ("webhook.update", _("webhook changed")),
     ("webhook.test", _("webhook test sent")),
+    ("deliverable.reset", _("deliverable owed again after a reassignment")),
 ]
 
 

@@ -376,7 +376,9 @@ def test_an_incomplete_revision_does_not_move_a_question_being_verified(answer, 
     chain_start_for_answer(answer.pk)
     answer.question.refresh_from_db()
     assert answer.question.state == "verifying"
-    incomplete = answer_submit(actor=vendor_user, question=answer.question, data={"summary": "batch 4 next month"})
+    incomplete = answer_submit(
+        actor=vendor_user, question=answer.question, draft=answer_draft({"summary": "batch 4 next month"})
+    )
     assert not incomplete.complete
     answer.question.refresh_from_db()
     assert answer.question.state == "verifying"

@@ -172,7 +172,9 @@ def test_an_answer_lacking_an_element_that_applies_does_not_close_the_question(p
 def test_an_element_the_answer_holds_is_judged_present(pm, v09):
     deliverable, _capability = v09
     engineer = get_user_model().objects.get(username="ann")
-    answer_submit(actor=engineer, question=deliverable.question, data={"summary": "letter v2", "version": "2.0"})
+    answer_submit(
+        actor=engineer, question=deliverable.question, draft=answer_draft({"summary": "letter v2", "version": "2.0"})
+    )
     elements = {**NOT_APPLICABLE, "version": {"verdict": "present"}}
     review = document_review(
         actor=pm, deliverable=deliverable, items=ticks(True, True, True), elements=elements, reason="dated 2.0"

@@ -88,6 +88,7 @@ def api_reads(ids: dict) -> list[tuple[str, str]]:
         ("api:capability-list", "/api/v1/capabilities/"),
         ("api:capability-detail", "/api/v1/capabilities/decode-batch-8/"),
         ("api:promotion-list", "/api/v1/capabilities/decode-batch-8/promotions/"),
+        ("api:approval-list", "/api/v1/capabilities/device-reset/approvals/"),
         ("api:run-list", "/api/v1/runs/"),
         ("api:run-detail", f"/api/v1/runs/{ids['run']}/"),
         ("api:target-list", "/api/v1/targets/"),
@@ -106,6 +107,7 @@ WRITES_ONLY = {
     "question-bulk-edit",
     "question-ticket",
     "capability-promote",
+    "capability-approve",
     "run-rerun",
     "webhook-test",
     "api:token-detail",
@@ -170,7 +172,7 @@ def expected_api_status(read: Read) -> int:
         return 401
     if name in ("api:audit-list", "api:webhook-list", "api:webhook-detail", "api:webhook-delivery-list"):
         return 200 if role == "pm" else 403
-    if name == "api:promotion-list":
+    if name in ("api:promotion-list", "api:approval-list"):
         return 403 if role == "vendor" else 200
     if name == "api:upload-detail":
         return 200 if role == "vendor" else 404  # an upload is its organisation's alone

@@ -17,6 +17,7 @@ from calculet.models import AuditEntry
 from evidence.models import Capability
 from tests.factories import make_chain, make_run, make_user, put_to
 from vendor.models import Question
+from vendor.inputs import QuestionChanges
 from vendor.services.questions import question_update
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -356,7 +357,7 @@ def test_the_evidence_register_renders_the_checklists_inline_code(pm_client, che
 def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_them(pm_client, pm, acme, checklist):
     put_to(pm, acme, "V01", ask=True)
     question = Question.objects.get(code="V01")
-    question_update(actor=pm, question=question, priority="p0")
+    question_update(actor=pm, question=question, changes=QuestionChanges(priority="p0"))
     audit_record(
         actor=pm, action="question.update", obj=question,
         before={"versions": None, "reasons": []},
