@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calculet_agent.sandbox import Outcome
+
 from acceptance import stages
-from acceptance.sandbox import Outcome
 
 SCHEMA_VERSION = 2
 VERSION_KEYS = ("calrt", "driver", "firmware", "chip")

@@ -10,13 +10,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from calculet_agent.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from django.conf import settings
 from django.db import connection
 
 from acceptance import stages
 from acceptance.models import Run, Target
 from acceptance.protocol import StageOutcome, build_job, device_findings, outcome_verdict
-from acceptance.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from acceptance.services.checks import RUNNER_MANIFEST, runner_bundle_command
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
