@@ -169,7 +169,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
-        verdict = _attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
+        verdict = attested(outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail), target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
     return verdict
@@ -249,7 +249,7 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
     return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
 
 
-def _attested(outcome: StageOutcome, target: Target) -> StageOutcome:
+def attested(outcome: StageOutcome, target: Target) -> StageOutcome:
     """A verdict stands only when the device the runner reports is the target as registered: otherwise the
     run proves nothing about the target, and ends in error with what differs."""
     if outcome.verdict == stages.ERROR:
