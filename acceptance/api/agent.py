@@ -129,6 +129,13 @@ class AgentRegisterApi(_TargetApi):
         public_key = serializers.CharField(max_length=64, help_text="Ed25519, base64 of the 32 raw bytes.")
         agent_version = serializers.CharField(max_length=50)
         platform = serializers.CharField(max_length=200, required=False, default="")
+        calrt_version = serializers.CharField(max_length=50, required=False, default="")
+        driver_version = serializers.CharField(max_length=50, required=False, default="")
+        firmware_version = serializers.CharField(max_length=50, required=False, default="")
+        chip = serializers.CharField(max_length=100, required=False, default="")
+        runner_command = serializers.CharField(
+            max_length=1000, required=False, default="", help_text="A hardware target's: the runner the host runs."
+        )
 
     class AgentRegisterOutputSerializer(serializers.Serializer):
         agent = serializers.IntegerField(source="pk")
@@ -137,7 +144,8 @@ class AgentRegisterApi(_TargetApi):
 
     @extend_schema(request=AgentRegisterInputSerializer, responses=AgentRegisterOutputSerializer)
     def post(self, request):
-        """Register this host's agent by its public key (each start: its host and version may change)."""
+        """Register this host's agent by its public key (each start: its host and version may change); the
+        versions and runner command it gives become the target's registration."""
         data = self.AgentRegisterInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         agent = agent_register(token=request.auth, registration=AgentRegistration(**data.validated_data))

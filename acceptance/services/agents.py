@@ -26,7 +26,7 @@ from acceptance.services.runs.claiming import CLAIMED, run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.running import attested, health_package, no_hardware_runner
-from acceptance.services.targets import target_heartbeat
+from acceptance.services.targets import VERSION_FIELDS, target_heartbeat, target_register
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
@@ -48,10 +48,18 @@ class AgentRefusedError(ForbiddenError):
 
 @dataclass(frozen=True)
 class AgentRegistration:
+    """Who the agent is, and what its host says of the target: its versions and the runner it runs (a
+    hardware target's; "" for what the host does not say)."""
+
     host: str
     public_key: str
     agent_version: str
     platform: str = ""
+    calrt_version: str = ""
+    driver_version: str = ""
+    firmware_version: str = ""
+    chip: str = ""
+    runner_command: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,9 @@ def agent_register(*, token: TargetToken, registration: AgentRegistration) -> Ta
     have changed). A key already registered for another target is refused."""
     if not public_key_valid(registration.public_key):
         raise DomainError("The public key is the base64 of an Ed25519 key's 32 bytes.", field="public_key")
+    if TargetAgent.objects.filter(public_key=registration.public_key).exclude(target_id=token.target_id).exists():
+        raise AgentRefusedError("This key is registered for another target.", field="public_key")
+    _target_update(token.target, registration)
     with transaction.atomic():
         agent = lock_rows(TargetAgent.objects).filter(public_key=registration.public_key).first()
         if agent is not None and agent.target_id != token.target_id:
@@ -142,6 +153,26 @@ def agent_register(*, token: TargetToken, registration: AgentRegistration) -> Ta
             after={"agent": agent.pk, "host": agent.host, "version": agent.agent_version, "key": agent.public_key},
         )
     return agent
+
+
+def _target_update(target: Target, registration: AgentRegistration) -> None:
+    """The versions and runner the host reports become the target's registration (`target_register`: changed
+    versions make the target's chains' stages stale, as a re-registration by hand does)."""
+    given = {
+        field: getattr(registration, field).strip()
+        for field in ("calrt_version", "driver_version", "firmware_version", "chip")
+        if getattr(registration, field).strip()
+    }
+    runner = registration.runner_command.strip() if target.kind == Target.HARDWARE else ""
+    if all(getattr(target, field) == value for field, value in given.items()) and runner in ("", target.runner_command):
+        return
+    target_register(
+        actor=f"agent {registration.host[:100]}",
+        slug=target.slug,
+        kind=target.kind,
+        **{field: given.get(field, getattr(target, field)) for field in VERSION_FIELDS},
+        runner_command=runner,
+    )
 
 
 def agent_for_token(token: TargetToken, agent_id: int) -> TargetAgent:

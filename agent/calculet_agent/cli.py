@@ -63,6 +63,11 @@ def serve(args) -> None:
         "public_key": public_key_text(key),
         "agent_version": __version__,
         "platform": platform.platform()[:200],
+        "calrt_version": args.calrt,
+        "driver_version": args.driver,
+        "firmware_version": args.firmware,
+        "chip": args.chip,
+        "runner_command": args.runner_command,
     }
     try:
         agent = _retrying(lambda: client.post("register/", registration).json(), "register")
@@ -135,6 +140,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--device", action="append", default=[], help="a device node the runner may open")
     parser.add_argument("--host", default="", help="the host's name as evidence shows it (default its hostname)")
+    for version in ("calrt", "driver", "firmware", "chip"):
+        parser.add_argument(f"--{version}", default="", help=f"the board's {version}, registered as the target's")
     parser.add_argument("--poll-seconds", type=float, default=5.0)
     parser.add_argument("--once", action="store_true", help="run at most one run, then stop")
     args = parser.parse_args(argv)

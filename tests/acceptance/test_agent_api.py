@@ -210,3 +210,27 @@ def test_a_passing_result_of_the_runner_is_judged_by_the_server(agent, health_ru
     report["result_file"] = base64.b64encode(json.dumps(wrong_device).encode()).decode()
     answer = agent.result(claimed, report)
     assert answer.json()["verdict"] == stages.ERROR and "firmware 9.9.9" in answer.json()["reason"]
+
+
+def test_registration_makes_the_hosts_versions_and_runner_the_targets(simulator):
+    board = target_register(
+        actor="test", slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        firmware_version="1.8.0", chip="calculet-2c", runner_command="/opt/runner",
+    )  # fmt: skip
+    _, key = target_token_create(actor="test", target=board, name="board host")
+    agent = Agent(key)
+    answer = agent.post(
+        "register/",
+        {"host": "lab-3", "public_key": public_key_text(agent.key), "agent_version": "t", "firmware_version": "1.9.0",
+         "runner_command": "/opt/runner-2 --fast"},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.json()
+    board.refresh_from_db()
+    assert (board.firmware_version, board.calrt_version, board.runner_command) == (
+        "1.9.0",
+        "0.7.6",
+        "/opt/runner-2 --fast",
+    )
+    assert AuditEntry.objects.filter(action="target.update", object_id=str(board.pk)).exists()
+    bad = agent.post("register/", {"host": "lab-3", "public_key": "not a key", "agent_version": "t"})
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "public_key"
