@@ -55,6 +55,7 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
         assert RunResult.objects.filter(run=run).count() == 1
         assert RunToken.objects.filter(run=run).count() == 1
         assert "calculet-agent" in run.log
+        assert f"(host {run.result['agent']['host']})" in run.evidence.conclusion  # the machine it came from
     # The server's own checks ran on the default queue, never on the agent.
     for run in chain.runs.exclude(stage__in=stages.RUNNER_STAGES):
         assert not run.worker.startswith("agent "), run.worker

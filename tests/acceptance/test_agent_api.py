@@ -234,3 +234,28 @@ def test_registration_makes_the_hosts_versions_and_runner_the_targets(simulator)
     assert AuditEntry.objects.filter(action="target.update", object_id=str(board.pk)).exists()
     bad = agent.post("register/", {"host": "lab-3", "public_key": "not a key", "agent_version": "t"})
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "public_key"
+
+
+def test_the_integration_team_makes_and_revokes_tokens_in_the_admin_and_with_the_command(simulator, client, capsys):
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.post(
+        "/admin/acceptance/target/", {"action": "make_agent_token", "_selected_action": [simulator.pk]}, follow=True
+    )
+    shown = page.content.decode()
+    key = shown.split("key ", 1)[1].split(" ", 1)[0]
+    token = simulator.tokens.get()
+    assert key.startswith("clt_target_") and token.key_hash != key and key not in token.key_hash
+    assert Agent(key).register().status_code == 200
+    client.post("/admin/acceptance/targettoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    assert Agent(key).register().status_code == 401
+
+    call_command("target_token", "create", "simulator", "--name", "lab host")
+    made = capsys.readouterr().out.strip().splitlines()[-1]
+    assert Agent(made).register().status_code == 200
+    newest = simulator.tokens.order_by("-pk").first()
+    call_command("target_token", "revoke", str(newest.pk))
+    assert Agent(made).register().status_code == 401
+    assert AuditEntry.objects.filter(action="target_token.revoke").count() == 2
