@@ -128,13 +128,17 @@ class AgentRegisterApi(_TargetApi):
         host = serializers.CharField(max_length=200)
         public_key = serializers.CharField(max_length=64, help_text="Ed25519, base64 of the 32 raw bytes.")
         agent_version = serializers.CharField(max_length=50)
-        platform = serializers.CharField(max_length=200, required=False, default="")
-        calrt_version = serializers.CharField(max_length=50, required=False, default="")
-        driver_version = serializers.CharField(max_length=50, required=False, default="")
-        firmware_version = serializers.CharField(max_length=50, required=False, default="")
-        chip = serializers.CharField(max_length=100, required=False, default="")
+        platform = serializers.CharField(allow_blank=True, max_length=200, required=False, default="")
+        calrt_version = serializers.CharField(allow_blank=True, max_length=50, required=False, default="")
+        driver_version = serializers.CharField(allow_blank=True, max_length=50, required=False, default="")
+        firmware_version = serializers.CharField(allow_blank=True, max_length=50, required=False, default="")
+        chip = serializers.CharField(allow_blank=True, max_length=100, required=False, default="")
         runner_command = serializers.CharField(
-            max_length=1000, required=False, default="", help_text="A hardware target's: the runner the host runs."
+            allow_blank=True,
+            max_length=1000,
+            required=False,
+            default="",
+            help_text="A hardware target's: the runner the host runs.",
         )
 
     class AgentRegisterOutputSerializer(serializers.Serializer):

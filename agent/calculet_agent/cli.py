@@ -5,7 +5,7 @@
 
 It registers the host (its key pair made in the state directory on the first start), then polls for the
 target's next run, runs it and posts the result signed, until stopped. Exit status 3: the server refused the
-target token (revoked, or another target's), and polling again cannot help.
+target token (unknown or revoked), and polling again cannot help; 1: it refused the registration or a claim.
 """
 
 import argparse
@@ -46,7 +46,7 @@ def _retrying(call, what: str):
             time.sleep(pause)
             pause = min(pause * 2, RETRY_MAX_SECONDS)
         except RefusedError as error:
-            if error.status in (401, 403) and "target token" in error.message.lower():
+            if error.status == 401:
                 raise TokenRefusedError(error.message) from error
             raise
 
@@ -72,7 +72,7 @@ def serve(args) -> None:
     try:
         agent = _retrying(lambda: client.post("register/", registration).json(), "register")
     except RefusedError as error:
-        raise TokenRefusedError(error.message) from error
+        raise SystemExit(f"calculet-agent: the server refused the registration: {error}") from error
     logger.info("registered as agent %s of target %s (%s)", agent["agent"], agent["target"], agent["kind"])
     runner_command = shlex.split(args.runner_command)
     while True:
@@ -80,7 +80,7 @@ def serve(args) -> None:
         try:
             answer = _retrying(lambda claim=claim: client.post("claim/", claim), "claim")
         except RefusedError as error:
-            raise TokenRefusedError(error.message) from error
+            raise SystemExit(f"calculet-agent: the server refused the claim: {error}") from error
         if answer.status == 204:
             if args.once:
                 return

@@ -47,6 +47,12 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
         chain = Chain.objects.get(answer=answer, target=simulator)
         wait_until(lambda: all_passed(chain), timeout=240, what="the chain", workers=[agent, server_checks])
 
+        # Revoked, the token stops the agent: it says why and exits 3, polling no more.
+        target_token_revoke(actor="test", token=simulator.tokens.get())
+        wait_until(lambda: not agent.alive(), timeout=30, what="the agent to stop", workers=[agent], sweep=False)
+        assert agent.process.returncode == 3
+        assert "refused the target token" in agent.log_text()
+
     runner_runs = chain.runs.filter(stage__in=stages.RUNNER_STAGES, state=stages.PASSED)
     assert runner_runs.count() == len(stages.RUNNER_STAGES)
     for run in runner_runs:
@@ -60,12 +66,6 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
     for run in chain.runs.exclude(stage__in=stages.RUNNER_STAGES):
         assert not run.worker.startswith("agent "), run.worker
     assert RunResult.objects.count() == Run.objects.exclude(state__in=stages.ACTIVE_STATES).count()
-
-    # Revoked, the token stops the agent: it says why and exits 3, polling no more.
-    target_token_revoke(actor="test", token=simulator.tokens.get())
-    wait_until(lambda: not agent.alive(), timeout=30, what="the agent to stop", workers=[agent], sweep=False)
-    assert agent.process.returncode == 3
-    assert "refused the target token" in agent.log_text()
 
 
 # Enough soak to be killed in the middle of.
