@@ -101,3 +101,31 @@ def test_killing_the_agent_mid_run_the_lease_lapses_and_another_agent_ends_it_wi
     assert RunResult.objects.filter(run=run).count() == 1
     assert list(RunToken.objects.filter(run=run).values_list("attempt", flat=True).order_by("attempt")) == [1, 2]
     assert "expired; sent again" in run.log
+
+
+def test_the_server_restarted_mid_run_the_agent_retries_and_the_result_lands_once(
+    workers, gunicorn_server, vendor_user, question, capability, calbin, golden
+):
+    simulator = target_ensure_simulator()
+    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    server_checks = workers.celery("default", "default")
+    with gunicorn_server() as (url, _):
+        agent = workers.agent(url, key)
+        data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+        data.update(LONG_SOAK)
+        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        run = wait_until(
+            lambda: Run.objects.filter(answer=answer, stage=stages.SOAK, state=stages.RUNNING, progress__gt=5).first(),
+            timeout=240,
+            what="the soak to start on the agent",
+            workers=[agent, server_checks],
+        )
+    port = int(url.rsplit(":", 1)[1])
+    with gunicorn_server(port=port):
+        wait_until(
+            lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=240, what="the soak", workers=[agent]
+        )
+        assert agent.alive()  # it waited the restart out
+    # Whether the restart outlived the lease (then the run was sent again and claimed again) or not, the run
+    # has one verdict.
+    assert RunResult.objects.filter(run=run).count() == 1
