@@ -2,8 +2,9 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from acceptance.models import CapabilityApproval, Chain, PromotionAttempt, Run, Target
+from acceptance.models import CapabilityApproval, Chain, PromotionAttempt, Run, Target, TargetAgent, TargetToken
 from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
+from acceptance.services.agents import target_token_create, target_token_revoke
 from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.admin import ReadOnlyAdmin, ServiceAdmin
 from calculet.errors import DomainError
@@ -111,7 +112,7 @@ class TargetAdmin(ServiceAdmin):
         "last_health_check_passed",
         "last_health_run",
     ]
-    actions = ["enter_maintenance", "leave_maintenance"]
+    actions = ["enter_maintenance", "leave_maintenance", "make_agent_token"]
 
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, "slug", "kind", "queue"] if obj else self.readonly_fields
@@ -140,6 +141,38 @@ class TargetAdmin(ServiceAdmin):
     def leave_maintenance(self, request, queryset):
         for target in queryset:
             target_set_maintenance(actor=request.user, target=target, maintenance=False, reason="admin")
+
+    @admin.action(description="Make a calculet-agent token (its key is shown once)")
+    def make_agent_token(self, request, queryset):
+        for target in queryset:
+            token, key = target_token_create(actor=request.user, target=target, name=f"made by {request.user}")
+            shown_once = f"{target.slug}: token {token.pk}, key {key} (copy it now; only its hash is kept)"
+            self.message_user(request, shown_once, messages.WARNING)
+
+
+@admin.register(TargetToken)
+class TargetTokenAdmin(ReadOnlyAdmin):
+    """The tokens targets' agents hold (made with the targets' action or `manage.py target_token`)."""
+
+    list_display = ["id", "target", "name", "prefix", "created_by", "created_at", "last_used_at", "revoked_at"]
+    list_filter = ["target"]
+    list_select_related = ["target"]
+    exclude = ["key_hash"]
+    actions = ["revoke"]
+
+    @admin.action(description="Revoke (their agents stop; their runs are sent again)")
+    def revoke(self, request, queryset):
+        for token in queryset:
+            target_token_revoke(actor=request.user, token=token)
+
+
+@admin.register(TargetAgent)
+class TargetAgentAdmin(ReadOnlyAdmin):
+    """Each agent as it registered, with its last poll, the run it holds and the size of its input cache."""
+
+    list_display = ["id", "target", "host", "agent_version", "last_poll_at", "current_run", "cache_bytes"]
+    list_filter = ["target"]
+    list_select_related = ["target", "current_run"]
 
 
 @admin.register(Chain)

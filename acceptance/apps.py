@@ -20,6 +20,10 @@ AUDIT_ACTIONS = [
     ("target.maintenance", _("target maintenance set")),
     ("target.health_check", _("target health check")),
     ("target.health", _("target health changed")),
+    ("target.agent_register", _("target agent registered")),
+    ("target_token.create", _("target token created")),
+    ("target_token.revoke", _("target token revoked")),
+    ("run.result_refused", _("run result refused")),
 ]
 
 

@@ -39,6 +39,9 @@ class Target(models.Model):
     # None until the first health job has finished; False stops the target from receiving runs.
     last_health_check_passed = models.BooleanField(null=True, blank=True)
     last_health_run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Its runner stages are pulled over the API by calculet-agent on the target's host (docs/deploy.md) rather
+    # than sent to its Celery queue. Set when the target's first token is made.
+    pulled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -63,6 +66,41 @@ class Target(models.Model):
 
     def as_job_target(self) -> dict:
         return {"name": self.slug, "kind": self.kind, **self.registered_versions()}
+
+
+class TargetToken(models.Model):
+    """The key a target's agent holds: it registers the agent and claims that target's runs, nothing else.
+    Stored only as a SHA-256; revoked, it stops the agent and every run token it was used to claim."""
+
+    target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.target.slug}: {self.name} ({self.prefix}…)"
+
+
+class TargetAgent(models.Model):
+    """One calculet-agent process's host, as it registered: the key pair it made at its first start is its
+    identity (a new state directory is a new agent), and every result it posts is signed with that key."""
+
+    target = models.ForeignKey(Target, on_delete=models.PROTECT, related_name="agents")
+    public_key = models.CharField(max_length=64, unique=True, help_text="Ed25519, base64 of the 32 raw bytes.")
+    host = models.CharField(max_length=200)
+    agent_version = models.CharField(max_length=50)
+    platform = models.CharField(max_length=200, blank=True)
+    registered_at = models.DateTimeField(auto_now_add=True)
+    last_poll_at = models.DateTimeField(null=True, blank=True)
+    current_run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    cache_bytes = models.BigIntegerField(default=0)
+
+    def __str__(self):
+        return f"{self.host} for {self.target.slug}"
 
 
 class AnswerClaim(models.Model):
@@ -208,6 +246,27 @@ class RunResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "attempt"], name="run_result_unique_per_attempt"),
         ]
+
+
+class RunToken(models.Model):
+    """The key of one claimed attempt of a run, given to the agent that claimed it (stored only as a
+    SHA-256). It works while the run is `running` with that attempt under a live lease and the target token
+    that claimed it is not revoked; after the verdict it only reads back that verdict (a result sent twice)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tokens")
+    attempt = models.PositiveSmallIntegerField()
+    agent = models.ForeignKey(TargetAgent, on_delete=models.PROTECT, related_name="run_tokens")
+    target_token = models.ForeignKey(TargetToken, on_delete=models.PROTECT, related_name="run_tokens")
+    key_hash = models.CharField(max_length=64, unique=True)
+    # Output chunks are numbered by the agent from 0; one already written is not written again.
+    next_chunk = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "attempt"], name="run_token_one_per_attempt")]
+
+    def __str__(self):
+        return f"run {self.run_id} attempt {self.attempt}"
 
 
 class PromotionAttempt(models.Model):

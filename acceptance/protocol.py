@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calculet_agent.sandbox import Outcome
+
 from acceptance import stages
 from acceptance.limits import (
     DEFAULT_GOLDEN_TOLERANCES,
@@ -19,7 +21,6 @@ from acceptance.limits import (
     INTEGER_PARAMS,
     SOAK_THRESHOLD_KEYS,
 )
-from acceptance.sandbox import Outcome
 
 SCHEMA_VERSION = 2
 VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
@@ -171,13 +172,22 @@ def probe_findings(result: dict) -> list[dict]:
 
 
 def read_result(path: Path, stage: str) -> tuple[dict | None, str]:
-    """The runner's result, or None and what is wrong with it."""
+    """The runner's result file, or None and what is wrong with it."""
     if not path.is_file():
         return None, "the runner wrote no result file"
     if path.stat().st_size > RESULT_MAX_BYTES:
         return None, f"the result file is larger than {RESULT_MAX_BYTES} bytes"
+    return parse_result(path.read_bytes(), stage)
+
+
+def parse_result(raw: bytes | None, stage: str) -> tuple[dict | None, str]:
+    """The runner's result from the bytes of its result file (None: it wrote none), or None and what is wrong."""
+    if raw is None:
+        return None, "the runner wrote no result file"
+    if len(raw) > RESULT_MAX_BYTES:
+        return None, f"the result file is larger than {RESULT_MAX_BYTES} bytes"
     try:
-        result = json.loads(path.read_text(encoding="utf-8"))
+        result = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         return None, f"the result file is not JSON: {error}"
     if not isinstance(result, dict):
@@ -259,26 +269,49 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
+@dataclass(frozen=True)
+class RunnerEnd:
+    """How the runner's process ended, as the sandbox saw it (here, or on an agent's host)."""
+
+    exit_code: int | None
+    limit_hit: str | None
+    reason: str
+    sandbox: dict
+    detached_processes: int = 0  # processes that left the runner's session to outlive it (the sandbox killed them)
+
+    @classmethod
+    def of(cls, outcome: Outcome) -> "RunnerEnd":
+        return cls(
+            outcome.exit_code, outcome.limit_hit, outcome.reason, outcome.sandbox_record(), outcome.detached_processes
+        )
+
+
 def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail: str) -> StageOutcome:
-    """The verdict of a runner stage from how the runner ended and what it wrote.
+    """The verdict of a runner stage run here, from how the runner ended and the result file it wrote."""
+    return runner_verdict(RunnerEnd.of(outcome), read_result(result_path, stage), stage, stderr_tail)
+
+
+def runner_verdict(end: RunnerEnd, read: tuple[dict | None, str], stage: str, stderr_tail: str) -> StageOutcome:
+    """The verdict of a runner stage from how the runner ended and its result as read (`read_result`,
+    `parse_result`).
 
     A limit, a crash, a refused job or a malformed result is an `error` (the run proves nothing either way);
     only a well-formed result reached by a runner that exited 0 is a pass or a fail. Processes the runner
     tried to leave behind are a finding whatever the verdict (`left_behind_findings`).
     """
-    sandbox = outcome.sandbox_record()
-    left_behind = left_behind_findings(outcome)
-    if outcome.limit_hit is not None:
-        return StageOutcome(stages.ERROR, outcome.reason, left_behind, result={"sandbox": sandbox})
-    if outcome.exit_code == 2:
+    sandbox = end.sandbox
+    left_behind = left_behind_findings(end)
+    if end.limit_hit is not None:
+        return StageOutcome(stages.ERROR, end.reason, left_behind, result={"sandbox": sandbox})
+    if end.exit_code == 2:
         detail = _last_line(stderr_tail)
         reason = f"the runner refused the job (exit 2): {detail}".rstrip(": ")
         return StageOutcome(stages.ERROR, reason, left_behind, result={"sandbox": sandbox})
-    if outcome.exit_code != 0:
+    if end.exit_code != 0:
         detail = _last_line(stderr_tail)
-        reason = f"{outcome.reason}: {detail}" if detail else outcome.reason
+        reason = f"{end.reason}: {detail}" if detail else end.reason
         return StageOutcome(stages.ERROR, reason, left_behind, result={"sandbox": sandbox})
-    result, problem = read_result(result_path, stage)
+    result, problem = read
     if result is None:
         return StageOutcome(
             stages.ERROR, f"runner protocol violated: {problem}", left_behind, result={"sandbox": sandbox}
@@ -299,10 +332,10 @@ def outcome_verdict(outcome: Outcome, result_path: Path, stage: str, stderr_tail
     )
 
 
-def left_behind_findings(outcome: Outcome) -> list[dict]:
+def left_behind_findings(end: RunnerEnd) -> list[dict]:
     """A runner that started processes in sessions of their own tried to leave them running after it: the
     sandbox killed them, and the verdict says so (a runner for a board must not leave anything behind)."""
-    if not outcome.detached_processes:
+    if not end.detached_processes:
         return []
     return [
         {
@@ -310,7 +343,7 @@ def left_behind_findings(outcome: Outcome) -> list[dict]:
             "severity": "warning",
             "field": "sandbox",
             "message": (
-                f"the runner started {outcome.detached_processes} process(es) in a session of their own to outlive "
+                f"the runner started {end.detached_processes} process(es) in a session of their own to outlive "
                 "it (daemonised); the sandbox killed them when the runner ended"
             ),
         }

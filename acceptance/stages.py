@@ -19,6 +19,8 @@ CHAIN_STAGES = [CLAIM, ARTIFACT, RUNNER, GOLDEN, FAILURE, INTEGRATION, SOAK]
 # Checked by services inside the worker; the others are executed by a runner through the runner protocol.
 SERVICE_STAGES = [CLAIM, ARTIFACT]
 RUNNER_STAGES = [RUNNER, GOLDEN, FAILURE, INTEGRATION, SOAK]
+# What calculet-agent runs on a pulled target's host; the other stages are the server's own checks.
+PULLED_STAGES = [*RUNNER_STAGES, HEALTH]
 # A target's periodic health job runs a known-good package through the same protocol; it belongs to no chain.
 RUN_STAGES = [*CHAIN_STAGES, HEALTH]
 

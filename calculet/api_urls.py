@@ -5,7 +5,7 @@ from django.urls import path, re_path, register_converter
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
-from acceptance.api import answers, deliverables, promotions, questions, runs
+from acceptance.api import agent, answers, deliverables, promotions, questions, runs
 from evidence import api as evidence
 from vendor.api import accounts, artifacts, audit, comments, notifications, uploads
 
@@ -79,6 +79,11 @@ urlpatterns = [
     path("runs/<int:run_id>/", runs.RunDetailApi.as_view(), name="run-detail"),
     path("runs/<int:run_id>/rerun/", runs.RunRerunApi.as_view(), name="run-rerun"),
     path("targets/", runs.TargetListApi.as_view(), name="target-list"),
+    path("agent/register/", agent.AgentRegisterApi.as_view(), name="agent-register"),
+    path("agent/claim/", agent.AgentClaimApi.as_view(), name="agent-claim"),
+    path("agent/runs/<int:run_id>/inputs/<str:sha256>/", agent.AgentRunInputApi.as_view(), name="agent-run-input"),
+    path("agent/runs/<int:run_id>/heartbeat/", agent.AgentHeartbeatApi.as_view(), name="agent-run-heartbeat"),
+    path("agent/runs/<int:run_id>/result/", agent.AgentResultApi.as_view(), name="agent-run-result"),
     path("targets/<slug:slug>/", runs.TargetDetailApi.as_view(), name="target-detail"),
     path("audit/", audit.AuditListApi.as_view(), name="audit-list"),
     path("webhooks/", notifications.WebhookListApi.as_view(), name="webhook-list"),

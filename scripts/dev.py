@@ -31,16 +31,19 @@ def sh(*args: str | Path, env: dict | None = None) -> None:
 
 
 def ensure_venv(extras: str = "") -> None:
-    """Create .venv and install the project (with `extras`, e.g. "test"), again whenever pyproject.toml changes.
+    """Create .venv and install the agent and the project (with `extras`, e.g. "test"), again whenever either
+    pyproject.toml changes.
     `run` installs only what serving needs; `test` adds the test tools, which `run` then finds installed too."""
     if not PYTHON.exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    manifests = (ROOT / "pyproject.toml").read_bytes() + (ROOT / "agent" / "pyproject.toml").read_bytes()
+    digest = hashlib.sha256(manifests).hexdigest()
     installed = INSTALL_STAMP.read_text().split() if INSTALL_STAMP.exists() else []
     if installed[:1] == [digest] and (not extras or extras in installed[1:]):
         return
     sh(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", f".[{extras}]" if extras else ".")
+    # The target agent first: the project depends on it by name, and it is not on an index.
+    sh(PYTHON, "-m", "pip", "install", "--quiet", "-e", "./agent", "-e", f".[{extras}]" if extras else ".")
     kept = [extra for extra in installed[1:] if installed[:1] == [digest]]
     INSTALL_STAMP.write_text(" ".join([digest, *dict.fromkeys([*kept, *([extras] if extras else [])])]))
 

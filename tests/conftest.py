@@ -290,6 +290,10 @@ def workers(transactional_db, tmp_path):
             started.append(Worker.serve_target(slug, options, log_dir, **env))
             return started[-1]
 
+        def agent(self, server: str, token: str, name: str = "agent"):
+            started.append(Worker.agent(server, token, tmp_path / f"{name}-state", log_dir, name))
+            return started[-1]
+
     yield Starter()
     for worker in started:
         worker.stop()

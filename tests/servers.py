@@ -20,12 +20,13 @@ def _serves(url: str) -> bool:
 
 
 @contextmanager
-def gunicorn(workers: int = 1, **env) -> Iterator[tuple[str, list[int]]]:
-    """Yields the server's URL and its workers' process ids once /healthz answers. It is a `Worker`, so only a
-    test of a slow tier may start it."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+def gunicorn(workers: int = 1, port: int | None = None, **env) -> Iterator[tuple[str, list[int]]]:
+    """Yields the server's URL and its workers' process ids once /healthz answers (on `port`, or a free one).
+    It is a `Worker`, so only a test of a slow tier may start it."""
+    if port is None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
     command = [str(Path(sys.executable).parent / "gunicorn"), "-c", "gunicorn.conf.py", "calculet.wsgi"]
     command += ["--bind", f"127.0.0.1:{port}", "--workers", str(workers)]
     with tempfile.TemporaryDirectory(prefix="calculet-gunicorn-") as logs:

@@ -1,9 +1,9 @@
-"""One command in acceptance/sandbox.py's sandbox, its output kept to a bounded tail."""
+"""One command in agent/calculet_agent/sandbox.py's sandbox, its output kept to a bounded tail."""
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from acceptance.sandbox import Limits, Outcome, run_sandboxed, scrubbed_environment
+from calculet_agent.sandbox import Limits, Outcome, run_sandboxed, scrubbed_environment
 
 TAIL_BYTES = 8192
 # Generous for a compiler or a build script; every one still ends the run with a reason when crossed.

@@ -1,5 +1,5 @@
 """Is a build reproducible (V03: one script, no hidden manual step)? The answer's build command runs twice,
-each time on a fresh copy of its working directory in a fresh sandbox of acceptance/sandbox.py (no
+each time on a fresh copy of its working directory in a fresh sandbox of agent/calculet_agent/sandbox.py (no
 network, the host read-only, its own directory path, another time zone), and the outputs it names must
 come out byte for byte the same.
 
@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from calculet_agent.sandbox import Limits
+
 from acceptance.inspection import Report
 from acceptance.inspection.isolated import DEFAULT_LIMITS, run_isolated
-from acceptance.sandbox import Limits
 
 CHUNK = 1024 * 1024
 RUNS = ({"TZ": "UTC"}, {"TZ": "Asia/Shanghai"})

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from calculet_agent.sandbox import Limits
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
@@ -36,7 +37,6 @@ from elftools.elf.sections import SymbolTableSection
 
 from acceptance.inspection import Report
 from acceptance.inspection.isolated import DEFAULT_LIMITS, run_isolated
-from acceptance.sandbox import Limits
 
 HEADER_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".h++", ".inc", ".def"}
 C_SUFFIXES = {".c"}
@@ -477,7 +477,7 @@ def _defined_as(entry: str, index: SymbolIndex, symbols: dict[str, str]) -> str 
 
 def build_example(headers_dir: Path, library: Path, source: Path, *, limits: Limits = DEFAULT_LIMITS) -> BuildReport:
     """Compile and link the answer's minimal example against the headers and the library, in a fresh
-    sandbox of acceptance/sandbox.py (no network, the host read-only). C for `.c`, C++ otherwise."""
+    sandbox of agent/calculet_agent/sandbox.py (no network, the host read-only). C for `.c`, C++ otherwise."""
     report = BuildReport()
     source, headers_dir, library = Path(source), Path(headers_dir), Path(library)
     suffix = source.suffix.lower()

@@ -12,6 +12,7 @@ import logging
 from django.db import transaction
 from kombu.exceptions import ChannelError
 
+from acceptance import stages
 from acceptance.models import Run
 from calculet.celery import app, task_send
 
@@ -40,6 +41,10 @@ def run_send(run: Run, *, resend: bool = False, lost_worker: bool = False) -> No
     `resend` for the sweeper: the broker may have lost its queues since this process last declared them.
     `lost_worker`: the run's last attempt lost its worker, so it goes to the front of its target's queue."""
     run_id, queue_name = run.pk, run.target.queue
+    if run.target.pulled:
+        if run.stage in stages.PULLED_STAGES:
+            return  # the target's agent claims it over the API (acceptance.services.agents)
+        queue_name = "default"  # the server's own checks of a pulled target's chain
     priority = LOST_WORKER_PRIORITY if lost_worker else SEND_PRIORITY
     transaction.on_commit(lambda: _send(run_id, queue_name, declare=resend, priority=priority))
 

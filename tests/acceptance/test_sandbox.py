@@ -24,9 +24,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from calculet_agent import sandbox
+from calculet_agent.sandbox import Limits, run_sandboxed, scrubbed_environment
 
-from acceptance import protocol, sandbox, stages
-from acceptance.sandbox import Limits, run_sandboxed, scrubbed_environment
+from acceptance import protocol, stages
 from tests.acceptance.workers import processes_with
 
 # Generous: only the tests of the wall-time limit are meant to meet it, whatever the machine's load.
@@ -441,7 +442,7 @@ def test_the_sandbox_runs_with_only_the_standard_library(tmp_path):
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "from acceptance import sandbox\n"
+        "from calculet_agent import sandbox\n"
         "limits = sandbox.Limits(wall_seconds=60, memory_bytes=2**29, output_bytes=2**20, file_bytes=2**20,"
         " workdir_bytes=2**20)\n"
         "seen = []\n"
@@ -451,10 +452,10 @@ def test_the_sandbox_runs_with_only_the_standard_library(tmp_path):
         "print(outcome.clean_exit, b''.join(seen).decode().strip(), sorted(outside))"
     )
     ran = subprocess.run(
-        [sys.executable, "-S", "-c", code], cwd=sandbox.PROJECT_DIR, capture_output=True, text=True, timeout=120
+        [sys.executable, "-S", "-c", code], cwd=sandbox.PACKAGE_ROOT, capture_output=True, text=True, timeout=120
     )
     assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.split() == ["True", "ran", "['acceptance']"]
+    assert ran.stdout.split() == ["True", "ran", "['calculet_agent']"]
 
 
 def write_result(path: Path, **fields):

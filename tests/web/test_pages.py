@@ -16,8 +16,8 @@ from calculet.audit import audit_record
 from calculet.models import AuditEntry
 from evidence.models import Capability
 from tests.factories import make_chain, make_run, make_user, put_to
-from vendor.models import Question
 from vendor.inputs import QuestionChanges
+from vendor.models import Question
 from vendor.services.questions import question_update
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

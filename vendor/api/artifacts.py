@@ -1,10 +1,7 @@
-import re
-
 import django_filters
 from django.conf import settings
-from django.http import HttpResponse, HttpResponseRedirect, StreamingHttpResponse
+from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils.http import content_disposition_header
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -14,15 +11,15 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from calculet.api import Api, BinaryRenderer, StrictSerializer
+from calculet.downloads import file_response
 from calculet.errors import NotFoundError
 from vendor.access import object_for_user
 from vendor.models import Artifact
 from vendor.selectors import artifact_list
 from vendor.services.artifacts import SHA256_PATTERN, artifact_upload
-from vendor.storage import CHUNK_BYTES, artifact_storage
+from vendor.storage import artifact_storage
 
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
-RANGE_PATTERN = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
 class ArtifactOutputSerializer(serializers.Serializer):
@@ -111,46 +108,6 @@ class ArtifactDetailApi(Api):
         return Response(ArtifactOutputSerializer(artifact_list(user=request.user).get(pk=artifact.pk)).data)
 
 
-def _byte_range(header: str, size: int) -> tuple[int, int] | None:
-    """The (first, last) bytes a single-range `Range` header asks for; None to send the whole file.
-    Raises ValueError when the range cannot be satisfied."""
-    match = RANGE_PATTERN.match(header.strip())
-    if match is None or match.group(1) == match.group(2) == "":
-        return None  # unsupported or malformed: RFC 9110 lets the server ignore it
-    first, last = match.group(1), match.group(2)
-    if first == "":
-        length = int(last)
-        if length == 0:
-            raise ValueError("empty suffix range")
-        return max(size - length, 0), size - 1
-    first_byte = int(first)
-    last_byte = min(int(last), size - 1) if last else size - 1
-    if first_byte >= size or first_byte > last_byte:
-        raise ValueError("range outside the file")
-    return first_byte, last_byte
-
-
-def _etag_matches(header: str, etag: str) -> bool:
-    """Whether If-None-Match names `etag` (weakly compared, RFC 9110 13.1.2) or is `*`."""
-    if header.strip() == "*":
-        return True
-    return any(tag.strip().removeprefix("W/") == etag for tag in header.split(","))
-
-
-def _stream(handle, first: int, length: int):
-    try:
-        handle.seek(first)
-        remaining = length
-        while remaining:
-            chunk = handle.read(min(CHUNK_BYTES, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            yield chunk
-    finally:
-        handle.close()
-
-
 def _is_local(storage, name: str) -> bool:
     try:
         storage.path(name)
@@ -192,30 +149,11 @@ class ArtifactDownloadApi(Api):
             # A remote store (S3) serves the bytes, ranges included, from a short-lived signed URL made only
             # after the access check above.
             return HttpResponseRedirect(storage.url(artifact.blob.storage_name))
-        etag = f'"{artifact.blob.sha256}"'
-        if _etag_matches(request.headers.get("If-None-Match", ""), etag):
-            response = HttpResponse(status=status.HTTP_304_NOT_MODIFIED)
-            response["ETag"] = etag
-            return response
-        size = artifact.blob.size
-        try:
-            byte_range = _byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
-        except ValueError:
-            response = HttpResponse(status=status.HTTP_416_REQUESTED_RANGE_NOT_SATISFIABLE)
-            response["Content-Range"] = f"bytes */{size}"
-            return response
-        first, last = byte_range if byte_range is not None else (0, size - 1)
-        length = last - first + 1 if size else 0
-        handle = storage.open(artifact.blob.storage_name, "rb")
-        response = StreamingHttpResponse(
-            _stream(handle, first, length),
-            status=status.HTTP_206_PARTIAL_CONTENT if byte_range is not None else status.HTTP_200_OK,
-            content_type="application/octet-stream",
+        name = artifact.blob.storage_name
+        return file_response(
+            request,
+            open_file=lambda: storage.open(name, "rb"),
+            size=artifact.blob.size,
+            sha256=artifact.blob.sha256,
+            file_name=artifact.file_name,
         )
-        response["Content-Length"] = str(length)
-        response["Accept-Ranges"] = "bytes"
-        response["ETag"] = etag
-        response["Content-Disposition"] = content_disposition_header(True, artifact.file_name)
-        if byte_range is not None:
-            response["Content-Range"] = f"bytes {first}-{last}/{size}"
-        return response

@@ -27,12 +27,13 @@ def worker_label() -> str:
     return f"{os.uname().nodename}:{os.getpid()}"
 
 
-def run_claim(run_id: int, worker: str) -> tuple[str, Run | None]:
+def run_claim(run_id: int, worker: str, *, skip_locked: bool = False) -> tuple[str, Run | None]:
     """Take the run for one attempt: (CLAIMED, run), (HELD, run) while another attempt's lease is live, or
-    (GONE, run-or-None) when there is nothing to do (finished, stale, waiting for its target, or given up)."""
+    (GONE, run-or-None) when there is nothing to do (finished, stale, waiting for its target, or given up).
+    `skip_locked`: a run another transaction holds is GONE for this claim rather than waited for."""
     now = timezone.now()
     with transaction.atomic():
-        run = run_lock(run_id)
+        run = run_lock(run_id, skip_locked=skip_locked)
         if run is None:
             return GONE, None
         if run.state == stages.RUNNING and run.lease_expires_at is not None and run.lease_expires_at > now:

@@ -160,19 +160,22 @@ def _evidence_for_run(run: Run, chain: Chain, outcome: StageOutcome) -> Evidence
     passed_or_failed = "passed" if outcome.verdict == stages.PASS else "failed"
     calbin = next((a for a in run.inputs.get("artifacts", []) if a["kind"] == Artifact.CALBIN), None)
     calbin_note = f" with {calbin['file_name']} {calbin['version']}" if calbin else ""
+    # An agent's result names the host it registered: the physical machine the evidence came from.
+    host = (outcome.result.get("agent") or {}).get("host", "")
+    host_note = f" (host {host})" if host else ""
     return evidence_record(
         origin=EvidenceItem.RUN,
         grade=grade,
         conclusion=(
             f"{stages.STAGE_LABELS[run.stage]} {passed_or_failed} on {run.target.name} ({run.target.kind})"
-            f"{calbin_note}."
+            f"{host_note}{calbin_note}."
         ),
         organisation=run.answer.organisation if run.answer else None,
         capabilities=[capability],
         versions=_run_versions(run, outcome),
         deliverable=run.answer.deliverable if run.answer else None,
         code_prefix=f"RUN-{run.pk}",
-        source_text=f"acceptance run {run.pk}, answer {run.answer_id}, target {run.target.slug}",
+        source_text=f"acceptance run {run.pk}, answer {run.answer_id}, target {run.target.slug}{host_note}",
         explanation=outcome.reason,
     )
 

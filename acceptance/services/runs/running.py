@@ -11,13 +11,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from calculet_agent.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from django.conf import settings
 from django.db import connection
 
 from acceptance import judging, stages
 from acceptance.models import Run, Target
 from acceptance.protocol import StageOutcome, build_job, device_findings, outcome_verdict
-from acceptance.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.runs.reporting import RunReporter
 from npu_sim.calbin import build_calbin
@@ -170,7 +170,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
         if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
             verdict = _judged(verdict, run.stage, run.params, workdir, calbin, golden, golden_source)
-        verdict = _attested(verdict, target)
+        verdict = attested(verdict, target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
     return verdict
@@ -284,7 +284,7 @@ def _judged(
     return StageOutcome(stages.FAIL, reason, [*judgement.findings, *outcome.findings], metrics, result)
 
 
-def _attested(outcome: StageOutcome, target: Target) -> StageOutcome:
+def attested(outcome: StageOutcome, target: Target) -> StageOutcome:
     """A verdict stands only when the device the runner reports is the target as registered: otherwise the
     run proves nothing about the target, and ends in error with what differs."""
     if outcome.verdict == stages.ERROR:

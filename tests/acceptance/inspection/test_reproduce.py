@@ -1,7 +1,7 @@
 import pytest
+from calculet_agent.sandbox import host
 
 from acceptance.inspection.reproduce import reproduce
-from acceptance.sandbox import host
 from tests.inspection_builders import build_project
 
 

@@ -50,8 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, ClassVar, Protocol, cast
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-SITE_DIR = PROJECT_DIR / "acceptance" / "sandbox_site"
+# The directory holding this package (in a source tree, `agent/`): `python -S` run here imports it.
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+SITE_DIR = Path(__file__).resolve().parent / "sandbox_site"
 NETWORK_DENIED_EXIT = 97
 NETWORK_DENIED_MARKER = "CALCULET-SANDBOX: network access denied"
 
@@ -211,14 +212,15 @@ def _bwrap_argv(
 
 def _runner_view(workdir: Path, cwd: Path) -> list[str]:
     """bwrap's mounts for one run: the working directory read-write at its own path (the job names files by
-    absolute path). When the runner's user is not the worker's, the Python running this worker and this
-    project are bound read-only too, and a parent of any of these closed to other users (pytest's 0700
+    absolute path). When the runner's user is not the worker's, the Python running this worker and the
+    directories it imports from (an editable install's source tree: the simulator's, this package's) are bound
+    read-only too, and a parent of any of these closed to other users (pytest's 0700
     temporary root, a Python under /root) is replaced by a read-only tmpfs holding only the way down to
     what is bound there."""
     view = ["--bind", str(workdir), str(workdir), "--chdir", str(cwd)]
     if os.geteuid() != 0:
         return view
-    wanted = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), PROJECT_DIR})
+    wanted = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *_import_roots()})
     read_only = [path for path in wanted if not any(path != other and path.is_relative_to(other) for other in wanted)]
     covers: list[Path] = []
     ways: list[Path] = []
@@ -242,6 +244,11 @@ def _runner_view(workdir: Path, cwd: Path) -> list[str]:
         *view,
         *(arg for cover in covers for arg in ("--remount-ro", str(cover))),
     ]
+
+
+def _import_roots() -> set[Path]:
+    """The directories on `sys.path`, without the interpreter's own and the working directory ("")."""
+    return {Path(entry).resolve() for entry in sys.path if entry and Path(entry).is_dir()}
 
 
 def _bwrap_usable(uid: int, gid: int) -> str | None:

@@ -1,0 +1,408 @@
+"""Targets served by calculet-agent: their tokens, the agents that register with them, and the runs those agents
+pull, report on and finish over the API (docs/deploy.md, "Workers on another host").
+
+A target token registers agents and claims the target's runs, nothing else. A claim gives the agent a run
+token for that attempt, which works while the attempt holds the run under a live lease and the target token is
+not revoked. The agent runs the runner and posts how it ended, signed with its key; the verdict is computed
+here, by the same code a Celery worker's run uses, and written by `run_finish`.
+"""
+
+import hashlib
+import json
+import logging
+import secrets
+from dataclasses import dataclass
+
+from calculet_agent.signing import public_key_valid, signature_valid
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from acceptance import stages
+from acceptance.models import Run, RunResult, RunToken, Target, TargetAgent, TargetToken
+from acceptance.protocol import RunnerEnd, StageOutcome, build_job, parse_result, runner_verdict
+from acceptance.services.inputs import answer_inputs
+from acceptance.services.registration import VERSION_FIELDS, target_register
+from acceptance.services.runs.claiming import CLAIMED, run_claim
+from acceptance.services.runs.finishing import run_finish
+from acceptance.services.runs.reporting import RunReporter
+from acceptance.services.runs.running import attested, health_package, no_hardware_runner
+from acceptance.services.targets import target_heartbeat
+from calculet.actors import Actor, Machine, actor_label
+from calculet.audit import audit_record
+from calculet.db import lock_rows
+from calculet.errors import ConflictError, DomainError, ForbiddenError
+from vendor.models import Artifact
+from vendor.tokens import token_hash
+
+logger = logging.getLogger(__name__)
+
+TARGET_KEY_PREFIX = "clt_target_"
+RUN_KEY_PREFIX = "clt_run_"
+# Where the job names a file of the run's working directory: the agent puts its own directory there.
+WORKDIR = "{workdir}"
+CLAIM_CANDIDATES = 5
+
+
+class AgentRefusedError(ForbiddenError):
+    """The agent's token or signature does not allow what it asked. Nothing was written but the audit row."""
+
+
+@dataclass(frozen=True)
+class AgentRegistration:
+    """Who the agent is, and what its host says of the target: its versions and the runner it runs (a
+    hardware target's; "" for what the host does not say)."""
+
+    host: str
+    public_key: str
+    agent_version: str
+    platform: str = ""
+    calrt_version: str = ""
+    driver_version: str = ""
+    firmware_version: str = ""
+    chip: str = ""
+    runner_command: str = ""
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What the agent posts about a run: output chunks numbered from 0, progress, and at the end how the
+    runner ended and the bytes of its result file (None when it wrote none)."""
+
+    chunks: list[dict]
+    end: RunnerEnd | None = None
+    result_file: bytes | None = None
+
+
+def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[TargetToken, str]:
+    """A new token for `target`'s agents; returns it and its key, which is shown once and stored only hashed.
+    The target's runner stages are pulled by agents from now on."""
+    name = name.strip()
+    if not name:
+        raise DomainError("Name the token (the host it is for).", field="name")
+    key = TARGET_KEY_PREFIX + secrets.token_urlsafe(32)
+    with transaction.atomic():
+        target = lock_rows(Target.objects).get(pk=target.pk)
+        token = TargetToken.objects.create(
+            target=target,
+            name=name[:100],
+            prefix=key[:12],
+            key_hash=token_hash(key),
+            created_by=actor_label(actor)[:200],
+        )
+        if not target.pulled:
+            target.pulled = True
+            target.save(update_fields=["pulled"])
+        audit_record(actor=actor, action="target_token.create", obj=target, after={"token": token.pk, "name": name})
+    return token, key
+
+
+def target_token_revoke(*, actor: Actor, token: TargetToken) -> TargetToken:
+    """Revoke the token: its agents are refused from their next call, and the runs they hold are sent again
+    once their leases lapse."""
+    with transaction.atomic():
+        lock_rows(Target.objects).get(pk=token.target_id)
+        token = lock_rows(TargetToken.objects).get(pk=token.pk)
+        if token.revoked_at is None:
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            after = {"token": token.pk, "name": token.name}
+            audit_record(actor=actor, action="target_token.revoke", obj=token.target, after=after)
+    return token
+
+
+def target_token_for_key(key: str) -> TargetToken | None:
+    """The live token `key` is, or None (unknown or revoked)."""
+    token = TargetToken.objects.select_related("target").filter(key_hash=token_hash(key)).first()
+    if token is None or token.revoked_at is not None:
+        return None
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        TargetToken.objects.filter(pk=token.pk).update(last_used_at=now)
+    return token
+
+
+def run_token_for_key(key: str) -> RunToken | None:
+    """The run token `key` is, while the target token that claimed with it is live; None otherwise."""
+    token = (
+        RunToken.objects.select_related("run", "agent", "target_token", "run__target")
+        .filter(key_hash=token_hash(key))
+        .first()
+    )
+    if token is None or token.target_token.revoked_at is not None:
+        return None
+    return token
+
+
+def agent_register(*, token: TargetToken, registration: AgentRegistration) -> TargetAgent:
+    """Register the agent holding `token` by its public key (again at each start: its host and version may
+    have changed). A key already registered for another target is refused."""
+    if not public_key_valid(registration.public_key):
+        raise DomainError("The public key is the base64 of an Ed25519 key's 32 bytes.", field="public_key")
+    if TargetAgent.objects.filter(public_key=registration.public_key).exclude(target_id=token.target_id).exists():
+        raise AgentRefusedError("This key is registered for another target.", field="public_key")
+    _target_update(token.target, registration)
+    with transaction.atomic():
+        agent = lock_rows(TargetAgent.objects).filter(public_key=registration.public_key).first()
+        if agent is not None and agent.target_id != token.target_id:
+            raise AgentRefusedError("This key is registered for another target.", field="public_key")
+        if agent is None:
+            agent = TargetAgent(target=token.target, public_key=registration.public_key)
+        agent.host = registration.host[:200]
+        agent.agent_version = registration.agent_version[:50]
+        agent.platform = registration.platform[:200]
+        agent.save()
+        audit_record(
+            actor=Machine(f"agent {agent.host}"),
+            action="target.agent_register",
+            obj=token.target,
+            after={"agent": agent.pk, "host": agent.host, "version": agent.agent_version, "key": agent.public_key},
+        )
+    return agent
+
+
+def _target_update(target: Target, registration: AgentRegistration) -> None:
+    """The versions and runner the host reports become the target's registration (`target_register`: changed
+    versions make the target's chains' stages stale, as a re-registration by hand does)."""
+    given = {
+        field: getattr(registration, field).strip()
+        for field in ("calrt_version", "driver_version", "firmware_version", "chip")
+        if getattr(registration, field).strip()
+    }
+    runner = registration.runner_command.strip() if target.kind == Target.HARDWARE else ""
+    if all(getattr(target, field) == value for field, value in given.items()) and runner in ("", target.runner_command):
+        return
+    target_register(
+        actor=Machine(f"agent {registration.host[:100]}"),
+        slug=target.slug,
+        kind=target.kind,
+        **{field: given.get(field, getattr(target, field)) for field in VERSION_FIELDS},
+        runner_command=runner,
+    )
+
+
+def agent_for_token(token: TargetToken, agent_id: int) -> TargetAgent:
+    agent = TargetAgent.objects.filter(pk=agent_id, target_id=token.target_id).first()
+    if agent is None:
+        raise AgentRefusedError("No agent of this target has that id; register first.", field="agent")
+    return agent
+
+
+def agent_claim_next(*, token: TargetToken, agent: TargetAgent, cache_bytes: int = 0) -> tuple[Run, str, dict] | None:
+    """The target is served: note the poll, and claim its oldest queued run of a stage an agent runs. Returns
+    the run, its run token's key and its job, or None when nothing waits. Two agents never hold one run: the
+    claim is `run_claim`'s, under the run's row lock (a run another claim holds is skipped)."""
+    now = timezone.now()
+    TargetAgent.objects.filter(pk=agent.pk).update(last_poll_at=now, cache_bytes=max(0, cache_bytes))
+    target_heartbeat(queues=[token.target.queue], worker=f"agent {agent.host}")
+    candidates = Run.objects.filter(target_id=token.target_id, state=stages.QUEUED, stage__in=stages.PULLED_STAGES)
+    for run_id in candidates.order_by("pk").values_list("pk", flat=True)[:CLAIM_CANDIDATES]:
+        with transaction.atomic():
+            status, run = run_claim(run_id, _worker_label(agent), skip_locked=True)
+            if status != CLAIMED or run is None:
+                continue
+            job = _job_or_none(run)
+            if job is None:
+                continue
+            key = RUN_KEY_PREFIX + secrets.token_urlsafe(32)
+            RunToken.objects.create(
+                run=run, attempt=run.attempt, agent=agent, target_token=token, key_hash=token_hash(key)
+            )
+            TargetAgent.objects.filter(pk=agent.pk).update(current_run=run)
+            return run, key, job
+    return None
+
+
+def _worker_label(agent: TargetAgent) -> str:
+    return f"agent {agent.host} #{agent.pk}"
+
+
+def _job_or_none(run: Run) -> dict | None:
+    """The job the agent runs; None when the run cannot be run by an agent, and it was ended in error saying
+    why (inside the claim's transaction)."""
+    target = run.target
+    if target.kind == Target.HARDWARE and not target.runner_command:
+        _end_unrunnable(run, no_hardware_runner(target))
+        return None
+    inputs = answer_inputs(run.answer) if run.stage != stages.HEALTH and run.answer is not None else None
+    bundled = inputs is not None and any(a.kind == Artifact.RUNNER_BUNDLE for a in inputs.executable_assets)
+    if bundled and target.kind == Target.HARDWARE:
+        reason = "the answer delivers a runner bundle, which calculet-agent does not run yet: nothing ran"
+        _end_unrunnable(run, StageOutcome(stages.ERROR, reason))
+        return None
+    return run_job(run)
+
+
+def _end_unrunnable(run: Run, outcome: StageOutcome) -> None:
+    run_finish(run, worker="server", outcome=outcome, reporter=RunReporter(run))
+
+
+def run_inputs(run: Run) -> tuple[list[dict], str]:
+    """The files the run's job reads, each by SHA-256, and where its goldens come from (as
+    `runner_execute` chooses): the answer's package, and the golden file the vendor delivered unless the
+    answer names the package itself as its golden; for a health job the known-good package."""
+    if run.stage == stages.HEALTH or run.answer is None:
+        package = health_package()
+        size = package.stat().st_size
+        return [{"name": "inputs/calbin.tar", "sha256": _file_sha256(package), "size": size}], "package"
+    inputs = answer_inputs(run.answer)
+    calbin = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
+    found = [{"name": "inputs/calbin.tar", "sha256": calbin.stored_blob.sha256, "size": calbin.stored_blob.size}]
+    if any(a.pk == calbin.pk for a in inputs.golden_artifacts):
+        return found, "package"
+    golden = next((a for a in inputs.golden_artifacts if a.kind == Artifact.GOLDEN), None)
+    if golden is not None:
+        blob = golden.stored_blob
+        found.append({"name": "inputs/golden.npz", "sha256": blob.sha256, "size": blob.size})
+    return found, "vendor"
+
+
+def _file_sha256(path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1024 * 1024), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def run_job(run: Run) -> dict:
+    """What the agent needs to run the run's runner stage as `runner_execute` would here: the input files by
+    digest, the job (its paths under WORKDIR), the files and environment the simulator plays the target
+    with, and the limits."""
+    target = run.target
+    files, golden_source = run_inputs(run)
+    golden_given = any(item["name"] == "inputs/golden.npz" for item in files)
+    job = build_job(
+        stage=run.stage,
+        calbin=f"{WORKDIR}/inputs/calbin.tar",
+        params=run.params,
+        target=target.as_job_target(),
+        probes=run.probes,
+        golden=f"{WORKDIR}/inputs/golden.npz" if golden_given else None,
+        golden_source=golden_source,
+    )
+    extra_files, env = {}, {}
+    if target.kind == Target.SIMULATOR:
+        # The simulator plays the device the target is registered as.
+        extra_files["inputs/device.json"] = json.dumps(target.registered_versions())
+        env["NPU_SIM_DEVICE_CONFIG"] = f"{WORKDIR}/inputs/device.json"
+    return {
+        "run": run.pk,
+        "attempt": run.attempt,
+        "stage": run.stage,
+        "inputs": files,
+        "files": extra_files,
+        "env": env,
+        "job": job,
+        "heartbeat_seconds": settings.ACCEPTANCE_RUN_HEARTBEAT_SECONDS,
+        "limits": {
+            "wall_seconds": settings.ACCEPTANCE_RUNNER_WALL_SECONDS,
+            "memory_bytes": settings.ACCEPTANCE_RUNNER_MEMORY_MB * 1024 * 1024,
+            "output_bytes": settings.ACCEPTANCE_RUNNER_OUTPUT_BYTES,
+            "file_bytes": settings.ACCEPTANCE_RUNNER_FILE_BYTES,
+            "workdir_extra_bytes": settings.ACCEPTANCE_RUNNER_WORKDIR_BYTES,
+        },
+    }
+
+
+def run_input_blob(token: RunToken, sha256: str):
+    """The stored bytes of one of the run's inputs (a `vendor.Blob`, or the health package's path), for the
+    agent holding the run. Another digest is not the run's, and is refused."""
+    _require_holding(token)
+    if not any(item["sha256"] == sha256 for item in run_inputs(token.run)[0]):
+        raise AgentRefusedError(f"{sha256} is not an input of run {token.run_id}.", field="sha256")
+    if token.run.stage == stages.HEALTH or token.run.answer is None:
+        return health_package()
+    artifact = next(a for a in answer_inputs(token.run.answer).artifacts if a.blob and a.blob.sha256 == sha256)
+    return artifact.stored_blob
+
+
+def _require_holding(token: RunToken) -> Run:
+    """The run, while the token's attempt holds it under a live lease; ConflictError naming why not."""
+    run = Run.objects.filter(pk=token.run_id).only("state", "attempt", "lease_expires_at").first()
+    now = timezone.now()
+    if run is None or run.state != stages.RUNNING or run.attempt != token.attempt:
+        raise ConflictError(_lost_reason(token, run), field="run")
+    if run.lease_expires_at is None or run.lease_expires_at <= now:
+        raise ConflictError(
+            f"The lease of attempt {token.attempt} of run {token.run_id} expired at "
+            f"{run.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC; the run will be sent again.",
+            field="run",
+        )
+    return run
+
+
+def _lost_reason(token: RunToken, run: Run | None) -> str:
+    if run is None:
+        return f"Run {token.run_id} no longer exists."
+    if run.attempt != token.attempt:
+        return (
+            f"Attempt {token.attempt} of run {token.run_id} lost its lease and the run was sent again: attempt "
+            f"{run.attempt} holds it now ({run.state})."
+        )
+    return f"Run {token.run_id} is {run.state}: attempt {token.attempt} no longer holds it."
+
+
+def _reporter(token: RunToken, chunks: list[dict]) -> RunReporter:
+    """A reporter of the token's attempt holding the chunks not written yet (each chunk once, by number)."""
+    run = Run.objects.get(pk=token.run_id)
+    run.attempt = token.attempt
+    reporter = RunReporter(run)
+    for chunk in sorted(chunks, key=lambda c: c["index"]):
+        if chunk["index"] >= token.next_chunk:
+            reporter.output(chunk["stream"], chunk["text"].encode())
+    return reporter
+
+
+def run_heartbeat(*, token: RunToken, chunks: list[dict]) -> None:
+    """The agent is working on the run: renew the lease, and write the output chunks not written before."""
+    _require_holding(token)
+    with transaction.atomic():
+        token = lock_rows(RunToken.objects).select_related("target_token").get(pk=token.pk)
+        reporter = _reporter(token, chunks)
+        if not reporter.flush():
+            raise ConflictError(_lost_reason(token, Run.objects.filter(pk=token.run_id).first()), field="run")
+        seen = max([token.next_chunk - 1, *(chunk["index"] for chunk in chunks)]) + 1
+        RunToken.objects.filter(pk=token.pk).update(next_chunk=seen)
+
+
+def run_result(*, token: RunToken, body: bytes, signature: str, report: RunReport) -> Run:
+    """The agent's result for its attempt: verified against the key it registered, then judged and written
+    as one verdict by `run_finish`. The same result again returns the verdict already written; a result
+    for an attempt that lost its lease is refused, naming why; a bad or missing signature is refused and
+    audited, and nothing else is written."""
+    if not signature or not signature_valid(token.agent.public_key, body, signature):
+        _audit_refusal(token, "the signature is missing or is not the registered key's over the body")
+        raise AgentRefusedError(
+            f"The result of run {token.run_id} is not signed by the key agent {token.agent.host} registered.",
+            field="signature",
+        )
+    if RunResult.objects.filter(run_id=token.run_id, attempt=token.attempt).exists():
+        return Run.objects.get(pk=token.run_id)  # sent again after a cut connection: already written once
+    _require_holding(token)
+    if report.end is None:
+        raise DomainError("A result says how the runner ended.", field="end")
+    run = Run.objects.select_related("target", "answer").get(pk=token.run_id)
+    run.attempt = token.attempt  # run_finish writes the verdict only while this attempt holds the run
+    reporter = _reporter(token, report.chunks)
+    outcome = attested(
+        runner_verdict(report.end, parse_result(report.result_file, run.stage), run.stage, reporter.stderr_tail),
+        run.target,
+    )
+    outcome.result["agent"] = {"host": token.agent.host, "agent": token.agent.pk, "version": token.agent.agent_version}
+    if not run_finish(run, worker=_worker_label(token.agent), outcome=outcome, reporter=reporter):
+        if RunResult.objects.filter(run_id=token.run_id, attempt=token.attempt).exists():
+            return Run.objects.get(pk=token.run_id)
+        raise ConflictError(_lost_reason(token, Run.objects.filter(pk=token.run_id).first()), field="run")
+    TargetAgent.objects.filter(pk=token.agent_id, current_run_id=token.run_id).update(current_run=None)
+    return Run.objects.get(pk=token.run_id)
+
+
+def _audit_refusal(token: RunToken, why: str) -> None:
+    with transaction.atomic():
+        audit_record(
+            actor=Machine(f"agent {token.agent.host}"),
+            action="run.result_refused",
+            obj=token.run,
+            after={"attempt": token.attempt, "agent": token.agent_id, "why": why},
+        )

@@ -1,0 +1,3 @@
+from calculet_agent.cli import main
+
+main()

@@ -1,0 +1,131 @@
+"""calculet-agent in its own process against calculet served by gunicorn: the agent's environment holds only the
+server's URL and the simulator target's token, and the chain still runs to its verdicts. This process plays
+Celery beat by calling the sweeper; a default-queue worker does the server's own checks."""
+
+from pathlib import Path
+
+import pytest
+
+from acceptance import selectors, stages
+from acceptance.models import Chain, Run, RunResult, RunToken, Target
+from acceptance.services import answer_submit, target_ensure_simulator
+from acceptance.services.agents import target_token_create, target_token_revoke
+from tests.acceptance.workers import processes_with, wait_until
+from tests.factories import complete_answer_data
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def all_passed(chain: Chain | None) -> bool:
+    if chain is None:
+        return False
+    chain.refresh_from_db()
+    return all(state == stages.PASSED for _, state, _ in selectors.chain_stages(chain))
+
+
+def environment_of(pid: int) -> set[str]:
+    return {item.split(b"=", 1)[0].decode() for item in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0") if item}
+
+
+def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_verdicts(
+    workers, gunicorn_server, vendor_user, question, capability, calbin, golden
+):
+    simulator = target_ensure_simulator()
+    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    with gunicorn_server() as (url, _):
+        server_checks = workers.celery("default", "default")
+        agent = workers.agent(url, key)
+        assert environment_of(agent.pid) == {"CALCULET_SERVER", "CALCULET_TARGET_TOKEN"}
+        wait_until(
+            lambda: Target.objects.filter(slug="simulator", health=Target.OK).exists(),
+            timeout=60,
+            what="the agent's first poll",
+            workers=[agent],
+        )
+        data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        chain = Chain.objects.get(answer=answer, target=simulator)
+        wait_until(lambda: all_passed(chain), timeout=240, what="the chain", workers=[agent, server_checks])
+
+        # Revoked, the token stops the agent: it says why and exits 3, polling no more.
+        target_token_revoke(actor="test", token=simulator.tokens.get())
+        wait_until(lambda: not agent.alive(), timeout=30, what="the agent to stop", workers=[agent], sweep=False)
+        assert agent.process.returncode == 3
+        assert "refused the target token" in agent.log_text()
+
+    runner_runs = chain.runs.filter(stage__in=stages.RUNNER_STAGES, state=stages.PASSED)
+    assert runner_runs.count() == len(stages.RUNNER_STAGES)
+    for run in runner_runs:
+        assert run.worker.startswith("agent "), run.worker
+        assert run.result["agent"]["host"] and run.result["device"]["calrt"] == simulator.calrt_version
+        assert RunResult.objects.filter(run=run).count() == 1
+        assert RunToken.objects.filter(run=run).count() == 1
+        assert "calculet-agent" in run.log
+        assert f"(host {run.result['agent']['host']})" in run.evidence.conclusion  # the machine it came from
+    # The server's own checks ran on the default queue, never on the agent.
+    for run in chain.runs.exclude(stage__in=stages.RUNNER_STAGES):
+        assert not run.worker.startswith("agent "), run.worker
+    assert RunResult.objects.count() == Run.objects.exclude(state__in=stages.ACTIVE_STATES).count()
+
+
+# Enough soak to be killed in the middle of.
+LONG_SOAK = {"thresholds": {"soak_requests": 384, "soak_concurrency": 2}}
+
+
+def test_killing_the_agent_mid_run_the_lease_lapses_and_another_agent_ends_it_with_one_verdict(
+    workers, gunicorn_server, vendor_user, question, capability, calbin, golden
+):
+    simulator = target_ensure_simulator()
+    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    with gunicorn_server() as (url, _):
+        server_checks = workers.celery("default", "default")
+        first = workers.agent(url, key, name="agent-1")
+        data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+        data.update(LONG_SOAK)
+        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        run = wait_until(
+            lambda: Run.objects.filter(answer=answer, stage=stages.SOAK, state=stages.RUNNING, progress__gt=5).first(),
+            timeout=240,
+            what="the soak to start on the agent",
+            workers=[first, server_checks],
+        )
+        first_worker = run.worker
+        first.kill()
+        wait_until(lambda: processes_with(f"calculet-agent-run-{run.pk}-") == [], timeout=60, what="the runner to die")
+        second = workers.agent(url, key, name="agent-2")  # a new state directory: a new agent, with its own key
+        wait_until(
+            lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=240, what="the soak", workers=[second]
+        )
+    run.refresh_from_db()
+    assert run.attempt == 2 and run.worker != first_worker and run.worker.startswith("agent ")
+    assert RunResult.objects.filter(run=run).count() == 1
+    assert list(RunToken.objects.filter(run=run).values_list("attempt", flat=True).order_by("attempt")) == [1, 2]
+    assert "expired; sent again" in run.log
+
+
+def test_the_server_restarted_mid_run_the_agent_retries_and_the_result_lands_once(
+    workers, gunicorn_server, vendor_user, question, capability, calbin, golden
+):
+    simulator = target_ensure_simulator()
+    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    server_checks = workers.celery("default", "default")
+    with gunicorn_server() as (url, _):
+        agent = workers.agent(url, key)
+        data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+        data.update(LONG_SOAK)
+        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        run = wait_until(
+            lambda: Run.objects.filter(answer=answer, stage=stages.SOAK, state=stages.RUNNING, progress__gt=5).first(),
+            timeout=240,
+            what="the soak to start on the agent",
+            workers=[agent, server_checks],
+        )
+    port = int(url.rsplit(":", 1)[1])
+    with gunicorn_server(port=port):
+        wait_until(
+            lambda: Run.objects.get(pk=run.pk).state == stages.PASSED, timeout=240, what="the soak", workers=[agent]
+        )
+        assert agent.alive()  # it waited the restart out
+    # Whether the restart outlived the lease (then the run was sent again and claimed again) or not, the run
+    # has one verdict.
+    assert RunResult.objects.filter(run=run).count() == 1

@@ -1,0 +1,261 @@
+"""The agent's endpoints from outside, as an agent calls them: tokens scoped to one target, revocation, the
+claim, signed results (forged, twice, late) and the lease. A health job stands for any runner stage."""
+
+import base64
+import json
+from datetime import timedelta
+
+import pytest
+from calculet_agent.signing import SIGNATURE_HEADER, public_key_text, sign
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from acceptance import stages
+from acceptance.models import Run, RunResult, Target
+from acceptance.services import runs_sweep, target_ensure_simulator, target_health_check_start, target_register
+from acceptance.services.agents import target_token_create, target_token_revoke
+from calculet.models import AuditEntry
+
+pytestmark = pytest.mark.django_db
+
+ENDED_WITH_ERROR = {"exit_code": 1, "limit_hit": None, "reason": "the runner exited with 1", "sandbox": {}}
+
+
+class Agent:
+    """One agent: its key pair and target token, speaking to the API as calculet-agent does."""
+
+    def __init__(self, token_key: str):
+        self.key = Ed25519PrivateKey.generate()
+        self.token_key = token_key
+        self.http = APIClient()
+        self.agent_id: int | None = None
+
+    def post(self, path, payload, *, auth=None, headers=None):
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        auth = auth or f"Target {self.token_key}"
+        return self.http.generic(
+            "POST", f"/api/v1/agent/{path}", body, content_type="application/json", HTTP_AUTHORIZATION=auth,
+            headers=headers or {},
+        )  # fmt: skip
+
+    def register(self, host="board-host-1"):
+        answer = self.post("register/", {"host": host, "public_key": public_key_text(self.key), "agent_version": "t"})
+        if answer.status_code == 200:
+            self.agent_id = answer.json()["agent"]
+        return answer
+
+    def claim(self):
+        return self.post("claim/", {"agent": self.agent_id})
+
+    def result(self, claimed: dict, report: dict, *, signature: str | None = None, key=None):
+        body = json.dumps({"chunks": [], "result_file": None, **report}).encode()
+        signature = sign(key or self.key, body) if signature is None else signature
+        return self.post(
+            f"runs/{claimed['run']}/result/", body, auth=f"Run {claimed['run_token']}",
+            headers={SIGNATURE_HEADER: signature} if signature else {},
+        )  # fmt: skip
+
+
+@pytest.fixture
+def simulator():
+    return target_ensure_simulator()
+
+
+@pytest.fixture
+def agent(simulator):
+    _, key = target_token_create(actor="test", target=simulator, name="host 1")
+    agent = Agent(key)
+    assert agent.register().status_code == 200
+    return agent
+
+
+@pytest.fixture
+def health_run(agent, simulator):
+    assert agent.claim().status_code == 204  # the first poll: the target is served from now on
+    return target_health_check_start(simulator)
+
+
+def test_a_claim_takes_the_run_once_and_gives_a_run_token_for_that_attempt(agent, health_run):
+    claimed = agent.claim()
+    assert claimed.status_code == 200, claimed.json()
+    job = claimed.json()["job"]
+    assert claimed.json()["run"] == health_run.pk and job["stage"] == stages.HEALTH
+    assert [item["name"] for item in job["inputs"]] == ["inputs/calbin.tar"]
+    health_run.refresh_from_db()
+    assert health_run.state == stages.RUNNING and health_run.worker.startswith("agent board-host-1")
+    assert agent.claim().status_code == 204  # a second agent of the target would find nothing either
+    fetched = agent.http.get(
+        f"/api/v1/agent/runs/{health_run.pk}/inputs/{job['inputs'][0]['sha256']}/",
+        HTTP_AUTHORIZATION=f"Run {claimed.json()['run_token']}",
+        HTTP_RANGE="bytes=10-",
+    )
+    assert fetched.status_code == 206 and fetched["Content-Range"].startswith("bytes 10-")
+    other = agent.http.get(
+        f"/api/v1/agent/runs/{health_run.pk}/inputs/{'0' * 64}/",
+        HTTP_AUTHORIZATION=f"Run {claimed.json()['run_token']}",
+    )
+    assert other.status_code == 403 and "is not an input" in other.json()["errors"][0]["message"]
+
+
+def test_a_result_sent_twice_is_one_verdict(agent, health_run):
+    claimed = agent.claim().json()
+    first = agent.result(claimed, ENDED_WITH_ERROR)
+    again = agent.result(claimed, ENDED_WITH_ERROR)
+    assert first.status_code == again.status_code == 200, first.json()
+    assert first.json() == again.json() and first.json()["verdict"] == stages.ERROR
+    assert RunResult.objects.filter(run=health_run).count() == 1
+    assert AuditEntry.objects.filter(action="run.finish", object_id=str(health_run.pk)).count() == 1
+
+
+def test_a_forged_or_missing_signature_is_refused_and_audited(agent, health_run):
+    claimed = agent.claim().json()
+    forged = agent.result(claimed, ENDED_WITH_ERROR, key=Ed25519PrivateKey.generate())
+    assert forged.status_code == 403
+    assert forged.json()["errors"][0]["field"] == "signature"
+    unsigned = agent.result(claimed, ENDED_WITH_ERROR, signature="")
+    assert unsigned.status_code == 403
+    tampered_body_signature = sign(agent.key, b"{}")
+    assert agent.result(claimed, ENDED_WITH_ERROR, signature=tampered_body_signature).status_code == 403
+    assert not RunResult.objects.filter(run=health_run).exists()
+    health_run.refresh_from_db()
+    assert health_run.state == stages.RUNNING
+    assert AuditEntry.objects.filter(action="run.result_refused", object_id=str(health_run.pk)).count() == 3
+
+
+def test_a_late_result_after_the_run_was_sent_again_is_refused_naming_why(agent, health_run):
+    late = agent.claim().json()
+    Run.objects.filter(pk=health_run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    lapsed = agent.result(late, ENDED_WITH_ERROR)
+    assert lapsed.status_code == 409 and "lease of attempt 1" in lapsed.json()["errors"][0]["message"]
+    runs_sweep()
+    again = agent.claim().json()
+    assert again["run"] == health_run.pk and again["job"]["attempt"] == 2
+    refused = agent.result(late, ENDED_WITH_ERROR)
+    assert refused.status_code == 409
+    assert "was sent again: attempt 2 holds it" in refused.json()["errors"][0]["message"]
+    heartbeat = agent.post(f"runs/{health_run.pk}/heartbeat/", {"chunks": []}, auth=f"Run {late['run_token']}")
+    assert heartbeat.status_code == 409
+    assert agent.result(again, ENDED_WITH_ERROR).status_code == 200
+    assert list(RunResult.objects.filter(run=health_run).values_list("attempt", flat=True)) == [2]
+
+
+def test_a_revoked_target_token_stops_the_agent_and_its_run_token(agent, health_run):
+    claimed = agent.claim().json()
+    target_token_revoke(actor="test", token=health_run.target.tokens.get())
+    assert agent.claim().status_code == 401
+    heartbeat = agent.post(f"runs/{health_run.pk}/heartbeat/", {"chunks": []}, auth=f"Run {claimed['run_token']}")
+    assert heartbeat.status_code == 401
+    assert agent.result(claimed, ENDED_WITH_ERROR).status_code == 401
+    # Its lease is not renewed: once it lapses, the sweeper sends the run again.
+    Run.objects.filter(pk=health_run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    runs_sweep()
+    health_run.refresh_from_db()
+    assert health_run.state == stages.QUEUED and health_run.attempt == 1
+
+
+def test_another_targets_token_reaches_neither_its_runs_nor_its_agents(agent, health_run):
+    board = target_register(
+        actor="test", slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        firmware_version="1.8.0", chip="calculet-2c", runner_command="/opt/runner",
+    )  # fmt: skip
+    _, board_key = target_token_create(actor="test", target=board, name="board host")
+    intruder = Agent(board_key)
+    intruder.key = agent.key  # the simulator agent's key, offered for another target
+    refused = intruder.register()
+    assert refused.status_code == 403 and refused.json()["errors"][0]["field"] == "public_key"
+    intruder = Agent(board_key)
+    assert intruder.register().status_code == 200
+    assert intruder.claim().status_code == 204  # the simulator's queued health run is not the board's
+    assert intruder.post("claim/", {"agent": agent.agent_id}).status_code == 403
+    claimed = agent.claim().json()
+    board_run = target_health_check_start(board)
+    wrong_run = agent.post(f"runs/{board_run.pk}/heartbeat/", {"chunks": []}, auth=f"Run {claimed['run_token']}")
+    assert wrong_run.status_code == 403
+    assert agent.post("claim/", {"agent": agent.agent_id}, auth="Target clt_target_guessed").status_code == 401
+
+
+def test_heartbeats_renew_the_lease_and_write_each_output_chunk_once(agent, health_run):
+    claimed = agent.claim().json()
+    health_run.refresh_from_db()
+    before = health_run.lease_expires_at
+    chunks = [{"index": 0, "stream": "stdout", "text": "first line\n"}]
+    auth = f"Run {claimed['run_token']}"
+    for _ in range(2):  # the first answer was lost on the way back: the agent sends the same chunk again
+        assert agent.post(f"runs/{health_run.pk}/heartbeat/", {"chunks": chunks}, auth=auth).status_code == 204
+    chunks.append({"index": 1, "stream": "stderr", "text": "PROGRESS 40 fetching\n"})
+    assert agent.post(f"runs/{health_run.pk}/heartbeat/", {"chunks": chunks}, auth=auth).status_code == 204
+    health_run.refresh_from_db()
+    assert health_run.log.count("first line") == 1
+    assert health_run.progress == 40 and health_run.lease_expires_at > before
+    bad = agent.post(f"runs/{health_run.pk}/heartbeat/", {"chunks": [{"index": -1}]}, auth=auth)
+    assert bad.status_code == 400
+
+
+def test_a_passing_result_of_the_runner_is_judged_by_the_server(agent, health_run, simulator):
+    claimed = agent.claim().json()
+    result = {
+        "schema_version": 2, "stage": stages.HEALTH, "verdict": "pass", "checks": [], "metrics": {},
+        "device": {"kind": "simulator", **simulator.registered_versions()},
+    }  # fmt: skip
+    report = {**ENDED_WITH_ERROR, "exit_code": 0, "result_file": base64.b64encode(json.dumps(result).encode()).decode()}
+    answer = agent.result(claimed, report)
+    assert answer.status_code == 200 and answer.json()["verdict"] == stages.PASS, answer.json()
+    health_run.refresh_from_db()
+    assert health_run.result["agent"]["host"] == "board-host-1"
+    wrong_device = {**result, "device": {**result["device"], "firmware": "9.9.9"}}
+    second = target_health_check_start(simulator)
+    claimed = agent.claim().json()
+    assert claimed["run"] == second.pk
+    report["result_file"] = base64.b64encode(json.dumps(wrong_device).encode()).decode()
+    answer = agent.result(claimed, report)
+    assert answer.json()["verdict"] == stages.ERROR and "firmware 9.9.9" in answer.json()["reason"]
+
+
+def test_registration_makes_the_hosts_versions_and_runner_the_targets(simulator):
+    board = target_register(
+        actor="test", slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        firmware_version="1.8.0", chip="calculet-2c", runner_command="/opt/runner",
+    )  # fmt: skip
+    _, key = target_token_create(actor="test", target=board, name="board host")
+    agent = Agent(key)
+    answer = agent.post(
+        "register/",
+        {"host": "lab-3", "public_key": public_key_text(agent.key), "agent_version": "t", "firmware_version": "1.9.0",
+         "runner_command": "/opt/runner-2 --fast"},
+    )  # fmt: skip
+    assert answer.status_code == 200, answer.json()
+    board.refresh_from_db()
+    assert (board.firmware_version, board.calrt_version, board.runner_command) == (
+        "1.9.0",
+        "0.7.6",
+        "/opt/runner-2 --fast",
+    )
+    assert AuditEntry.objects.filter(action="target.update", object_id=str(board.pk)).exists()
+    bad = agent.post("register/", {"host": "lab-3", "public_key": "not a key", "agent_version": "t"})
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "public_key"
+
+
+def test_the_integration_team_makes_and_revokes_tokens_in_the_admin_and_with_the_command(simulator, client, capsys):
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw"))
+    page = client.post(
+        "/admin/acceptance/target/", {"action": "make_agent_token", "_selected_action": [simulator.pk]}, follow=True
+    )
+    shown = page.content.decode()
+    key = shown.split("key ", 1)[1].split(" ", 1)[0]
+    token = simulator.tokens.get()
+    assert key.startswith("clt_target_") and token.key_hash != key and key not in token.key_hash
+    assert Agent(key).register().status_code == 200
+    client.post("/admin/acceptance/targettoken/", {"action": "revoke", "_selected_action": [token.pk]})
+    assert Agent(key).register().status_code == 401
+
+    call_command("target_token", "create", "simulator", "--name", "lab host")
+    made = capsys.readouterr().out.strip().splitlines()[-1]
+    assert Agent(made).register().status_code == 200
+    newest = simulator.tokens.order_by("-pk").first()
+    call_command("target_token", "revoke", str(newest.pk))
+    assert Agent(made).register().status_code == 401
+    assert AuditEntry.objects.filter(action="target_token.revoke").count() == 2
