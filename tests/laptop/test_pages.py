@@ -114,6 +114,12 @@ WRITES_ONLY = {
     "api:deliverable-review",
     "api:run-rerun",
     "api:webhook-test",
+    # The target agent's, answered to a target's or a run's token only, never to a person's.
+    "api:agent-register",
+    "api:agent-claim",
+    "api:agent-run-heartbeat",
+    "api:agent-run-result",
+    "api:agent-run-input",
 }
 
 
