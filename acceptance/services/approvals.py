@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from acceptance import policy as gate_policy
 from acceptance.models import CapabilityApproval
-from acceptance.selectors import capability_gate_facts, capability_recipe_probes
+from acceptance.selectors import capability_gate_facts, capability_recipe_probes, capability_recipe_sdk_calls
 from calculet.actors import SYSTEM
 from calculet.audit import audit_record
 from calculet.db import lock_rows
@@ -57,6 +57,7 @@ def _evidence_decision(policy: dict, locked: Capability, to_status: str, facts, 
         answers=facts,
         recipe_probes=probes,
         capability=locked.slug,
+        sdk_calls=capability_recipe_sdk_calls(locked),
     )
 
 
