@@ -10,8 +10,9 @@ from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, RunToken, Target
 from acceptance.services import answer_submit, target_ensure_simulator
 from acceptance.services.agents import target_token_create, target_token_revoke
+from calculet.actors import SYSTEM
 from tests.acceptance.workers import processes_with, wait_until
-from tests.factories import complete_answer_data
+from tests.factories import answer_draft, complete_answer_data
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,7 +32,7 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
     workers, gunicorn_server, vendor_user, question, capability, calbin, golden
 ):
     simulator = target_ensure_simulator()
-    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    _, key = target_token_create(actor=SYSTEM, target=simulator, name="this host")
     with gunicorn_server() as (url, _):
         server_checks = workers.celery("default", "default")
         agent = workers.agent(url, key)
@@ -43,12 +44,12 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
             workers=[agent],
         )
         data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
-        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
         chain = Chain.objects.get(answer=answer, target=simulator)
         wait_until(lambda: all_passed(chain), timeout=240, what="the chain", workers=[agent, server_checks])
 
         # Revoked, the token stops the agent: it says why and exits 3, polling no more.
-        target_token_revoke(actor="test", token=simulator.tokens.get())
+        target_token_revoke(actor=SYSTEM, token=simulator.tokens.get())
         wait_until(lambda: not agent.alive(), timeout=30, what="the agent to stop", workers=[agent], sweep=False)
         assert agent.process.returncode == 3
         assert "refused the target token" in agent.log_text()
@@ -69,20 +70,20 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
 
 
 # Enough soak to be killed in the middle of.
-LONG_SOAK = {"thresholds": {"soak_requests": 384, "soak_concurrency": 2}}
+LONG_SOAK = {"thresholds": {"soak_requests": 512, "soak_concurrency": 4, "soak_output_tokens": 48}}
 
 
 def test_killing_the_agent_mid_run_the_lease_lapses_and_another_agent_ends_it_with_one_verdict(
     workers, gunicorn_server, vendor_user, question, capability, calbin, golden
 ):
     simulator = target_ensure_simulator()
-    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    _, key = target_token_create(actor=SYSTEM, target=simulator, name="this host")
     with gunicorn_server() as (url, _):
         server_checks = workers.celery("default", "default")
         first = workers.agent(url, key, name="agent-1")
         data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
         data.update(LONG_SOAK)
-        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
         run = wait_until(
             lambda: Run.objects.filter(answer=answer, stage=stages.SOAK, state=stages.RUNNING, progress__gt=5).first(),
             timeout=240,
@@ -107,13 +108,13 @@ def test_the_server_restarted_mid_run_the_agent_retries_and_the_result_lands_onc
     workers, gunicorn_server, vendor_user, question, capability, calbin, golden
 ):
     simulator = target_ensure_simulator()
-    _, key = target_token_create(actor="test", target=simulator, name="this host")
+    _, key = target_token_create(actor=SYSTEM, target=simulator, name="this host")
     server_checks = workers.celery("default", "default")
     with gunicorn_server() as (url, _):
         agent = workers.agent(url, key)
         data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
         data.update(LONG_SOAK)
-        answer = answer_submit(actor=vendor_user, question=question, data=data)
+        answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
         run = wait_until(
             lambda: Run.objects.filter(answer=answer, stage=stages.SOAK, state=stages.RUNNING, progress__gt=5).first(),
             timeout=240,

@@ -15,6 +15,7 @@ from acceptance import stages
 from acceptance.models import Run, RunResult, Target
 from acceptance.services import runs_sweep, target_ensure_simulator, target_health_check_start, target_register
 from acceptance.services.agents import target_token_create, target_token_revoke
+from calculet.actors import SYSTEM
 from calculet.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +65,7 @@ def simulator():
 
 @pytest.fixture
 def agent(simulator):
-    _, key = target_token_create(actor="test", target=simulator, name="host 1")
+    _, key = target_token_create(actor=SYSTEM, target=simulator, name="host 1")
     agent = Agent(key)
     assert agent.register().status_code == 200
     return agent
@@ -142,7 +143,7 @@ def test_a_late_result_after_the_run_was_sent_again_is_refused_naming_why(agent,
 
 def test_a_revoked_target_token_stops_the_agent_and_its_run_token(agent, health_run):
     claimed = agent.claim().json()
-    target_token_revoke(actor="test", token=health_run.target.tokens.get())
+    target_token_revoke(actor=SYSTEM, token=health_run.target.tokens.get())
     assert agent.claim().status_code == 401
     heartbeat = agent.post(f"runs/{health_run.pk}/heartbeat/", {"chunks": []}, auth=f"Run {claimed['run_token']}")
     assert heartbeat.status_code == 401
@@ -156,10 +157,10 @@ def test_a_revoked_target_token_stops_the_agent_and_its_run_token(agent, health_
 
 def test_another_targets_token_reaches_neither_its_runs_nor_its_agents(agent, health_run):
     board = target_register(
-        actor="test", slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        actor=SYSTEM, slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
         firmware_version="1.8.0", chip="calculet-2c", runner_command="/opt/runner",
     )  # fmt: skip
-    _, board_key = target_token_create(actor="test", target=board, name="board host")
+    _, board_key = target_token_create(actor=SYSTEM, target=board, name="board host")
     intruder = Agent(board_key)
     intruder.key = agent.key  # the simulator agent's key, offered for another target
     refused = intruder.register()
@@ -214,10 +215,10 @@ def test_a_passing_result_of_the_runner_is_judged_by_the_server(agent, health_ru
 
 def test_registration_makes_the_hosts_versions_and_runner_the_targets(simulator):
     board = target_register(
-        actor="test", slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        actor=SYSTEM, slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
         firmware_version="1.8.0", chip="calculet-2c", runner_command="/opt/runner",
     )  # fmt: skip
-    _, key = target_token_create(actor="test", target=board, name="board host")
+    _, key = target_token_create(actor=SYSTEM, target=board, name="board host")
     agent = Agent(key)
     answer = agent.post(
         "register/",

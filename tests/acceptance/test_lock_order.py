@@ -63,6 +63,7 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
     # A chain of another capability of the same question runs its stages on the worker while the answers
     # arrive: its verdicts lock the question the answers lock.
     other = make_capability("decode-batch-4", questions=[question])
+    other.deliverables.add(*question.deliverables.all())  # V18's package proves it too
     package_b4, golden_b4 = tiny_package_bytes(tmp_path, decode_batch=4)
     calbin_b4 = make_artifact(vendor_user, package_b4, kind="calbin", version="1.0.4", file_name="b4.tar")
     golden_b4 = make_artifact(vendor_user, golden_b4, kind="golden", version="1.0.4", file_name="b4.npz")
