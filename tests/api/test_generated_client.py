@@ -124,6 +124,7 @@ def test_a_generated_client_runs_the_vendors_flow_and_the_pms_promotion(
     _pm, pm_key = api_user_create("pam", "team", "pm", create_org=True)
     question = make_question("V18", organisation=vendor.membership.organisation)
     capability = make_capability("decode-batch-8", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())  # as the seed links V18's package to it
     bootstrap = gen.AuthenticatedClient(base_url=live_server.url, token=vendor_key, prefix="Token")
 
     token = _module(gen, "api.tokens.tokens_create").sync(

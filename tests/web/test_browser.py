@@ -125,7 +125,7 @@ def test_a_blocked_promotion_shows_its_reasons_and_changes_nothing(page, pm, che
     log_in(page, "ada")
     page.goto("/capabilities/multi-board/")
     mark_document(page)
-    page.get_by_label("Move to").select_option("C0")
+    page.get_by_label("Move to", exact=True).select_option("C0")
     page.get_by_role("button", name="Ask the gate").click()
     blocked = page.locator("#promotion-blocked")
     expect(blocked).to_contain_text("Nothing changed.")

@@ -165,7 +165,7 @@ def test_a_promotion_without_javascript_ends_on_the_page_and_a_reload_asks_nothi
     page = context.new_page()
     log_in(page, "ada")
     page.goto("/capabilities/multi-board/")
-    page.get_by_label("Move to").select_option("C0")
+    page.get_by_label("Move to", exact=True).select_option("C0")
     page.get_by_role("button", name="Ask the gate").click()
     attempt = PromotionAttempt.objects.get()
     expect(page).to_have_url(re.compile(rf"/capabilities/multi-board/\?attempt={attempt.pk}#capability-promotion$"))
