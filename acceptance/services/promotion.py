@@ -171,6 +171,7 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
     facts = capability_gate_facts(capability)
     probes = capability_recipe_probes(capability)
     approvals = approval_facts(standing_approvals(capability))
+    sdk_calls = capability_recipe_sdk_calls(capability)
     return [
         (
             status,
@@ -183,7 +184,7 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
                 recipe_probes=probes,
                 capability=capability.slug,
                 approvals=approvals,
-                sdk_calls=capability_recipe_sdk_calls(capability),
+                sdk_calls=sdk_calls,
             ),
         )
         for status in STATUSES[: status_rank(capability.status)]
