@@ -9,6 +9,7 @@ import numpy as np
 
 from npu_sim.chips import NPU_OPS
 from npu_sim.device.models import ModelHandle
+from npu_sim.device.records import SAMPLING_OP
 from npu_sim.dtypes import bf16_to_bits, bits_to_bf16, to_bf16
 from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.kv import KvManager
@@ -65,14 +66,25 @@ def sampling_params(submodel: SubModel, seq_ids: list[int], sampling: Sampling) 
     return {s: sampling[s] for s in seq_ids}
 
 
-def sample(kv: KvManager, logits: dict[int, np.ndarray], params: dict[int, SamplingParams]) -> dict[int, int]:
+def package_sample(submodel: SubModel, row: np.ndarray, params: SamplingParams, uniforms: np.ndarray) -> np.ndarray:
+    """The package's sampling kernel on one row of logits, one token id per uniform number: its `topk_sampling`
+    op. A graph that declares device sampling (its `token_ids` output) without that op ends in its LM head, and
+    the device returns the argmax whatever the parameters: sampling declared, not computed."""
+    if SAMPLING_OP not in dict(submodel.ops):
+        return np.full(len(uniforms), int(np.argmax(np.asarray(row, dtype=np.float32))), dtype=np.int32)
+    return device_sample(row, params, uniforms)
+
+
+def sample(
+    submodel: SubModel, kv: KvManager, logits: dict[int, np.ndarray], params: dict[int, SamplingParams]
+) -> dict[int, int]:
     """One draw per sequence; its counter is the position of the token being produced."""
     sampled = {}
     for seq_id, row in logits.items():
         lane = kv.lane(seq_id)
         position = int(kv.cache.pos[lane, kv.length(seq_id) + kv.pending(seq_id) - 1]) + 1
         uniform = counter_uniforms(params[seq_id].seed, np.array([position]))
-        sampled[seq_id] = int(device_sample(row, params[seq_id], uniform)[0])
+        sampled[seq_id] = int(package_sample(submodel, row, params[seq_id], uniform)[0])
     return sampled
 
 

@@ -404,7 +404,7 @@ class VirtualDevice:
                 if FaultKind.CORRUPTED_OUTPUT in firing:
                     corrupt(job.logits, firing[FaultKind.CORRUPTED_OUTPUT].flipped_bits, call)
                 if params is not None:
-                    job.token_ids = sample(kv, job.logits, params)
+                    job.token_ids = sample(submodel, kv, job.logits, params)
                 if FaultKind.KV_APPLY_FAILURE in firing:
                     kv.fail_next_apply(seq_ids)
             token_count = sum(len(a) for a in arrays)

@@ -1,5 +1,7 @@
 """The single-device reference decoder."""
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from npu_sim.model.config import ModelConfig
@@ -135,3 +137,13 @@ class ReferenceModel:
 
     def _logits(self, x: np.ndarray) -> np.ndarray:
         return rms_norm(x, self.w["final_norm"], self.config.rms_eps) @ self.w["lm_head"]
+
+
+def teacher_forced_rows(model: ReferenceModel, prompt: Sequence[int], forced: Sequence[int]) -> np.ndarray:
+    """float32 logits [1 + len(forced), vocab] of one sequence with a BF16 cache: after the prompt, then after
+    each of `forced` fed in turn (teacher forcing, as a golden's decode steps are)."""
+    kv = KvCache(model.config, 1)
+    rows = [model.prefill(kv, 0, np.array(prompt), 0)]
+    for step, token in enumerate(forced):
+        rows.append(model.decode(kv, np.array([0]), np.array([token]), np.array([len(prompt) + step]))[0])
+    return np.stack(rows)

@@ -8,7 +8,8 @@ from npu_sim.dtypes import to_bf16
 from npu_sim.golden import Tolerance, compare
 from npu_sim.kv import kv_cache_bytes
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.model import PRESETS, KvCache, ReferenceModel
+from npu_sim.model import PRESETS, ReferenceModel
+from npu_sim.model.reference import teacher_forced_rows
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ParamSpec, ProbeSpec, StagePlan, ThresholdSpec
@@ -25,12 +26,7 @@ def _quantises_what_is_asked(run: ProbeRun) -> None:
 
 def float_reference_rows(calbin: Calbin, prompt: list[int], forced: list[int]) -> np.ndarray:
     """The float32 model the package's integers stand for, with a BF16 cache: the prompt, then `forced`."""
-    model = ReferenceModel(calbin.config, calbin.weights)
-    kv = KvCache(calbin.config, 1)
-    rows = [model.prefill(kv, 0, np.array(prompt), 0)]
-    for step, token in enumerate(forced):
-        rows.append(model.decode(kv, np.array([0]), np.array([token]), np.array([len(prompt) + step]))[0])
-    return to_bf16(np.stack(rows))
+    return to_bf16(teacher_forced_rows(ReferenceModel(calbin.config, calbin.weights), prompt, forced))
 
 
 def _runner(run: ProbeRun) -> None:

@@ -1,7 +1,8 @@
 """The sampling probe (V17): temperature, top-k and top-p on the device, against the host reference sampler.
 
-The distribution test takes one row of the device's logits and draws `draws` tokens with the device's
-sampling kernel, one counter value per draw: repeating the whole decode call would only repeat the same
+The distribution test takes one row of the device's logits and draws `draws` tokens with the package's
+sampling kernel (`npu_sim.device.calls.package_sample`: argmax when the package has no sampling op), one
+counter value per draw: repeating the whole decode call would only repeat the same
 logits, since the forward pass is deterministic. Pearson's chi-square against the reference sampler's
 probabilities for the same row (p-value from `npu_sim.sampling.chi2_sf`) catches a wrong temperature; a
 draw outside the reference's support (a wrong top-k or top-p) fails outright.
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from npu_sim.client import recover, run_request
+from npu_sim.device.calls import package_sample
 from npu_sim.errors import ErrorCode
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.probes import generic
@@ -22,9 +24,13 @@ from npu_sim.sampling import (
     SamplingParams,
     chi_square_test,
     counter_uniforms,
-    device_sample,
     reference_probabilities,
 )
+
+# The device's draws for calculet to judge, written beside the result as `sampling-draws.npz`: `draws` and
+# `repeat` (the job's seed, counters 0..draws-1, on the prefill logits of the golden's prompt, twice) and
+# `golden_sampled` (the tokens the device sampled on the golden's request; empty without them).
+DRAWS_FILE = "draws.npz"
 
 
 def params_of(run: ProbeRun) -> SamplingParams:
@@ -75,7 +81,8 @@ def _golden(run: ProbeRun) -> None:
         return
     row = plain.logits_rows()[0]
     counters = np.arange(draws)
-    drawn = device_sample(row, params, counter_uniforms(params.seed, counters))
+    kernel = session.calbin.model_of_type("llm_prefill")
+    drawn = package_sample(kernel, row, params, counter_uniforms(params.seed, counters))
     probabilities, boundary = reference_probabilities(row, params)
     fit = chi_square_test(drawn, probabilities, boundary)
     run.check(
@@ -87,21 +94,27 @@ def _golden(run: ProbeRun) -> None:
     run.check(
         "within_support", fit.outside_support == 0, f"{fit.outside_support} draws of tokens the reference never draws"
     )
-    repeat = device_sample(row, params, counter_uniforms(params.seed, counters))
+    repeat = package_sample(kernel, row, params, counter_uniforms(params.seed, counters))
     run.check("deterministic", np.array_equal(drawn, repeat), "the same seed and counters draw the same tokens")
     run.metrics.update(fit.as_dict() | {"support": int(np.count_nonzero(probabilities))})
+    sampled: list[int] = []
     if golden.sampled is None:
         # Without the golden's sampled tokens nothing shows the package's sampling reproduces what it should.
         run.check("sampled_golden", False, f"the golden ({golden.source}) holds no sampled tokens to compare")
-        return
-    expected = golden.sampled
-    steps = golden.decode_steps
-    result = run_request(
-        session.device, session.calbin, session.kv, 2, golden.prompt_ids.tolist(), steps,
-        forced=golden.decode_input_ids.tolist(), sampling=expected.params,
-    )  # fmt: skip
-    same = result.ok and result.sampled == expected.token_ids.tolist()
-    run.check("sampled_golden", same, f"{result.sampled} vs the golden's {expected.token_ids.tolist()}")
+    else:
+        expected = golden.sampled
+        result = run_request(
+            session.device, session.calbin, session.kv, 2, golden.prompt_ids.tolist(), golden.decode_steps,
+            forced=golden.decode_input_ids.tolist(), sampling=expected.params,
+        )  # fmt: skip
+        sampled = result.sampled if result.ok else []
+        same = result.ok and sampled == expected.token_ids.tolist()
+        run.check("sampled_golden", same, f"{result.sampled} vs the golden's {expected.token_ids.tolist()}")
+    path = run.file_path(DRAWS_FILE)
+    if path is not None:
+        # What calculet judges (acceptance/judging.py): the device's draws, not this probe's checks.
+        np.savez(path, draws=drawn, repeat=repeat, golden_sampled=np.array(sampled, dtype=np.int32))
+        run.add_file(path)
 
 
 def _failure(run: ProbeRun) -> None:

@@ -25,6 +25,8 @@ from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
+from npu_sim.calbin.layout import GOLDEN
+from npu_sim.calbin.package import open_package
 from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import (
     answer_draft,
@@ -37,6 +39,7 @@ from tests.factories import (
     tar_bytes,
     tiny_package_bytes,
 )
+from tests.npu_sim.packages import crushed_s8_package
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,6 +125,31 @@ def test_the_same_probe_passes_on_the_package_that_has_the_feature(
     attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
     assert attempt.allowed, attempt.reasons
     assert attempt.versions == VERSIONS
+
+
+def test_an_s8_package_whose_weights_lost_the_model_fails_the_golden_stage_against_the_float_model(
+    vendor_user, organisation, simulator_online, tmp_path
+):
+    """Weights crushed to 3 bits, packed as S8 with the goldens of their own numerics: the runner's comparisons
+    pass (its golden, its own dequantised weights); calculet's against the float model does not."""
+    question = make_question("V25", organisation=organisation, state="asked")
+    capability = make_capability("s8-v-cache-calbin", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    crushed = crushed_s8_package(tmp_path / "crushed.tar")
+    calbin = make_artifact(vendor_user, crushed.read_bytes(), kind="calbin", version="1.0.0", file_name="s8.tar")
+    with open_package(crushed) as files:
+        golden_bytes = files.read(GOLDEN)
+    golden = make_artifact(vendor_user, golden_bytes, kind="golden", version="1.0.0", file_name="s8.npz")
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
+    run = chain.runs.get(stage=stages.GOLDEN)
+    assert run.state == stages.FAILED, run.reason
+    assert run.result["verdict"] == "pass"  # the runner's own word, kept beside calculet's
+    assert run.reason == (
+        "s8: against the float model max_rel 0.540456 > 0.05; cosine 0.89023517 < 0.999; top1 0.4118 < 0.9"
+    )
+    assert ("measurements.vs_float", "float_mismatch") in probe_findings(run)
+    assert run.metrics["vs_float"]["passed"] is False and run.metrics["tensors"]["decode_logits"]["passed"]
+    assert Capability.objects.get(pk=capability.pk).status == "C3"
 
 
 def test_a_loosened_threshold_is_refused_naming_it_and_stores_nothing(vendor_user, organisation, tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npu_sim.calbin.build import BuildOptions, layout_files, make_goldens, write_package
 from npu_sim.calbin.goldens import read_golden
 from npu_sim.calbin.layout import (
     CHECKSUMS,
@@ -19,6 +20,8 @@ from npu_sim.calbin.layout import (
     PARAM_TABLE,
     SUBMODEL_MEMORY,
 )
+from npu_sim.model import PRESETS, init_weights
+from npu_sim.model.quantized import S8Model, is_quantized, quantize_weights
 
 
 def resum(root: Path) -> None:
@@ -111,3 +114,22 @@ def seed_package(root: Path) -> Path:
             "output0.size: 303872\n"
         )
     return root
+
+
+def crushed_s8_package(out: Path, bits: int = 3) -> Path:
+    """An S8 package (tar) whose weights were rounded to `bits` bits and back before they were packed as int8,
+    its goldens those of its own numerics, as a toolchain that loses the model would write it: it matches its
+    golden and its own dequantised weights, not the float model."""
+    options = BuildOptions(features=("s8",))
+    config = PRESETS[options.preset]
+    crushed = {}
+    for name, weight in init_weights(config, options.seed).items():
+        if is_quantized(name):
+            levels = 2 ** (bits - 1) - 1
+            scale = np.abs(weight).max(axis=-2, keepdims=True) / levels
+            weight = (np.round(weight / scale) * scale).astype(np.float32)
+        crushed[name] = weight
+    stored = quantize_weights(crushed)
+    goldens = make_goldens(options, config, S8Model(config, stored, chiplets=1))
+    files = layout_files(options, config, stored, goldens, f"qwen3-moe-tiny-tp-b1-s0-s8-crushed{bits}")
+    return write_package(files, out, tar=True)

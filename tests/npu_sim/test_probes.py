@@ -126,10 +126,10 @@ def test_decode_batch_is_not_exercised_by_another_batch(package):
 
 
 def test_a_wrong_sampler_fails_the_distribution_test(package, monkeypatch):
-    def one_token_too_many(logits, params: SamplingParams, uniforms):
+    def one_token_too_many(kernel, logits, params: SamplingParams, uniforms):
         return device_sample(logits, SamplingParams(params.temperature, params.top_k + 1, 1.0, params.seed), uniforms)
 
-    monkeypatch.setattr(sampling_probe, "device_sample", one_token_too_many)
+    monkeypatch.setattr(sampling_probe, "package_sample", one_token_too_many)
     probe = run_probe(package, "sampling", "golden")
     assert probe["verdict"] == "fail"
     assert "within_support" in [name for name, *_ in failures(probe)]

@@ -169,7 +169,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
         if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
-            verdict = _judged(verdict, run.stage, run.params, workdir, calbin, golden, golden_source)
+            verdict = _judged(verdict, run, workdir, calbin, golden, golden_source)
         verdict = attested(verdict, target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
@@ -252,8 +252,7 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
 
 def _judged(
     outcome: StageOutcome,
-    stage: str,
-    params: dict,
+    run: Run,
     workdir: Path,
     calbin: Path,
     golden: str | None,
@@ -261,27 +260,36 @@ def _judged(
 ) -> StageOutcome:
     """The golden or soak stage's verdict as calculet computes it from the logits the runner measured
     (`acceptance.judging`): a pass needs calculet's comparison to pass; the runner's own tensors give way to
-    calculet's (the golden stage's `tensors`, the soak's `golden_under_load`)."""
+    calculet's (the golden stage's `tensors`, the soak's `golden_under_load`). At the golden stage each feature
+    the run's probes claim is judged by what the package computed too (`judging.probe_judgements`: S8 against
+    the float model, `vs_float`)."""
     if outcome.verdict == stages.ERROR:
         return outcome
+    stage, params = run.stage, run.params
     tolerances = params.get("tolerances", {})
+    judgements: dict[str, judging.Judgement] = {}
+    key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
     try:
         reference = judging.reference_golden(golden_source, Path(golden) if golden else None, calbin)
     except ValueError as error:
-        judgement = judging.Judgement(False, str(error), [judging.finding("no_reference", str(error))])
+        judgements[key] = judging.Judgement(False, str(error), [judging.finding("no_reference", str(error))])
     else:
         if stage == stages.GOLDEN:
-            judgement = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
+            judgements[key] = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
+            judgements |= judging.probe_judgements(run.probes, workdir, calbin, reference)
         else:
             samples = params.get("golden_samples", 0)
-            judgement = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
-    result = {**outcome.result, "judged": {"passed": judgement.passed, "reason": judgement.reason}}
-    key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
-    metrics = {**outcome.metrics, key: judgement.tensors}
-    if judgement.passed:
+            judgements[key] = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
+    failed = [judgement for judgement in judgements.values() if not judgement.passed]
+    reason = "; ".join(judgement.reason for judgement in failed)
+    judged = {"passed": not failed, "reason": reason or judgements[key].reason}
+    result = {**outcome.result, "judged": judged}
+    metrics = {**outcome.metrics, **{name: judgement.tensors for name, judgement in judgements.items()}}
+    if not failed:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, metrics, result)
-    reason = judgement.reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {judgement.reason}"
-    return StageOutcome(stages.FAIL, reason, [*judgement.findings, *outcome.findings], metrics, result)
+    reason = reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {reason}"
+    findings = [finding for judgement in failed for finding in judgement.findings]
+    return StageOutcome(stages.FAIL, reason, [*findings, *outcome.findings], metrics, result)
 
 
 def attested(outcome: StageOutcome, target: Target) -> StageOutcome:
