@@ -9,9 +9,10 @@ into the declarations they make, so the cost does not grow with the number of en
 
 An entry point is `Name`, a function or a member of any class, or `Class::Name` (any number of scopes),
 whose last scopes must match. A header (`.h`, `.hpp` and the like, or a text file without a suffix as C++'s
-own) declares it when its declarations, parsed with their namespaces and classes (attributes, `[[...]]` and
-visibility macros skipped, function bodies not looked into, a forward declaration `class X;` declaring
-nothing), hold a function of that name in those scopes.
+own) declares it when its declarations, parsed with their namespaces and classes (an inline namespace's members
+also in the enclosing namespace; attributes, `[[...]]` and visibility macros skipped, function-like ones in a
+class head too; function bodies not looked into; a forward declaration `class X;` or a deleted function
+declaring nothing), hold a function of that name in those scopes.
 
 The version is read four times and must be one: from the library's file name (`libcalrt.so.0.7.6`), from
 its soname (`libcalrt.so.0`, the major version of a real SDK's chain `libcalrt.so -> libcalrt.so.0 ->
@@ -188,14 +189,33 @@ def _read_headers(headers_dir: Path, names: set[str], report: Report) -> tuple[D
     return declarations, macros
 
 
+@dataclass(frozen=True)
+class Scope:
+    """A namespace or class a declaration is in; an inline namespace's members are also its enclosing one's."""
+
+    name: str
+    inline: bool = False
+
+
 def _declared_functions(tokens: list[str]) -> Iterator[tuple[str, ...]]:
     """The functions a header's tokens declare, each as its scopes and name (`("calrt", "OutputBuf",
-    "Wait")`): statements at namespace, class or `extern "C"` level whose first parenthesis follows a name.
-    Function bodies, enumerations and initialisers are skipped whole."""
-    frames: list[tuple[str, ...] | None] = []  # per open brace: the scopes it adds, None for a skipped block
-    scope: tuple[str, ...] = ()
+    "Wait")`), and once more without its inline namespaces (`("calrt", "v2", "OutputBuf", "Wait")` is also
+    `("calrt", "OutputBuf", "Wait")`): statements at namespace, class or `extern "C"` level whose first
+    parenthesis follows a name. Function bodies, enumerations and initialisers are skipped whole."""
+    frames: list[tuple[Scope, ...] | None] = []  # per open brace: the scopes it adds, None for a skipped block
+    scope: tuple[Scope, ...] = ()
     statement: list[str] = []
     depth = 0  # parentheses and brackets
+
+    def declared() -> Iterator[tuple[str, ...]]:
+        name = _function_in(statement)
+        if name:
+            full = tuple(part.name for part in scope) + name
+            yield full
+            visible = tuple(part.name for part in scope if not part.inline) + name
+            if visible != full:
+                yield visible
+
     for token in tokens:
         first = token[0]
         if first in "/#\"'" or first.isdigit():
@@ -211,7 +231,7 @@ def _declared_functions(tokens: list[str]) -> Iterator[tuple[str, ...]]:
         if token == ";":
             # Ends the statement even inside parentheses: at namespace or class level only `#if`/`#else`
             # branches, both read, leave one open (`void f(int a,` `#else` `void f(int a, int b,` ...).
-            yield from _function_in(statement, scope)
+            yield from declared()
             statement, depth = [], 0
             continue
         if token in "([":
@@ -223,7 +243,7 @@ def _declared_functions(tokens: list[str]) -> Iterator[tuple[str, ...]]:
         elif token == "{":
             opened = _block_scopes(statement)
             if opened is None:
-                yield from _function_in(statement, scope)
+                yield from declared()
             frames.append(opened)
             scope = _scope_of(frames)
             statement = []
@@ -240,7 +260,7 @@ def _declared_functions(tokens: list[str]) -> Iterator[tuple[str, ...]]:
         statement.append(token)
 
 
-def _scope_of(frames: list[tuple[str, ...] | None]) -> tuple[str, ...]:
+def _scope_of(frames: list[tuple[Scope, ...] | None]) -> tuple[Scope, ...]:
     return tuple(part for frame in frames if frame for part in frame)
 
 
@@ -270,31 +290,59 @@ def _cleaned(statement: list[str]) -> list[str]:
     return out
 
 
-def _block_scopes(statement: list[str]) -> tuple[str, ...] | None:
+def _block_scopes(statement: list[str]) -> tuple[Scope, ...] | None:
     """What a brace after `statement` opens: a namespace or class (the scopes it adds), `extern "C"` (none),
     or a block to skip (None): a function's body, an enumeration, an initialiser."""
     tokens = _cleaned(statement)
     if "namespace" in tokens:
-        # `namespace a::inline b`, perhaps after a macro that ends without a semicolon and before a visibility
-        # macro: `_GLIBCXX_BEGIN_NAMESPACE_VERSION namespace std _GLIBCXX_VISIBILITY(default)`.
-        parts = [token for token in tokens[tokens.index("namespace") + 1 :] if token != "inline"]
-        names = parts[:1] if parts[:1] and parts[0].isidentifier() else []
-        while len(parts) > 2 * len(names) and parts[2 * len(names) - 1] == "::":
-            names.append(parts[2 * len(names)])
-        return tuple(names)
+        return _namespace_scopes(tokens)
     if tokens[:1] == ["extern"] and len(tokens) == 2 and tokens[1].startswith('"'):
         return ()
-    if "enum" in tokens or "(" in tokens or "=" in tokens:
-        return None
     key = next((i for i, token in enumerate(tokens) if token in CLASS_KEYS), None)
-    if key is None:
+    if key is not None:
+        tokens = _without_head_macros(tokens, key)
+    if key is None or "enum" in tokens or "(" in tokens or "=" in tokens:
         return None
     head = []
     for token in tokens[key + 1 :]:
         if token in (":", "<", "final"):
             break
         head.append(token)
-    return _trailing_name(head) or ("",)
+    return tuple(Scope(name) for name in _trailing_name(head) or ("",))
+
+
+def _namespace_scopes(tokens: list[str]) -> tuple[Scope, ...]:
+    """`inline namespace v2`, `namespace a::inline b`, perhaps after a macro that ends without a semicolon and
+    before a visibility macro: `_GLIBCXX_BEGIN_NAMESPACE_VERSION namespace std _GLIBCXX_VISIBILITY(default)`."""
+    at = tokens.index("namespace")
+    inline = "inline" in tokens[:at]
+    scopes: list[Scope] = []
+    rest = tokens[at + 1 :]
+    i = 0
+    while i < len(rest):
+        if rest[i] == "inline":
+            inline, i = True, i + 1
+            continue
+        if not rest[i].isidentifier():
+            break
+        scopes.append(Scope(rest[i], inline))
+        inline = False
+        if rest[i + 1 : i + 2] != ["::"]:
+            break
+        i += 2
+    return tuple(scopes)
+
+
+def _without_head_macros(tokens: list[str], key: int) -> list[str]:
+    """A class head without the function-like macros right after its key (`class CALRT_API(default) Name`):
+    a name and parentheses there cannot be the class's name."""
+    i = key + 1
+    while i + 1 < len(tokens) and tokens[i].isidentifier() and tokens[i + 1] == "(":
+        depth, i = 1, i + 2
+        while i < len(tokens) and depth:
+            depth += (tokens[i] == "(") - (tokens[i] == ")")
+            i += 1
+    return tokens[: key + 1] + tokens[i:]
 
 
 def _trailing_name(tokens: list[str]) -> tuple[str, ...]:
@@ -309,23 +357,27 @@ def _trailing_name(tokens: list[str]) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def _function_in(statement: list[str], scope: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
-    """The function a statement declares: the name before its first parenthesis, unless that parenthesis
-    follows an `=` (an initialiser), opens a function pointer (`(*`) or follows a keyword."""
+def _function_in(statement: list[str]) -> tuple[str, ...]:
+    """The function a statement declares, as its own qualified name: the name before its first parenthesis,
+    unless that parenthesis follows an `=` (an initialiser), opens a function pointer (`(*`) or follows a
+    keyword. A deleted function (`= delete`) declares nothing to call; a class's forward declaration, its
+    attributes and macros with it, declares no function."""
     tokens = _cleaned(statement)
     if not tokens or tokens[0] in NOT_DECLARING:
-        return
+        return ()
     if tokens[0] == "extern" and len(tokens) > 1 and tokens[1].startswith('"'):
         tokens = tokens[2:]
-    if "(" not in tokens:
-        return
+    if tokens[:1] and tokens[0] in CLASS_KEYS:
+        tokens = _without_head_macros(tokens, 0)
+    if "(" not in tokens or tokens[-2:] == ["=", "delete"]:
+        return ()
     paren = tokens.index("(")
     if "=" in tokens[:paren] or tokens[paren + 1 : paren + 2] in (["*"], ["^"], ["&"]):
-        return
+        return ()
     name = _trailing_name(tokens[:paren])
     if not name or name[-1] in NOT_FUNCTIONS:
-        return
-    yield scope + name
+        return ()
+    return name
 
 
 def _declared_in(entry: str, declarations: Declarations) -> str | None:

@@ -303,3 +303,86 @@ def test_both_branches_of_a_conditional_do_not_hide_the_declarations_after_them(
     )
     report = check_sdk(headers, library, [], also_look_for=["ResetCCU", "KvManager::Apply", "AllocDevMem"])
     assert all(found["declared_in"] == "calrt/calrt.h" for found in report.entry_points.values())
+
+
+INLINE_NAMESPACES = """namespace calrt {
+inline namespace v2 {
+class OutputBuf { public: int Wait(int value); };
+}  // namespace v2
+namespace detail { class KvManager { public: int Apply(int value); }; }
+}  // namespace calrt
+namespace calrt::inline v3 { int AllocDevMem(int value); }
+inline namespace __cxx11 __attribute__((__visibility__("default"))) { int ResetCCU(int value); }
+"""
+
+
+def test_an_inline_namespace_s_members_are_declared_in_the_enclosing_one_too(tmp_path):
+    """`calrt::OutputBuf::Wait` names a member of `calrt::v2::OutputBuf` when v2 is inline, as the compiler
+    finds it; a namespace that is not inline stays part of the name."""
+    headers, library = build_sdk(tmp_path, ["OutputBuf::Wait"])
+    (headers / "calrt" / "calrt.h").write_text(INLINE_NAMESPACES)
+    found = {
+        "calrt::OutputBuf::Wait": True,
+        "calrt::v2::OutputBuf::Wait": True,
+        "v2::OutputBuf::Wait": True,
+        "OutputBuf::Wait": True,
+        "calrt::detail::KvManager::Apply": True,
+        "calrt::KvManager::Apply": False,
+        "calrt::AllocDevMem": True,
+        "calrt::v3::AllocDevMem": True,
+        "ResetCCU": True,
+        "__cxx11::ResetCCU": True,
+    }
+    report = check_sdk(headers, library, [], also_look_for=list(found))
+    assert {point: bool(report.entry_points[point]["declared_in"]) for point in found} == found
+
+
+MACRO_HEADER = """#pragma once
+#define CALRT_VERSION "0.7.6"
+#define CALRT_CLASS_API(v) __attribute__((visibility(#v)))
+#define CALRT_DEPRECATED(why) [[deprecated(why)]]
+namespace calrt {
+template <typename T, int N> struct Base {};
+class CALRT_CLASS_API(default) OutputBuf;  // forward declarations, with their attributes, declare nothing
+class [[deprecated("use Other")]] KvManager;
+class CALRT_CLASS_API(default) OutputBuf {
+ public:
+  CALRT_DEPRECATED("use Wait") int WaitOld(int value);
+  int Wait(int value);
+};
+struct [[nodiscard]] alignas(8) KvManager final : public Base<int, 2> {
+  int Apply(int value);
+};
+class Other {
+ public:
+  int Clear(int value);
+  int Free(int value) = delete;  // deleted: nothing to call
+};
+}  // namespace calrt
+"""
+
+
+def test_function_like_visibility_macros_and_attributes_on_a_class_do_not_hide_its_members(tmp_path):
+    headers, library = build_sdk(tmp_path, ["OutputBuf::Wait", "KvManager::Apply", "Other::Clear"])
+    (headers / "calrt" / "calrt.h").write_text(MACRO_HEADER)
+    entries = ["OutputBuf::Wait", "KvManager::Apply", "Other::Clear"]
+    report = check_sdk(headers, library, entries, version="0.7.6")
+    assert report.passed, report.findings
+    source = tmp_path / "example.cpp"
+    source.write_text(example_source(entries))
+    assert build_example(headers, library, source).passed  # what the check accepts, a compiler accepts
+
+
+def test_a_deleted_function_and_a_forward_declared_class_declare_nothing(tmp_path):
+    headers, library = build_sdk(tmp_path, ["Other::Free"])
+    header = MACRO_HEADER.replace("class CALRT_CLASS_API(default) OutputBuf {", "class Unrelated {")
+    (headers / "calrt" / "calrt.h").write_text(header)
+    points = ["Other::Free", "OutputBuf::Wait", "Unrelated::Wait", "Unrelated::WaitOld", "CALRT_CLASS_API"]
+    report = check_sdk(headers, library, [], also_look_for=points)
+    assert {point: report.entry_points[point]["declared_in"] for point in points} == {
+        "Other::Free": None,
+        "OutputBuf::Wait": None,  # only forward-declared
+        "Unrelated::Wait": "calrt/calrt.h",
+        "Unrelated::WaitOld": None,  # behind a function-like macro before its type: not parsed as a declaration
+        "CALRT_CLASS_API": None,
+    }
