@@ -1,9 +1,11 @@
 """The wrong proofs issue 11 found, each run for real (the simulator's own packages, built with the features
 they declare, through the runner in the sandbox) and each blocked with its reason."""
 
+import io
 import json
 import shutil
 import sys
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
-from npu_sim.calbin.layout import GOLDEN
+from npu_sim.calbin.layout import GOLDEN, SUBMODEL_MEMORY
 from npu_sim.calbin.package import open_package
 from tests.acceptance.workers import BOARD_DOUBLE
 from tests.factories import (
@@ -39,7 +41,7 @@ from tests.factories import (
     tar_bytes,
     tiny_package_bytes,
 )
-from tests.npu_sim.packages import crushed_s8_package
+from tests.npu_sim.packages import crushed_s8_package, set_line
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -149,6 +151,31 @@ def test_an_s8_package_whose_weights_lost_the_model_fails_the_golden_stage_again
     )
     assert ("measurements.vs_float", "float_mismatch") in probe_findings(run)
     assert run.metrics["vs_float"]["passed"] is False and run.metrics["tensors"]["decode_logits"]["passed"]
+    assert Capability.objects.get(pk=capability.pk).status == "C3"
+
+
+def test_a_package_that_declares_sampling_and_returns_the_argmax_fails_the_golden_stage(
+    vendor_user, organisation, simulator_online, tmp_path
+):
+    """Its metadata declares device sampling and its token_ids output; its graph has no sampling op, so the
+    device returns the argmax: the same tokens under any seed. calculet's own judgement of the draws a runner
+    measures at the golden stage is tests/acceptance/test_feature_judging.py's."""
+    question = make_question("V17", organisation=organisation, state="asked")
+    capability = make_capability("npu-sampling", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    root = tmp_path / "argmax"
+    with tarfile.open(fileobj=io.BytesIO(tiny_package_bytes(tmp_path, features=("sampling",))[0])) as archive:
+        archive.extractall(root, filter="data")
+    for submodel in ("prefill", "decode"):
+        set_line(root, f"{submodel}/{SUBMODEL_MEMORY}", "op.topk_sampling", None)
+    files = {str(path.relative_to(root)): path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    calbin = make_artifact(vendor_user, tar_bytes(files), kind="calbin", version="1.0.0", file_name="argmax.tar")
+    golden = make_artifact(vendor_user, files[GOLDEN], kind="golden", version="1.0.0", file_name="argmax.npz")
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
+    run = chain.runs.get(stage=stages.RUNNER)
+    assert run.state == stages.FAILED, run.reason
+    assert ("probes.sampling.checks.seed_changes_draws", "check_failed") in probe_findings(run), run.findings
+    assert not chain.runs.filter(stage=stages.GOLDEN).exists()
     assert Capability.objects.get(pk=capability.pk).status == "C3"
 
 
