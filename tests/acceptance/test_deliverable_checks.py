@@ -23,6 +23,8 @@ from acceptance.services.deliverable_checks import (
 from calculet.models import AuditEntry
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
+from npu_sim.calbin.build import build_calbin
+from npu_sim.calbin.layout import CHECKSUMS
 from tests.factories import (
     answer_draft,
     complete_answer_data,
@@ -32,6 +34,7 @@ from tests.factories import (
     make_deliverable,
     make_question,
     make_user,
+    sha256,
 )
 from tests.inspection_builders import (
     PACKAGE_METADATA_SCHEMA,
@@ -279,6 +282,57 @@ def test_a_build_must_write_the_package_the_answer_delivers_beside_the_image(
             "the build's output is not the delivered package q.tar 1.0.0: it did not write its qwen3/weights.bin"
             in (decided.reason)
         )
+
+
+def npu_sim_build(engineer) -> dict:
+    """V03's one-step compile as a build context: the simulator's toolchain compiles the S8 package into out/."""
+    script = "set -e\nmkdir -p out\npython3 -m npu_sim build-calbin --out out/qwen3 --features s8 --decode-batch 4\n"
+    files = {"build.sh": script.encode(), "outputs.txt": b"out\n"}
+    context = make_artifact(engineer, tar_bytes(files), kind="sdk", version="0.7.6", file_name="build-context.tar")
+    return {"minimal_example": {"artifact": context.pk, "command": "sh build.sh", "description": "the one-step build"}}
+
+
+def delivered_package(engineer, tmp_path, *, tamper=None):
+    """The S8 package the compile writes, as the vendor delivers it beside the compiler's image; `tamper` edits
+    its files (path -> bytes) first."""
+    root = build_calbin(tmp_path / "delivered", features=("s8",), decode_batch=4)
+    files = {str(path.relative_to(root)): path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    if tamper is not None:
+        tamper(files)
+    return make_artifact(engineer, tar_bytes(files), kind="calbin", version="1.0.0", file_name="qwen3-s8.tar")
+
+
+def flip_a_weight(files: dict[str, bytes]) -> None:
+    """One byte of the first parameter block changed, SHA256SUMS written again to match: a package that
+    is internally consistent and not what the build writes."""
+    block = bytearray(files["param_blk0.bin"])
+    block[100] ^= 0x01
+    files["param_blk0.bin"] = bytes(block)
+    files[CHECKSUMS] = "".join(f"{sha256(files[n])}  {n}\n" for n in sorted(files) if n != CHECKSUMS).encode()
+
+
+def test_a_real_compile_must_write_the_package_delivered_file_for_file(answer_with_image, engineer, tmp_path):
+    package = delivered_package(engineer, tmp_path)
+    answer, _deliverable, _capability = answer_with_image(answer=npu_sim_build(engineer), extra_assets=[package])
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.ACCEPTED, decided.reason
+    checked = EvidenceItem.objects.get(deliverable=decided).detail["checked"]["build"]["checked"]["delivered"]
+    assert checked["artifact"] == "the delivered package qwen3-s8.tar 1.0.0"
+    assert checked["found_as"]["param_blk0.bin"] == "out/qwen3/param_blk0.bin"
+
+
+def test_a_delivered_package_the_compile_does_not_write_is_rejected_naming_its_files(
+    answer_with_image, engineer, tmp_path
+):
+    package = delivered_package(engineer, tmp_path, tamper=flip_a_weight)
+    answer, _deliverable, _capability = answer_with_image(answer=npu_sim_build(engineer), extra_assets=[package])
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    said = "the build's output is not the delivered package qwen3-s8.tar 1.0.0: it did not write its "
+    assert said in decided.reason
+    named = decided.reason.split(said, 1)[1].split(";", 1)[0]
+    assert named.startswith("SHA256SUMS sha256:") and ", param_blk0.bin sha256:" in named, named
+    assert "package_info.txt" not in named and "more" not in named  # the files it did write are not named
 
 
 def test_a_failing_checks_evidence_is_whole_json_with_the_linkers_output(answer_with_sdk, tmp_path):
