@@ -154,7 +154,7 @@ def test_an_s8_package_whose_weights_lost_the_model_fails_the_golden_stage_again
     assert Capability.objects.get(pk=capability.pk).status == "C3"
 
 
-def test_a_package_that_declares_sampling_and_returns_the_argmax_fails_the_golden_stage(
+def test_a_package_that_declares_sampling_and_returns_the_argmax_fails_its_chain(
     vendor_user, organisation, simulator_online, tmp_path
 ):
     """Its metadata declares device sampling and its token_ids output; its graph has no sampling op, so the
