@@ -1,6 +1,7 @@
 """The wrong proofs issue 11 found, each run for real (the simulator's own packages, built with the features
 they declare, through the runner in the sandbox) and each blocked with its reason."""
 
+import dataclasses
 import io
 import json
 import shutil
@@ -27,6 +28,7 @@ from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
+from npu_sim.calbin.goldens import read_golden, write_golden
 from npu_sim.calbin.layout import GOLDEN, SUBMODEL_MEMORY
 from npu_sim.calbin.package import open_package
 from tests.acceptance.workers import BOARD_DOUBLE
@@ -152,6 +154,40 @@ def test_an_s8_package_whose_weights_lost_the_model_fails_the_golden_stage_again
     assert ("measurements.vs_float", "float_mismatch") in probe_findings(run)
     assert run.metrics["vs_float"]["passed"] is False and run.metrics["tensors"]["decode_logits"]["passed"]
     assert Capability.objects.get(pk=capability.pk).status == "C3"
+
+
+def sampling_answer(vendor_user, organisation, tmp_path, *, golden_bytes=None):
+    question = make_question("V17", organisation=organisation, state="asked")
+    capability = make_capability("npu-sampling", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    calbin_bytes, package_golden = tiny_package_bytes(tmp_path, features=("sampling",))
+    calbin = make_artifact(vendor_user, calbin_bytes, kind="calbin", version="1.0.0", file_name="sampling.tar")
+    golden = make_artifact(
+        vendor_user, golden_bytes or package_golden, kind="golden", version="1.0.0", file_name="sampling.npz"
+    )
+    return answer_with(vendor_user, question, capability, calbin, golden)
+
+
+def test_the_device_s_draws_pass_the_golden_stage_as_calculet_judges_them(
+    vendor_user, organisation, simulator_online, tmp_path
+):
+    chain = run_chain(sampling_answer(vendor_user, organisation, tmp_path))
+    run = chain.runs.get(stage=stages.GOLDEN)
+    assert run.state == stages.PASSED, run.reason
+    assert run.metrics["sampling_fit"]["draws"] == 50000 and run.metrics["sampling_fit"]["p_value"] >= 0.001
+    assert run.result["judged"]["passed"] is True
+
+
+def test_a_vendor_golden_without_sampled_tokens_fails_the_golden_stage_as_calculet_judges_it(
+    vendor_user, organisation, simulator_online, tmp_path
+):
+    delivered = read_golden(tiny_package_bytes(tmp_path, features=("sampling",))[1], "vendor")
+    unsampled = write_golden(dataclasses.replace(delivered, sampled=None))
+    chain = run_chain(sampling_answer(vendor_user, organisation, tmp_path, golden_bytes=unsampled))
+    run = chain.runs.get(stage=stages.GOLDEN)
+    assert run.state == stages.FAILED, run.reason
+    assert "sampling: the golden (" in run.reason and ") holds no sampled tokens to compare" in run.reason
+    assert ("measurements.sampling", "sampling_mismatch") in probe_findings(run)
 
 
 def test_a_package_that_declares_sampling_and_returns_the_argmax_fails_its_chain(
