@@ -20,7 +20,7 @@ from npu_sim.calbin.findings import CalbinError
 from npu_sim.calbin.goldens import GoldenError, GoldenSet, read_golden
 from npu_sim.calbin.layout import GOLDEN
 from npu_sim.calbin.package import open_package
-from npu_sim.golden import Tolerance, compare
+from npu_sim.golden import Tolerance, compare, row_figures
 
 MEASURED_LOGITS = "golden-actual.npz"
 MEASURED_UNDER_LOAD = "soak-golden-actual.npz"
@@ -116,6 +116,7 @@ def _compared(
             )
             continue
         report = compare(expected[name], measured[name], Tolerance.from_dict(tolerances.get(name, {})))
+        report["rows"] = row_figures(expected[name], measured[name], report["k"])  # kept with the run, to draw
         reports[name] = report
         failures += [f"{label}{name}: {failure}" for failure in report["failures"]]
     return reports, failures

@@ -145,15 +145,29 @@ def chain_state_rows() -> list[tuple[int, list[StageRow]]]:
     return found
 
 
-def question_positions() -> dict[int, str]:
-    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached."""
-    positions: dict[int, str] = {}
+def question_positions(standings: dict[int, list[tuple[str, str]]] | None = None) -> dict[int, str]:
+    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached;
+    from `standings` (`question_standings`) when the caller has read them."""
+    standings = question_standings() if standings is None else standings
+    return {
+        question_id: max((position for position, _state in chains), key=stages.POSITIONS.index)
+        for question_id, chains in standings.items()
+    }
+
+
+def question_standings() -> dict[int, list[tuple[str, str]]]:
+    """For each question with a chain, every chain's (position, state) (`stages.chain_standing`), in one query."""
+    standings: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for question_id, rows in chain_state_rows():
-        position = stages.chain_position(rows)
-        known = positions.get(question_id)
-        if known is None or stages.POSITIONS.index(position) > stages.POSITIONS.index(known):
-            positions[question_id] = position
-    return positions
+        standings[question_id].append(stages.chain_standing(rows))
+    return dict(standings)
+
+
+def question_worst_standings(standings: dict[int, list[tuple[str, str]]] | None = None) -> dict[int, tuple[str, str]]:
+    """For each question with a chain, the chain the lists show: worst state first, then furthest
+    (`stages.worst_standing`)."""
+    standings = question_standings() if standings is None else standings
+    return {question_id: stages.worst_standing(chains) for question_id, chains in standings.items()}
 
 
 def question_chains(*, user, questions) -> dict[int, list[dict]]:

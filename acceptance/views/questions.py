@@ -31,6 +31,8 @@ from acceptance.selectors import (
     question_chain_rows,
     question_deliverables,
     question_positions,
+    question_standings,
+    question_worst_standings,
     questions_filter,
 )
 from acceptance.services import run_rerun
@@ -162,12 +164,13 @@ def _row_texts() -> dict:
     }
 
 
-def _annotate_row(question, *, positions: dict[int, str], people, today, texts: dict) -> None:
-    """What a row of the list shows beside the stored fields: chain position, due status, who may take it, and
-    its cells as text (prepared here, with `_row_texts`: the list renders 25 rows of them)."""
+def _annotate_row(question, *, standings: dict[int, tuple[str, str]], people, today, texts: dict) -> None:
+    """What a row of the list shows beside the stored fields: its chains' worst standing, due status, who may take
+    it, and its cells as text (prepared here, with `_row_texts`: the list renders 25 rows of them)."""
     code = question.code
-    question.position = positions.get(question.pk, "")
-    question.position_label = texts["stage"].get(question.position, "")
+    standing = standings.get(question.pk)
+    question.standing = f"{standing[0]}-{standing[1]}" if standing else ""
+    question.position_label = stages.standing_label(standing)
     question.due_status = due.due_status(question.due_date, question.state, today, vendor_selectors.due_soon_days())
     question.contacts = people.for_organisation(question.organisation_id)
     question.detail_url = reverse("question-detail", args=[code])
@@ -205,7 +208,8 @@ def _question_list_context(request, params: QueryDict):
     today = timezone.localdate()
 
     def rows_page():
-        positions = question_positions()
+        standings = question_standings()
+        positions, worst = question_positions(standings), question_worst_standings(standings)
         questions = vendor_selectors.question_list(user=request.user)
         # Filters the page cannot apply are shown as errors, and nothing is listed until they are fixed.
         if form.is_valid():
@@ -215,7 +219,7 @@ def _question_list_context(request, params: QueryDict):
         page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
         texts = _row_texts()
         for question in page:
-            _annotate_row(question, positions=positions, people=people, today=today, texts=texts)
+            _annotate_row(question, standings=worst, people=people, today=today, texts=texts)
         return page
 
     return {
@@ -296,7 +300,11 @@ def _row_context(question, **extra) -> dict:
     """What a row of the list (or one of its cells' controls) needs beyond the question."""
     people = vendor_selectors.assignees()
     _annotate_row(
-        question, positions=question_positions(), people=people, today=timezone.localdate(), texts=_row_texts()
+        question,
+        standings=question_worst_standings(),
+        people=people,
+        today=timezone.localdate(),
+        texts=_row_texts(),
     )
     return {"question": question, "assignees": people.team, **_row_choices(), "can_edit": True, **extra}
 
