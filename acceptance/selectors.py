@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
-from acceptance.models import Chain, PromotionAttempt, Run, Target
+from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
@@ -731,6 +731,12 @@ class AnswerElements:
     @property
     def closes(self) -> bool:
         return not self.missing
+
+
+def answers_claims(answers: list[Answer]) -> dict[int, Capability]:
+    """Per answer id, the capability the answer claims to prove, for those that name one; one query."""
+    claims = AnswerClaim.objects.filter(answer__in=answers).select_related("capability")
+    return {claim.answer_id: claim.capability for claim in claims}
 
 
 def answers_elements(answers: list[Answer]) -> dict[int, AnswerElements]:

@@ -27,6 +27,7 @@ from acceptance.selectors import (
     NOBODY,
     SEARCH_MAX_CHARS,
     QuestionFilters,
+    answers_claims,
     answers_elements,
     question_chain_rows,
     question_deliverables,
@@ -51,7 +52,7 @@ from vendor.access import (
     object_for_user,
 )
 from vendor.inputs import QuestionChanges
-from vendor.models import Question
+from vendor.models import Deliverable, Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
@@ -436,10 +437,11 @@ def question_bulk_edit(request):
 def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
-    elements = answers_elements(answers)
+    elements, claims = answers_elements(answers), answers_claims(answers)
     artifacts = {}
     for answer in answers:
         answer.section13 = elements[answer.pk]
+        answer.claimed_capability = claims.get(answer.pk)
         answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:
@@ -457,6 +459,11 @@ def question_page_context(request, question):
         "capabilities": question_capabilities(question, user=request.user) if sees_all else [],
         "deliverables": deliverables,
         "owed_count": sum(1 for view in deliverables if view.owed),
+        # Only a model package runs through the chain; the other kinds are checked statically or reviewed.
+        "checked_without_chain": any(
+            answer.section13.closes and answer.deliverable and answer.deliverable.kind != Deliverable.CALBIN
+            for answer in answers
+        ),
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
     }
