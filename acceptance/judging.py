@@ -29,7 +29,7 @@ from npu_sim.calbin.layout import GOLDEN
 from npu_sim.calbin.metadata import read_meta
 from npu_sim.calbin.package import open_package
 from npu_sim.dtypes import bits_to_float32, to_bf16
-from npu_sim.golden import Tolerance, compare
+from npu_sim.golden import Tolerance, compare, row_figures
 from npu_sim.model import PRESETS, ReferenceModel, init_weights
 from npu_sim.model.reference import teacher_forced_rows
 from npu_sim.probes import PROBES
@@ -129,6 +129,7 @@ def _compared(
             )
             continue
         report = compare(expected[name], measured[name], Tolerance.from_dict(tolerances.get(name, {})))
+        report["rows"] = row_figures(expected[name], measured[name], report["k"])  # kept with the run, to draw
         reports[name] = report
         failures += [f"{label}{name}: {failure}" for failure in report["failures"]]
     return reports, failures

@@ -5,7 +5,7 @@ found by one index probe."""
 import functools
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
-from acceptance.models import Chain, PromotionAttempt, Run, Target
+from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
@@ -145,15 +145,29 @@ def chain_state_rows() -> list[tuple[int, list[StageRow]]]:
     return found
 
 
-def question_positions() -> dict[int, str]:
-    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached."""
-    positions: dict[int, str] = {}
+def question_positions(standings: dict[int, list[tuple[str, str]]] | None = None) -> dict[int, str]:
+    """For each question with a chain, the furthest position (`stages.POSITIONS`) any of its chains reached;
+    from `standings` (`question_standings`) when the caller has read them."""
+    standings = question_standings() if standings is None else standings
+    return {
+        question_id: max((position for position, _state in chains), key=stages.POSITIONS.index)
+        for question_id, chains in standings.items()
+    }
+
+
+def question_standings() -> dict[int, list[tuple[str, str]]]:
+    """For each question with a chain, every chain's (position, state) (`stages.chain_standing`), in one query."""
+    standings: dict[int, list[tuple[str, str]]] = defaultdict(list)
     for question_id, rows in chain_state_rows():
-        position = stages.chain_position(rows)
-        known = positions.get(question_id)
-        if known is None or stages.POSITIONS.index(position) > stages.POSITIONS.index(known):
-            positions[question_id] = position
-    return positions
+        standings[question_id].append(stages.chain_standing(rows))
+    return dict(standings)
+
+
+def question_worst_standings(standings: dict[int, list[tuple[str, str]]] | None = None) -> dict[int, tuple[str, str]]:
+    """For each question with a chain, the chain the lists show: worst state first, then furthest
+    (`stages.worst_standing`)."""
+    standings = question_standings() if standings is None else standings
+    return {question_id: stages.worst_standing(chains) for question_id, chains in standings.items()}
 
 
 def question_chains(*, user, questions) -> dict[int, list[dict]]:
@@ -641,6 +655,7 @@ class DeliverableView:
     progress: dict[str, str]  # calbin only: target kind -> PROGRESS_*
     reviews: list[DocumentReview]
     answered: bool
+    found: list[tuple[str, str]] = field(default_factory=list)  # what its latest static check looked at, found
 
     @property
     def owed(self) -> bool:
@@ -682,11 +697,68 @@ def deliverable_views(deliverables) -> list[DeliverableView]:
 
 
 def question_deliverables(question: Question) -> list[DeliverableView]:
-    return deliverable_views(
+    """The question's deliverables, each with what its latest static check found (`check_found`)."""
+    views = deliverable_views(
         question.deliverables.select_related("decided_by").prefetch_related(
             Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug"))
         )
     )
+    checks = EvidenceItem.objects.filter(
+        deliverable__in=[view.deliverable for view in views], origin=EvidenceItem.CHECK
+    ).order_by("deliverable_id", "-created_at", "-pk")
+    latest: dict[int, dict] = {}
+    for deliverable_id, detail in checks.values_list("deliverable_id", "detail"):
+        latest.setdefault(deliverable_id, detail)
+    for view in views:
+        if view.deliverable.pk in latest:
+            view.found = check_found(view.deliverable.kind, latest[view.deliverable.pk])
+    return views
+
+
+def _names(names) -> str:
+    return ", ".join(names) or "—"
+
+
+def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
+    """What a static check looked at and found, as (label, what) lines, from the detail its evidence keeps: the
+    SDK's calls found and missing, the image's SBOM and licence files, the schema's verdict on each sample."""
+    checked = (detail or {}).get("checked") or {}
+    report = (checked.get("report") or {}).get("checked") or {}
+    lines: list[tuple[str, str]] = []
+    if kind == Deliverable.SDK and isinstance(checked.get("calls"), dict):
+        # `calls` holds every call looked for (other capabilities' too); `entry_points` those this SDK must carry.
+        calls = checked["calls"]
+        present = {name for name, where in calls.items() if where.get("declared_in") and where.get("symbol")}
+        required = report.get("entry_points") or []
+        lines.append(
+            (
+                str(_("Calls found in the headers and the library")),
+                _names(f"{name} ({calls[name]['declared_in']})" for name in calls if name in present),
+            )
+        )
+        lines.append((str(_("Calls missing")), _names(name for name in required if name not in present)))
+    elif kind == Deliverable.CONTAINER_IMAGE and "sbom" in report:
+        sbom = report.get("sbom") or {}
+        lines.append(
+            (
+                str(_("SBOM")),
+                _("%(where)s (%(format)s, packages listed: %(count)s)")
+                % {"where": sbom["where"], "format": sbom.get("format"), "count": sbom.get("packages")}
+                if sbom.get("where")
+                else "—",
+            )
+        )
+        lines.append((str(_("Licence file")), report.get("licence") or "—"))
+    elif kind == Deliverable.SCHEMA and ("accepted" in report or "rejected" in report):
+        accepted = report.get("accepted") or {}
+        rejected = report.get("rejected") or {}
+        lines.append((str(_("Current samples the schema accepts")), _names(n for n, ok in accepted.items() if ok)))
+        lines.append((str(_("Current samples it wrongly rejects")), _names(n for n, ok in accepted.items() if not ok)))
+        lines.append((str(_("Defective samples it rejects")), _names(n for n, errors in rejected.items() if errors)))
+        lines.append(
+            (str(_("Defective samples it wrongly accepts")), _names(n for n, errors in rejected.items() if not errors))
+        )
+    return lines
 
 
 def document_answer(deliverable: Deliverable) -> Answer | None:
@@ -717,6 +789,12 @@ class AnswerElements:
     @property
     def closes(self) -> bool:
         return not self.missing
+
+
+def answers_claims(answers: list[Answer]) -> dict[int, Capability]:
+    """Per answer id, the capability the answer claims to prove, for those that name one; one query."""
+    claims = AnswerClaim.objects.filter(answer__in=answers).select_related("capability")
+    return {claim.answer_id: claim.capability for claim in claims}
 
 
 def answers_elements(answers: list[Answer]) -> dict[int, AnswerElements]:

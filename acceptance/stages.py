@@ -122,3 +122,32 @@ def chain_position(rows: Sequence[tuple[str, str, object | None]]) -> str:
         if state != PASSED:
             return stage
     return DONE
+
+
+# How bad a chain's standing is, worst first: a stage that failed or errored, then one whose run is on old inputs,
+# then one still to run or running, then a chain whose every stage passed.
+STANDING_SEVERITY = {FAILED: 0, ERROR: 0, STALE: 1, PENDING: 2, QUEUED: 2, RUNNING: 2, DONE: 3}
+
+
+def chain_standing(rows: Sequence[tuple[str, str, object | None]]) -> tuple[str, str]:
+    """(position, state) of a chain: its first stage that has not passed and that stage's state, or (DONE, DONE)."""
+    for stage, state, _run in rows:
+        if state != PASSED:
+            return stage, state
+    return DONE, DONE
+
+
+def worst_standing(standings: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """Of a question's chains, the one to show first: the worst state, then the furthest position — a failed soak
+    on one chain reads before every stage passed on another."""
+    return min(standings, key=lambda standing: (STANDING_SEVERITY[standing[1]], -POSITIONS.index(standing[0])))
+
+
+def standing_label(standing: tuple[str, str] | None) -> str:
+    """A chain's standing as the lists show it: "Every stage passed", or the stage it stopped at and its state."""
+    if standing is None:
+        return ""
+    position, state = standing
+    if position == DONE:
+        return str(DONE_LABEL)
+    return _("%(stage)s: %(state)s") % {"stage": STAGE_LABELS[position], "state": STATE_WORDS[state]}

@@ -46,6 +46,7 @@ class Plot:
     polyline: str = ""
     points: list[tuple[float, float, str]] = field(default_factory=list)
     marks: list[tuple[float, float, str]] = field(default_factory=list)
+    dots: list[tuple[float, float, str]] = field(default_factory=list)  # a scatter's points, each with its title
     x_ticks: list[Tick] = field(default_factory=list)
     y_ticks: list[Tick] = field(default_factory=list)
     threshold_y: float | None = None
@@ -67,6 +68,12 @@ class Plot:
     @property
     def top(self) -> int:
         return TOP
+
+    @property
+    def threshold_label_y(self) -> float:
+        """Above the threshold line, or below it when the line runs along the top (where the figures near 1 are)."""
+        y = self.threshold_y or 0.0
+        return y + 12 if y < self.top + 14 else y - 3
 
 
 def _nice_ceiling(value: float) -> float:
@@ -90,18 +97,37 @@ def _format(value: float) -> str:
     return f"{value:.2g}"
 
 
-def _y_scale(top_value: float):
+def _precise(value: float) -> str:
+    """Six significant digits, for figures near 1 whose differences matter (0.99985, 0.999934)."""
+    return f"{round(value, 9):.6g}"
+
+
+def unit_floor(values: list[float], threshold: float | None = None) -> float:
+    """The lower end of an axis that ends at 1 for figures near 1 (cosines, agreements): low enough to show the
+    lowest value and the threshold, high enough that 0.9999 and 1 do not look the same."""
+    lowest = min([*values, *([threshold] if threshold is not None else [])], default=0.0)
+    span = _nice_ceiling(max(1 - lowest, 1e-6) * 1.25)
+    return max(0.0, 1 - span)
+
+
+def _y_scale(top_value: float, bottom_value: float = 0.0):
     plot_height = HEIGHT - TOP - BOTTOM
+    span = top_value - bottom_value
 
     def y(value: float) -> float:
-        clipped = min(max(value, 0.0), top_value)
-        return round(HEIGHT - BOTTOM - clipped / top_value * plot_height, 2)
+        clipped = min(max(value, bottom_value), top_value)
+        return round(HEIGHT - BOTTOM - (clipped - bottom_value) / span * plot_height, 2)
 
     return y
 
 
-def _y_ticks(top_value: float, y) -> list[Tick]:
-    return [Tick(y(top_value * share), _format(top_value * share)) for share in (0, 0.25, 0.5, 0.75, 1)]
+def _y_ticks(top_value: float, y, bottom_value: float = 0.0) -> list[Tick]:
+    span = top_value - bottom_value
+    if not bottom_value:
+        return [Tick(y(top_value * share), _format(top_value * share)) for share in (0, 0.25, 0.5, 0.75, 1)]
+    return [
+        Tick(y(bottom_value + span * share), _precise(bottom_value + span * share)) for share in (0, 0.25, 0.5, 0.75, 1)
+    ]
 
 
 def bar_plot(
@@ -115,9 +141,10 @@ def bar_plot(
     threshold: float | None = None,
     threshold_label: str = "",
     note: str = "",
+    bottom_value: float = 0.0,
 ) -> Plot:
-    """One bar per (label, value), in the given order; the y axis starts at 0, with an optional horizontal
-    `threshold` (not with `log`).
+    """One bar per (label, value), in the given order; the y axis starts at `bottom_value` (0 unless told:
+    `unit_floor` for figures near 1), with an optional horizontal `threshold` (not with `log`).
 
     With `log`, heights follow log10(1 + value) so that bins of 3 and of 3 million both show.
     """
@@ -130,8 +157,8 @@ def bar_plot(
     else:
         heights = bars
         top = top_value or _nice_ceiling(max([*(value for _, value in bars), threshold or 0], default=0))
-        y = _y_scale(top)
-        plot.y_ticks = _y_ticks(top, y)
+        y = _y_scale(top, bottom_value)
+        plot.y_ticks = _y_ticks(top, y, bottom_value)
         if threshold is not None:
             plot.threshold_y = y(threshold)
             plot.threshold_label = threshold_label
@@ -139,9 +166,8 @@ def bar_plot(
     for index, ((label, value), (_, height)) in enumerate(zip(bars, heights, strict=True)):
         bar_top = y(height)
         x = plot.left + index * slot + slot * 0.1
-        plot.bars.append(
-            Bar(round(x, 2), bar_top, round(slot * 0.8, 2), round(plot.bottom - bar_top, 2), label, _format(value))
-        )
+        shown = _precise(value) if bottom_value else _format(value)
+        plot.bars.append(Bar(round(x, 2), bar_top, round(slot * 0.8, 2), round(plot.bottom - bar_top, 2), label, shown))
         plot.x_ticks.append(Tick(round(x + slot * 0.4, 2), label))
     return plot
 
@@ -156,12 +182,15 @@ def line_plot(
     threshold: float | None = None,
     threshold_label: str = "",
     note: str = "",
+    bottom_value: float = 0.0,
+    top_value: float | None = None,
 ) -> Plot:
-    """A line through `points` (sorted by x), optional measured `marks` and a horizontal `threshold`."""
+    """A line through `points` (sorted by x), optional measured `marks` and a horizontal `threshold`; the y axis
+    runs from `bottom_value` (0 unless told) to `top_value` (a round number above everything unless told)."""
     everything = [*points, *marks]
     x_max = max((x for x, _ in everything), default=1) or 1
-    y_max = _nice_ceiling(max([*(value for _, value in everything), threshold or 0], default=0))
-    y = _y_scale(y_max)
+    y_max = top_value or _nice_ceiling(max([*(value for _, value in everything), threshold or 0], default=0))
+    y = _y_scale(y_max, bottom_value)
     plot = Plot(title=title, x_label=x_label, y_label=y_label, note=note)
 
     def x(value: float) -> float:
@@ -172,8 +201,37 @@ def line_plot(
     plot.points = [(x(px), y(py), _format(py)) for px, py in ordered]
     plot.marks = [(x(mx), y(my), _format(my)) for mx, my in marks]
     plot.x_ticks = [Tick(x(x_max * share), _format(x_max * share)) for share in (0, 0.25, 0.5, 0.75, 1)]
-    plot.y_ticks = _y_ticks(y_max, y)
+    plot.y_ticks = _y_ticks(y_max, y, bottom_value)
     if threshold is not None:
         plot.threshold_y = y(threshold)
         plot.threshold_label = threshold_label
+    return plot
+
+
+def scatter_plot(
+    title: str,
+    x_label: str,
+    y_label: str,
+    points: list[tuple[float, float, str]],
+    *,
+    threshold: float | None = None,
+    threshold_label: str = "",
+    note: str = "",
+) -> Plot:
+    """One dot per (x, y, name), its title naming it with both values, and a horizontal `threshold`."""
+    plot = line_plot(
+        title,
+        x_label,
+        y_label,
+        [],
+        marks=[(px, py) for px, py, _name in points],
+        threshold=threshold,
+        threshold_label=threshold_label,
+        note=note,
+    )
+    plot.dots = [
+        (mx, my, f"{name}: {x_label} {_format(px)}, {y_label} {_format(py)}")
+        for (mx, my, _shown), (px, py, name) in zip(plot.marks, points, strict=True)
+    ]
+    plot.marks = []
     return plot

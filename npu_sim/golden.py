@@ -171,3 +171,29 @@ def compare(expected: np.ndarray, actual: np.ndarray, tolerance: Tolerance | Non
         "passed": not failures,
         "failures": failures,
     }
+
+
+def row_figures(expected: np.ndarray, actual: np.ndarray, k: int) -> list[dict[str, float | None]]:
+    """Each row's cosine, top-1 and top-k agreement of `actual` against `expected` (one row per prefill or decode
+    step): a few numbers per step, small enough to keep with a run and draw."""
+    e, a = as_float32(expected), as_float32(actual)
+    if e.shape != a.shape:
+        raise ValueError(f"shape {list(a.shape)} differs from the expected {list(e.shape)}")
+    k = min(k, e.shape[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        dots = np.einsum("ij,ij->i", e, a, dtype=np.float64)
+        norms = np.sqrt(np.einsum("ij,ij->i", e, e, dtype=np.float64) * np.einsum("ij,ij->i", a, a, dtype=np.float64))
+    nan = np.isnan(a)
+    top_e, top_a = top_k(e, k), top_k(np.where(nan, -np.inf, a) if nan.any() else a, k)
+    rows = []
+    for index in range(e.shape[0]):
+        same = bool(np.array_equal(e[index].view(np.uint32), a[index].view(np.uint32)))
+        cosine = 1.0 if same else (float(dots[index] / norms[index]) if norms[index] else 0.0)
+        rows.append(
+            {
+                "cosine": _finite(cosine),
+                "top1": float(top_e[index, 0] == top_a[index, 0]),
+                "topk": len(set(top_e[index].tolist()) & set(top_a[index].tolist())) / k,
+            }
+        )
+    return rows

@@ -308,6 +308,7 @@ def _check_sdk(path: Path, scratch: Path, answer: Answer, deliverable: Deliverab
     versions = {"calrt": report.library_version} if report.passed and report.library_version else {}
     outcome = _outcome(report, what, versions=versions, extra=build)
     found = report.entry_points
+    outcome.checked["calls"] = found  # each call looked for: the header declaring it and its symbol, or None
     outcome.also_proves = [
         recipe.capability
         for recipe in others

@@ -13,6 +13,7 @@ from acceptance.selectors import (
     answers_elements,
     attention,
     promotions_blocked_since,
+    question_worst_standings,
     runs_in_progress,
     section_progress,
     target_list,
@@ -82,8 +83,10 @@ def vendor_home(request):
     context = {"organisation": user_organisation(request.user), **vendor_overview(user=request.user)}
     today, soon_days = timezone.localdate(), due_soon_days()
     elements = answers_elements([answer for _question, answer in context["questions"] if answer])
+    standings = question_worst_standings()
     for question, answer in context["questions"]:
         question.due_status = due.due_status(question.due_date, question.state, today, soon_days)
+        question.position_label = stages.standing_label(standings.get(question.pk))
         if answer:
             answer.section13 = elements[answer.pk]
     return web.render_page(request, "acceptance/vendor-home.html", context, nav="vendor")

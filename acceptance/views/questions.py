@@ -27,10 +27,13 @@ from acceptance.selectors import (
     NOBODY,
     SEARCH_MAX_CHARS,
     QuestionFilters,
+    answers_claims,
     answers_elements,
     question_chain_rows,
     question_deliverables,
     question_positions,
+    question_standings,
+    question_worst_standings,
     questions_filter,
 )
 from acceptance.services import run_rerun
@@ -49,7 +52,7 @@ from vendor.access import (
     object_for_user,
 )
 from vendor.inputs import QuestionChanges
-from vendor.models import Question
+from vendor.models import Deliverable, Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
@@ -162,12 +165,13 @@ def _row_texts() -> dict:
     }
 
 
-def _annotate_row(question, *, positions: dict[int, str], people, today, texts: dict) -> None:
-    """What a row of the list shows beside the stored fields: chain position, due status, who may take it, and
-    its cells as text (prepared here, with `_row_texts`: the list renders 25 rows of them)."""
+def _annotate_row(question, *, standings: dict[int, tuple[str, str]], people, today, texts: dict) -> None:
+    """What a row of the list shows beside the stored fields: its chains' worst standing, due status, who may take
+    it, and its cells as text (prepared here, with `_row_texts`: the list renders 25 rows of them)."""
     code = question.code
-    question.position = positions.get(question.pk, "")
-    question.position_label = texts["stage"].get(question.position, "")
+    standing = standings.get(question.pk)
+    question.standing = f"{standing[0]}-{standing[1]}" if standing else ""
+    question.position_label = stages.standing_label(standing)
     question.due_status = due.due_status(question.due_date, question.state, today, vendor_selectors.due_soon_days())
     question.contacts = people.for_organisation(question.organisation_id)
     question.detail_url = reverse("question-detail", args=[code])
@@ -205,7 +209,8 @@ def _question_list_context(request, params: QueryDict):
     today = timezone.localdate()
 
     def rows_page():
-        positions = question_positions()
+        standings = question_standings()
+        positions, worst = question_positions(standings), question_worst_standings(standings)
         questions = vendor_selectors.question_list(user=request.user)
         # Filters the page cannot apply are shown as errors, and nothing is listed until they are fixed.
         if form.is_valid():
@@ -215,7 +220,7 @@ def _question_list_context(request, params: QueryDict):
         page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
         texts = _row_texts()
         for question in page:
-            _annotate_row(question, positions=positions, people=people, today=today, texts=texts)
+            _annotate_row(question, standings=worst, people=people, today=today, texts=texts)
         return page
 
     return {
@@ -296,7 +301,11 @@ def _row_context(question, **extra) -> dict:
     """What a row of the list (or one of its cells' controls) needs beyond the question."""
     people = vendor_selectors.assignees()
     _annotate_row(
-        question, positions=question_positions(), people=people, today=timezone.localdate(), texts=_row_texts()
+        question,
+        standings=question_worst_standings(),
+        people=people,
+        today=timezone.localdate(),
+        texts=_row_texts(),
     )
     return {"question": question, "assignees": people.team, **_row_choices(), "can_edit": True, **extra}
 
@@ -428,10 +437,11 @@ def question_bulk_edit(request):
 def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
-    elements = answers_elements(answers)
+    elements, claims = answers_elements(answers), answers_claims(answers)
     artifacts = {}
     for answer in answers:
         answer.section13 = elements[answer.pk]
+        answer.claimed_capability = claims.get(answer.pk)
         answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:
@@ -449,6 +459,11 @@ def question_page_context(request, question):
         "capabilities": question_capabilities(question, user=request.user) if sees_all else [],
         "deliverables": deliverables,
         "owed_count": sum(1 for view in deliverables if view.owed),
+        # Only a model package runs through the chain; the other kinds are checked statically or reviewed.
+        "checked_without_chain": any(
+            answer.section13.closes and answer.deliverable and answer.deliverable.kind != Deliverable.CALBIN
+            for answer in answers
+        ),
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
     }

@@ -140,6 +140,20 @@ def _check_golden_samples(rec: Recorder, samples: list[Request], golden: GoldenS
         rec.add_file(path)
 
 
+def _per_request(ok: list[Request]) -> list[dict[str, Any]]:
+    """Each completed request's latency (sent to last token) and decode rate, in request order: two numbers a
+    request, for a plot of every request against the required rate."""
+    return [
+        {
+            "request": r.rid,
+            "latency_ms": round(r.finish_ms - r.arrival_ms, 3),
+            "decode_tokens_per_s": round((len(r.token_ms) - 1) * 1000.0 / (r.token_ms[-1] - r.token_ms[0]), 3),
+        }
+        for r in ok
+        if r.finish_ms is not None and len(r.token_ms) > 1 and r.token_ms[-1] > r.token_ms[0]
+    ]
+
+
 def routine(
     rec: Recorder,
     session: Session,
@@ -197,6 +211,7 @@ def routine(
             ),
             "decode_tokens_per_s": percentiles(decode_rates),
             "request_latency_ms": percentiles([r.finish_ms - r.arrival_ms for r in ok if r.finish_ms is not None]),
+            "per_request": _per_request(ok),
             "throughput_tokens_per_s": round(sum(len(r.tokens) for r in ok) * 1000.0 / device_ms, 3)
             if device_ms
             else None,

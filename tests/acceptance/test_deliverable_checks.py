@@ -10,10 +10,13 @@ from datetime import timedelta
 
 import pytest
 from django.apps import apps
+from django.test import Client
+from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
+from acceptance.selectors import question_deliverables
 from acceptance.services import answer_submit, capability_promote, deliverable_checks, dispatch
 from acceptance.services.deliverable_checks import (
     CHECK_RESEND_AFTER,
@@ -610,3 +613,67 @@ def test_a_passed_schema_check_is_what_moves_its_probeless_capability(engineer, 
     attempt = capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
     assert attempt.allowed, attempt.reasons
     assert attempt.answer_id == answer.pk
+
+
+def found_lines(deliverable: Deliverable) -> dict[str, str]:
+    """What the question page's panel says the deliverable's latest static check found."""
+    view = next(v for v in question_deliverables(deliverable.question) if v.deliverable.pk == deliverable.pk)
+    return dict(view.found)
+
+
+def test_the_panel_lists_the_sdk_calls_found(answer_with_sdk, tmp_path):
+    answer, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path))
+    deliverable_check_answer(answer.pk)
+    found = found_lines(deliverable)
+    assert found["Calls missing"] == "—"
+    assert all(call in found["Calls found in the headers and the library"] for call in KV_MANAGER_CALLS)
+    assert found["Calls found in the headers and the library"].count(".h)") >= len(KV_MANAGER_CALLS)
+    # On the question page, in both languages; "nothing found" reads as no problem, not as no call.
+    client = Client()
+    client.force_login(make_user("pia", "team", "pm"))
+    url = reverse("question-detail", args=[deliverable.question.code])
+    english = client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    panel = english[english.index('id="deliverables"') :].split("</section>")[0]
+    assert "<dt>Calls found in the headers and the library</dt>" in panel
+    assert ": no problem found" in panel and "nothing found" not in panel
+    chinese = client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "<dt>在头文件和库中找到的调用</dt>" in chinese and "<dt>缺少的调用</dt><dd>—</dd>" in chinese
+
+
+def test_the_panel_names_the_sdk_call_missing(answer_with_sdk, tmp_path):
+    broken, deliverable, _capability = answer_with_sdk(sdk_archive(tmp_path, undefined=("KvManager::DoShift",)))
+    deliverable_check_answer(broken.pk)
+    found = found_lines(deliverable)
+    assert found["Calls missing"] == "KvManager::DoShift"
+    assert "KvManager::DoShift" not in found["Calls found in the headers and the library"]
+
+
+def test_the_panel_names_the_images_sbom_and_licence_file(answer_with_image, engineer, tmp_path):
+    answer, deliverable, _capability = answer_with_image(answer=build_delivered(engineer, tmp_path))
+    deliverable_check_answer(answer.pk)
+    assert found_lines(deliverable) == {"SBOM": "sbom.spdx.json (SPDX, packages listed: 1)", "Licence file": "LICENSE"}
+
+
+def test_the_panel_says_an_image_has_no_licence_file(answer_with_image):
+    unlicensed, deliverable, _capability = answer_with_image(data=tar_bytes(oci_image_files(licence=False)))
+    deliverable_check_answer(unlicensed.pk)
+    assert found_lines(deliverable)["Licence file"] == "—"
+
+
+def test_the_panel_gives_the_schemas_verdict_on_each_sample(engineer, acme, golden, tmp_path):
+    answer, deliverable, _capability = schema_answer(engineer, acme, golden, tmp_path)
+    deliverable_check_answer(answer.pk)
+    found = found_lines(deliverable)
+    assert found["Current samples it wrongly rejects"] == "—"
+    assert found["Defective samples it wrongly accepts"] == "—"
+    assert "A16" in found["Defective samples it rejects"]
+
+    lax = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    lax["properties"]["memory"] = {"type": "object"}
+    artifact = make_artifact(engineer, json.dumps(lax).encode(), kind="schema", version="0.7.7", file_name="s.json")
+    data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=deliverable.question, draft=answer_draft(data))
+    deliverable_check_answer(second.pk)
+    found = found_lines(deliverable)
+    assert "A16" in found["Defective samples it wrongly accepts"]
+    assert "A16" not in found["Defective samples it rejects"]

@@ -4,9 +4,9 @@ from django.urls import reverse
 
 from acceptance import stages
 from acceptance.models import Run
-from acceptance.views.plots import run_plots
+from acceptance.views.plots import request_plot, run_plots
 from calculet import plots
-from npu_sim.golden import compare
+from npu_sim.golden import compare, row_figures
 from npu_sim.timing import TimingModel, context_rows
 from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
@@ -93,3 +93,34 @@ def test_soak_curve_plots_the_per_request_rate_the_threshold_and_the_measurement
     assert curve.y_label == "token/s per request" and curve.note == "decode batch 4"
     rates = ttft_free[0]
     assert rates.threshold_y is not None and rates.top <= rates.threshold_y <= rates.bottom
+
+
+def test_golden_steps_are_drawn_from_the_rows_calculet_kept_and_a_bad_step_falls_below_the_limit():
+    """The wrong delivery the chart must show: one decode step off the golden is the lowest point, under the
+    cosine limit, on an axis fine enough to tell 0.9999 from 1; a run whose reports keep no rows draws no steps."""
+    rng = np.random.default_rng(3)
+    expected = rng.normal(size=(8, 512)).astype(np.float32)
+    actual = expected.copy()
+    actual[4] += rng.normal(scale=0.05, size=512).astype(np.float32)
+    report = compare(expected, actual) | {"rows": row_figures(expected, actual, 5)}
+    run = Run(stage=stages.GOLDEN, metrics={"tensors": {"decode_logits": report}})
+    cosine, topk = run_plots(run)[:2]
+    assert cosine.title == "Cosine against the golden, step by step"
+    heights = [y for _x, y, _label in cosine.points]
+    assert heights.index(max(heights)) == 4  # the lowest value is drawn lowest
+    assert max(heights) > cosine.threshold_y  # below the limit line
+    assert cosine.threshold_label == "limit 0.9999"
+    assert float(cosine.y_ticks[0].label) < report["rows"][4]["cosine"] < 0.9999
+    assert topk.title == "Top-5 agreement with the golden, step by step"
+    del report["rows"]
+    assert "step by step" not in " ".join(plot.title for plot in run_plots(run))
+
+
+def test_each_request_is_a_dot_against_the_required_rate():
+    plot = request_plot([(800.0, 12.0), (950.0, 8.0)], 10.0)
+    assert [title for _x, _y, title in plot.dots] == [
+        "request 1: latency (ms) 800, token/s per request 12",
+        "request 2: latency (ms) 950, token/s per request 8",
+    ]
+    slow = plot.dots[1]
+    assert slow[1] > plot.threshold_y and plot.dots[0][1] < plot.threshold_y  # under and over the required rate
