@@ -22,10 +22,10 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +35,8 @@ from acceptance.protocol import RunnerEnd, StageOutcome, build_job, device_findi
 from acceptance.protocol import stage_params as chain_stage_params
 from acceptance.recipes import RECIPES, Recipe, simulator_proves
 from acceptance.services.checks import calbin_check
+
+# The chain's own judgement of a golden stage (the runner's logits against the job's golden, by acceptance.judging).
 from acceptance.services.runs.running import _judged
 from npu_sim.calbin import build_calbin
 from npu_sim.calbin.files import ops_for
@@ -116,7 +118,7 @@ def correct_package(recipe: Recipe) -> Package:
     an op on the CPU for the placement probe, and the other model for the probes that configure one."""
     features = tuple(sorted({f for p in recipe.probes for f in PROBES[p.name].features}))
     params = {p.name: dict(p.params) for p in recipe.probes}
-    batch = int(params["decode_batch"]["batch"]) if "decode_batch" in params else DEFAULT_BATCH  # type: ignore[call-overload]
+    batch = int(str(params["decode_batch"]["batch"])) if "decode_batch" in params else DEFAULT_BATCH
     package = Package(features, batch, str(params.get("s8", {}).get("kv", "v")))
     if "cpu_fallback" in params:
         package = replace(package, cpu_fallback=(ops_for(package.layout, features)[0],))
@@ -133,6 +135,7 @@ class Workshop:
         self.root = root
         self._built: dict[Package, tuple[Path, Path]] = {}
         self._runs: dict[str, StageOutcome] = {}
+        self._digests: dict[Path, str] = {}
 
     def build(self, package: Package) -> tuple[Path, Path]:
         """The package's directory and the golden file delivered with it."""
@@ -157,15 +160,20 @@ class Workshop:
         path, _ = self.build(package)
         return Path(shutil.copytree(path, self.root / name))
 
-    def run(self, key: str, run) -> StageOutcome:
+    def digest(self, path: Path) -> str:
+        """A package's or golden's digest, hashed once: nothing here changes a package once it has been made."""
+        if path not in self._digests:
+            self._digests[path] = _digest(path)
+        return self._digests[path]
+
+    def run(self, key: str, run: Callable[[], StageOutcome]) -> StageOutcome:
         if key not in self._runs:
             self._runs[key] = run()
         return self._runs[key]
 
 
-@cache
 def _digest(path: Path) -> str:
-    """The bytes of a package or a golden; a package is not changed once it has been run."""
+    """The bytes of a package (its files and their names) or of a golden file."""
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     hashed = hashlib.sha256()
     for file in files:
@@ -330,12 +338,12 @@ def chain_through(recipe: Recipe, delivery: Delivery, workshop: Workshop) -> tup
     outcome = StageOutcome(stages.PASS)
     for stage in STAGES:
         inputs = (delivery.calbin, delivery.golden, delivery.second)
-        key = json.dumps([stage, recipe.capability, [_digest(p) if p else None for p in inputs]])
+        key = json.dumps([stage, recipe.capability, [workshop.digest(p) if p else None for p in inputs]])
         if stage == stages.ARTIFACT:
-            outcome = workshop.run(key, lambda: _artifact_stage(delivery))
+            outcome = workshop.run(key, partial(_artifact_stage, delivery))
         else:
             with _workdir(workshop.root) as workdir:
-                outcome = workshop.run(key, lambda s=stage, w=workdir: _runner_stage(s, recipe, delivery, w))
+                outcome = workshop.run(key, partial(_runner_stage, stage, recipe, delivery, workdir))
         if outcome.verdict != stages.PASS:
             return stage, outcome
     return STAGES[-1], outcome
