@@ -246,7 +246,7 @@ def deliveries(recipe: Recipe, workshop: Workshop) -> dict[str, Delivery | str]:
 
     declared = [f for f in right.features if f != "tp"]
     if declared:
-        unfeatured = replace(right, features=(), cpu_fallback=())
+        unfeatured = replace(right, features=())
         root = workshop.copy(unfeatured, f"{recipe.capability}-declared")
         _set_line(root / PACKAGE_INFO, "layout", right.layout)
         features = [f for f in declared if f not in LAYOUTS]
@@ -290,7 +290,7 @@ def _another_layout(right: Package, workshop: Workshop) -> Package:
     for layout in LAYOUTS:
         if layout == right.layout:
             continue
-        candidate = replace(right, features=(layout, *kept), cpu_fallback=(), second=None)
+        candidate = replace(right, features=(layout, *kept), second=None)
         try:
             workshop.build(candidate)
         except ValueError:
