@@ -141,6 +141,10 @@ RECIPES: Mapping[str, Recipe] = MappingProxyType({recipe.capability: recipe for 
 # codes, resets) exercises the simulator's own implementation of them: calculet's integration checked against
 # the documented semantics (E4), which only a board's runs (E0) turn into the vendor's runtime.
 PACKAGE_PROBES = frozenset({"decode_batch", "cpu_fallback", "prefill_shapes", "golden_readback"})
+# Features a package carries only as a declaration: built with or without them, its weights, goldens and
+# sub-models are the same bytes (the proof matrix's "declared but not computed" package passes). A probe that
+# needs only these drives the simulator's multi-model and residency runtime, not anything the package computes.
+DECLARED_ONLY_FEATURES = frozenset({"multi_model", "residency"})
 PROVES_PACKAGE = "package"
 PROVES_INTEGRATION = "integration"
 PROVES_BOARD = "board"
@@ -150,7 +154,7 @@ def simulator_proves(recipe: Recipe) -> str | None:
     """What the recipe's runs on a simulator target prove (None: it has no probes)."""
     if not recipe.probes:
         return None
-    if any(p.name in PACKAGE_PROBES or PROBES[p.name].features for p in recipe.probes):
+    if any(p.name in PACKAGE_PROBES or set(PROBES[p.name].features) - DECLARED_ONLY_FEATURES for p in recipe.probes):
         return PROVES_PACKAGE
     return PROVES_INTEGRATION
 

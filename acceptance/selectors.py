@@ -16,7 +16,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from acceptance import stages
+from acceptance import proof_labels, stages
 from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target
 from acceptance.policy import AnswerFacts, ChainFacts
 from acceptance.protocol import VERSION_KEYS, device_attested
@@ -665,6 +665,26 @@ class DeliverableView:
     def progress_rows(self) -> list[tuple[str, str, str]]:
         """(target kind, state, label) in the order of Target.KINDS."""
         return [(kind, self.progress[kind], str(PROGRESS_LABELS[self.progress[kind]])) for kind in self.progress]
+
+    @property
+    def proof_rows(self) -> list[tuple[str, str, str, str]]:
+        """What a calbin deliverable's runs prove on each kind of target: (kind, where, code, what), in the
+        reader's language; none for the other kinds, which no runner runs."""
+        return deliverable_runs_prove(self.deliverable)
+
+
+def deliverables_runs_prove() -> dict[int, list[tuple[str, str, str, str]]]:
+    """For every calbin deliverable's id, what its runs prove (`deliverable_runs_prove`); two queries."""
+    calbins = Deliverable.objects.filter(kind=Deliverable.CALBIN).prefetch_related("capabilities")
+    return {deliverable.pk: deliverable_runs_prove(deliverable) for deliverable in calbins}
+
+
+def deliverable_runs_prove(deliverable: Deliverable) -> list[tuple[str, str, str, str]]:
+    """(target kind, where, code, what) for a calbin deliverable's runs (its capabilities prefetched, or one
+    query); empty for another kind."""
+    if deliverable.kind != Deliverable.CALBIN:
+        return []
+    return proof_labels.labelled(proof_labels.runs_prove(c.slug for c in deliverable.capabilities.all()))
 
 
 def deliverable_views(deliverables) -> list[DeliverableView]:

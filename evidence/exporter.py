@@ -22,6 +22,9 @@ from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem
 from vendor.models import Deliverable, Question, Section
 
 Progress = Mapping[int, Mapping[str, str]]
+# Deliverable id -> what its runs prove per target kind: (target kind, where, code, what), `where` and `what` in
+# the active language (from acceptance.selectors.deliverable_runs_prove).
+Proves = Mapping[int, list[tuple[str, str, str, str]]]
 
 EXPORT_FORMATS = {
     "json": ("application/json", "json"),
@@ -40,6 +43,7 @@ CSV_COLUMNS = [
     "due_date",
     "capabilities",
     "deliverables_owed",
+    "runs_prove",
 ]
 
 
@@ -72,21 +76,37 @@ def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
     return f"{deliverable.key} ({', '.join(parts)})"
 
 
-def _deliverable_data(deliverable: Deliverable, progress: Progress | None) -> dict:
+def _deliverable_data(deliverable: Deliverable, progress: Progress | None, proves: Proves | None) -> dict:
     return {
         "key": deliverable.key,
         "kind": deliverable.kind,
         "state": deliverable.state,
         "reason": plain(deliverable.reason),
         "progress": dict((progress or {}).get(deliverable.pk, {})),
+        "runs_prove": [
+            {"target_kind": kind, "code": code, "label": what}
+            for kind, _where, code, what in (proves or {}).get(deliverable.pk, [])
+        ],
     }
+
+
+def _runs_prove_label(question, proves: Proves | None) -> str:
+    """`package-batch-4: simulator package (the vendor's package on the simulator), hardware board (the board)`
+    for each calbin deliverable of the question."""
+    labels = []
+    for deliverable in question.deliverables.all():
+        rows = (proves or {}).get(deliverable.pk, [])
+        if rows:
+            said = ", ".join(f"{kind} {code} ({what})" for kind, _where, code, what in rows)
+            labels.append(f"{deliverable.key}: {said}")
+    return "; ".join(labels)
 
 
 def _capability_labels(question) -> list[str]:
     return [f"{c.slug} {c.status}" for c in question.capabilities.all()]
 
 
-def checklist_data(progress: Progress | None = None) -> dict:
+def checklist_data(progress: Progress | None = None, proves: Proves | None = None) -> dict:
     document = ChecklistDocument.objects.order_by("pk").first()
     items = (
         EvidenceItem.objects.filter(origin=EvidenceItem.SEED)
@@ -164,7 +184,7 @@ def checklist_data(progress: Progress | None = None) -> dict:
                 "assignee": q.assignee.get_username() if q.assignee else None,
                 "due_date": q.due_date.isoformat() if q.due_date else None,
                 "capabilities": [c.slug for c in q.capabilities.all()],
-                "deliverables": [_deliverable_data(d, progress) for d in q.deliverables.all()],
+                "deliverables": [_deliverable_data(d, progress, proves) for d in q.deliverables.all()],
             }
             for q in _questions()
         ],
@@ -184,15 +204,15 @@ def checklist_data(progress: Progress | None = None) -> dict:
     }
 
 
-def checklist_json(progress: Progress | None = None) -> str:
-    return json.dumps(checklist_data(progress), ensure_ascii=False, indent=2) + "\n"
+def checklist_json(progress: Progress | None = None, proves: Proves | None = None) -> str:
+    return json.dumps(checklist_data(progress, proves), ensure_ascii=False, indent=2) + "\n"
 
 
 def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|") or "—"
 
 
-def checklist_markdown(progress: Progress | None = None) -> str:
+def checklist_markdown(progress: Progress | None = None, proves: Proves | None = None) -> str:
     document = ChecklistDocument.objects.order_by("pk").first()
     title = document.title if document else "Checklist"
     lines = [f"# {title}", ""]
@@ -205,6 +225,7 @@ def checklist_markdown(progress: Progress | None = None) -> str:
         by_section.setdefault(question.section_id, []).append(question)
     for section in Section.objects.all():
         ours = [_("State"), _("Priority"), _("Owner"), _("Due date"), _("Capability statuses"), _("Deliverables owed")]
+        ours.append(_("What its runs prove"))
         header = ["#", section.question_header, section.acceptance_header, *ours]
         lines += [f"### {section.code} {section.title}", "", "| " + " | ".join(header) + " |"]
         lines.append("| " + " | ".join("---" for _ in header) + " |")
@@ -220,6 +241,7 @@ def checklist_markdown(progress: Progress | None = None) -> str:
                 q.due_date.isoformat() if q.due_date else "",
                 "、".join(_capability_labels(q)),
                 "；".join(_owed_label(d, progress) for d in _owed(q)),
+                _runs_prove_label(q, proves),
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
         lines.append("")
@@ -235,7 +257,7 @@ def checklist_markdown(progress: Progress | None = None) -> str:
 CSV_BOM = "\ufeff"
 
 
-def checklist_csv(progress: Progress | None = None) -> str:
+def checklist_csv(progress: Progress | None = None, proves: Proves | None = None) -> str:
     """Starts with a UTF-8 byte order mark, without which Excel reads the Chinese text as another encoding."""
     out = io.StringIO()
     out.write(CSV_BOM)
@@ -255,6 +277,7 @@ def checklist_csv(progress: Progress | None = None) -> str:
                 q.due_date.isoformat() if q.due_date else "",
                 "; ".join(_capability_labels(q)),
                 "; ".join(_owed_label(d, progress) for d in _owed(q)),
+                _runs_prove_label(q, proves),
             ]
         )
     return out.getvalue()
@@ -263,8 +286,9 @@ def checklist_csv(progress: Progress | None = None) -> str:
 EXPORTERS = {"json": checklist_json, "md": checklist_markdown, "csv": checklist_csv}
 
 
-def checklist_export(fmt: str, progress: Progress | None = None) -> str:
-    """The checklist in `fmt` (json, md or csv); `progress` adds where calbin deliverables stand per target kind."""
+def checklist_export(fmt: str, progress: Progress | None = None, proves: Proves | None = None) -> str:
+    """The checklist in `fmt` (json, md or csv); `progress` adds where calbin deliverables stand per target kind,
+    `proves` what their runs prove there (JSON's `runs_prove` of each deliverable, the CSV's `runs_prove`)."""
     if fmt not in EXPORTERS:
         raise ValueError(f"unknown export format {fmt!r}: one of {', '.join(EXPORTERS)}")
-    return EXPORTERS[fmt](progress)
+    return EXPORTERS[fmt](progress, proves)

@@ -1,6 +1,6 @@
 """A question's deliverables and the PM's document reviews."""
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
@@ -81,6 +81,12 @@ class ReviewOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class RunProofSerializer(serializers.Serializer):
+    target_kind = serializers.CharField(help_text="simulator or hardware")
+    code = serializers.CharField(help_text="package, integration or board")
+    label = serializers.CharField(help_text="what the runs there prove, in the request's language")
+
+
 class DeliverableOutputSerializer(serializers.Serializer):
     key = serializers.SlugField(source="deliverable.key")
     kind = serializers.ChoiceField(source="deliverable.kind", choices=Deliverable.KINDS)
@@ -100,10 +106,18 @@ class DeliverableOutputSerializer(serializers.Serializer):
     answered = serializers.BooleanField(
         help_text="Whether an answer of the organisation the question is put to names this deliverable."
     )
+    runs_prove = serializers.SerializerMethodField(
+        help_text="calbin only: what its runs prove on each kind of target (the vendor's package or calculet's "
+        "integration against the documented semantics on the simulator; the board on an attested board)."
+    )
     reviews = ReviewOutputSerializer(many=True)
 
     def get_capabilities(self, view) -> list[str]:
         return [capability.slug for capability in view.deliverable.capabilities.all()]
+
+    @extend_schema_field(RunProofSerializer(many=True))
+    def get_runs_prove(self, view) -> list[dict]:
+        return [{"target_kind": kind, "code": code, "label": what} for kind, _where, code, what in view.proof_rows]
 
 
 def _question(user, code: str) -> Question:

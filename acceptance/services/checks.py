@@ -125,10 +125,13 @@ def _check_runner_bundle(artifact: Artifact, path: Path) -> list[dict]:
     return []
 
 
-def _check_calbin(artifact: Artifact, path: Path, target: Target) -> tuple[list[dict], dict]:
-    field = f"artifacts[{artifact.pk}]"
+def calbin_check(
+    path: Path, label: str, field: str, target_slug: str, target_versions: dict
+) -> tuple[list[dict], dict]:
+    """A calbin package's findings and facts: the simulator's validator, then (for a simulator-form package) its
+    compatibility ranges against the target's versions. `label` names the package in each message."""
     found = [
-        finding(f.code, f"{field}.{f.field}" if f.field else field, f"{artifact}: {f.message}", f.severity)
+        finding(f.code, f"{field}.{f.field}" if f.field else field, f"{label}: {f.message}", f.severity)
         for f in npu_calbin.validate(path)
     ]
     if any(f["severity"] == "error" for f in found):
@@ -137,8 +140,8 @@ def _check_calbin(artifact: Artifact, path: Path, target: Target) -> tuple[list[
     # The vendor's own package declares no ranges: the answer's declared range, checked below, is what it runs on.
     if manifest["form"] == VENDOR_FORM:
         return found, {"calbin_form": manifest["form"]}
-    for problem in npu_compat.check(manifest, target.as_job_target()):
-        found.append(finding("target_incompatible", field, f"{artifact} cannot run on {target.slug}: {problem}."))
+    for problem in npu_compat.check(manifest, target_versions):
+        found.append(finding("target_incompatible", field, f"{label} cannot run on {target_slug}: {problem}."))
     return found, {"calbin_form": manifest["form"], "calbin_compatibility": manifest.get("compatibility", {})}
 
 
@@ -192,7 +195,9 @@ def stage_artifact(chain: Chain, inputs: AnswerInputs, target: Target, note) -> 
             if digest_findings:
                 continue
             if artifact.kind == Artifact.CALBIN:
-                calbin_findings, calbin_metrics = _check_calbin(artifact, path, target)
+                calbin_findings, calbin_metrics = calbin_check(
+                    path, str(artifact), f"artifacts[{artifact.pk}]", target.slug, target.as_job_target()
+                )
                 findings += calbin_findings
                 metrics.update(calbin_metrics)
             elif artifact.kind == Artifact.RUNNER_BUNDLE:

@@ -3,11 +3,9 @@ promotion gate asked in place."""
 
 from django.http import HttpResponseRedirect
 from django.urls import reverse
-from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
-from acceptance import recipes
+from acceptance import proof_labels
 from acceptance.policy import approval_required, policy_current
 from acceptance.selectors import capability_status_basis, promotion_history
 from acceptance.services import capability_promote
@@ -20,11 +18,6 @@ from evidence.selectors import capability_evidence, capability_get, capability_q
 from vendor.access import may_act_as_pm, may_approve_moves, may_open_pages, may_see_all
 
 HISTORY_LIMIT = 200
-PROOF_LABELS = {
-    recipes.PROVES_PACKAGE: gettext_lazy("the vendor's package on the simulator"),
-    recipes.PROVES_INTEGRATION: gettext_lazy("calculet's integration against the documented semantics (simulator)"),
-    recipes.PROVES_BOARD: gettext_lazy("the board"),
-}
 CAPABILITY_EVIDENCE_LIMIT = 200
 
 
@@ -43,13 +36,8 @@ def _approval_moves(capability) -> list[str]:
 
 def _run_meaning(capability) -> list[tuple[str, str]]:
     """What the capability's runs prove on each kind of target: (where, what), as the page says it."""
-    recipe = recipes.RECIPES.get(capability.slug)
-    on_simulator = recipes.simulator_proves(recipe) if recipe else None
-    if on_simulator is None:
-        return []
     return [
-        (_("On the simulator"), PROOF_LABELS[on_simulator]),
-        (_("On an attested board"), PROOF_LABELS[recipes.PROVES_BOARD]),
+        (where, what) for _kind, where, _code, what in proof_labels.labelled(proof_labels.runs_prove([capability.slug]))
     ]
 
 

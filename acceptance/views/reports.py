@@ -4,7 +4,7 @@ deliverable and, for model packages, per target kind."""
 from django.http import Http404, HttpResponse
 from django.utils.translation import gettext_lazy as _
 
-from acceptance.selectors import deliverables_owed_views, deliverables_progress
+from acceptance.selectors import deliverables_owed_views, deliverables_progress, deliverables_runs_prove
 from calculet import web
 from evidence.exporter import EXPORT_FORMATS, checklist_export
 from vendor.access import may_see_all
@@ -35,6 +35,7 @@ def report_checklist(request, fmt):
         raise Http404
     content_type, extension = EXPORT_FORMATS[fmt]
     progress = deliverables_progress(Deliverable.objects.filter(kind=Deliverable.CALBIN).only("id"))
-    response = HttpResponse(checklist_export(fmt, progress), content_type=content_type)
+    proves = deliverables_runs_prove()
+    response = HttpResponse(checklist_export(fmt, progress, proves), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="calculet-checklist.{extension}"'
     return response

@@ -17,7 +17,7 @@ import pytest
 
 from acceptance import stages
 from acceptance.policy import DEFAULT_POLICY, AnswerFacts, ChainFacts, evaluate
-from acceptance.recipes import RECIPES
+from acceptance.recipes import PROVES_INTEGRATION, RECIPES, simulator_proves
 from evidence.seed.capabilities import CAPABILITIES
 from evidence.seed.deliverables import QUESTION_DELIVERABLES
 
@@ -154,3 +154,24 @@ def test_the_pinned_rule_names_only_the_requirements_that_apply():
     [reason, *_] = decide(sampling, "C2", facts("npu-sampling", ["answer"])).reasons
     assert reason["code"] == "pinned_needs_full_proof"
     assert "it moves only when answer, artifacts, probes_hardware hold" in reason["message"]
+
+
+INTEGRATION = [seed for seed in CAPABILITIES if simulator_proves(RECIPES[seed.slug]) == PROVES_INTEGRATION]
+
+
+@pytest.mark.parametrize("seed", INTEGRATION, ids=[seed.slug for seed in INTEGRATION])
+def test_a_capability_whose_simulator_runs_prove_calculets_integration_reaches_c0_only_on_a_board(seed):
+    """Its probes drive the simulator's own runtime: every simulator run passed is calculet's integration (E4), and
+    the vendor's runtime is tested only by an attested board's runs, which C0 needs; a board double's are E4 too."""
+    pinned = seed.status if seed.pinned else ""
+    met = needs(seed.slug, pinned, "C0")
+    assert "probes_hardware" in met
+    on_the_simulator = facts(seed.slug, [*(m for m in met if m != "probes_hardware"), "probes_simulator"])
+    refused = decide(seed, "C0", on_the_simulator)
+    assert not refused.allowed
+    assert "no_hardware_runs" in [r["code"] for r in refused.reasons]
+    with_a_double = facts(seed.slug, [*met, "probes_simulator"])
+    [board] = [chain for chain in with_a_double.chains if chain.target_kind == "hardware"]
+    board.attested = dict.fromkeys(board.attested, False)
+    assert not decide(seed, "C0", with_a_double).allowed
+    assert decide(seed, "C0", facts(seed.slug, [*met, "probes_simulator"])).allowed

@@ -6,6 +6,7 @@ import pytest
 
 from acceptance.limits import answer_limit_errors
 from acceptance.recipes import (
+    DECLARED_ONLY_FEATURES,
     PROVES_INTEGRATION,
     PROVES_PACKAGE,
     RECIPES,
@@ -194,3 +195,21 @@ def test_runtime_semantics_capabilities_prove_calculets_integration_on_the_simul
     package = ["decode-batch-8", "npu-sampling", "s8-v-cache-calbin", "custom-kernel-sdk", "golden-readback"]
     assert {slug: simulator_proves(recipe_for(slug)) for slug in package} == dict.fromkeys(package, PROVES_PACKAGE)
     assert simulator_proves(recipe_for("calbin-metadata-schema")) is None
+
+
+def test_a_feature_carried_only_as_a_declaration_does_not_make_the_runs_a_proof_of_the_package(tmp_path):
+    """Built with or without multi_model and residency, a package's files differ only in its name and features: a
+    probe needing only these drives the simulator's runtime, so its runs prove calculet's integration."""
+    from npu_sim.calbin import build_calbin
+
+    plain = build_calbin(tmp_path / "plain", decode_batch=2)
+    declared = build_calbin(tmp_path / "declared", decode_batch=2, features=sorted(DECLARED_ONLY_FEATURES))
+    differ = sorted(
+        p.relative_to(plain).as_posix()
+        for p in plain.rglob("*")
+        if p.is_file() and p.read_bytes() != (declared / p.relative_to(plain)).read_bytes()
+    )
+    assert differ == ["SHA256SUMS", "model_memory_reserved_info.txt", "package_info.txt"]
+    assert simulator_proves(recipe_for("dynamic-resident-multi-model")) == PROVES_INTEGRATION
+    # A computed layout beside them (single_chiplet) is the package's.
+    assert simulator_proves(recipe_for("two-models-one-chiplet")) == PROVES_PACKAGE

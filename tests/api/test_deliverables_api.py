@@ -3,7 +3,7 @@
 import pytest
 
 from evidence.models import Capability
-from tests.factories import complete_answer, db_snapshot, make_deliverable, make_question
+from tests.factories import complete_answer, db_snapshot, make_capability, make_deliverable, make_question
 from vendor.claim import ELEMENTS
 from vendor.models import Answer, Organisation
 
@@ -56,10 +56,16 @@ def test_an_answer_may_claim_only_a_capability_its_deliverable_proves(vendor_a, 
 
 
 def test_the_question_lists_its_deliverables_with_state_and_progress(pm, vendor_a, v18):
+    v18.deliverables.get(key="package-batch-4").capabilities.add(make_capability("decode-batch-4"))
     body = vendor_a.client().get("/api/v1/questions/V18/deliverables/").json()
     assert [d["key"] for d in body] == ["package-batch-4", "package-batch-8", "package-batch-16"]
     assert body[0]["state"] == "owed"
     assert body[0]["progress"] == {"simulator": "none", "hardware": "none"}
+    assert body[0]["runs_prove"] == [
+        {"target_kind": "simulator", "code": "package", "label": "the vendor's package on the simulator"},
+        {"target_kind": "hardware", "code": "board", "label": "the board"},
+    ]
+    assert body[1]["runs_prove"] == []  # no capability linked: nothing runs for it
     detail = pm.client().get("/api/v1/questions/V18/").json()
     assert [d["state"] for d in detail["deliverables"]] == ["owed", "owed", "owed"]
 

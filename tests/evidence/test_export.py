@@ -97,7 +97,7 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     text = checklist_markdown()
     headings = re.findall(r"^### (12\.\d) ", text, flags=re.MULTILINE)
     assert headings == [f"12.{n}" for n in range(1, 9)]
-    columns = "State | Priority | Owner | Due date | Capability statuses | Deliverables owed"
+    columns = "State | Priority | Owner | Due date | Capability statuses | Deliverables owed | What its runs prove"
     assert f"| # | 必须确认/交付 | 验收形式 | {columns} |" in text
     rows = [line for line in text.splitlines() if re.match(r"^\| V\d\d \|", line)]
     assert len(rows) == 60
@@ -105,7 +105,7 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     assert "| Asked | P0 |" in v18
     assert "decode-batch-4 C3" in v18
     assert "package-batch-4 (calbin, owed)" in v18  # no progress: the command cannot read the chains
-    assert all(line.count(" | ") == 8 for line in rows)
+    assert all(line.count(" | ") == 9 for line in rows)
 
 
 def test_csv_is_one_row_per_question(checklist):

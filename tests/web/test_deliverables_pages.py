@@ -3,6 +3,7 @@ exports; V18 owing batch 4 and 16 once batch 8 is accepted."""
 
 import csv
 import io
+import json
 
 import pytest
 from django.urls import reverse
@@ -80,6 +81,80 @@ def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batc
     )
     markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
     row = next(line for line in markdown.splitlines() if line.startswith("| V18 |"))
-    assert "package-batch-4 (calbin, owed; simulator: none, hardware: none)" in row
-    assert "package-batch-8" not in row
+    owed = row.split(" | ")[-2]  # the last column says what every package's runs prove, the accepted one's too
+    assert "package-batch-4 (calbin, owed; simulator: none, hardware: none)" in owed
+    assert "package-batch-8" not in owed
     assert "| Deliverables owed |" in checklist_markdown()
+
+
+PACKAGE = ("the vendor&#x27;s package on the simulator", "厂商的包在模拟器上")
+INTEGRATION = (
+    "calculet&#x27;s integration against the documented semantics (simulator)",
+    "calculet 按文档语义的集成（模拟器）",
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "key", "proves", "said"),
+    [("V18", "package-batch-4", "package", PACKAGE), ("V46", "error-code-runs", "integration", INTEGRATION)],
+)
+def test_the_question_page_says_what_a_packages_runs_prove_in_both_languages(
+    pm_client, checklist, code, key, proves, said
+):
+    """The decode batch is the package's; the error codes are the simulator's own runtime (E4): only a board's runs
+    test the vendor's runtime, whatever the package."""
+    url = reverse("question-detail", args=[code])
+
+    def row() -> str:
+        body = pm_client.get(url).content.decode()
+        found = body[body.index(f'id="deliverable-{key}"') :]
+        return found[: found.index("</tr>")]
+
+    english, chinese = said
+    assert f'<li class="proves-{proves}">On the simulator: {english}</li>' in row()
+    assert '<li class="proves-board">On an attested board: the board</li>' in row()
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    assert f'<li class="proves-{proves}">在模拟器上: {chinese}</li>' in row()
+    assert '<li class="proves-board">在经证实的板卡上: 板卡</li>' in row()
+
+
+def test_a_deliverable_no_runner_runs_says_nothing_of_runs(pm_client, checklist):
+    body = pm_client.get(reverse("question-detail", args=["V47"])).content.decode()
+    assert 'class="run-meaning"' not in body
+
+
+def test_both_exports_give_what_the_runs_prove_as_a_code_and_a_label_in_the_reader_s_language(pm_client, checklist):
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
+    rows = {row["code"]: row for row in csv.DictReader(io.StringIO(exported))}
+    assert rows["V46"]["runs_prove"] == (
+        "error-code-runs: simulator integration (calculet's integration against the documented semantics "
+        "(simulator)), hardware board (the board)"
+    )
+    assert rows["V18"]["runs_prove"].startswith(
+        "package-batch-4: simulator package (the vendor's package on the simulator), hardware board (the board); "
+    )
+    assert rows["V47"]["runs_prove"] == ""  # a schema: no runner runs it
+    data = json.loads(pm_client.get(reverse("report-checklist", args=["json"])).content)
+    [v46] = [q for q in data["questions"] if q["code"] == "V46"]
+    [runs] = [d["runs_prove"] for d in v46["deliverables"] if d["key"] == "error-code-runs"]
+    assert runs == [
+        {
+            "target_kind": "simulator",
+            "code": "integration",
+            "label": "calculet's integration against the documented semantics (simulator)",
+        },
+        {"target_kind": "hardware", "code": "board", "label": "the board"},
+    ]
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    data = json.loads(pm_client.get(reverse("report-checklist", args=["json"])).content)
+    [v46] = [q for q in data["questions"] if q["code"] == "V46"]
+    [runs] = [d["runs_prove"] for d in v46["deliverables"] if d["key"] == "error-code-runs"]
+    assert [(r["code"], r["label"]) for r in runs] == [
+        ("integration", "calculet 按文档语义的集成（模拟器）"),
+        ("board", "板卡"),
+    ]
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
+    [v18] = [row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V18"]
+    assert v18["runs_prove"].startswith(
+        "package-batch-4: simulator package (厂商的包在模拟器上), hardware board (板卡)"
+    )
