@@ -315,7 +315,8 @@ def _runner_stage(stage: str, recipe: Recipe, delivery: Delivery, workdir: Path)
     end = RunnerEnd(0, None, "exited 0", {})
     outcome = runner_verdict(end, parse_result(json.dumps(result).encode(), stage), stage, "")
     if stage == stages.GOLDEN:
-        outcome = _judged(outcome, stage, params, workdir, delivery.calbin, str(delivery.golden), "vendor")
+        probes = job["probes"]
+        outcome = _judged(outcome, stage, params, probes, workdir, delivery.calbin, str(delivery.golden), "vendor")
     wrong = device_findings(outcome.result, TARGET)
     if wrong and outcome.verdict != stages.ERROR:
         return StageOutcome(stages.ERROR, "; ".join(f["message"] for f in wrong), wrong)

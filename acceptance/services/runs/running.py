@@ -169,7 +169,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
         if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
-            verdict = _judged(verdict, run, workdir, calbin, golden, golden_source)
+            verdict = _judged(verdict, run.stage, run.params, run.probes, workdir, calbin, golden, golden_source)
         verdict = attested(verdict, target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
@@ -252,7 +252,9 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
 
 def _judged(
     outcome: StageOutcome,
-    run: Run,
+    stage: str,
+    params: dict,
+    probes: list[dict],
     workdir: Path,
     calbin: Path,
     golden: str | None,
@@ -265,7 +267,6 @@ def _judged(
     the float model, `vs_float`)."""
     if outcome.verdict == stages.ERROR:
         return outcome
-    stage, params = run.stage, run.params
     tolerances = params.get("tolerances", {})
     judgements: dict[str, judging.Judgement] = {}
     key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
@@ -276,7 +277,7 @@ def _judged(
     else:
         if stage == stages.GOLDEN:
             judgements[key] = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
-            judgements |= judging.probe_judgements(run.probes, workdir, calbin, reference)
+            judgements |= judging.probe_judgements(probes, workdir, calbin, reference)
         else:
             samples = params.get("golden_samples", 0)
             judgements[key] = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
