@@ -186,11 +186,14 @@ def target_health_check_start(target: Target, *, actor: Actor = SYSTEM, why: str
 
 
 def target_health_check_due(target: Target, now: datetime.datetime) -> str | None:
-    """Why the target's health check is due now (a sentence), or None: it was never checked, or
-    `health_check_every_hours` have passed, or `health_check_every_runs` runner-stage runs have finished on it,
-    since the last one (ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS / _RUNS when the target sets none)."""
+    """Why the target's health check is due now (a sentence), or None: it was never checked, or its last check
+    failed (it is out of rotation, and checked again at each look so that it comes back once the board is
+    fixed), or `health_check_every_hours` have passed, or `health_check_every_runs` runner-stage runs have
+    finished on it, since the last one (ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS / _RUNS when the target sets none)."""
     if target.last_health_check_at is None:
         return "the target has had no health check yet"
+    if target.last_health_check_passed is False:
+        return "the last health check failed: the target is out of rotation until one passes"
     every_hours = target.health_check_every_hours or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS
     hours = (now - target.last_health_check_at).total_seconds() / 3600
     if hours >= every_hours:

@@ -157,6 +157,12 @@ def test_a_failed_health_check_takes_the_target_out_of_rotation_and_a_pass_bring
     golden.refresh_from_db()
     assert (golden.state, golden.attempt) == (stages.PENDING, 0)
 
+    # The beat checks it again at each look while it is out of rotation.
+    [again] = targets_health_check()
+    why = AuditEntry.objects.get(action="run.create", object_id=str(again.pk)).after["why"]
+    assert why == "the last health check failed: the target is out of rotation until one passes"
+    again.delete()
+
     # A passing health check brings it back: its waiting runs are sent and taken.
     pass_health_check(agent, simulator, django_capture_on_commit_callbacks)
     shown = target_api(pm_user)
