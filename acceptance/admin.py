@@ -3,7 +3,13 @@ from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
 from acceptance.models import CapabilityApproval, Chain, PromotionAttempt, Run, Target, TargetAgent, TargetToken
-from acceptance.services import capability_promote, run_rerun, target_register, target_set_maintenance
+from acceptance.services import (
+    capability_promote,
+    run_rerun,
+    target_register,
+    target_set_health_schedule,
+    target_set_maintenance,
+)
 from acceptance.services.agents import target_token_create, target_token_revoke
 from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.admin import ReadOnlyAdmin, ServiceAdmin
@@ -93,6 +99,8 @@ class TargetAdmin(ServiceAdmin):
         "firmware_version",
         "chip",
         "runner_command",
+        "health_check_every_runs",
+        "health_check_every_hours",
         "health",
         "health_reason",
         "maintenance",
@@ -129,6 +137,12 @@ class TargetAdmin(ServiceAdmin):
             firmware_version=obj.firmware_version,
             chip=obj.chip,
             runner_command=obj.runner_command,
+        )
+        target_set_health_schedule(
+            actor=request.user,
+            target=saved,
+            every_runs=obj.health_check_every_runs,
+            every_hours=obj.health_check_every_hours,
         )
         obj.pk = saved.pk
 

@@ -39,6 +39,12 @@ class Target(models.Model):
     # None until the first health job has finished; False stops the target from receiving runs.
     last_health_check_passed = models.BooleanField(null=True, blank=True)
     last_health_run = models.ForeignKey("Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Why the last health check failed (its run's reason), shown while the target is out of rotation.
+    last_health_check_reason = models.CharField(max_length=400, blank=True)
+    # A health check is due after this many runner-stage runs, or this many hours, since the last one;
+    # None: ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS / ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS.
+    health_check_every_runs = models.PositiveIntegerField(null=True, blank=True)
+    health_check_every_hours = models.PositiveIntegerField(null=True, blank=True)
     # Its runner stages are pulled over the API by calculet-agent on the target's host (docs/deploy.md) rather
     # than sent to its Celery queue. Set when the target's first token is made.
     pulled = models.BooleanField(default=False)
@@ -50,6 +56,14 @@ class Target(models.Model):
             models.CheckConstraint(condition=Q(kind__in=["simulator", "hardware"]), name="target_kind_valid"),
             models.CheckConstraint(condition=Q(health__in=["ok", "degraded", "offline"]), name="target_health_valid"),
             models.CheckConstraint(condition=~Q(queue__in=["", "default"]), name="target_queue_own"),
+            models.CheckConstraint(
+                condition=Q(health_check_every_runs__isnull=True) | Q(health_check_every_runs__gte=1),
+                name="target_health_check_runs_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(health_check_every_hours__isnull=True) | Q(health_check_every_hours__gte=1),
+                name="target_health_check_hours_positive",
+            ),
         ]
 
     def __str__(self):
@@ -171,6 +185,10 @@ class Run(models.Model):
     answer = models.ForeignKey("vendor.Answer", null=True, blank=True, on_delete=models.PROTECT, related_name="runs")
     state = models.CharField(max_length=20, choices=STATES, default=stages.QUEUED)
     attempt = models.PositiveSmallIntegerField(default=0)
+    # Lowest first among the target's waiting runs (stages.PRIORITY_*), then the oldest.
+    priority = models.PositiveSmallIntegerField(default=stages.PRIORITY_BACKLOG)
+    # 0, or which automatic retry of an infrastructure error this run is (its `rerun_of` is the run that erred).
+    retry = models.PositiveSmallIntegerField(default=0)
     inputs_digest = models.CharField(max_length=64)
     # The job's parameters and the artifact versions and target versions the run was made for.
     params = models.JSONField(default=dict, blank=True)
@@ -186,6 +204,9 @@ class Run(models.Model):
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
+    # Since when it has waited for its target (queued or pending, made so or sent back): what a re-send of its
+    # message does not reset, so a run waiting for a target that cannot take it times out.
+    waiting_since = models.DateTimeField(null=True, blank=True)
     send_count = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -211,6 +232,7 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["chain", "stage", "-id"], name="run_chain_stage_latest"),
             models.Index(fields=["state"], name="run_state"),
+            models.Index(fields=["target", "state", "priority", "id"], name="run_target_waiting"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(stage__in=stages.RUN_STAGES), name="run_stage_valid"),

@@ -10,10 +10,12 @@ from acceptance.stages import ERROR, FAILED, PASSED, PENDING, QUEUED, RUNNING, S
 RUN_INITIAL_STATES = frozenset({QUEUED, PENDING})
 
 RUN_TRANSITIONS: dict[str, frozenset[str]] = {
-    # Its target takes runs again (queued); the chain's inputs changed (stale).
-    PENDING: frozenset({QUEUED, STALE}),
+    # Its target takes runs again (queued); it waited too long for a target that cannot take it (error); the
+    # chain's inputs changed (stale).
+    PENDING: frozenset({QUEUED, ERROR, STALE}),
     # A worker claims it (running); its target stopped taking runs before it started (pending); its attempts
-    # are used up (error); the chain's inputs changed (stale).
+    # are used up or it waited too long for a target that cannot take it (error); the chain's inputs changed
+    # (stale).
     QUEUED: frozenset({RUNNING, PENDING, ERROR, STALE}),
     # The verdict of the attempt holding it (passed, failed, error); the chain's inputs changed (stale).
     # Once its lease expired: a new attempt (running), sent again (queued), its target stopped taking runs

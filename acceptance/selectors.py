@@ -348,8 +348,11 @@ def target_health_state(target: Target, now: datetime) -> tuple[str, str]:
     if silent > settings.ACCEPTANCE_TARGET_OFFLINE_AFTER:
         return Target.OFFLINE, f"no worker heartbeat for {int(silent)} s"
     if target.last_health_check_passed is False:
-        run_note = f" (run {target.last_health_run_id})" if target.last_health_run_id else ""
-        return Target.DEGRADED, f"the last health check failed{run_note}"
+        return (
+            Target.DEGRADED,
+            f"out of rotation until a health check passes: health check run {target.last_health_run_id} failed: "
+            f"{target.last_health_check_reason}",
+        )
     return Target.OK, ""
 
 

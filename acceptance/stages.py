@@ -64,7 +64,14 @@ STATE_WORDS = {
 }
 STATES = list(STATE_LABELS)
 ACTIVE_STATES = [PENDING, QUEUED, RUNNING]
+WAITING_STATES = [PENDING, QUEUED]
 FINISHED_STATES = [PASSED, FAILED, ERROR, STALE]
+
+# Which waiting run of a target is taken first, lowest first (Redis serves priority steps 0, 3, 6, 9 so): its
+# health check, then a PM's re-run or the automatic retry of an infrastructure error, then the backlog.
+PRIORITY_HEALTH = 0
+PRIORITY_RERUN = 3
+PRIORITY_BACKLOG = 6
 
 PASS = "pass"
 FAIL = "fail"

@@ -131,11 +131,23 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         ),
         _lost_workers,
     ),
+    (
+        re.compile(
+            r"^the run waited (?P<minutes>\d+) min for (?P<target>\S+), which cannot take runs: (?P<why>.*); it was "
+            r"not run$",
+            re.S,
+        ),
+        lambda match: (
+            gettext("the run waited %(minutes)s min for %(target)s, which cannot take runs: %(why)s; it was not run")
+            % {"minutes": match["minutes"], "target": match["target"], "why": health_reason(match["why"])}
+        ),
+    ),
 ]
 
 
 # Why a target is not healthy (selectors.target_health_state), stored in English as a run's summary is.
 HEALTH_REASONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
+    (re.compile(r"^it is in maintenance$"), lambda _match: gettext("it is in maintenance")),
     (
         re.compile(r"^no hardware runner command is registered: the target runs nothing$"),
         lambda _match: gettext("no hardware runner command is registered: the target runs nothing"),
@@ -149,10 +161,14 @@ HEALTH_REASONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         lambda match: gettext("no worker heartbeat for %(seconds)s s") % {"seconds": match["seconds"]},
     ),
     (
-        re.compile(r"^the last health check failed \(run (?P<run>\d+)\)$"),
-        lambda match: gettext("the last health check failed (run %(run)s)") % {"run": match["run"]},
+        re.compile(
+            r"^out of rotation until a health check passes: health check run (?P<run>\d+) failed: (?P<detail>.*)$", re.S
+        ),
+        lambda match: (
+            gettext("out of rotation until a health check passes: health check run %(run)s failed: %(detail)s")
+            % {"run": match["run"], "detail": run_summary(match["detail"])}
+        ),
     ),
-    (re.compile(r"^the last health check failed$"), lambda _match: gettext("the last health check failed")),
 ]
 
 

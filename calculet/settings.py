@@ -303,7 +303,17 @@ ACCEPTANCE_QUEUED_RESEND_AFTER = env.int("ACCEPTANCE_QUEUED_RESEND_AFTER", defau
 ACCEPTANCE_SWEEP_STALE_AFTER = env.int("ACCEPTANCE_SWEEP_STALE_AFTER", default=120)
 ACCEPTANCE_TARGET_HEARTBEAT_SECONDS = env.int("ACCEPTANCE_TARGET_HEARTBEAT_SECONDS", default=10)
 ACCEPTANCE_TARGET_OFFLINE_AFTER = env.int("ACCEPTANCE_TARGET_OFFLINE_AFTER", default=60)
-ACCEPTANCE_HEALTH_CHECK_INTERVAL = env.int("ACCEPTANCE_HEALTH_CHECK_INTERVAL", default=3600)
+# How often beat looks for targets whose health check is due: every N runner-stage runs and every H hours
+# since the last one (a target's own `health_check_every_runs` / `_hours` when set), and at once after a run
+# ended in an infrastructure error.
+ACCEPTANCE_HEALTH_CHECK_INTERVAL = env.int("ACCEPTANCE_HEALTH_CHECK_INTERVAL", default=300)
+ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS = env.int("ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS", default=50)
+ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS = env.int("ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS", default=24)
+# A runner stage that ended in an infrastructure error is run again this many times before the team is told.
+ACCEPTANCE_RUN_ERROR_RETRIES = env.int("ACCEPTANCE_RUN_ERROR_RETRIES", default=2)
+# A chain run waiting this long for a target that cannot take it (out of rotation, in maintenance, no agent
+# or worker polling, no runner) ends in error saying why.
+ACCEPTANCE_RUN_QUEUE_TIMEOUT = env.int("ACCEPTANCE_RUN_QUEUE_TIMEOUT", default=6 * 3600)
 ACCEPTANCE_HEALTH_PACKAGE = env.str("ACCEPTANCE_HEALTH_PACKAGE", default="")
 ACCEPTANCE_RUNNER_WALL_SECONDS = env.int("ACCEPTANCE_RUNNER_WALL_SECONDS", default=1800)
 ACCEPTANCE_RUNNER_MEMORY_MB = env.int("ACCEPTANCE_RUNNER_MEMORY_MB", default=4096)

@@ -1,6 +1,7 @@
 """Acceptance runs (read; a PM re-runs) and the targets they run on (read)."""
 
 import django_filters
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -9,6 +10,7 @@ from rest_framework.response import Response
 from acceptance.models import Run, Target
 from acceptance.selectors import run_list, target_list
 from acceptance.services import run_rerun
+from acceptance.services.targets import target_accepts_runs
 from calculet.api import Api
 from calculet.errors import NotFoundError
 from vendor.access import object_for_user
@@ -26,6 +28,14 @@ class RunOutputSerializer(serializers.Serializer):
     answer = serializers.IntegerField(source="answer_id", allow_null=True)
     artifacts = serializers.SerializerMethodField()
     attempt = serializers.IntegerField()
+    priority = serializers.IntegerField(
+        help_text="Lowest first among its target's waiting runs: 0 a health check, 3 a PM's re-run or an "
+        "automatic retry, 6 the backlog; the oldest first within one."
+    )
+    retry = serializers.IntegerField(
+        help_text="0, or which automatic retry of an infrastructure error this run is (rerun_of is the run that "
+        "ended in error)."
+    )
     progress = serializers.FloatField()
     progress_text = serializers.CharField()
     metrics = serializers.JSONField()
@@ -117,9 +127,28 @@ class TargetOutputSerializer(serializers.Serializer):
     last_heartbeat_at = serializers.DateTimeField(allow_null=True)
     last_health_check_at = serializers.DateTimeField(allow_null=True)
     last_health_check_passed = serializers.BooleanField(allow_null=True)
+    in_rotation = serializers.SerializerMethodField(
+        help_text="Whether the target is given runs now: out of maintenance, its last health check did not fail, "
+        "and an agent or worker serving it reported lately. health_reason says why not."
+    )
+    health_check_every_runs = serializers.SerializerMethodField(
+        help_text="A health check is due after this many runner-stage runs since the last one."
+    )
+    health_check_every_hours = serializers.SerializerMethodField(
+        help_text="A health check is due this many hours after the last one."
+    )
 
     def get_hardware_runner(self, target) -> bool:
         return target.kind == Target.HARDWARE and bool(target.runner_command)
+
+    def get_in_rotation(self, target) -> bool:
+        return target_accepts_runs(target)
+
+    def get_health_check_every_runs(self, target) -> int:
+        return target.health_check_every_runs or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS
+
+    def get_health_check_every_hours(self, target) -> int:
+        return target.health_check_every_hours or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS
 
 
 class TargetListApi(Api, ListAPIView):

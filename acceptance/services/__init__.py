@@ -11,6 +11,7 @@ from acceptance.services.targets import (
     target_ensure_simulator,
     target_health_check_start,
     target_heartbeat,
+    target_set_health_schedule,
     target_set_maintenance,
     targets_health_check,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "target_health_check_start",
     "target_heartbeat",
     "target_register",
+    "target_set_health_schedule",
     "target_set_maintenance",
     "targets_health_check",
 ]

@@ -189,14 +189,16 @@ def agent_for_token(token: TargetToken, agent_id: int) -> TargetAgent:
 
 
 def agent_claim_next(*, token: TargetToken, agent: TargetAgent, cache_bytes: int = 0) -> tuple[Run, str, dict] | None:
-    """The target is served: note the poll, and claim its oldest queued run of a stage an agent runs. Returns
+    """The target is served: note the poll, and claim its first queued run of a stage an agent runs (the
+    lowest `priority` — a health check, then a PM's re-run or a retry, then the backlog — and the oldest of
+    those; a target out of rotation gets none: `run_claim` sends its runs back to pending). Returns
     the run, its run token's key and its job, or None when nothing waits. Two agents never hold one run: the
     claim is `run_claim`'s, under the run's row lock (a run another claim holds is skipped)."""
     now = timezone.now()
     TargetAgent.objects.filter(pk=agent.pk).update(last_poll_at=now, cache_bytes=max(0, cache_bytes))
     target_heartbeat(queues=[token.target.queue], worker=f"agent {agent.host}")
     candidates = Run.objects.filter(target_id=token.target_id, state=stages.QUEUED, stage__in=stages.PULLED_STAGES)
-    for run_id in candidates.order_by("pk").values_list("pk", flat=True)[:CLAIM_CANDIDATES]:
+    for run_id in candidates.order_by("priority", "pk").values_list("pk", flat=True)[:CLAIM_CANDIDATES]:
         with transaction.atomic():
             status, run = run_claim(run_id, _worker_label(agent), skip_locked=True)
             if status != CLAIMED or run is None:

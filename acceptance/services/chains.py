@@ -1,5 +1,6 @@
 """Starting and moving acceptance chains, creating runs, and re-running a stage."""
 
+from django.conf import settings
 from django.db import transaction
 from django.utils.translation import gettext_noop
 
@@ -252,10 +253,18 @@ def _deliverable_accept_on_proof(chain: Chain) -> None:
 
 
 def run_create(
-    *, chain: Chain, stage: str, actor: Actor = SYSTEM, rerun_of: Run | None = None, inputs: AnswerInputs | None = None
+    *,
+    chain: Chain,
+    stage: str,
+    actor: Actor = SYSTEM,
+    rerun_of: Run | None = None,
+    inputs: AnswerInputs | None = None,
+    priority: int = stages.PRIORITY_BACKLOG,
+    retry: int = 0,
 ) -> Run:
     """A run of `stage` on the chain's current inputs: `queued` and sent after commit when the target accepts
-    runs, otherwise `pending` until it does. Precondition: the chain's row is locked by this transaction."""
+    runs, otherwise `pending` until it does. `priority` orders it among its target's waiting runs
+    (stages.PRIORITY_*). Precondition: the chain's row is locked by this transaction."""
     answer = chain.answer
     inputs = inputs or answer_inputs(answer)
     accepts = target_accepts_runs(chain.target)
@@ -276,6 +285,8 @@ def run_create(
         inputs=run_inputs_snapshot(inputs, chain.target),
         requested_by=actor_user(actor),
         rerun_of=rerun_of,
+        priority=priority,
+        retry=retry,
     )
     run_state_move(run, stages.QUEUED if accepts else stages.PENDING)
     Run.artifacts.through.objects.bulk_create(
@@ -308,7 +319,7 @@ def run_rerun(*, actor: Actor, run: Run) -> Run:
             params={"run": run.pk, "state": Labelled("run_state_word", run.state)},
         )
     if run.chain_id is None:
-        new = target_health_check_start(run.target, actor=actor)
+        new = target_health_check_start(run.target, actor=actor, why=f"a PM re-ran health check run {run.pk}")
         if new is None:
             raise ConflictError(
                 gettext_noop("A health check of %(target)s is already waiting or running."),
@@ -339,4 +350,34 @@ def run_rerun(*, actor: Actor, run: Run) -> Run:
                 field="run",
                 params={"run": latest.pk, "state": Labelled("run_state_word", latest.state)},
             )
-        return run_create(chain=chain, stage=run.stage, actor=actor, rerun_of=run)
+        # A PM's re-run goes before the target's backlog.
+        return run_create(chain=chain, stage=run.stage, actor=actor, rerun_of=run, priority=stages.PRIORITY_RERUN)
+
+
+def run_retry_after_error(run: Run, chain: Chain) -> bool:
+    """Run a chain's runner stage again after `run` ended in an infrastructure error: a new run, one more
+    `retry`, before the target's backlog, while ACCEPTANCE_RUN_ERROR_RETRIES allow. True when it was queued;
+    False when the retries are used up or the chain moved on (another answer, other inputs for the stage, or a
+    newer run of it), and then the error stands and is told.
+
+    Precondition: this transaction holds the chain's row lock (`run_lock` takes it before the run's).
+    """
+    if run.retry >= settings.ACCEPTANCE_RUN_ERROR_RETRIES:
+        return False
+    if chain.answer_id != run.answer_id or chain.stage_digests.get(run.stage) != run.inputs_digest:
+        return False
+    if Run.objects.filter(chain=chain, stage=run.stage, pk__gt=run.pk).exists():
+        return False
+    new = run_create(chain=chain, stage=run.stage, rerun_of=run, priority=stages.PRIORITY_RERUN, retry=run.retry + 1)
+    audit_record(
+        actor=SYSTEM,
+        action="run.retry",
+        obj=new,
+        after={
+            "errored_run": run.pk,
+            "retry": new.retry,
+            "retries": settings.ACCEPTANCE_RUN_ERROR_RETRIES,
+            "reason": run.reason[:500],
+        },
+    )
+    return True

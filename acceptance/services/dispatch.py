@@ -18,9 +18,8 @@ from calculet.celery import app, task_send
 
 logger = logging.getLogger(__name__)
 
-# Redis serves the lowest number first. A run whose worker was lost has waited its turn once already, so it
-# goes ahead of its target's backlog.
-SEND_PRIORITY = 6
+# Redis serves the lowest number first: a run is sent with its own priority (stages.PRIORITY_*). A run whose
+# worker was lost has waited its turn once already, so it goes ahead of everything its target has waiting.
 LOST_WORKER_PRIORITY = 0
 
 
@@ -45,7 +44,7 @@ def run_send(run: Run, *, resend: bool = False, lost_worker: bool = False) -> No
         if run.stage in stages.PULLED_STAGES:
             return  # the target's agent claims it over the API (acceptance.services.agents)
         queue_name = "default"  # the server's own checks of a pulled target's chain
-    priority = LOST_WORKER_PRIORITY if lost_worker else SEND_PRIORITY
+    priority = LOST_WORKER_PRIORITY if lost_worker else run.priority
     transaction.on_commit(lambda: _send(run_id, queue_name, declare=resend, priority=priority))
 
 

@@ -5,19 +5,21 @@ runs it by hand."""
 import logging
 import shutil
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Run, Target
+from acceptance.selectors import target_health_state
 from acceptance.services.dispatch import queue_length, run_send
 from acceptance.services.locking import run_lock
 from acceptance.services.promotion import capabilities_reverify_unrunnable
-from acceptance.services.runs.finishing import run_give_up
+from acceptance.services.runs.finishing import run_give_up, run_time_out
 from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.runs.state import run_state_move
 from acceptance.services.targets import runs_dispatch_pending, target_accepts_runs, targets_refresh_health
@@ -37,6 +39,7 @@ class SweepReport:
     dispatched: int = 0
     removed_dirs: int = 0
     demoted: int = 0
+    timed_out: int = 0
 
 
 def run_dirs_sweep() -> int:
@@ -70,6 +73,45 @@ def run_dirs_sweep() -> int:
     return removed
 
 
+def target_unable_reason(target: Target, now: datetime) -> str | None:
+    """Why the target cannot take runs now (a sentence), or None when it can."""
+    if target.maintenance:
+        return "it is in maintenance"
+    if target_accepts_runs(target, now):
+        return None
+    return target_health_state(target, now)[1]
+
+
+def runs_time_out_waiting(now: datetime) -> int:
+    """End in error the chain runs that have waited (queued or pending, `waiting_since`) longer than
+    ACCEPTANCE_RUN_QUEUE_TIMEOUT for a target that cannot take them now; returns how many. A health run is left
+    waiting: it is the first thing the target does when it can again."""
+    cutoff = now - timedelta(seconds=settings.ACCEPTANCE_RUN_QUEUE_TIMEOUT)
+    waiting = Run.objects.filter(chain__isnull=False, state__in=stages.WAITING_STATES).filter(
+        Q(waiting_since__lt=cutoff) | Q(waiting_since__isnull=True, created_at__lt=cutoff)
+    )
+    ended = 0
+    for target in Target.objects.filter(pk__in=waiting.values("target_id")).order_by("pk"):
+        why = target_unable_reason(target, now)
+        if why is None:
+            continue
+        for run_id in waiting.filter(target=target).order_by("pk").values_list("pk", flat=True):
+            with transaction.atomic():
+                run = run_lock(run_id, skip_locked=True)
+                if run is None or run.state not in stages.WAITING_STATES:
+                    continue
+                waited = now - (run.waiting_since or run.created_at)
+                if now - waited >= cutoff:
+                    continue  # taken and sent back to wait afresh since it was listed
+                run_time_out(
+                    run,
+                    f"the run waited {int(waited.total_seconds() // 60)} min for {target.slug}, which cannot take "
+                    f"runs: {why}; it was not run",
+                )
+                ended += 1
+    return ended
+
+
 def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
     """One sweep.
 
@@ -79,6 +121,8 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
       again when their target accepts runs and its queue is empty: their message was lost (a broker restart or
       flush). A duplicate message is harmless: the claim lets one attempt through.
     - `pending` runs go to targets that accept runs again.
+    - Chain runs that waited longer than ACCEPTANCE_RUN_QUEUE_TIMEOUT for a target that cannot take them end in
+      error saying why (`runs_time_out_waiting`).
     - Working directories left on this host by lost attempts are removed (`run_dirs_sweep`).
     - A capability whose proof waits to run again on a target that takes no runs is re-verified on the
       evidence there is, and demoted when that has lapsed (`capabilities_reverify_unrunnable`).
@@ -119,6 +163,7 @@ def runs_sweep(*, queued_resend_after: int | None = None) -> SweepReport:
                 report.resent += 1
     for target in Target.objects.filter(runs__state=stages.PENDING).distinct():
         report.dispatched += runs_dispatch_pending(target)
+    report.timed_out = runs_time_out_waiting(now)
     report.removed_dirs = run_dirs_sweep()
     report.demoted = len(capabilities_reverify_unrunnable())
     job_finished(SWEEPER)

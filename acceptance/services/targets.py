@@ -4,12 +4,18 @@ job. Registering a target and changing its versions is `registration.py`.
 A target receives runs only while it is out of maintenance, its last health check did not fail, and a worker
 consuming its queue has reported within ACCEPTANCE_TARGET_OFFLINE_AFTER seconds. Runs for a
 target that cannot take them wait as `pending` and are sent when it can again.
+
+Boards are looked after as a lab does: a health check is due every N runner-stage runs and every H hours since
+the last one (`target_health_check_due`), and is started at once after a run ended in an infrastructure error.
+A failed check takes the target out of rotation, its reason shown, until one passes.
 """
 
 import datetime
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from acceptance import stages
 from acceptance.models import Run, Target
@@ -19,6 +25,7 @@ from acceptance.services.runs.state import run_state_move
 from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
+from calculet.errors import DomainError
 from npu_sim import device as npu_device
 
 SIMULATOR_SLUG = "simulator"
@@ -153,9 +160,10 @@ def target_set_maintenance(*, actor: Actor, target: Target, maintenance: bool, r
     return locked
 
 
-def target_health_check_start(target: Target, *, actor: Actor = SYSTEM) -> Run | None:
+def target_health_check_start(target: Target, *, actor: Actor = SYSTEM, why: str = "") -> Run | None:
     """Queue the target's health job (a known-good package through the runner protocol) unless one is
-    already waiting or running. Health runs go even to a degraded target: passing one is how it recovers."""
+    already waiting or running; `why` (a sentence) is in its audit row. Health runs go even to a degraded
+    target, and before any other run waiting for it: passing one is how it recovers."""
     with transaction.atomic():
         locked = lock_rows(Target.objects).get(pk=target.pk)
         if locked.maintenance:
@@ -169,24 +177,85 @@ def target_health_check_start(target: Target, *, actor: Actor = SYSTEM) -> Run |
             params={},
             inputs={"target": locked.as_job_target()},
             requested_by=actor_user(actor),
+            priority=stages.PRIORITY_HEALTH,
         )
         run_state_move(run, stages.QUEUED)
-        audit_record(actor=actor, action="run.create", obj=run, after={"stage": stages.HEALTH})
+        audit_record(actor=actor, action="run.create", obj=run, after={"stage": stages.HEALTH, "why": why})
         run_send(run)
     return run
 
 
+def target_health_check_due(target: Target, now: datetime.datetime) -> str | None:
+    """Why the target's health check is due now (a sentence), or None: it was never checked, or its last check
+    failed (it is out of rotation, and checked again at each look so that it comes back once the board is
+    fixed), or `health_check_every_hours` have passed, or `health_check_every_runs` runner-stage runs have
+    finished on it, since the last one (ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS / _RUNS when the target sets none)."""
+    if target.last_health_check_at is None:
+        return "the target has had no health check yet"
+    if target.last_health_check_passed is False:
+        return "the last health check failed: the target is out of rotation until one passes"
+    every_hours = target.health_check_every_hours or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS
+    hours = (now - target.last_health_check_at).total_seconds() / 3600
+    if hours >= every_hours:
+        return f"{int(hours)} h since the last health check (one every {every_hours} h)"
+    every_runs = target.health_check_every_runs or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS
+    runs = Run.objects.filter(
+        target=target,
+        stage__in=stages.RUNNER_STAGES,
+        state__in=[stages.PASSED, stages.FAILED, stages.ERROR],
+        finished_at__gt=target.last_health_check_at,
+    ).count()
+    if runs >= every_runs:
+        return f"{runs} runs since the last health check (one every {every_runs} runs)"
+    return None
+
+
 def targets_health_check() -> list[Run]:
-    """The periodic job: a health run on every target a worker serves and not in maintenance."""
+    """The periodic job: a health run on every target a worker serves, not in maintenance, whose check is due."""
     started = []
     now = timezone.now()
     for target in Target.objects.filter(maintenance=False).order_by("pk"):
         if target_health_state(target, now)[0] == Target.OFFLINE:
             continue
-        run = target_health_check_start(target)
+        why = target_health_check_due(target, now)
+        run = target_health_check_start(target, why=why) if why else None
         if run is not None:
             started.append(run)
     return started
+
+
+def target_after_run(target_id: int, *, errored_run: int | None = None) -> Run | None:
+    """After a runner-stage run finished on the target (after its commit): its health check is started when
+    the run ended in an infrastructure error (`errored_run`), or when the check is due. A target never checked
+    is left to the periodic job, which starts its first check only once an agent or worker serves it."""
+    target = Target.objects.get(pk=target_id)
+    if errored_run is not None:
+        why = f"run {errored_run} ended in an infrastructure error"
+    elif target.last_health_check_at is None:
+        return None
+    else:
+        why = target_health_check_due(target, timezone.now()) or ""
+    return target_health_check_start(target, why=why) if why else None
+
+
+def target_set_health_schedule(
+    *, actor: Actor, target: Target, every_runs: int | None, every_hours: int | None
+) -> Target:
+    """Set how often the target's health check is due (None: the settings' defaults). Each is a whole
+    number from 1 (DomainError otherwise, and nothing is written)."""
+    for field, value in (("health_check_every_runs", every_runs), ("health_check_every_hours", every_hours)):
+        if value is not None and value < 1:
+            raise DomainError(gettext_noop("A health check schedule is a whole number from 1."), field=field, params={})
+    with transaction.atomic():
+        locked = lock_rows(Target.objects).get(pk=target.pk)
+        before = {"every_runs": locked.health_check_every_runs, "every_hours": locked.health_check_every_hours}
+        after = {"every_runs": every_runs, "every_hours": every_hours}
+        if before == after:
+            return locked
+        locked.health_check_every_runs, locked.health_check_every_hours = every_runs, every_hours
+        locked.save(update_fields=["health_check_every_runs", "health_check_every_hours"])
+        audit_record(actor=actor, action="target.health_schedule", obj=locked, before=before, after=after)
+    return locked
 
 
 def target_health_record(target: Target, run: Run) -> None:
@@ -197,7 +266,15 @@ def target_health_record(target: Target, run: Run) -> None:
     locked.last_health_check_at = now
     locked.last_health_check_passed = run.verdict == stages.PASS
     locked.last_health_run = run
-    locked.save(update_fields=["last_health_check_at", "last_health_check_passed", "last_health_run"])
+    locked.last_health_check_reason = "" if locked.last_health_check_passed else run.reason[:400]
+    locked.save(
+        update_fields=[
+            "last_health_check_at",
+            "last_health_check_passed",
+            "last_health_run",
+            "last_health_check_reason",
+        ]
+    )
     if before["last_health_check_passed"] != locked.last_health_check_passed:
         audit_record(
             actor=SYSTEM,

@@ -7,8 +7,8 @@ import pytest
 from celery.exceptions import Reject
 from django.db import connection
 
-from acceptance import tasks
-from acceptance.services.dispatch import LOST_WORKER_PRIORITY, SEND_PRIORITY, _send
+from acceptance import stages, tasks
+from acceptance.services.dispatch import LOST_WORKER_PRIORITY, _send
 from calculet.celery import app
 
 
@@ -26,9 +26,9 @@ def _drain(queue_name: str) -> list[int]:
 def test_a_run_whose_worker_was_lost_overtakes_the_backlog():
     queue_name = f"dispatch-test-{uuid.uuid4().hex}"
     for run_id in (1, 2, 3):
-        _send(run_id, queue_name, declare=True, priority=SEND_PRIORITY)
+        _send(run_id, queue_name, declare=True, priority=stages.PRIORITY_BACKLOG)
     _send(99, queue_name, declare=True, priority=LOST_WORKER_PRIORITY)
-    _send(4, queue_name, declare=True, priority=SEND_PRIORITY)
+    _send(4, queue_name, declare=True, priority=stages.PRIORITY_BACKLOG)
 
     assert _drain(queue_name) == [99, 1, 2, 3, 4]
 
@@ -55,7 +55,7 @@ def test_the_dispatch_modules_send_the_names_the_tasks_are_registered_under(monk
 
     sent: list[str] = []
     monkeypatch.setattr(app, "send_task", lambda name, **options: sent.append(name))
-    acceptance_dispatch._send(1, "simulator", declare=False, priority=SEND_PRIORITY)
+    acceptance_dispatch._send(1, "simulator", declare=False, priority=stages.PRIORITY_BACKLOG)
     acceptance_dispatch.deliverable_check_send(1)
     vendor_dispatch.artifact_check_queue(1)
     vendor_dispatch.notification_email_queue(1)

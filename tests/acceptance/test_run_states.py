@@ -30,6 +30,7 @@ def test_the_table_is_the_one_docs_acceptance_md_draws():
         (None, queued),
         (None, pending),
         (pending, queued),
+        (pending, stages.ERROR),
         (pending, stages.STALE),
         *[(queued, state) for state in (running, pending, stages.ERROR, stages.STALE)],
         *[(running, state) for state in (*stages.VERDICT_STATES.values(), stages.STALE, running, queued, pending)],

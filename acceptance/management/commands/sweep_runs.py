@@ -19,6 +19,7 @@ class Command(BaseCommand):
         self.stdout.write(
             f"requeued {report.requeued} (lease expired), gave up on {report.gave_up}, "
             f"re-sent {report.resent} (message lost), dispatched {report.dispatched} (target back), "
+            f"timed out {report.timed_out} (waited too long for their target), "
             f"removed {report.removed_dirs} left-over run directories, "
             f"demoted {report.demoted} capabilities (proof cannot run again)"
         )

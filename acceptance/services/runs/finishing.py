@@ -13,13 +13,13 @@ from django.utils import timezone
 from acceptance import stages
 from acceptance.models import Chain, Run
 from acceptance.protocol import VERSION_KEYS, StageOutcome, device_attested
-from acceptance.services.chains import chain_advance
+from acceptance.services.chains import chain_advance, run_retry_after_error
 from acceptance.services.inputs import AnswerInputs
 from acceptance.services.locking import run_lock
 from acceptance.services.promotion import capability_reverify
 from acceptance.services.runs.reporting import RunReporter
 from acceptance.services.runs.state import run_state_move
-from acceptance.services.targets import target_health_record
+from acceptance.services.targets import target_after_run, target_health_record
 from calculet.actors import SYSTEM
 from evidence.grades import status_rank
 from evidence.models import EvidenceItem
@@ -35,6 +35,21 @@ from vendor.services.notifications import notify_on_commit
 VERDICT_RETRY_PAUSE_SECONDS = 0.5
 
 logger = logging.getLogger(__name__)
+
+# An error these findings, or this refusal, name is the job's or the target's registration's: it would end the
+# same way on every try, so it is told at once rather than retried.
+SAME_ON_EVERY_TRY_FINDINGS = frozenset({"no_hardware_runner", "version_mismatch", "device_unreported"})
+RUNNER_REFUSED_THE_JOB = "the runner refused the job (exit 2)"
+
+
+def infrastructure_error(outcome: StageOutcome) -> bool:
+    """Whether an outcome is an infrastructure error, worth another try: an `error` because the runner, the
+    board or the agent broke (a crash, a limit, a broken result, inputs that could not be fetched, the worker's
+    own failure) — not the runner's refusal of the job (exit 2) nor a target that is not as registered or has
+    no runner."""
+    if outcome.verdict != stages.ERROR or outcome.reason.startswith(RUNNER_REFUSED_THE_JOB):
+        return False
+    return not any(finding.get("code") in SAME_ON_EVERY_TRY_FINDINGS for finding in outcome.findings)
 
 
 def run_finish(
@@ -94,7 +109,16 @@ def run_give_up(run: Run, worker: str) -> None:
         f"infrastructure error: the run was started {run.attempt} times and each time its worker was lost "
         "before a verdict; it is not retried again",
     )
-    _finish_locked(run, outcome, worker)
+    _finish_locked(run, outcome, worker, retry=False)
+
+
+def run_time_out(run: Run, why: str) -> None:
+    """End a chain run that waited longer than ACCEPTANCE_RUN_QUEUE_TIMEOUT for a target that cannot take it,
+    as an error saying `why` (a sentence); it is not retried and the team is told.
+
+    Precondition: this transaction holds the run's row lock, taken by `run_lock`; it is pending or queued.
+    """
+    _finish_locked(run, StageOutcome(stages.ERROR, why), "sweeper", retry=False, check_target=False)
 
 
 def _finish_locked(
@@ -105,19 +129,32 @@ def _finish_locked(
     reporter: RunReporter | None = None,
     chain: Chain | None = None,
     inputs: AnswerInputs | None = None,
+    retry: bool = True,
+    check_target: bool = True,
 ) -> None:
+    """The verdict and what follows it. A chain's runner stage that ended in an infrastructure error
+    (`infrastructure_error`) is, with `retry`, run again as a new run while ACCEPTANCE_RUN_ERROR_RETRIES allow
+    (`run_retry_after_error`): only an error that is not retried is told to the team. With `check_target`,
+    the target's health check is started after commit, after any runner-stage run: at once when it ended in
+    error, otherwise when the check is due."""
     fields = reporter.final_fields(run) if reporter is not None else []
     if run.stage in stages.RUNNER_STAGES and outcome.verdict in (stages.PASS, stages.FAIL) and chain is not None:
         run.evidence = _evidence_for_run(run, chain, outcome)
         fields.append("evidence")
     run_state_move(run, stages.VERDICT_STATES[outcome.verdict], worker=worker, outcome=outcome, fields=fields)
+    runner_stage = run.stage in stages.RUNNER_STAGES and run.chain_id is not None
     if run.stage == stages.HEALTH:
         target_health_record(run.target, run)
     elif chain is not None and outcome.verdict == stages.PASS:
         chain_advance(chain, inputs=inputs if chain.answer_id == run.answer_id else None)
     elif outcome.verdict != stages.PASS and run.chain is not None and run.answer is not None:
-        _tell_failure(run, run.chain, run.answer, outcome)
-        _reverify_on_commit(run, run.chain, outcome)
+        retried = retry and runner_stage and infrastructure_error(outcome) and run_retry_after_error(run, run.chain)
+        if not retried:
+            _tell_failure(run, run.chain, run.answer, outcome)
+            _reverify_on_commit(run, run.chain, outcome)
+    if runner_stage and check_target:
+        target_id, errored = run.target_id, run.pk if outcome.verdict == stages.ERROR else None
+        transaction.on_commit(lambda: target_after_run(target_id, errored_run=errored))
 
 
 def _reverify_on_commit(run: Run, chain: Chain, outcome: StageOutcome) -> None:

@@ -46,6 +46,7 @@ def run_state_move(
     move is in `acceptance.run_states.RUN_TRANSITIONS`; a move that takes a running run from its attempt comes
     after that attempt's lease expired (RunStateError otherwise, and nothing is written). With each move:
 
+    - queued or pending from anything else: waiting since now (`waiting_since`)
     - queued: sent now (`sent_at`, `send_count` + 1); coming from running, the expired lease is logged
     - pending: no lease
     - running: a new attempt by `worker`, with a fresh lease, `started_at` now and its progress reset
@@ -59,6 +60,9 @@ def run_state_move(
     now = timezone.now()
     _check(run, previous, state, outcome, now)
     changed = ["state", *fields]
+    if state in stages.WAITING_STATES and previous not in stages.WAITING_STATES:
+        run.waiting_since = now
+        changed.append("waiting_since")
     if state == stages.QUEUED:
         if previous == stages.RUNNING:
             run.log += f"\n[calculet] the lease of attempt {run.attempt} on {run.worker} expired; sent again\n"
