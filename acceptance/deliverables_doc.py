@@ -19,6 +19,8 @@ REJECTED = {
 PACKAGE_NEEDS = {
     "decode_batch": "a package at another decode batch",
     "cpu_fallback": "a package placing no op on the CPU",
+    "kv_shift": "a package of decode batch 1 (copy, keep and state need a second lane)",
+    "models_per_chiplet": "two packages of the same chip affinity",
 }
 DEFECTS = {
     "package-metadata": "a schema accepting A16 or A17",
@@ -36,7 +38,8 @@ def accepted_by(d: DeliverableSeed) -> str:
         return f"{', '.join(probes)} pass runner, golden, failure, integration and soak"
     if d.kind == "sdk":
         calls = dict.fromkeys(f"`{e}`" for c in d.capabilities for e in recipe_for(c).sdk_entry_points)
-        named = ", ".join(calls) if calls else "the entry points the answer declares"
+        roles = dict.fromkeys(f"a call named for `{r}`" for c in d.capabilities for r, _ in recipe_for(c).sdk_roles)
+        named = ", ".join([*calls, *roles]) if calls or roles else "the entry points the answer declares"
         return f"{named} in the headers and the library's dynamic symbols, same version; the example builds"
     if d.kind == "container_image":
         return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
@@ -69,6 +72,12 @@ def wrong_delivery(d: DeliverableSeed) -> str:
             said.append("one capability passed of several: still owed")
         return "; ".join(said)
     if d.kind == "sdk":
+        roles = [f"`{role}`" for r in recipes for role, _ in r.sdk_roles]
+        if roles:
+            return (
+                f"an SDK naming no call for {' or '.join(roles)}: `sdk_role_not_named`; a named call missing: "
+                "`entry_point_not_declared` or `entry_point_not_defined`, rejected"
+            )
         if any(r.sdk_entry_points for r in recipes):
             return (
                 "an SDK missing one of those calls: `entry_point_not_declared` or `entry_point_not_defined`, rejected"

@@ -250,7 +250,8 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V23": (
-        sdk("cancel-timeout-sdk", "Job cancel and timeout in the SDK", "output-buffer-wait", "c-api-nonblocking"),
+        sdk("cancel-timeout-sdk", "Job cancel and timeout in the SDK", "job-cancel-timeout"),
+        calbin("cancel-timeout-runs", "Jobs cancelled and timed out on a runner", "job-cancel-timeout"),
         document(
             "job-lifecycle",
             "Cancel and timeout lifecycle",
@@ -261,7 +262,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V24": (
         calbin(
-            "lane-mapping-runs", "Lanes and KV slots mapped, masked and reused", "kv-manager-api", "kv-batch-layout"
+            "lane-mapping-runs",
+            "Lanes and KV slots mapped, masked and reused",
+            "kv-manager-api",
+            "kv-batch-layout",
+            "kv-seq-min-max",
         ),
         document(
             "lane-slot-rules",
@@ -283,7 +288,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V26": (
-        calbin("kv-shift-runs", "The llama.cpp KV edits through DoShift", "kv-manager-api", "kv-seq-min-max"),
+        calbin(
+            "kv-shift-runs",
+            "Remove, copy, keep, add, div and state through DoShift, on a package of two lanes or more",
+            "kv-manager-api",
+        ),
         document(
             "doshift-table",
             "DoShift against llama.cpp KV semantics",
@@ -330,7 +339,9 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V31": (
         calbin(
-            "two-models-runs", "Two independent models configured at once", "two-models-one-chiplet", "single-chiplet"
+            "two-models-runs",
+            "Two single-chiplet packages, one per chiplet, configured at once with fault isolation",
+            "two-models-two-chiplets",
         ),
         document(
             "isolation-contract",
@@ -385,12 +396,6 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V36": (
-        calbin(
-            "multi-board-runs",
-            "A model across two physical devices",
-            "multi-board",
-            "multi-physical-device-calrt-0-7-6",
-        ),
         document(
             "multi-device-roadmap",
             "Multi-device roadmap",
@@ -517,7 +522,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V51": (
-        calbin("reset-drain-runs", "Reset after drain and release exercised", "device-reset"),
+        calbin("reset-drain-runs", "Jobs drained and released, then reset, nothing in flight lost", "device-reset"),
         document(
             "reset-state-machine",
             "Reset state machine",
