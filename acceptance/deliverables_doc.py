@@ -108,8 +108,10 @@ def table() -> str:
     for code, deliverables in QUESTION_DELIVERABLES.items():
         for d in deliverables:
             capabilities = ", ".join(f"`{c}`" for c in d.capabilities) or "—"
+            others = [f"`{o.key}`" for o in deliverables if d.either and o.either == d.either and o is not d]
+            alternative = f" (or {', '.join(others)}: either is enough)" if others else ""
             lines.append(
-                f"| {code} | `{d.key}`: {d.title} | {d.kind} | {capabilities} | {accepted_by(d)} | "
+                f"| {code} | `{d.key}`: {d.title}{alternative} | {d.kind} | {capabilities} | {accepted_by(d)} | "
                 f"{wrong_delivery(d)} |"
             )
     return "\n".join(lines)

@@ -16,6 +16,9 @@ A deliverable's kind says how it is accepted:
 - `document`: a written answer, reviewed by a PM against `checklist` (items from the acceptance form).
   A document closes a question; it never moves a capability, so it names none.
 
+Deliverables of a question with the same `either` are alternatives: one of them accepted is enough (V45: the
+calls in a named SDK version, or the erratum removing them).
+
 Every capability that capabilities.QUESTION_CAPABILITIES links to a question is proven by one of that
 question's calbin, sdk, container_image or schema deliverables.
 """
@@ -34,14 +37,15 @@ class DeliverableSeed:
     capabilities: tuple[str, ...] = ()  # the capabilities it proves (none for a document)
     checklist: tuple[str, ...] = ()  # document only: what the PM checks
     schema_of: str = ""  # schema only: one of SCHEMA_SUBJECTS
+    either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
     return DeliverableSeed(key, "calbin", title, capabilities=capabilities)
 
 
-def sdk(key: str, title: str, *capabilities: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "sdk", title, capabilities=capabilities)
+def sdk(key: str, title: str, *capabilities: str, either: str = "") -> DeliverableSeed:
+    return DeliverableSeed(key, "sdk", title, capabilities=capabilities, either=either)
 
 
 def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
@@ -52,8 +56,8 @@ def schema(key: str, title: str, schema_of: str, *capabilities: str) -> Delivera
     return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of)
 
 
-def document(key: str, title: str, *checklist: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "document", title, checklist=checklist)
+def document(key: str, title: str, *checklist: str, either: str = "") -> DeliverableSeed:
+    return DeliverableSeed(key, "document", title, checklist=checklist, either=either)
 
 
 COMPILE = "reproducible-compile"
@@ -474,12 +478,21 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "A document per released version",
         ),
     ),
+    # Either the calls exist in a named version (its SDK carries them), or they never did and the PDF is corrected.
     "V45": (
-        sdk("relocation-api", "RelocateTensorAddress and AllocDevMem in the SDK", "pdf-relocate-alloc"),
+        sdk(
+            "relocation-api",
+            "RelocateTensorAddress and AllocDevMem in the SDK of the version that has them",
+            "pdf-relocate-alloc",
+            either="relocation",
+        ),
         document(
-            "relocation-doc",
-            "Relocation and allocation documentation",
-            "The version that has them, or the erratum removing them from the documentation",
+            "relocation-erratum",
+            "The erratum removing RelocateTensorAddress and AllocDevMem from the documentation",
+            "Names both calls and the PDF passages that describe them",
+            "States that no released version has them, and what to call instead",
+            "The corrected documentation is delivered",
+            either="relocation",
         ),
     ),
     "V46": (

@@ -94,3 +94,11 @@ def test_every_c1_capability_of_section_10_has_an_sdk_deliverable(seed_text):
     by_sdk = {slug for _, d in ALL if d.kind == "sdk" for slug in d.capabilities}
     # The error codes are a table in a header (I15: calrt_errorlist.def), not entry points: runs prove them.
     assert section_10_c1 - by_sdk == {"error-codes"}
+
+
+def test_alternatives_come_in_groups_and_v45_closes_on_the_sdk_or_the_erratum():
+    for code, deliverables in QUESTION_DELIVERABLES.items():
+        groups = [d.either for d in deliverables if d.either]
+        assert all(groups.count(group) >= 2 for group in groups), code
+    v45 = {d.key: (d.kind, d.either) for d in QUESTION_DELIVERABLES["V45"]}
+    assert v45 == {"relocation-api": ("sdk", "relocation"), "relocation-erratum": ("document", "relocation")}
