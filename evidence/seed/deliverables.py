@@ -226,15 +226,23 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "parallel-mode-runs", "Parallel mode exercised from several threads", "parallel-mode", "c-api-nonblocking"
         ),
     ),
+    # The seed does not say what PING/PONG is (V21 asks; A14's command file is named "ping"), so no probe can
+    # know it: the runs prove what an overlap is built on, I06's fixed task and I08's SubmitJob in parallel mode,
+    # and what PING/PONG is, with its timing diagram, is the document's to say.
     "V21": (
         sdk("fixed-task-sdk", "Fixed task and SubmitJob in the SDK", "fixed-task-infer", "parallel-mode"),
-        calbin("overlap-runs", "PING/PONG overlap exercised", "fixed-task-infer", "parallel-mode"),
+        calbin(
+            "overlap-runs",
+            "Fixed-task jobs submitted in parallel mode, overlapping on a runner (not PING/PONG itself)",
+            "fixed-task-infer",
+            "parallel-mode",
+        ),
         document(
             "ping-pong",
             "What PING/PONG is",
             "Says whether PING/PONG is a buffer bank, an engine or a command slot",
             "An overlap timing diagram",
-            "A worked example",
+            "A worked example, naming the fixed-task and SubmitJob calls it makes",
         ),
     ),
     "V22": (

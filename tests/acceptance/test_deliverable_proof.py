@@ -1,5 +1,5 @@
 """A calbin deliverable is accepted only when every capability it proves has passed every stage on it: V21's
-PING/PONG runs prove fixed-task-infer and parallel-mode, and one of the two is not enough."""
+overlap runs prove fixed-task-infer and parallel-mode, and one of the two is not enough."""
 
 import pytest
 
