@@ -44,7 +44,13 @@ def accepted_by(d: DeliverableSeed) -> str:
     if d.kind == "container_image":
         return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
     if d.kind == "schema":
-        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}"
+        versioned = (
+            "; rejects the current metadata claiming another schema_version, or without schema_version, name, "
+            "memory or submodels"
+            if d.versioned
+            else ""
+        )
+        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}{versioned}"
     return "PM review: " + "; ".join(d.checklist)
 
 
@@ -93,10 +99,13 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         said.append("what the image holds is not checked against the question (weak)")
         return "; ".join(said)
     if d.kind == "schema":
-        return (
-            f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`; "
-            "the fix this question asks for in particular is not checked (weak)"
-        )
+        said = f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`"
+        if d.versioned:
+            return (
+                f"{said}; one naming no version: `version_not_pinned`; one leaving a field optional: "
+                "`field_not_required`"
+            )
+        return f"{said}; the fix this question asks for in particular is not checked (weak)"
     return "an item the PM does not tick: rejected, naming the item"
 
 

@@ -114,6 +114,7 @@ def make_deliverable(
     schema_of: str = "",
     position: int = 0,
     either: str = "",
+    schema_versioned: bool = False,
 ) -> Deliverable:
     """A deliverable as the import makes it: owed, linked to the capabilities it proves."""
     if kind == Deliverable.SCHEMA and not schema_of:
@@ -127,6 +128,7 @@ def make_deliverable(
         checklist=list(checklist),
         schema_of=schema_of,
         either=either,
+        schema_versioned=schema_versioned,
     )
     for capability in capabilities:
         capability.deliverables.add(deliverable)

@@ -286,6 +286,8 @@ class Deliverable(models.Model):
     checklist = models.JSONField(default=list, blank=True)
     # Schema deliverables: what the schema describes ("package-metadata" or "trace").
     schema_of = models.CharField(max_length=40, blank=True)
+    # Schema deliverables of V47: the schema must also pin the metadata's version and require its fields.
+    schema_versioned = models.BooleanField(default=False)
     # Alternatives: the deliverables of a question with the same `either` are owed as one, any of them enough.
     either = models.CharField(max_length=50, blank=True)
 

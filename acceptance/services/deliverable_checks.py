@@ -366,4 +366,4 @@ def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> C
         schema = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError) as error:
         return CheckOutcome(False, what, [f"the schema is not JSON: {error}"], {}, {})
-    return _outcome(check_schema(schema, deliverable.schema_of), what)
+    return _outcome(check_schema(schema, deliverable.schema_of, versioned=deliverable.schema_versioned), what)

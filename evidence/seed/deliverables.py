@@ -38,6 +38,7 @@ class DeliverableSeed:
     checklist: tuple[str, ...] = ()  # document only: what the PM checks
     schema_of: str = ""  # schema only: one of SCHEMA_SUBJECTS
     either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
+    versioned: bool = False  # package-metadata schema only: it must pin the version and require the fields (V47)
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
@@ -52,8 +53,8 @@ def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
     return DeliverableSeed(key, "container_image", title, capabilities=capabilities)
 
 
-def schema(key: str, title: str, schema_of: str, *capabilities: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of)
+def schema(key: str, title: str, schema_of: str, *capabilities: str, versioned: bool = False) -> DeliverableSeed:
+    return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of, versioned=versioned)
 
 
 def document(key: str, title: str, *checklist: str, either: str = "") -> DeliverableSeed:
@@ -509,7 +510,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V47": (
         schema(
-            "versioned-metadata-schema", "Versioned metadata schema with required fields", "package-metadata", METADATA
+            "versioned-metadata-schema",
+            "Versioned metadata schema with required fields",
+            "package-metadata",
+            METADATA,
+            versioned=True,
         ),
     ),
     "V48": (

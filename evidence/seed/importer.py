@@ -627,6 +627,7 @@ class _Import:
                     "checklist": list(seed.checklist),
                     "schema_of": seed.schema_of,
                     "either": seed.either,
+                    "schema_versioned": seed.versioned,
                 }
                 obj = self.deliverables.get((question.pk, seed.key))
                 if obj is None:

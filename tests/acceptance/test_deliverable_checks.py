@@ -439,6 +439,27 @@ def test_a_cancel_call_named_but_not_in_the_library_is_rejected_naming_it(answer
     assert "VirtualDevice::CancelJob" in decided.reason
 
 
+def test_v47_s_schema_naming_no_version_is_rejected_naming_why(engineer, acme, golden, tmp_path):
+    unversioned = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    unversioned["properties"]["schema_version"] = {"type": "integer"}
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V47",
+        kind="schema",
+        artifact_kind="schema",
+        data=json.dumps(unversioned).encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+        schema_versioned=True,
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "claiming schema_version 999: it names no version" in decided.reason
+
+
 # A check runs once
 
 
