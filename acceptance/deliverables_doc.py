@@ -105,6 +105,8 @@ def wrong_delivery(d: DeliverableSeed) -> str:
                 f"{said}; one naming no version: `version_not_pinned`; one leaving a field optional: "
                 "`field_not_required`"
             )
+        if d.fixes:
+            return f"{said} — {d.fixes}'s rejection is the fix this question asks for"
         return f"{said}; the fix this question asks for in particular is not checked (weak)"
     return "an item the PM does not tick: rejected, naming the item"
 

@@ -39,6 +39,7 @@ class DeliverableSeed:
     schema_of: str = ""  # schema only: one of SCHEMA_SUBJECTS
     either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
     versioned: bool = False  # package-metadata schema only: it must pin the version and require the fields (V47)
+    fixes: str = ""  # package-metadata schema only: the seed's defect this question asks it to fix (A16, A17)
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
@@ -53,8 +54,12 @@ def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
     return DeliverableSeed(key, "container_image", title, capabilities=capabilities)
 
 
-def schema(key: str, title: str, schema_of: str, *capabilities: str, versioned: bool = False) -> DeliverableSeed:
-    return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of, versioned=versioned)
+def schema(
+    key: str, title: str, schema_of: str, *capabilities: str, versioned: bool = False, fixes: str = ""
+) -> DeliverableSeed:
+    return DeliverableSeed(
+        key, "schema", title, capabilities=capabilities, schema_of=schema_of, versioned=versioned, fixes=fixes
+    )
 
 
 def document(key: str, title: str, *checklist: str, either: str = "") -> DeliverableSeed:
@@ -381,6 +386,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "Metadata schema with device_memory_required's unit fixed",
             "package-metadata",
             METADATA,
+            fixes="A16",
         ),
     ),
     "V34": (
@@ -470,7 +476,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     # 12.6 Metadata and compatibility defects
     "V43": (
         schema(
-            "submodel-type-schema", "Metadata schema that refuses a mislabelled prefill", "package-metadata", METADATA
+            "submodel-type-schema",
+            "Metadata schema that refuses a mislabelled prefill",
+            "package-metadata",
+            METADATA,
+            fixes="A17",
         ),
         document(
             "submodel-type-fix",

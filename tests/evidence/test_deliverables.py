@@ -102,3 +102,9 @@ def test_alternatives_come_in_groups_and_v45_closes_on_the_sdk_or_the_erratum():
         assert all(groups.count(group) >= 2 for group in groups), code
     v45 = {d.key: (d.kind, d.either) for d in QUESTION_DELIVERABLES["V45"]}
     assert v45 == {"relocation-api": ("sdk", "relocation"), "relocation-erratum": ("document", "relocation")}
+
+
+def test_a_schema_names_only_a_defect_the_metadata_check_rejects():
+    fixes = {(code, d.key): d.fixes for code, d in ALL if d.fixes}
+    assert fixes == {("V33", "memory-unit-schema"): "A16", ("V43", "submodel-type-schema"): "A17"}
+    assert all(d.kind == "schema" and d.schema_of == "package-metadata" for _, d in ALL if d.fixes or d.versioned)
