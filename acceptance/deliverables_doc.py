@@ -19,6 +19,8 @@ REJECTED = {
 PACKAGE_NEEDS = {
     "decode_batch": "a package at another decode batch",
     "cpu_fallback": "a package placing no op on the CPU",
+    "kv_shift": "a package of decode batch 1 (copy, keep and state need a second lane)",
+    "models_per_chiplet": "two packages of the same chip affinity",
 }
 DEFECTS = {
     "package-metadata": "a schema accepting A16 or A17",
@@ -36,12 +38,19 @@ def accepted_by(d: DeliverableSeed) -> str:
         return f"{', '.join(probes)} pass runner, golden, failure, integration and soak"
     if d.kind == "sdk":
         calls = dict.fromkeys(f"`{e}`" for c in d.capabilities for e in recipe_for(c).sdk_entry_points)
-        named = ", ".join(calls) if calls else "the entry points the answer declares"
+        roles = dict.fromkeys(f"a call named for `{r}`" for c in d.capabilities for r, _ in recipe_for(c).sdk_roles)
+        named = ", ".join([*calls, *roles]) if calls or roles else "the entry points the answer declares"
         return f"{named} in the headers and the library's dynamic symbols, same version; the example builds"
     if d.kind == "container_image":
         return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
     if d.kind == "schema":
-        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}"
+        versioned = (
+            "; rejects the current metadata claiming another schema_version, or without schema_version, name, "
+            "memory or submodels"
+            if d.versioned
+            else ""
+        )
+        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}{versioned}"
     return "PM review: " + "; ".join(d.checklist)
 
 
@@ -69,6 +78,12 @@ def wrong_delivery(d: DeliverableSeed) -> str:
             said.append("one capability passed of several: still owed")
         return "; ".join(said)
     if d.kind == "sdk":
+        roles = [f"`{role}`" for r in recipes for role, _ in r.sdk_roles]
+        if roles:
+            return (
+                f"an SDK naming no call for {' or '.join(roles)}: `sdk_role_not_named`; a named call missing: "
+                "`entry_point_not_declared` or `entry_point_not_defined`, rejected"
+            )
         if any(r.sdk_entry_points for r in recipes):
             return (
                 "an SDK missing one of those calls: `entry_point_not_declared` or `entry_point_not_defined`, rejected"
@@ -84,10 +99,15 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         said.append("what the image holds is not checked against the question (weak)")
         return "; ".join(said)
     if d.kind == "schema":
-        return (
-            f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`; "
-            "the fix this question asks for in particular is not checked (weak)"
-        )
+        said = f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`"
+        if d.versioned:
+            return (
+                f"{said}; one naming no version: `version_not_pinned`; one leaving a field optional: "
+                "`field_not_required`"
+            )
+        if d.fixes:
+            return f"{said} — {d.fixes}'s rejection is the fix this question asks for"
+        return f"{said}; the fix this question asks for in particular is not checked (weak)"
     return "an item the PM does not tick: rejected, naming the item"
 
 
@@ -99,8 +119,10 @@ def table() -> str:
     for code, deliverables in QUESTION_DELIVERABLES.items():
         for d in deliverables:
             capabilities = ", ".join(f"`{c}`" for c in d.capabilities) or "—"
+            others = [f"`{o.key}`" for o in deliverables if d.either and o.either == d.either and o is not d]
+            alternative = f" (or {', '.join(others)}: either is enough)" if others else ""
             lines.append(
-                f"| {code} | `{d.key}`: {d.title} | {d.kind} | {capabilities} | {accepted_by(d)} | "
+                f"| {code} | `{d.key}`: {d.title}{alternative} | {d.kind} | {capabilities} | {accepted_by(d)} | "
                 f"{wrong_delivery(d)} |"
             )
     return "\n".join(lines)

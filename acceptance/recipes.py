@@ -11,8 +11,9 @@ points the capability needs (checked in the delivered headers and the library's 
   recipe or not: the golden tolerances and the soak's counts and rate (`acceptance.limits`).
 - SDK entry points are the names the seed itself gives (sections 6 and 10; V20, V45, V50, V54):
   `Class::method` for a C++ member, a bare name for a function or a member of a class the seed does not
-  name. A capability whose seed rows name no call has none; its SDK deliverable is checked against the
-  names the answer declares.
+  name. Where the seed asks for a call without naming it (V23's cancel and time-out), the recipe names its
+  role and the SDK must name its call for each role. A capability whose seed rows name neither is checked
+  against the names the answer declares.
 - A recipe with a probe that configures a second model (`multi_model`, `residency`) needs two calbin packages:
   the answer's first calbin (the one stored first) is the package under test, the other the job's
   `packages.second`.
@@ -36,7 +37,7 @@ class ProbeSpec:
 
 
 # Probes that configure a second model beside the package under test: the job's `packages.second`.
-SECOND_PACKAGE_PROBES = frozenset({"multi_model", "residency"})
+SECOND_PACKAGE_PROBES = frozenset({"multi_model", "residency", "models_per_chiplet"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class Recipe:
     version: int
     probes: tuple[ProbeSpec, ...] = ()
     sdk_entry_points: tuple[str, ...] = ()
+    # Calls the seed asks for without naming them: (role, what the call does). The SDK names its call for
+    # each role in entry_points.txt (`cancel = VirtualDevice::CancelJob`), checked as the named ones are.
+    sdk_roles: tuple[tuple[str, str], ...] = ()
     reproducible_build: bool = False  # the answer's build must run twice in fresh sandboxes, same bytes out
 
     @property
@@ -92,7 +96,8 @@ _RECIPES = [
     Recipe("multi-physical-device-calrt-0-7-6", 1, (MULTI_BOARD,)),
     # From the evidence rows.
     Recipe("kv-seq-min-max", 1, (ProbeSpec("kv_seq_min_max"),)),
-    Recipe("kv-manager-api", 1, (ProbeSpec("kv_manager"), ProbeSpec("kv_shift")), KV_MANAGER_CALLS),
+    # K07's DoShift against V26's whole table: kv_shift needs a package of two lanes or more.
+    Recipe("kv-manager-api", 2, (ProbeSpec("kv_manager"), ProbeSpec("kv_shift")), KV_MANAGER_CALLS),
     # K08: the batch layout and the S8 V cache; batch 4 is the smallest V18 asks for.
     Recipe("kv-batch-layout", 1, (decode_batch(4), S8_V)),
     Recipe("s8-v-cache-calbin", 1, (S8_V,)),
@@ -105,10 +110,11 @@ _RECIPES = [
     Recipe("full-debug", 1, (ProbeSpec("full_debug"),)),
     Recipe("error-codes", 1, (ProbeSpec("error_codes"),)),
     Recipe("error-mapping", 1, (ERROR_MAPPING, FAULT_RECOVERY)),
+    # V51's reset after a drain beside the reset scopes of V50 and V52.
     Recipe(
         "device-reset",
-        1,
-        (ProbeSpec("device_reset"), FAULT_RECOVERY),
+        2,
+        (ProbeSpec("device_reset"), ProbeSpec("reset_drain"), FAULT_RECOVERY),
         (
             "VirtualDevice::ResetCCU",
             "VirtualDevice::ResetConfiguration",
@@ -130,6 +136,17 @@ _RECIPES = [
     Recipe("single-chiplet", 1, (SINGLE_CHIPLET,)),
     Recipe("pipeline-parallel", 1, (ProbeSpec("pipeline_parallel", {}, LAYOUT_THRESHOLDS),)),
     Recipe("custom-kernel-sdk", 1, (ProbeSpec("cpu_fallback"),)),
+    # V23: the seed names no cancel call, so the SDK must say which of its calls cancels and which times out.
+    Recipe(
+        "job-cancel-timeout",
+        1,
+        (ProbeSpec("job_cancel"),),
+        sdk_roles=(
+            ("cancel", "cancels a submitted job that has not finished"),
+            ("timeout", "waits for a job with a time-out, or gives a job its deadline"),
+        ),
+    ),
+    Recipe("two-models-two-chiplets", 1, (ProbeSpec("models_per_chiplet"),)),
 ]
 
 RECIPES: Mapping[str, Recipe] = MappingProxyType({recipe.capability: recipe for recipe in _RECIPES})

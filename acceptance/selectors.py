@@ -857,11 +857,7 @@ def attention() -> Attention:
     """Where the work stands still, in a fixed number of queries: owed deliverables of open questions, latest
     answers that are incomplete, and chains that failed or went stale."""
     open_questions = Question.objects.exclude(state__in=question_states.SETTLED_STATES)
-    owed = list(
-        Deliverable.objects.filter(question__in=open_questions)
-        .exclude(state=Deliverable.ACCEPTED)
-        .values_list("question_id", flat=True)
-    )
+    owed = list(Deliverable.objects.filter(question__in=open_questions).owed().values_list("question_id", flat=True))
     # Each organisation's latest revision: no later one exists (a NOT EXISTS both PostgreSQL and SQLite run,
     # where DISTINCT ON is PostgreSQL's alone).
     later_revision = Answer.objects.filter(
@@ -889,10 +885,10 @@ def attention() -> Attention:
 
 
 def deliverables_owed_views(question_ids) -> list[DeliverableView]:
-    """The deliverables not yet accepted of the given questions, in question order."""
+    """The deliverables not yet accepted (nor an alternative of theirs) of the given questions, in question order."""
     owed = (
         Deliverable.objects.filter(question_id__in=list(question_ids))
-        .exclude(state=Deliverable.ACCEPTED)
+        .owed()
         .select_related("question", "decided_by")
         .prefetch_related(Prefetch("capabilities", queryset=Capability.objects.order_by("position", "slug")))
         .order_by("question__number", "position", "key")

@@ -1,4 +1,4 @@
-"""The probes of all 31 seed capabilities on the tiny preset, through the five chain stages, in one process.
+"""The probes of all 33 seed capabilities on the tiny preset, through the five chain stages, in one process.
 
     .venv/bin/python bench/sim_probes.py [--json FILE]
 
@@ -77,6 +77,7 @@ def cases_for(capability: str) -> list[Case]:
         "s8": ("s8",),
         "single_chiplet": ("single_chiplet",),
         "multi_model": ("single_chiplet", "multi_model"),
+        "models_per_chiplet": ("single_chiplet", "multi_model"),
         "residency": ("single_chiplet", "multi_model", "residency"),
         "expert_parallel": ("ep",),
         "pipeline_parallel": ("pp",),
@@ -87,7 +88,8 @@ def cases_for(capability: str) -> list[Case]:
         if capability not in spec.capabilities:
             continue
         build: dict[str, Any] = {"features": features.get(spec.name, ()), "decode_batch": 4}
-        second = {"chip_affinity": 1, "seed": 1} if spec.name in ("multi_model", "residency") else None
+        two_packages = spec.name in ("multi_model", "residency", "models_per_chiplet")
+        second = {"chip_affinity": 1, "seed": 1} if two_packages else None
         if spec.name == "decode_batch":
             batch = int(capability.rsplit("-", 1)[-1]) if capability.startswith("decode-batch-") else 4
             cases.append(Case(spec.name, {"batch": batch}, build | {"decode_batch": batch}))

@@ -19,7 +19,7 @@ from django.db.models import Prefetch
 from django.utils.translation import gettext as _
 
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
-from vendor.models import Deliverable, Question, Section
+from vendor.models import Deliverable, Question, Section, deliverables_still_owed
 
 Progress = Mapping[int, Mapping[str, str]]
 # Deliverable id -> what its runs prove per target kind: (target kind, where, code, what), `where` and `what` in
@@ -64,7 +64,7 @@ def _questions():
 
 
 def _owed(question) -> list[Deliverable]:
-    return [d for d in question.deliverables.all() if d.state != Deliverable.ACCEPTED]
+    return deliverables_still_owed(list(question.deliverables.all()))
 
 
 def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:

@@ -11,6 +11,7 @@ moved keys are re-rotated to their new positions, and the next token of a sequen
 after its largest one (`seq_pos_max + 1`, K05).
 """
 
+import io
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,11 @@ from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.model import KvCache, ModelConfig, rope_rotate
 
 KV_DTYPES = ("bf16", "s8")
+
+
+def _stores(keys: list[str], name: str) -> int:
+    """How many of a state's arrays are K's (`k0`, `k1` ...) or V's."""
+    return sum(1 for key in keys if key.startswith(name) and key[len(name) :].isdigit())
 
 
 def kv_cache_bytes(
@@ -145,6 +151,14 @@ class KvManager:
         seq.length += seq.pending
         seq.pending = 0
 
+    def roll_back(self, seq_id: int, cells: int) -> None:
+        """Give back the last `cells` pending cells of the sequence (a cancelled job's, V23); a sequence left
+        with no cell at all goes."""
+        seq = self._get(seq_id)
+        seq.pending -= min(cells, seq.pending)
+        if not seq.length and not seq.pending:
+            self.free(seq_id)
+
     def free(self, seq_id: int) -> None:
         self._get(seq_id)
         del self._sequences[seq_id]
@@ -257,6 +271,49 @@ class KvManager:
         p0 = self.seq_pos_min(seq_id) + keep
         self.seq_rm(seq_id, p0, p0 + discard)
         self.seq_add(seq_id, p0 + discard, None, -discard)
+
+    def state_write(self, seq_id: int) -> bytes:
+        """llama.cpp's state write of one sequence (V26): its committed cells' positions, K and V, as bytes."""
+        seq = self._editable(seq_id)
+        cells = np.arange(seq.length)
+        arrays = {"dtypes": np.array([self.k_dtype, self.v_dtype]), "pos": self.cache.pos[seq.lane, cells]}
+        for name, store in (("k", self.cache.k), ("v", self.cache.v)):
+            arrays |= {f"{name}{i}": a for i, a in enumerate(store.raw(seq.lane, cells))}
+        out = io.BytesIO()
+        np.savez(out, **arrays)
+        return out.getvalue()
+
+    def state_read(self, seq_id: int, state: bytes) -> int:
+        """llama.cpp's state read: the cells a state write gave, restored as sequence `seq_id` (new, or empty),
+        keys as they were stored. Returns the cell count; KV_SHIFT_INVALID for a state of another cache."""
+        try:
+            stored = np.load(io.BytesIO(state), allow_pickle=False)
+            dtypes, positions = stored["dtypes"].tolist(), stored["pos"]
+            raw = {name: [stored[f"{name}{i}"] for i in range(_stores(stored.files, name))] for name in ("k", "v")}
+        except (ValueError, KeyError, OSError) as error:
+            raise CalrtError(ErrorCode.KV_SHIFT_INVALID, f"not a KV state of this cache: {error}") from error
+        if dtypes != [self.k_dtype, self.v_dtype] or len(positions) > self.max_seq_len:
+            raise CalrtError(ErrorCode.KV_SHIFT_INVALID, f"a {dtypes} state of {len(positions)} cells does not fit")
+        seq = self._sequences.get(seq_id)
+        if seq is not None and (seq.length or seq.pending):
+            raise CalrtError(ErrorCode.KV_SHIFT_INVALID, f"sequence {seq_id} is not empty")
+        if seq is None and len(self._sequences) >= self.lanes:
+            raise CalrtError(ErrorCode.KV_NO_CAPACITY, f"no lane left for sequence {seq_id}")
+        if any(
+            len(r) != self.config.layers * (2 if d == "s8" else 1) for r, d in zip(raw.values(), dtypes, strict=True)
+        ):
+            raise CalrtError(ErrorCode.KV_SHIFT_INVALID, "not a KV state of this cache: layers differ")
+        cells = np.arange(len(positions))
+        seq = seq or self._new_sequence(seq_id)
+        try:
+            self.cache.k.put_raw(seq.lane, cells, raw["k"])
+            self.cache.v.put_raw(seq.lane, cells, raw["v"])
+        except ValueError as error:
+            self.free(seq_id)
+            raise CalrtError(ErrorCode.KV_SHIFT_INVALID, f"not a KV state of this cache: {error}") from error
+        self.cache.pos[seq.lane, cells] = positions
+        seq.length = len(cells)
+        return len(cells)
 
     def fail_next_apply(self, seq_ids: list[int]) -> None:
         """Fault injection: the next apply of each of these sequences fails."""

@@ -113,6 +113,8 @@ def make_deliverable(
     checklist=(),
     schema_of: str = "",
     position: int = 0,
+    either: str = "",
+    schema_versioned: bool = False,
 ) -> Deliverable:
     """A deliverable as the import makes it: owed, linked to the capabilities it proves."""
     if kind == Deliverable.SCHEMA and not schema_of:
@@ -125,6 +127,8 @@ def make_deliverable(
         position=position,
         checklist=list(checklist),
         schema_of=schema_of,
+        either=either,
+        schema_versioned=schema_versioned,
     )
     for capability in capabilities:
         capability.deliverables.add(deliverable)

@@ -2,7 +2,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
@@ -226,10 +226,27 @@ class Artifact(models.Model):
         return self.blob
 
 
+class DeliverableQuerySet(models.QuerySet["Deliverable"]):
+    def owed(self) -> "DeliverableQuerySet":
+        """Those still owed: not accepted, and no alternative of theirs (the same `either`) accepted either."""
+        accepted_alternative = Deliverable.objects.filter(
+            question=OuterRef("question"), either=OuterRef("either"), state=Deliverable.ACCEPTED
+        ).exclude(either="")
+        return self.exclude(state=Deliverable.ACCEPTED).exclude(Exists(accepted_alternative))
+
+
+def deliverables_still_owed(deliverables: list["Deliverable"]) -> list["Deliverable"]:
+    """`DeliverableQuerySet.owed` over one question's deliverables already read."""
+    accepted = {d.either for d in deliverables if d.either and d.state == Deliverable.ACCEPTED}
+    return [d for d in deliverables if d.state != Deliverable.ACCEPTED and d.either not in accepted]
+
+
 class Deliverable(models.Model):
     """One thing a question's answer must deliver, accepted according to its kind (docs/acceptance.md).
 
-    A question closes only when every one of its deliverables is accepted (vendor.services.deliverables).
+    A question closes only when every one of its deliverables is accepted (vendor.services.deliverables), or,
+    for deliverables that are alternatives of each other (the same `either`), one of them: V45 closes on the
+    calls in a named SDK version or on the erratum removing them from the documentation.
     """
 
     CALBIN = "calbin"
@@ -269,6 +286,12 @@ class Deliverable(models.Model):
     checklist = models.JSONField(default=list, blank=True)
     # Schema deliverables: what the schema describes ("package-metadata" or "trace").
     schema_of = models.CharField(max_length=40, blank=True)
+    # Schema deliverables of V47: the schema must also pin the metadata's version and require its fields.
+    schema_versioned = models.BooleanField(default=False)
+    # Alternatives: the deliverables of a question with the same `either` are owed as one, any of them enough.
+    either = models.CharField(max_length=50, blank=True)
+
+    objects = DeliverableQuerySet.as_manager()
 
     class Meta:
         ordering = ["question__number", "position", "key"]

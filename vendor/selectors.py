@@ -152,7 +152,7 @@ def questions_by_due(questions: QuerySet[Question], status: str, today: datetime
 def questions_owing(questions: QuerySet[Question], owes: bool) -> QuerySet[Question]:
     """The open questions that still owe a deliverable (owed or rejected), or (`owes=False`) the others: what a
     vendor means by "waiting for us", whatever state the question is in."""
-    owing = Exists(Deliverable.objects.filter(question=OuterRef("pk")).exclude(state=Deliverable.ACCEPTED))
+    owing = Exists(Deliverable.objects.filter(question=OuterRef("pk")).owed())
     condition = owing & ~Q(state__in=states.SETTLED_STATES)
     return questions.filter(condition) if owes else questions.exclude(condition)
 
@@ -233,5 +233,6 @@ def webhook_deliveries(hook: Webhook) -> QuerySet[WebhookDelivery]:
 
 
 def deliverables_owed(question: Question) -> list[Deliverable]:
-    """The question's deliverables not yet accepted (owed or rejected), in their order."""
-    return list(question.deliverables.exclude(state=Deliverable.ACCEPTED).order_by("position", "key"))
+    """The question's deliverables not yet accepted (owed or rejected) and without an accepted alternative, in
+    their order."""
+    return list(Deliverable.objects.filter(question=question).owed().order_by("position", "key"))

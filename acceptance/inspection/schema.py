@@ -31,8 +31,21 @@ class SchemaReport(Report):
     draft: str | None = None
 
 
-def check_schema(schema: Any, subject: str, *, also_accept: Mapping[str, Any] | None = None) -> SchemaReport:
+# V47: a versioned schema with required fields rejects metadata of another version and metadata missing a field
+# every package has.
+REQUIRED_FIELDS = ("schema_version", "name", "memory", "submodels")
+OTHER_VERSION = 999
+
+
+def check_schema(
+    schema: Any, subject: str, *, also_accept: Mapping[str, Any] | None = None, versioned: bool = False
+) -> SchemaReport:
+    """`versioned` (V47, package metadata only): the schema must also reject the current metadata claiming
+    another `schema_version` (`version_not_pinned`) and the current metadata without each of REQUIRED_FIELDS
+    (`field_not_required`, naming it)."""
     samples = samples_for(subject)  # raises ValueError for an unknown subject
+    if versioned and subject != "package-metadata":
+        raise ValueError("only a package-metadata schema is held to a version and required fields")
     report = SchemaReport()
     report.checked["subject"] = subject
     validator = _validator(schema, report)
@@ -64,7 +77,22 @@ def check_schema(schema: Any, subject: str, *, also_accept: Mapping[str, Any] | 
                 f"the schema accepts {sample.name} ({sample.description})",
                 sample=sample.name,
             )
+    if versioned:
+        _check_versioned(validator, samples.accept[0].document, report)
     return report
+
+
+def _check_versioned(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
+    other = {**current, "schema_version": OTHER_VERSION}
+    if _errors(validator, other, "another version", report) == []:
+        report.add(
+            "version_not_pinned",
+            f"the schema accepts the current metadata claiming schema_version {OTHER_VERSION}: it names no version",
+        )
+    for name in REQUIRED_FIELDS:
+        missing = {key: value for key, value in current.items() if key != name}
+        if _errors(validator, missing, f"without {name}", report) == []:
+            report.add("field_not_required", f"the schema accepts the current metadata without {name}", field=name)
 
 
 def _validator(schema: Any, report: SchemaReport) -> Any:

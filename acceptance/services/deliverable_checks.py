@@ -9,7 +9,8 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
   the headers' version macro must say the answer's version),
   optionally `example/` (one C or C++ source: the minimal example, built against them where a compiler is)
   and `entry_points.txt` (one call a line: the calls the answer declares, checked with those of the
-  capabilities' recipes — the only ones for a capability whose recipe names none). A passing SDK is also
+  capabilities' recipes — the only ones for a capability whose recipe names none; `role = call` names the
+  call of a role the recipe asks for without the seed naming it, V23's cancel and time-out). A passing SDK is also
   evidence (E2) for every other capability whose recipe's calls it carries, declared and defined: the
   capability's SDK entry points present in the delivered SDK of that version, as the promotion policy asks.
 - container_image: an artifact of kind `container_image`, the OCI image layout as a tar, SBOM and licence in it;
@@ -268,13 +269,42 @@ def _recipes(deliverable: Deliverable) -> list[Recipe]:
     return [RECIPES[slug] for slug in slugs if slug in RECIPES]
 
 
+def _declared(declared_file: Path) -> tuple[list[str], dict[str, str]]:
+    """What the delivery's entry_points.txt declares: the calls, and the call it names for each role
+    (`cancel = VirtualDevice::CancelJob`)."""
+    calls: list[str] = []
+    roles: dict[str, str] = {}
+    for line in _listed(declared_file, MAX_DECLARED_ENTRY_POINTS):
+        role, named, call = (part.strip() for part in line.partition("="))
+        if named:
+            roles[role] = call
+        calls.append(call if named else line)
+    return calls, roles
+
+
 def _entry_points(deliverable: Deliverable, declared_file: Path) -> list[str]:
     """The recipes' entry points of the deliverable's capabilities, then those the delivery declares."""
     points: list[str] = []
     for recipe in _recipes(deliverable):
         points += [point for point in recipe.sdk_entry_points if point not in points]
-    points += [point for point in _listed(declared_file, MAX_DECLARED_ENTRY_POINTS) if point not in points]
+    declared, _ = _declared(declared_file)
+    points += [point for point in declared if point and point not in points]
     return points
+
+
+def _check_roles(report: Report, deliverable: Deliverable, declared_file: Path) -> None:
+    """Each role the recipes ask for (a call the seed does not name) has its call named in entry_points.txt;
+    the named calls are checked with the others, declared in the headers and defined in the library."""
+    _, named = _declared(declared_file)
+    for recipe in _recipes(deliverable):
+        for role, meaning in recipe.sdk_roles:
+            if not named.get(role):
+                report.add(
+                    "sdk_role_not_named",
+                    f"the SDK names no call for {role} ({meaning}) in entry_points.txt (`{role} = <call>`), "
+                    f"which {recipe.capability} needs",
+                    role=role,
+                )
 
 
 def _check_sdk(path: Path, scratch: Path, answer: Answer, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
@@ -298,6 +328,7 @@ def _check_sdk(path: Path, scratch: Path, answer: Answer, deliverable: Deliverab
         version=answer.version,
         also_look_for=[point for recipe in others for point in recipe.sdk_entry_points],
     )
+    _check_roles(report, deliverable, scratch / "entry_points.txt")
     sources = (
         sorted(p for p in (scratch / "example").glob("*") if p.suffix.lower() in C_SUFFIXES | CXX_SUFFIXES)
         if (scratch / "example").is_dir()
@@ -336,4 +367,4 @@ def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> C
         schema = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError) as error:
         return CheckOutcome(False, what, [f"the schema is not JSON: {error}"], {}, {})
-    return _outcome(check_schema(schema, deliverable.schema_of), what)
+    return _outcome(check_schema(schema, deliverable.schema_of, versioned=deliverable.schema_versioned), what)

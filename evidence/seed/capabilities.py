@@ -129,6 +129,12 @@ FROM_QUESTIONS = [
     CapabilitySeed("single-chiplet", "单芯粒 calbin 与 chip affinity", "C3", evidence=("M06",)),
     CapabilitySeed("pipeline-parallel", "Pipeline parallel（PP）", "C3", evidence=("M13",)),
     CapabilitySeed("custom-kernel-sdk", "自定义 op/kernel SDK 与 fusion 控制", "C3", evidence=("C05",)),
+    # V23 asks whether a safe cancel and time-out exist; I07's OutputBuf and Wait are not a cancel.
+    CapabilitySeed(
+        "job-cancel-timeout", "Job cancel/timeout 安全接口（DMA、KV、buffer 生命周期）", "C3", evidence=("I07",)
+    ),
+    # V31: one independent model per chiplet, not two on one chiplet (section 13's pinned one).
+    CapabilitySeed("two-models-two-chiplets", "双芯粒各 configure 一个独立模型（故障隔离）", "C3", evidence=("M06",)),
 ]
 
 CAPABILITIES: list[CapabilitySeed] = PINNED + FROM_EVIDENCE + FROM_QUESTIONS
@@ -136,7 +142,8 @@ CAPABILITIES: list[CapabilitySeed] = PINNED + FROM_EVIDENCE + FROM_QUESTIONS
 # The capabilities an answer to each question could move: those a package, SDK, image or schema it must
 # deliver can prove (evidence/seed/deliverables.py). A question whose answer is only written (V02, V09,
 # V60 ...) moves none: a document closes a question, never moves a capability. A batch is proven by its own
-# package (V18), not by V24's lane rules; residency by V35, sampling by V17.
+# package (V18), not by V24's lane rules; residency by V35, sampling by V17. V36 asks for a roadmap, so it
+# moves neither multi-device capability: no question of the seed asks for a running multi-board package.
 QUESTION_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "V01": ("reproducible-compile",),
     "V03": ("reproducible-compile",),
@@ -152,18 +159,17 @@ QUESTION_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "V20": ("parallel-mode", "c-api-nonblocking"),
     "V21": ("parallel-mode", "fixed-task-infer"),
     "V22": ("output-buffer-wait", "device-counters-trace"),
-    "V23": ("output-buffer-wait", "c-api-nonblocking"),
-    "V24": ("kv-manager-api", "kv-batch-layout"),
+    "V23": ("job-cancel-timeout",),
+    "V24": ("kv-manager-api", "kv-batch-layout", "kv-seq-min-max"),
     "V25": ("kv-batch-layout", "s8-v-cache-calbin"),
-    "V26": ("kv-manager-api", "kv-seq-min-max"),
+    "V26": ("kv-manager-api",),
     "V27": ("kv-manager-api", "error-mapping"),
     "V28": ("device-counters-trace",),
     "V30": ("single-chiplet", "two-models-one-chiplet"),
-    "V31": ("single-chiplet", "two-models-one-chiplet"),
+    "V31": ("two-models-two-chiplets",),
     "V32": ("pipeline-parallel", "expert-parallel"),
     "V33": ("calbin-metadata-schema",),
     "V35": ("two-models-one-chiplet", "dynamic-resident-multi-model"),
-    "V36": ("multi-physical-device-calrt-0-7-6", "multi-board"),
     "V37": ("device-counters-trace", "full-debug"),
     "V38": ("device-counters-trace",),
     "V42": ("golden-readback",),

@@ -16,6 +16,9 @@ A deliverable's kind says how it is accepted:
 - `document`: a written answer, reviewed by a PM against `checklist` (items from the acceptance form).
   A document closes a question; it never moves a capability, so it names none.
 
+Deliverables of a question with the same `either` are alternatives: one of them accepted is enough (V45: the
+calls in a named SDK version, or the erratum removing them).
+
 Every capability that capabilities.QUESTION_CAPABILITIES links to a question is proven by one of that
 question's calbin, sdk, container_image or schema deliverables.
 """
@@ -34,26 +37,33 @@ class DeliverableSeed:
     capabilities: tuple[str, ...] = ()  # the capabilities it proves (none for a document)
     checklist: tuple[str, ...] = ()  # document only: what the PM checks
     schema_of: str = ""  # schema only: one of SCHEMA_SUBJECTS
+    either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
+    versioned: bool = False  # package-metadata schema only: it must pin the version and require the fields (V47)
+    fixes: str = ""  # package-metadata schema only: the seed's defect this question asks it to fix (A16, A17)
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
     return DeliverableSeed(key, "calbin", title, capabilities=capabilities)
 
 
-def sdk(key: str, title: str, *capabilities: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "sdk", title, capabilities=capabilities)
+def sdk(key: str, title: str, *capabilities: str, either: str = "") -> DeliverableSeed:
+    return DeliverableSeed(key, "sdk", title, capabilities=capabilities, either=either)
 
 
 def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
     return DeliverableSeed(key, "container_image", title, capabilities=capabilities)
 
 
-def schema(key: str, title: str, schema_of: str, *capabilities: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of)
+def schema(
+    key: str, title: str, schema_of: str, *capabilities: str, versioned: bool = False, fixes: str = ""
+) -> DeliverableSeed:
+    return DeliverableSeed(
+        key, "schema", title, capabilities=capabilities, schema_of=schema_of, versioned=versioned, fixes=fixes
+    )
 
 
-def document(key: str, title: str, *checklist: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "document", title, checklist=checklist)
+def document(key: str, title: str, *checklist: str, either: str = "") -> DeliverableSeed:
+    return DeliverableSeed(key, "document", title, checklist=checklist, either=either)
 
 
 COMPILE = "reproducible-compile"
@@ -222,15 +232,23 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "parallel-mode-runs", "Parallel mode exercised from several threads", "parallel-mode", "c-api-nonblocking"
         ),
     ),
+    # The seed does not say what PING/PONG is (V21 asks; A14's command file is named "ping"), so no probe can
+    # know it: the runs prove what an overlap is built on, I06's fixed task and I08's SubmitJob in parallel mode,
+    # and what PING/PONG is, with its timing diagram, is the document's to say.
     "V21": (
         sdk("fixed-task-sdk", "Fixed task and SubmitJob in the SDK", "fixed-task-infer", "parallel-mode"),
-        calbin("overlap-runs", "PING/PONG overlap exercised", "fixed-task-infer", "parallel-mode"),
+        calbin(
+            "overlap-runs",
+            "Fixed-task jobs submitted in parallel mode, overlapping on a runner (not PING/PONG itself)",
+            "fixed-task-infer",
+            "parallel-mode",
+        ),
         document(
             "ping-pong",
             "What PING/PONG is",
             "Says whether PING/PONG is a buffer bank, an engine or a command slot",
             "An overlap timing diagram",
-            "A worked example",
+            "A worked example, naming the fixed-task and SubmitJob calls it makes",
         ),
     ),
     "V22": (
@@ -250,7 +268,8 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V23": (
-        sdk("cancel-timeout-sdk", "Job cancel and timeout in the SDK", "output-buffer-wait", "c-api-nonblocking"),
+        sdk("cancel-timeout-sdk", "Job cancel and timeout in the SDK", "job-cancel-timeout"),
+        calbin("cancel-timeout-runs", "Jobs cancelled and timed out on a runner", "job-cancel-timeout"),
         document(
             "job-lifecycle",
             "Cancel and timeout lifecycle",
@@ -261,7 +280,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V24": (
         calbin(
-            "lane-mapping-runs", "Lanes and KV slots mapped, masked and reused", "kv-manager-api", "kv-batch-layout"
+            "lane-mapping-runs",
+            "Lanes and KV slots mapped, masked and reused",
+            "kv-manager-api",
+            "kv-batch-layout",
+            "kv-seq-min-max",
         ),
         document(
             "lane-slot-rules",
@@ -283,7 +306,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V26": (
-        calbin("kv-shift-runs", "The llama.cpp KV edits through DoShift", "kv-manager-api", "kv-seq-min-max"),
+        calbin(
+            "kv-shift-runs",
+            "Remove, copy, keep, add, div and state through DoShift, on a package of two lanes or more",
+            "kv-manager-api",
+        ),
         document(
             "doshift-table",
             "DoShift against llama.cpp KV semantics",
@@ -330,7 +357,9 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V31": (
         calbin(
-            "two-models-runs", "Two independent models configured at once", "two-models-one-chiplet", "single-chiplet"
+            "two-models-runs",
+            "Two single-chiplet packages, one per chiplet, configured at once with fault isolation",
+            "two-models-two-chiplets",
         ),
         document(
             "isolation-contract",
@@ -357,6 +386,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "Metadata schema with device_memory_required's unit fixed",
             "package-metadata",
             METADATA,
+            fixes="A16",
         ),
     ),
     "V34": (
@@ -385,12 +415,6 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V36": (
-        calbin(
-            "multi-board-runs",
-            "A model across two physical devices",
-            "multi-board",
-            "multi-physical-device-calrt-0-7-6",
-        ),
         document(
             "multi-device-roadmap",
             "Multi-device roadmap",
@@ -452,7 +476,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     # 12.6 Metadata and compatibility defects
     "V43": (
         schema(
-            "submodel-type-schema", "Metadata schema that refuses a mislabelled prefill", "package-metadata", METADATA
+            "submodel-type-schema",
+            "Metadata schema that refuses a mislabelled prefill",
+            "package-metadata",
+            METADATA,
+            fixes="A17",
         ),
         document(
             "submodel-type-fix",
@@ -469,12 +497,21 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "A document per released version",
         ),
     ),
+    # Either the calls exist in a named version (its SDK carries them), or they never did and the PDF is corrected.
     "V45": (
-        sdk("relocation-api", "RelocateTensorAddress and AllocDevMem in the SDK", "pdf-relocate-alloc"),
+        sdk(
+            "relocation-api",
+            "RelocateTensorAddress and AllocDevMem in the SDK of the version that has them",
+            "pdf-relocate-alloc",
+            either="relocation",
+        ),
         document(
-            "relocation-doc",
-            "Relocation and allocation documentation",
-            "The version that has them, or the erratum removing them from the documentation",
+            "relocation-erratum",
+            "The erratum removing RelocateTensorAddress and AllocDevMem from the documentation",
+            "Names both calls and the PDF passages that describe them",
+            "States that no released version has them, and what to call instead",
+            "The corrected documentation is delivered",
+            either="relocation",
         ),
     ),
     "V46": (
@@ -483,7 +520,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     "V47": (
         schema(
-            "versioned-metadata-schema", "Versioned metadata schema with required fields", "package-metadata", METADATA
+            "versioned-metadata-schema",
+            "Versioned metadata schema with required fields",
+            "package-metadata",
+            METADATA,
+            versioned=True,
         ),
     ),
     "V48": (
@@ -517,7 +558,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V51": (
-        calbin("reset-drain-runs", "Reset after drain and release exercised", "device-reset"),
+        calbin("reset-drain-runs", "Jobs drained and released, then reset, nothing in flight lost", "device-reset"),
         document(
             "reset-state-machine",
             "Reset state machine",

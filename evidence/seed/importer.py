@@ -626,6 +626,8 @@ class _Import:
                     "position": position,
                     "checklist": list(seed.checklist),
                     "schema_of": seed.schema_of,
+                    "either": seed.either,
+                    "schema_versioned": seed.versioned,
                 }
                 obj = self.deliverables.get((question.pk, seed.key))
                 if obj is None:

@@ -1,4 +1,5 @@
-"""Output buffers (I07): the state of one submitted job, and wait with a time-out."""
+"""Output buffers (I07): the state of one submitted job, and wait with a time-out. A runtime that offers a
+job cancel (V23) adds one state, cancelled."""
 
 import math
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from npu_sim.errors import CalrtError, ErrorCode
 if TYPE_CHECKING:
     from npu_sim.device.records import CallRecord
     from npu_sim.device.virtual_device import VirtualDevice
+    from npu_sim.kv import KvManager
 
 
 class BufferStatus(StrEnum):
@@ -19,6 +21,7 @@ class BufferStatus(StrEnum):
     RUNNING = "running"
     DONE = "done"
     CORE_EXCEPTION = "core_exception"
+    CANCELLED = "cancelled"
 
 
 @dataclass
@@ -38,6 +41,10 @@ class Job:
     finished: bool = False  # its end has been processed
     released: bool = False  # its output buffer's device memory has been given back
     fault_core: tuple[int, int] = (0, 0)
+    submitted_ms: float = 0.0
+    kv_cells: tuple[tuple[int, int], ...] = ()  # (sequence, cells) of the allocated KV cells the job writes
+    kv: "KvManager | None" = None
+    cancelled: bool = False
 
     @property
     def hangs(self) -> bool:
@@ -56,6 +63,8 @@ class OutputBuffer:
     def status(self) -> BufferStatus:
         with self._device.lock:
             job, now = self._job, self._device.clock_ms
+            if job.cancelled:
+                return BufferStatus.CANCELLED
             if job.aborted:
                 return BufferStatus.CORE_EXCEPTION
             if now < job.start_ms:
@@ -78,6 +87,10 @@ class OutputBuffer:
                 return ErrorCode.TIMEOUT
             device.release(job)
             return job.outcome
+
+    @property
+    def job(self) -> Job:
+        return self._job
 
     def _done(self) -> Job:
         if self.status != BufferStatus.DONE:

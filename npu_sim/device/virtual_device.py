@@ -390,6 +390,9 @@ class VirtualDevice:
                 buffer_bytes=buffer_bytes,
                 buffer_chiplet=buffer_chiplet,
                 memory_epoch=self.memory_epoch,
+                submitted_ms=self.clock_ms,
+                kv_cells=tuple((s, len(a)) for s, a in zip(seq_ids, arrays, strict=True)),
+                kv=kv,
             )
             if FaultKind.CORE_EXCEPTION in firing:
                 fault = firing[FaultKind.CORE_EXCEPTION]
@@ -475,6 +478,51 @@ class VirtualDevice:
                     )
                     self._abort(lambda j, model=job.model: j.model == model)
             self._jobs = [job for job in self._jobs if not (job.finished or job.aborted)]
+
+    def cancel(self, buffer: OutputBuffer) -> None:
+        """Cancel a job that has not finished (V23): a pending job never starts, a running one stops with its
+        DMA; its output buffer's device memory comes back, the KV cells allocated for it are rolled back, and
+        the jobs queued behind it move up. INVALID_ARGUMENT for a job that has finished (its results stand) or
+        was aborted already."""
+        with self.lock:
+            job = buffer.job
+            if job.finished or job.aborted or job.end_ms <= self.clock_ms:
+                raise CalrtError(ErrorCode.INVALID_ARGUMENT, f"the job is {buffer.status}; nothing to cancel")
+            job.cancelled = True
+            self._abort(lambda j: j is job)
+            self._move_up()
+            job.logits, job.token_ids = {}, None
+            if job.kv is not None:
+                for seq_id, cells in job.kv_cells:
+                    job.kv.roll_back(seq_id, cells)
+            self.events.append(DeviceEvent(self.clock_ms, "cancel", {"model": job.model}))
+
+    def _move_up(self) -> None:
+        """Start the jobs not yet running as early as the chiplets allow, in submission order (after a cancel
+        freed a slot): each keeps its modelled duration."""
+        busy = [self.clock_ms] * len(self.chiplets)
+        for job in self._jobs:
+            if job.start_ms > self.clock_ms:
+                handle = self.models.get(job.model)
+                ready = handle.ready_ms if handle is not None else 0.0
+                start = max([job.submitted_ms, self.clock_ms, ready] + [busy[c] for c in job.chiplets])
+                job.start_ms, job.end_ms = start, start + (job.end_ms - job.start_ms)
+            for c in job.chiplets:
+                busy[c] = max(busy[c], job.end_ms)
+        self._busy_until = busy
+
+    def drain(self, timeout_ms: float) -> ErrorCode:
+        """Let device time pass until every submitted job has ended, for at most `timeout_ms` (V51): SUCCESS
+        when nothing is left in flight, TIMEOUT when something still is (a hung job: cancel it or reset)."""
+        if timeout_ms < 0:
+            raise CalrtError(ErrorCode.INVALID_ARGUMENT, "timeout must not be negative")
+        with self.lock:
+            live = [job.end_ms for job in self._jobs if not (job.finished or job.aborted)]
+            until = min(max(live, default=self.clock_ms), self.clock_ms + timeout_ms)
+            self.advance(until - self.clock_ms)
+            left = self.in_flight()
+            self.events.append(DeviceEvent(self.clock_ms, "drain", {"left_in_flight": left}))
+            return ErrorCode.SUCCESS if left == 0 else ErrorCode.TIMEOUT
 
     def release(self, job: Job) -> None:
         """Give back an output buffer's device memory (wait does this once it sees the job end)."""

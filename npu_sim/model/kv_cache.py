@@ -81,6 +81,19 @@ class KvStore:
         """Overwrite listed cells of one lane with values [len(cells), kv_heads, head_dim]."""
         self.write(layer, np.full(len(cells), lane), np.asarray(cells), values)
 
+    def raw(self, lane: int, cells: np.ndarray) -> list[np.ndarray]:
+        """The stored bytes of listed cells of one lane, every layer (an S8 store's values, then its scales)."""
+        arrays = [*self._q, *self._scale] if self.dtype == "s8" else self._values
+        return [array[lane][:, cells].copy() for array in arrays]
+
+    def put_raw(self, lane: int, cells: np.ndarray, raw: list[np.ndarray]) -> None:
+        """Store what `raw` read, as it is, at listed cells of one lane."""
+        arrays = [*self._q, *self._scale] if self.dtype == "s8" else self._values
+        if len(raw) != len(arrays) or any(r.shape[1:2] != (len(cells),) for r in raw):
+            raise ValueError("the stored cells do not fit this cache")
+        for array, stored in zip(arrays, raw, strict=True):
+            array[lane][:, cells] = stored
+
     def copy(self, src_lane: int, src_cells: np.ndarray, dst_lane: int, dst_cells: np.ndarray) -> None:
         """Copy stored cells as they are (an S8 cell keeps its bytes and scale), every layer."""
         stores = zip(self._q, self._scale, strict=True) if self.dtype == "s8" else ((v,) for v in self._values)

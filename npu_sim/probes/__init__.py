@@ -12,6 +12,7 @@ from npu_sim.probes.faults import FAULTS
 from npu_sim.probes.full_debug import FULL_DEBUG
 from npu_sim.probes.kv import KV
 from npu_sim.probes.kv_shift import KV_SHIFT
+from npu_sim.probes.lifecycle import LIFECYCLE
 from npu_sim.probes.models import MODELS
 from npu_sim.probes.observability import OBSERVABILITY
 from npu_sim.probes.parallel_mode import PARALLEL_MODE
@@ -42,6 +43,7 @@ PROBES: dict[str, ProbeSpec] = {
         FULL_DEBUG,
         *OBSERVABILITY,
         *FAULTS,
+        *LIFECYCLE,
     ]
 }
 

@@ -1,4 +1,6 @@
-"""Probe kv_shift (V26): llama.cpp's KV edits remove, copy, keep, add and divide, and the context shift."""
+"""Probe kv_shift (V26): every row of the seed's table — llama.cpp's KV edits remove, copy, keep, add and divide,
+its state write and read — and the context shift built from them, on a package with two lanes or more (copy and
+keep work across sequences)."""
 
 import numpy as np
 
@@ -11,7 +13,7 @@ from npu_sim.probes import generic
 from npu_sim.probes.kv import decode, prefill, prompt_of
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
-from npu_sim.protocol.context import Session
+from npu_sim.protocol.context import NotExercised, Session
 
 
 def _keys_tolerance(session: Session) -> float:
@@ -59,21 +61,25 @@ def _shift_runner(run: ProbeRun) -> None:
         kv.positions(1).tolist() == [0, 0, 1, 1, 2, 2, 3],
         f"after seq_div(0, end, 2): {kv.positions(1).tolist()}",
     )
-    if kv.lanes > 1:
-        copied = kv.seq_cp(1, 2, 0, 2)
-        run.check(
-            "copy",
-            copied == 4 and kv.positions(2).tolist() == [0, 0, 1, 1],
-            f"seq_cp of positions 0-1: {kv.positions(2).tolist()}",
-        )
-        kv.seq_keep(2)
-        run.check("keep", kv.sequences() == [2], f"after seq_keep(2): sequences {kv.sequences()}")
-    else:
-        refused = code_of(lambda: kv.seq_cp(1, 2))
-        run.check(
-            "copy_refused_without_a_lane", refused == ErrorCode.KV_NO_CAPACITY, f"seq_cp with one lane: {refused.name}"
-        )
-        run.finding("not_exercised", "seq_cp and seq_keep need a second lane; the package's decode batch is 1")
+    copied = kv.seq_cp(1, 2, 0, 2)
+    run.check(
+        "copy",
+        copied == 4 and kv.positions(2).tolist() == [0, 0, 1, 1],
+        f"seq_cp of positions 0-1: {kv.positions(2).tolist()}",
+    )
+    kv.seq_keep(2)
+    run.check("keep", kv.sequences() == [2], f"after seq_keep(2): sequences {kv.sequences()}")
+    saved = kv.state_write(2)
+    restored = kv.state_read(3, saved)
+    positions = kv.positions(3).tolist()
+    rows = decode(session, {2: 9, 3: 9})
+    same = np.array_equal(rows[2].view(np.uint16), rows[3].view(np.uint16))
+    run.check(
+        "state",
+        restored == 4 and positions == [0, 0, 1, 1] and same,
+        f"state write of sequence 2 read back as 3: {restored} cells, positions {positions}, "
+        f"{'the same bits' if same else 'other bits'} for the same next token",
+    )
     kv.clear()
     prefill(session, 1, prompt_of(session, 12))
     kv.shift(1, discard=5, keep=3)
@@ -85,7 +91,7 @@ def _shift_runner(run: ProbeRun) -> None:
     decode(session, {1: 1})
     run.check("decode_after_edits", kv.seq_pos_max(1) == 7, "the next token went to position 7")
     kv.clear()
-    run.metrics["operations"] = ["seq_rm", "seq_add", "seq_div", "seq_cp", "seq_keep", "shift"]
+    run.metrics["operations"] = ["seq_rm", "seq_add", "seq_div", "seq_cp", "seq_keep", "state", "shift"]
 
 
 def _shift_golden(run: ProbeRun) -> None:
@@ -105,13 +111,10 @@ def _shift_golden(run: ProbeRun) -> None:
     _check_keys(run, session, "div", kept)
     kv.seq_add(1, 0, None, 5)
     _check_keys(run, session, "add", kept)
-    if kv.lanes > 1:
-        kv.seq_cp(1, 2)
-        rows = decode(session, {1: 9, 2: 9})
-        same = np.array_equal(rows[1].view(np.uint16), rows[2].view(np.uint16))
-        run.check("copy:decodes_as_the_source", same, "the copy and the source give the same bits for the same token")
-    else:
-        run.finding("not_exercised", "seq_cp needs a second lane; the package's decode batch is 1")
+    kv.seq_cp(1, 2)
+    rows = decode(session, {1: 9, 2: 9})
+    same = np.array_equal(rows[1].view(np.uint16), rows[2].view(np.uint16))
+    run.check("copy:decodes_as_the_source", same, "the copy and the source give the same bits for the same token")
     kv.clear()
 
 
@@ -126,6 +129,11 @@ def _shift_failure(run: ProbeRun) -> None:
         "add past max_seq_len": (lambda: kv.seq_add(1, 0, None, kv.max_seq_len), ErrorCode.KV_SHIFT_INVALID),
         "divide by 0": (lambda: kv.seq_div(1, 0, None, 0), ErrorCode.KV_SHIFT_INVALID),
         "unknown sequence": (lambda: kv.seq_rm(42, 0, None), ErrorCode.KV_SEQUENCE_UNKNOWN),
+        "a state that is not one": (lambda: kv.state_read(2, b"not a state"), ErrorCode.KV_SHIFT_INVALID),
+        "a state read into a sequence with cells": (
+            lambda: kv.state_read(1, kv.state_write(1)),
+            ErrorCode.KV_SHIFT_INVALID,
+        ),
     }
     for name, (action, expected) in refusals.items():
         code = code_of(action)
@@ -186,12 +194,24 @@ def _shift_integration(run: ProbeRun) -> None:
     generic.integrate(run, session)
 
 
+def _two_lanes(run: ProbeRun) -> None:
+    """Copy, keep and state move cells between sequences: one lane cannot show them."""
+    if run.calbin().decode_lanes < 2:
+        raise NotExercised(
+            "copy, keep and state need a second lane and the package's decode batch is 1; V26's table asks for all six"
+        )
+
+
 KV_SHIFT = ProbeSpec(
     "kv_shift",
-    "The llama.cpp KV edits the runtime's DoShift must carry (V26): remove, copy, keep, add and div, and the "
-    "context shift built from them; moved keys re-rotated to their new positions, invalid edits refused.",
+    "The llama.cpp KV semantics the runtime's DoShift must carry (V26's table): remove, copy, keep, add, div and "
+    "state, and the context shift built from them; moved keys re-rotated to their new positions, a state read "
+    "back decodes as its source, invalid edits refused. Needs a package of decode batch 2 or more.",
     generic.plans(
-        runner=StagePlan("each edit and its effect on cells and positions; decoding after the edits", _shift_runner),
+        runner=StagePlan(
+            "each edit and the state write and read, their effect on cells and positions; decoding after them",
+            _shift_runner,
+        ),
         golden=StagePlan(
             "moved keys equal fresh keys at the new positions, V moved as it is, a copy decodes as its source",
             _shift_golden,
@@ -203,6 +223,7 @@ KV_SHIFT = ProbeSpec(
         ),
     ),
     capabilities=("kv-manager-api",),
+    requires=_two_lanes,
     metrics=(
         MetricSpec("shift", "window, tokens generated, cosine and top-1 against the reference through the shifts"),
     ),

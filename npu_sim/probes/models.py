@@ -298,4 +298,110 @@ MULTI_MODEL = ProbeSpec(
 )
 
 
-MODELS = [SINGLE_CHIPLET, MULTI_MODEL]
+# models_per_chiplet (V31)
+
+
+def _one_per_chiplet(run: ProbeRun) -> None:
+    """V31 asks for two independent models, each configured on a chiplet of its own: two single-chiplet packages
+    of different chip affinity."""
+    second_declares("single_chiplet")(run)
+    second_declares("multi_model")(run)
+    mine, other = run.calbin().chiplets, run.ctx.load(run.package(SECOND)).chiplets
+    if set(mine) & set(other):
+        raise NotExercised(
+            f"both packages run on chiplet {sorted(set(mine) & set(other))}; V31 asks for one model per chiplet"
+        )
+
+
+def _per_chiplet_runner(run: ProbeRun) -> None:
+    """Each model reserves and runs on its own chiplet only, and both run at the same time."""
+    pair = configured_pair(run)
+    if pair is None:
+        return
+    device, a, b = pair.device, pair.first, pair.second
+    run.check(
+        "one_per_chiplet", pair.placement == "one per chiplet", f"{a.calbin.name} and {b.calbin.name}: {pair.placement}"
+    )
+    own = [
+        c.reserved_bytes
+        == sum(s.calbin.reservations.get(c.index, (0, 0))[0] for s in (a, b) if c.index in s.handle.chiplets)
+        for c in device.chiplets
+    ]
+    run.check("own_reservations", all(own), f"DRAM reserved per chiplet: {[c.reserved_bytes for c in device.chiplets]}")
+    a.kv.allocate(1, 3)
+    b.kv.allocate(1, 3)
+    first = device.infer(a.calbin.model_of_type("llm_prefill"), a.kv, {1: [1, 2, 3]})
+    second = device.infer(b.calbin.model_of_type("llm_prefill"), b.kv, {1: [1, 2, 3]})
+    overlap = second.job.start_ms < first.job.end_ms
+    codes = first.wait(1e9), second.wait(1e9)
+    run.check(
+        "run_at_once",
+        overlap and codes == (ErrorCode.SUCCESS, ErrorCode.SUCCESS),
+        f"the second model's job started at {second.job.start_ms:.3f} ms, the first's ended at "
+        f"{first.job.end_ms:.3f} ms: {'at once' if overlap else 'one after the other'}",
+    )
+    for session in (a, b):
+        session.kv.free(1)
+    results = [golden_request(a), golden_request(b)]
+    run.check("both_serve", all(r.ok for r in results), "; ".join(r.message or "ok" for r in results))
+    run.metrics["chiplets"] = [list(a.handle.chiplets), list(b.handle.chiplets)]
+
+
+def _per_chiplet_failure(run: ProbeRun) -> None:
+    """Fault isolation: a core exception in one model and the reset of its chiplet leave the other model's job
+    in flight and its outputs bit-identical; the faulted one recovers."""
+    pair = configured_pair(run)
+    if pair is None:
+        return
+    device, a, b = pair.device, pair.first, pair.second
+    clean = served_alone(run, b.calbin)
+    device.inject(Fault(FaultKind.CORE_EXCEPTION, at_step=0, chiplet=a.handle.chiplets[0]))
+    failed = golden_request(a)
+    device.disarm_faults()
+    during = golden_request(b)
+    run.check(
+        "fault_isolated",
+        failed.code == ErrorCode.CORE_EXCEPTION and same_bits(during, clean) and b.handle.fault is None,
+        f"the first model ended with {failed.code.name}; the second, beside it, gives the bits it gives alone",
+    )
+    b.kv.allocate(1, 3)
+    in_flight = device.infer(b.calbin.model_of_type("llm_prefill"), b.kv, {1: [1, 2, 3]})
+    device.reset_core(a.handle.chiplets[0], (a.handle.fault or (0, 0))[1])
+    code = in_flight.wait(1e9)
+    b.kv.free(1)
+    run.check(
+        "reset_isolated",
+        code == ErrorCode.SUCCESS and a.handle.fault is None,
+        f"the first model's chiplet reset with the second's job in flight: that job ends {code.name}",
+    )
+    run.check("first_recovers", golden_request(a).ok, "after its core reset, the first model serves")
+
+
+MODELS_PER_CHIPLET = ProbeSpec(
+    "models_per_chiplet",
+    "Two independent models, one per chiplet (V31): two single-chiplet packages of different chip affinity "
+    "configured at once, each reserving and running on its own chiplet, both at the same time; a core exception "
+    "in one and the reset of its chiplet leave the other's job in flight and its outputs bit-identical. The second "
+    "package is the job's packages.second.",
+    generic.plans(
+        runner=StagePlan("each on its own chiplet, both at once; both serve", _per_chiplet_runner),
+        golden=StagePlan(
+            "each model beside the other's job gives the bits it gives alone; each against its golden", _multi_golden
+        ),
+        failure=StagePlan(
+            "a core exception and its chiplet's reset in one: the other's job and bits untouched", _per_chiplet_failure
+        ),
+        integration=StagePlan("each model's serving loop in its own thread on the shared device", _multi_integration),
+        soak=StagePlan("both soaked at once, each in its own thread; per-model figures", _multi_soak),
+    ),
+    capabilities=("two-models-two-chiplets",),
+    features=("single_chiplet", "multi_model"),
+    requires=_one_per_chiplet,
+    metrics=(
+        MetricSpec("chiplets", "the chiplets of each model"),
+        MetricSpec("models", "per-model soak figures"),
+    ),
+)
+
+
+MODELS = [SINGLE_CHIPLET, MULTI_MODEL, MODELS_PER_CHIPLET]

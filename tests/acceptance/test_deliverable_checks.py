@@ -466,6 +466,57 @@ def test_an_sdk_for_a_capability_whose_recipe_names_no_call_is_held_to_the_calls
     assert "no entry points to check" in decided.reason
 
 
+def test_an_sdk_for_v23_names_its_cancel_and_timeout_calls_or_is_rejected(answer_with_sdk, engineer, golden, tmp_path):
+    """The seed names no cancel call: the SDK says which of its calls cancels and which times out. One that
+    carries other calls but names no cancel (an SDK with no cancel API) is rejected naming the role."""
+    calls = ["VirtualDevice::CancelJob", "OutputBuf::Wait"]
+    named = ["cancel = VirtualDevice::CancelJob", "timeout = OutputBuf::Wait"]
+    answer, _deliverable, _capability = answer_with_sdk(
+        sdk_archive(tmp_path / "a", calls=calls, declared=named), code="V23", capability_slug="job-cancel-timeout"
+    )
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+
+    without_cancel = sdk_archive(tmp_path / "b", calls=["OutputBuf::Wait"], declared=["timeout = OutputBuf::Wait"])
+    artifact = make_artifact(engineer, without_cancel, kind="sdk", version="0.7.7", file_name="s.tar")
+    data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=answer.question, draft=answer_draft(data))
+    decided = deliverable_check_answer(second.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "the SDK names no call for cancel (cancels a submitted job that has not finished)" in decided.reason
+
+
+def test_a_cancel_call_named_but_not_in_the_library_is_rejected_naming_it(answer_with_sdk, tmp_path):
+    """Named for its role but only declared, not defined: the role's call is checked as a named one is."""
+    calls = ["VirtualDevice::CancelJob", "OutputBuf::Wait"]
+    named = ["cancel = VirtualDevice::CancelJob", "timeout = OutputBuf::Wait"]
+    archive = sdk_archive(tmp_path / "a", calls=calls, undefined=["VirtualDevice::CancelJob"], declared=named)
+    answer, _deliverable, _capability = answer_with_sdk(archive, code="V23", capability_slug="job-cancel-timeout")
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "VirtualDevice::CancelJob" in decided.reason
+
+
+def test_v47_s_schema_naming_no_version_is_rejected_naming_why(engineer, acme, golden, tmp_path):
+    unversioned = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    unversioned["properties"]["schema_version"] = {"type": "integer"}
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V47",
+        kind="schema",
+        artifact_kind="schema",
+        data=json.dumps(unversioned).encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+        schema_versioned=True,
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert "claiming schema_version 999: it names no version" in decided.reason
+
+
 # A check runs once
 
 

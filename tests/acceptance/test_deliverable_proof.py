@@ -1,5 +1,5 @@
 """A calbin deliverable is accepted only when every capability it proves has passed every stage on it: V21's
-PING/PONG runs prove fixed-task-infer and parallel-mode, and one of the two is not enough."""
+overlap runs prove fixed-task-infer and parallel-mode, and one of the two is not enough."""
 
 import pytest
 
@@ -7,6 +7,7 @@ from acceptance import stages
 from acceptance.models import Chain
 from acceptance.services import answer_submit, chain_advance
 from acceptance.services.targets import target_ensure_simulator
+from evidence.models import Capability
 from tests.factories import answer_draft, pass_stages, put_to
 from vendor.models import Deliverable, Question
 
@@ -48,11 +49,16 @@ def test_one_proven_capability_of_two_leaves_the_deliverable_owed(pm_user, organ
 
 
 def test_a_capability_pinned_at_c4_is_not_asked_of_the_deliverable(pm_user, organisation, vendor_user, checklist):
-    """V36's runs prove multi-board; the CalRT 0.7.6 capability it also names is pinned at C4 and never moves."""
-    put_to(pm_user, organisation, "V36", ask=True)
-    question = Question.objects.get(code="V36")
-    deliverable = question.deliverables.get(key="multi-board-runs")
-    assert "multi-physical-device-calrt-0-7-6" in deliverable.capabilities.values_list("slug", flat=True)
-    passed_chain(question, vendor_user, "multi-board", deliverable="multi-board-runs")
+    """A deliverable that also names the CalRT 0.7.6 multi-device capability, pinned at C4 and never moving, is
+    accepted on the capability that can pass. No question of the seed names it (V36 asks for a roadmap), so the
+    test links it to V30's package."""
+    put_to(pm_user, organisation, "V30", ask=True)
+    question = Question.objects.get(code="V30")
+    deliverable = question.deliverables.get(key="single-chiplet-package")
+    pinned = Capability.objects.get(slug="multi-physical-device-calrt-0-7-6")
+    question.capabilities.add(pinned)
+    deliverable.capabilities.remove(*deliverable.capabilities.exclude(slug="single-chiplet"))
+    deliverable.capabilities.add(pinned)
+    passed_chain(question, vendor_user, "single-chiplet", deliverable="single-chiplet-package")
     deliverable.refresh_from_db()
     assert deliverable.state == Deliverable.ACCEPTED

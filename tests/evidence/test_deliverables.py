@@ -47,7 +47,10 @@ def test_every_linked_capability_is_proven_by_a_deliverable_of_its_question():
 
 def test_every_capability_has_a_question_that_can_prove_it():
     proven = {slug for _, d in ALL for slug in d.capabilities}
-    assert proven == SLUGS
+    # V36 asks for a roadmap, its API and a migration: a document. No question of the seed asks for a running
+    # multi-device package, so the two multi-device capabilities are moved by none of them.
+    assert SLUGS - proven == {"multi-board", "multi-physical-device-calrt-0-7-6"}
+    assert {d.kind for d in QUESTION_DELIVERABLES["V36"]} == {"document"}
 
 
 def test_the_acceptance_column_s_kinds():
@@ -58,8 +61,13 @@ def test_the_acceptance_column_s_kinds():
         ("calbin", ("decode-batch-8",)),
         ("calbin", ("decode-batch-16",)),
     ]
-    for code in ("V17", "V25", "V30", "V31", "V35", "V32"):
+    for code in ("V17", "V23", "V25", "V26", "V30", "V31", "V35", "V32", "V51"):
         assert "calbin" in kinds[code], code
+    # V31 is two models one per chiplet, not section 13's two models on one chiplet; V26 is DoShift's table,
+    # proven by the probe that shifts, not by sequence min/max.
+    assert QUESTION_CAPABILITIES["V31"] == ("two-models-two-chiplets",)
+    assert QUESTION_CAPABILITIES["V26"] == ("kv-manager-api",)
+    assert QUESTION_CAPABILITIES["V23"] == ("job-cancel-timeout",)
     for code in ("V12", "V55"):
         assert "sdk" in kinds[code], code
     for code in ("V01", "V03", "V59"):
@@ -86,3 +94,17 @@ def test_every_c1_capability_of_section_10_has_an_sdk_deliverable(seed_text):
     by_sdk = {slug for _, d in ALL if d.kind == "sdk" for slug in d.capabilities}
     # The error codes are a table in a header (I15: calrt_errorlist.def), not entry points: runs prove them.
     assert section_10_c1 - by_sdk == {"error-codes"}
+
+
+def test_alternatives_come_in_groups_and_v45_closes_on_the_sdk_or_the_erratum():
+    for code, deliverables in QUESTION_DELIVERABLES.items():
+        groups = [d.either for d in deliverables if d.either]
+        assert all(groups.count(group) >= 2 for group in groups), code
+    v45 = {d.key: (d.kind, d.either) for d in QUESTION_DELIVERABLES["V45"]}
+    assert v45 == {"relocation-api": ("sdk", "relocation"), "relocation-erratum": ("document", "relocation")}
+
+
+def test_a_schema_names_only_a_defect_the_metadata_check_rejects():
+    fixes = {(code, d.key): d.fixes for code, d in ALL if d.fixes}
+    assert fixes == {("V33", "memory-unit-schema"): "A16", ("V43", "submodel-type-schema"): "A17"}
+    assert all(d.kind == "schema" and d.schema_of == "package-metadata" for _, d in ALL if d.fixes or d.versioned)

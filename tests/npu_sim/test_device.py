@@ -143,3 +143,37 @@ def test_replicated_tensors_must_be_identical_in_every_block(calbin_copy: Path):
     resum(calbin_copy)
     with pytest.raises(CalrtError, match="layers.0.router: the copies in different blocks differ"):
         VirtualDevice().create_calbin(calbin_copy)
+
+
+def test_a_cancelled_job_gives_back_its_cells_and_memory_and_lets_the_next_run(loaded):
+    device, calbin, kv = loaded
+    device.enable_parallel_mode(2)
+    first, second = prefill(device, calbin, kv, 1), prefill(device, calbin, kv, 2)
+    queued_start, duration = second.job.start_ms, second.job.end_ms - second.job.start_ms
+    device.cancel(first)
+    assert second.job.start_ms == device.clock_ms < queued_start  # it moved up to the freed chiplets
+    assert first.status == BufferStatus.CANCELLED
+    assert first.wait(1.0) == ErrorCode.JOB_ABORTED
+    assert error_code(lambda: first.logits) == ErrorCode.INVALID_ARGUMENT
+    assert 1 not in kv.sequences()  # its allocated cells rolled back
+    assert second.wait(10_000.0) == ErrorCode.SUCCESS
+    assert second.job.end_ms - second.job.start_ms == duration
+    assert device.chiplets[0].dynamic_bytes == 0
+    assert error_code(lambda: device.cancel(second)) == ErrorCode.INVALID_ARGUMENT  # finished: its results stand
+
+
+def test_a_drain_waits_for_every_job_and_times_out_on_a_hung_one(loaded):
+    from npu_sim.faults import Fault, FaultKind
+
+    device, calbin, kv = loaded
+    device.enable_parallel_mode(2)
+    first, second = prefill(device, calbin, kv, 1), prefill(device, calbin, kv, 2)
+    assert device.drain(10_000.0) == ErrorCode.SUCCESS
+    assert (first.status, second.status) == (BufferStatus.DONE, BufferStatus.DONE)
+    assert device.in_flight() == 0
+    device.inject(Fault(FaultKind.TIMEOUT, at_step=0))
+    hung = prefill(device, calbin, kv, 3)
+    assert device.drain(50.0) == ErrorCode.TIMEOUT
+    assert device.in_flight() == 1
+    device.cancel(hung)
+    assert device.in_flight() == 0 and device.status == DeviceStatus.READY

@@ -111,3 +111,25 @@ def test_a_shift_on_an_s8_key_cache_requantises_within_a_step():
     tokens = [1, 2] + list(range(7, 13))
     expected = fresh_keys(model, tokens, kv.positions(1), k="s8")
     np.testing.assert_allclose(kv.cache.k.lane(0, 0, 8), expected, atol=0.1)
+
+
+@pytest.mark.parametrize(("k", "v"), [("bf16", "bf16"), ("bf16", "s8"), ("s8", "s8")])
+def test_a_state_written_reads_back_as_another_sequence_cell_for_cell(k, v):
+    kv, _ = filled(6, lanes=2, k=k, v=v)
+    kv.seq_rm(1, 2, 4)
+    state = kv.state_write(1)
+    assert kv.state_read(2, state) == 4
+    assert kv.positions(2).tolist() == kv.positions(1).tolist() == [0, 1, 4, 5]
+    for layer in range(TINY.layers):
+        assert np.array_equal(kv.cache.k.lane(layer, kv.lane(2), 4), kv.cache.k.lane(layer, kv.lane(1), 4))
+        assert np.array_equal(kv.cache.v.lane(layer, kv.lane(2), 4), kv.cache.v.lane(layer, kv.lane(1), 4))
+
+
+def test_a_state_is_refused_into_a_sequence_with_cells_or_from_another_cache():
+    kv, _ = filled(4, lanes=2)
+    state = kv.state_write(1)
+    assert code_of(lambda: kv.state_read(1, state)) == ErrorCode.KV_SHIFT_INVALID
+    assert code_of(lambda: kv.state_read(2, b"not a state")) == ErrorCode.KV_SHIFT_INVALID
+    s8, _ = filled(4, lanes=2, v="s8")
+    assert code_of(lambda: s8.state_read(2, state)) == ErrorCode.KV_SHIFT_INVALID
+    assert kv.sequences() == [1] and s8.sequences() == [1]

@@ -28,7 +28,7 @@ REQUESTED = [
     "residency", "tensor_parallel", "expert_parallel", "pipeline_parallel", "multi_board", "kv_manager",
     "kv_seq_min_max", "kv_shift", "parallel_mode", "output_buffer", "fixed_task", "c_api_nonblocking",
     "counters_trace", "cpu_fallback", "error_codes", "error_mapping", "device_reset", "full_debug",
-    "golden_readback", "fault_recovery",
+    "golden_readback", "fault_recovery", "models_per_chiplet", "job_cancel", "reset_drain",
 ]  # fmt: skip
 TWO_BOARDS = DeviceIdentity(calrt="0.9.0", calrt_features=("multi_board",))
 STAGE_PARAMS = {
@@ -45,6 +45,10 @@ SETUP = {
     "s8": {"features": ("s8",)},
     "single_chiplet": {"features": ("single_chiplet",)},
     "multi_model": {"features": ("single_chiplet", "multi_model"), "second": {"chip_affinity": 1, "seed": 1}},
+    "models_per_chiplet": {
+        "features": ("single_chiplet", "multi_model"),
+        "second": {"chip_affinity": 1, "seed": 1},
+    },
     "residency": {
         "features": ("single_chiplet", "multi_model", "residency"),
         "second": {"chip_affinity": 1, "seed": 1},
@@ -227,15 +231,121 @@ def test_parallel_mode_soak_splits_the_jobs_load_between_its_threads(package):
     assert sum(t["completed"] for t in threads.values()) == STAGE_PARAMS["soak"]["requests"]
 
 
-def test_kv_shift_needs_a_second_lane_for_copy(package):
+@pytest.mark.parametrize("stage", CHAIN_STAGES)
+def test_kv_shift_needs_a_second_lane_for_v26_s_whole_table(package, stage):
     job = {
         "schema_version": 2,
-        "stage": "runner",
+        "stage": stage,
         "calbin": str(package(decode_batch=1)),
         "probes": [{"name": "kv_shift"}],
     }
     probe = run_job(job)["probes"][0]
-    assert probe["verdict"] == "fail" and probe["findings"][0]["code"] == "not_exercised"
+    assert probe["verdict"] == "fail"
+    assert probe["findings"] == [
+        {
+            "code": "not_exercised",
+            "message": "copy, keep and state need a second lane and the package's decode batch is 1; "
+            "V26's table asks for all six",
+        }
+    ]
+    assert probe["checks"] == []
+
+
+def test_kv_shift_checks_the_state_read_back(package, monkeypatch):
+    """A state read that restores the positions but not the keys decodes otherwise: the check names it."""
+    from npu_sim.kv import KvManager
+
+    real = KvManager.state_read
+
+    def forgetful(self, seq_id, state):
+        count = real(self, seq_id, state)
+        for layer in range(self.config.layers):
+            lane = self.lane(seq_id)
+            cells = np.arange(count)
+            self.cache.k.put(layer, lane, cells, np.zeros_like(self.cache.k.cells(layer, lane, cells)))
+        return count
+
+    monkeypatch.setattr(KvManager, "state_read", forgetful)
+    probe = run_probe(package, "kv_shift", "runner")
+    assert probe["verdict"] == "fail"
+    assert [name for name, _ in failures(probe)] == ["state"]
+
+
+def test_two_models_on_the_same_chiplet_do_not_exercise_v31(package):
+    features = ("single_chiplet", "multi_model")
+    job = {
+        "schema_version": 2,
+        "stage": "runner",
+        "calbin": str(package(*features)),
+        "packages": {"second": str(package(*features, seed=1))},
+        "probes": [{"name": "models_per_chiplet"}],
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["verdict"] == "fail"
+    assert probe["findings"] == [
+        {"code": "not_exercised", "message": "both packages run on chiplet [0]; V31 asks for one model per chiplet"}
+    ]
+
+
+def test_one_package_does_not_exercise_v31(package):
+    job = {
+        "schema_version": 2,
+        "stage": "runner",
+        "calbin": str(package("single_chiplet", "multi_model")),
+        "probes": [{"name": "models_per_chiplet"}],
+    }
+    probe = run_job(job)["probes"][0]
+    assert probe["findings"][0]["code"] == "not_exercised"
+    assert "packages.second" in probe["findings"][0]["message"]
+
+
+def test_a_fault_that_reaches_the_other_chiplet_fails_v31_s_isolation(package, monkeypatch):
+    """A runtime whose core reset aborts every model's jobs, not only its chiplet's: the isolation check names it."""
+    from npu_sim.device import VirtualDevice
+
+    def reset_everything(self, chiplet, core):
+        with self.lock:
+            self._abort(lambda job: True)
+            for handle in self.models.values():
+                handle.fault = None
+
+    monkeypatch.setattr(VirtualDevice, "reset_core", reset_everything)
+    probe = run_probe(package, "models_per_chiplet", "failure")
+    assert probe["verdict"] == "fail"
+    assert [name for name, _ in failures(probe)] == ["reset_isolated"]
+
+
+def test_a_cancel_that_keeps_the_kv_cells_fails_v23(package, monkeypatch):
+    """Cancel declared but its KV not rolled back: the cells stay taken and the checks say which."""
+    from npu_sim.kv import KvManager
+
+    monkeypatch.setattr(KvManager, "roll_back", lambda self, seq_id, cells: None)
+    probe = run_probe(package, "job_cancel", "runner")
+    assert probe["verdict"] == "fail"
+    assert [name for name, _ in failures(probe)] == ["cancel_pending", "cancel_running", "timeout_then_cancel"]
+
+
+def test_a_cancel_that_does_not_stop_the_job_fails_v23(package, monkeypatch):
+    """A cancel that only marks the buffer: the job still holds its chiplets and its memory."""
+    from npu_sim.device import VirtualDevice
+
+    def mark_only(self, buffer):
+        buffer.job.cancelled = True
+
+    monkeypatch.setattr(VirtualDevice, "cancel", mark_only)
+    probe = run_probe(package, "job_cancel", "runner")
+    assert probe["verdict"] == "fail"
+    assert "cancel_running" in [name for name, _ in failures(probe)]
+
+
+def test_a_drain_that_does_not_wait_loses_the_jobs_in_flight(package, monkeypatch):
+    """V51: a drain that returns at once leaves the jobs in flight, and the reset after it aborts them."""
+    from npu_sim.device import VirtualDevice
+
+    monkeypatch.setattr(VirtualDevice, "drain", lambda self, timeout_ms: ErrorCode.SUCCESS)
+    probe = run_probe(package, "reset_drain", "runner")
+    assert probe["verdict"] == "fail"
+    assert [name for name, _ in failures(probe)] == ["drain_then_reset"]
 
 
 def test_a_package_without_a_cpu_fallback_does_not_exercise_v11(package):

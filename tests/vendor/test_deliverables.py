@@ -135,3 +135,47 @@ def test_deferred_and_wont_fix_need_a_reason(pm, v18, state):
     # Moving on clears the reason: it explained the state it was given for.
     question = question_update(actor=pm.user, question=question, changes=QuestionChanges(state=states.ASKED))
     assert (question.state, question.state_reason) == (states.ASKED, "")
+
+
+@pytest.fixture
+def v45(vendor_a):
+    """V45 being verified: the calls in a named SDK version, or the erratum removing them, with a third
+    deliverable that is no alternative of theirs."""
+    question = make_question(
+        "V45", organisation=Organisation.objects.get(slug="acme"), state=states.VERIFYING, deliverable=None
+    )
+    make_deliverable(question, "relocation-api", kind="sdk", position=1, either="relocation")
+    make_deliverable(question, "relocation-erratum", kind="document", position=2, either="relocation")
+    make_deliverable(question, "other", kind="document", position=3)
+    return question
+
+
+@pytest.mark.parametrize("closing", ["relocation-api", "relocation-erratum"])
+def test_one_of_two_alternatives_accepted_is_enough_to_close(v45, closing):
+    deliverable_accept(v45.deliverables.get(key="other"), actor=SYSTEM, reason="reviewed")
+    assert [d.key for d in deliverables_owed(v45)] == ["relocation-api", "relocation-erratum"]
+    deliverable_accept(v45.deliverables.get(key=closing), actor=SYSTEM, reason="checked")
+    assert deliverables_owed(v45) == []
+    v45.refresh_from_db()
+    assert v45.state == states.CLOSED
+
+
+def test_an_alternative_accepted_does_not_stand_for_a_deliverable_outside_its_group(v45):
+    deliverable_accept(v45.deliverables.get(key="relocation-erratum"), actor=SYSTEM, reason="reviewed")
+    assert [d.key for d in deliverables_owed(v45)] == ["other"]
+    v45.refresh_from_db()
+    assert v45.state == states.VERIFYING
+    rejected = deliverable_reject(v45.deliverables.get(key="relocation-api"), actor=SYSTEM, reason="no such call")
+    assert rejected.state == Deliverable.REJECTED
+    assert [d.key for d in deliverables_owed(v45)] == ["other"]  # the erratum still answers for the SDK
+
+
+def test_rejecting_an_alternative_of_the_one_that_closed_the_question_leaves_it_closed(v45):
+    deliverable_accept(v45.deliverables.get(key="other"), actor=SYSTEM, reason="reviewed")
+    deliverable_accept(v45.deliverables.get(key="relocation-erratum"), actor=SYSTEM, reason="reviewed")
+    deliverable_reject(v45.deliverables.get(key="relocation-api"), actor=SYSTEM, reason="no such call")
+    v45.refresh_from_db()
+    assert v45.state == states.CLOSED
+    deliverable_reject(v45.deliverables.get(key="relocation-erratum"), actor=SYSTEM, reason="withdrawn")
+    v45.refresh_from_db()
+    assert v45.state == states.ASKED

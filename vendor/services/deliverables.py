@@ -1,5 +1,6 @@
-"""Deciding a question's deliverables. Accepting the last one not yet accepted closes the question; rejecting
-one of a closed question opens it again, since something is owed once more."""
+"""Deciding a question's deliverables. Accepting the last one owed closes the question; rejecting one of a closed
+question opens it again, since something is owed once more — unless an accepted alternative of it (the same
+`either`) still answers for it."""
 
 from django.db import transaction
 from django.utils import timezone
@@ -68,7 +69,8 @@ def _decide(deliverable: Deliverable, *, actor: Actor, reason: str, state: str, 
             question_state_move(
                 actor=actor, question=question, state=states.CLOSED, reason="every deliverable is accepted"
             )
-        elif state == Deliverable.REJECTED and question.state == states.CLOSED:
+        elif state == Deliverable.REJECTED and question.state == states.CLOSED and deliverables_owed(question):
+            # An alternative of the rejected one (the same `either`) may still answer for it.
             question_state_move(
                 actor=actor, question=question, state=states.ASKED, reason=f"deliverable {locked.key} was rejected"
             )

@@ -123,3 +123,30 @@ def test_a_schema_that_cannot_be_used_fails(schema, code):
 def test_an_unknown_subject_is_refused():
     with pytest.raises(ValueError, match="schema subject must be one of package-metadata, trace, not 'onnx'"):
         check_schema(PACKAGE_METADATA_SCHEMA, "onnx")
+
+
+def test_v47_s_schema_pins_the_version_and_requires_the_fields():
+    report = check_schema(PACKAGE_METADATA_SCHEMA, "package-metadata", versioned=True)
+    assert report.passed, report.findings
+
+
+def test_a_schema_naming_no_version_fails_v47():
+    unversioned = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    unversioned["properties"]["schema_version"] = {"type": "integer"}
+    assert check_schema(unversioned, "package-metadata").passed  # V08's check cannot tell
+    report = check_schema(unversioned, "package-metadata", versioned=True)
+    assert codes(report) == ["version_not_pinned"]
+    assert "schema_version 999" in report.findings[0].message
+
+
+def test_a_schema_leaving_a_field_optional_fails_v47_naming_it():
+    lax = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    lax["required"] = [name for name in lax["required"] if name not in ("name", "schema_version")]
+    report = check_schema(lax, "package-metadata", versioned=True)
+    assert codes(report) == ["field_not_required", "field_not_required"]
+    assert [f.detail["field"] for f in report.findings] == ["schema_version", "name"]
+
+
+def test_only_a_metadata_schema_is_held_to_a_version():
+    with pytest.raises(ValueError):
+        check_schema(TRACE_SCHEMA, "trace", versioned=True)

@@ -1,0 +1,225 @@
+"""Probes of a job's lifecycle: cancel and time-out (V23: what happens to its DMA, KV and buffer), and a reset
+after a drain (V51: nothing in flight is lost)."""
+
+import numpy as np
+
+from npu_sim.client import TIMEOUT_FACTOR
+from npu_sim.device import BufferStatus, DeviceStatus, OutputBuffer
+from npu_sim.errors import ErrorCode, code_of
+from npu_sim.faults import Fault, FaultKind
+from npu_sim.kv import KvManager
+from npu_sim.probes import generic
+from npu_sim.probes.faults import _golden_request
+from npu_sim.probes.kv import prompt_of
+from npu_sim.probes.run import ProbeRun
+from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
+from npu_sim.protocol.context import Session
+
+
+def _submit_prefill(session: Session, seq_id: int, tokens: list[int], kv: KvManager | None = None) -> OutputBuffer:
+    kv = kv or session.kv
+    kv.allocate(seq_id, len(tokens))
+    return session.device.infer(session.calbin.model_of_type("llm_prefill"), kv, {seq_id: tokens})
+
+
+def _timeout_of(session: Session, tokens: int) -> float:
+    return TIMEOUT_FACTOR * session.handle.timing.prefill_call(tokens, 0).total_ms
+
+
+def _gone(session: Session, seq_id: int) -> bool:
+    """The sequence holds no KV cell: what the cancelled job allocated came back."""
+    return seq_id not in session.kv.sequences()
+
+
+def _memory_back(session: Session) -> bool:
+    return all(chiplet.dynamic_bytes == 0 for chiplet in session.device.chiplets)
+
+
+# job_cancel (V23)
+
+
+def _cancel_runner(run: ProbeRun) -> None:
+    """A pending job cancelled, a running one cancelled, a hung one timed out then cancelled; a finished one
+    cannot be. After each: its KV cells and buffer memory back, nothing else disturbed, the next request runs."""
+    session = run.session()
+    device = session.device
+    device.enable_parallel_mode(2)
+    prompt = prompt_of(session, 6)
+    # A second KV manager's request queued behind the first (a package of one lane has room for one sequence).
+    other = device.create_kv_manager(session.calbin)
+    first, queued = _submit_prefill(session, 1, prompt), _submit_prefill(session, 1, prompt, other)
+    was_pending = queued.status == BufferStatus.PENDING
+    device.cancel(queued)
+    first_code = first.wait(_timeout_of(session, len(prompt)))
+    session.kv.apply(1)
+    run.check(
+        "cancel_pending",
+        was_pending
+        and queued.status == BufferStatus.CANCELLED
+        and queued.wait(1.0) == ErrorCode.JOB_ABORTED
+        and other.sequences() == []
+        and session.kv.length(1) == len(prompt)
+        and first_code == ErrorCode.SUCCESS,
+        f"a queued job cancelled: {queued.status}, its KV cells back; the job before it ends {first_code.name}",
+    )
+    session.kv.free(1)
+    running = _submit_prefill(session, 3, prompt)
+    job = running.job
+    device.advance((job.start_ms + job.end_ms) / 2 - device.clock_ms)
+    was_running = running.status == BufferStatus.RUNNING
+    device.cancel(running)
+    refused = code_of(lambda: running.logits)
+    run.check(
+        "cancel_running",
+        was_running
+        and running.status == BufferStatus.CANCELLED
+        and refused == ErrorCode.INVALID_ARGUMENT
+        and _gone(session, 3)
+        and _memory_back(session)
+        and device.in_flight() == 0,
+        f"a running job cancelled: its DMA stopped, no output ({refused.name}), its cells and buffer back",
+    )
+    device.inject(Fault(FaultKind.TIMEOUT, at_step=0))
+    hung = _submit_prefill(session, 4, prompt)
+    device.disarm_faults()
+    timed_out = hung.wait(_timeout_of(session, len(prompt)))
+    device.cancel(hung)
+    after = _golden_request(session)
+    run.check(
+        "timeout_then_cancel",
+        timed_out == ErrorCode.TIMEOUT and _gone(session, 4) and _memory_back(session) and after.ok,
+        f"a hung job's wait gives {timed_out.name}; cancelled, the chiplets are free without a reset and the "
+        f"next request {'runs' if after.ok else f'fails ({after.code.name})'}",
+    )
+    done = _submit_prefill(session, 5, prompt)
+    done.wait(_timeout_of(session, len(prompt)))
+    too_late = code_of(lambda: device.cancel(done))
+    session.kv.apply(5)
+    run.check(
+        "finished_not_cancelled",
+        too_late == ErrorCode.INVALID_ARGUMENT and done.status == BufferStatus.DONE and session.kv.length(5) == 6,
+        f"cancelling a finished job: {too_late.name}; its results and cells stand",
+    )
+    session.kv.free(5)
+    run.metrics["cancelled"] = sum(1 for event in device.events if event.name == "cancel")
+
+
+def _cancel_golden(run: ProbeRun) -> None:
+    """A job cancelled mid-run beside a sequence that goes on: the other sequence still matches the golden."""
+    session = run.session()
+    running = _submit_prefill(session, 9, prompt_of(session, 6))
+    session.device.advance(1e-3)
+    session.device.cancel(running)
+    generic.compare_with_golden(run, session)
+
+
+JOB_CANCEL = ProbeSpec(
+    "job_cancel",
+    "A job's cancel and time-out (V23): a pending and a running job cancelled, a hung job's wait timed out and the "
+    "job cancelled; its DMA stops, the KV cells allocated for it are rolled back, its output buffer's memory comes "
+    "back, the jobs behind it run, a finished job cannot be cancelled.",
+    generic.plans(
+        runner=StagePlan("pending, running and timed-out jobs cancelled; their DMA, KV and buffer", _cancel_runner),
+        golden=StagePlan("after a cancelled job the golden request matches the golden", _cancel_golden),
+    ),
+    capabilities=("job-cancel-timeout",),
+    metrics=(MetricSpec("cancelled", "jobs cancelled"),),
+)
+
+
+# reset_drain (V51)
+
+
+def _drain_runner(run: ProbeRun) -> None:
+    """Jobs in flight drained, their outputs read and released, then the resets: nothing in flight was lost.
+    The same resets without the drain abort them."""
+    session = run.session()
+    device = session.device
+    device.enable_parallel_mode(4)
+    prompts = {seq_id: prompt_of(session, 4 + seq_id, seed=seq_id) for seq_id in (1, 2, 3)}
+    # A KV manager per request, so a package of one lane has three in flight.
+    kvs = {seq_id: device.create_kv_manager(session.calbin) for seq_id in prompts}
+    buffers = {s: _submit_prefill(session, s, tokens, kvs[s]) for s, tokens in prompts.items()}
+    in_flight = device.in_flight()
+    drained = device.drain(sum(_timeout_of(session, len(t)) for t in prompts.values()))
+    outputs = {seq_id: buffer.wait(0.0) for seq_id, buffer in buffers.items()}
+    for seq_id, kv in kvs.items():
+        kv.apply(seq_id)
+        kv.free(seq_id)
+    device.reset_core(session.handle.chiplets[0], 0)
+    device.clear_dynamic_memory()
+    memory_back = _memory_back(session)
+    kept = [s for s, buffer in buffers.items() if buffer.status == BufferStatus.DONE]
+    same = len(kept) == len(prompts) and all(
+        np.array_equal(buffers[s].logits[s].view(np.uint16), _alone(session, s, prompts[s]).view(np.uint16))
+        for s in kept
+    )
+    run.check(
+        "drain_then_reset",
+        in_flight == 3
+        and drained == ErrorCode.SUCCESS
+        and all(code == ErrorCode.SUCCESS for code in outputs.values())
+        and memory_back
+        and same,
+        f"{in_flight} jobs in flight drained ({drained.name}): they end {sorted({c.name for c in outputs.values()})}; "
+        f"after the reset {len(kept)} of their outputs kept, "
+        f"{'each the bits it gives run alone' if same else 'not all of them the bits each gives run alone'}",
+    )
+    undrained = _submit_prefill(session, 1, prompts[1])
+    device.reset_core(session.handle.chiplets[0], 0)
+    lost = undrained.wait(1.0)
+    session.kv.free(1)
+    run.check(
+        "reset_without_drain_loses_the_job",
+        lost == ErrorCode.JOB_ABORTED,
+        f"the same reset with a job in flight: {lost.name}",
+    )
+    run.metrics["drained"] = in_flight
+
+
+def _alone(session: Session, seq_id: int, tokens: list[int]) -> np.ndarray:
+    """The prefill's logits with nothing else in flight: what the drained job must have given."""
+    buffer = _submit_prefill(session, seq_id, tokens)
+    buffer.wait(_timeout_of(session, len(tokens)))
+    session.kv.free(seq_id)
+    return buffer.logits[seq_id]
+
+
+def _drain_failure(run: ProbeRun) -> None:
+    """A hung job: the drain times out naming it; the reset then aborts only that job, the device serves again."""
+    session = run.session()
+    device = session.device
+    device.inject(Fault(FaultKind.TIMEOUT, at_step=0))
+    hung = _submit_prefill(session, 1, prompt_of(session, 4))
+    device.disarm_faults()
+    drained = device.drain(_timeout_of(session, 4))
+    left = device.in_flight()
+    device.reset_core(session.handle.chiplets[0], 0)
+    aborted = hung.wait(0.0)
+    session.kv.free(1)
+    run.check(
+        "drain_times_out_on_a_hung_job",
+        drained == ErrorCode.TIMEOUT
+        and left == 1
+        and aborted == ErrorCode.JOB_ABORTED
+        and device.status == DeviceStatus.READY
+        and _golden_request(session).ok,
+        f"the drain gives {drained.name} with {left} job left; the reset aborts it ({aborted.name}), then it serves",
+    )
+    generic.inject_faults(run, session)
+
+
+RESET_DRAIN = ProbeSpec(
+    "reset_drain",
+    "A reset after a drain (V51): the jobs in flight drained, their outputs read and released, then ResetCCU and "
+    "ClearDynamicMem lose nothing; the same reset with a job in flight aborts it; a hung job makes the drain time "
+    "out, and the reset then takes only it.",
+    generic.plans(
+        runner=StagePlan("jobs drained, read and released, then reset: none lost; undrained: aborted", _drain_runner),
+        failure=StagePlan("a hung job: the drain times out, the reset aborts only it; each fault kind", _drain_failure),
+    ),
+    capabilities=("device-reset",),
+    metrics=(MetricSpec("drained", "jobs in flight when the drain began"),),
+)
+
+LIFECYCLE = [JOB_CANCEL, RESET_DRAIN]
