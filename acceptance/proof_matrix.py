@@ -87,6 +87,7 @@ class Package:
     s8_kv: str = "v"
     cpu_fallback: tuple[str, ...] = ()
     seed: int = 0
+    chip_affinity: int = 0
     second: "Package | None" = None
 
     @property
@@ -123,7 +124,9 @@ def correct_package(recipe: Recipe) -> Package:
     if "cpu_fallback" in params:
         package = replace(package, cpu_fallback=(ops_for(package.layout, features)[0],))
     if recipe.needs_second_package:
-        package = replace(package, second=replace(package, decode_batch=max(1, batch // 2)))
+        # A probe of models on chiplets of their own (V31) needs the other model on the other chiplet.
+        affinity = 1 if "models_per_chiplet" in params else 0
+        package = replace(package, second=replace(package, decode_batch=max(1, batch // 2), chip_affinity=affinity))
     return package
 
 
@@ -151,6 +154,7 @@ class Workshop:
                 features=package.features,
                 s8_kv=package.s8_kv,
                 cpu_fallback=package.cpu_fallback,
+                chip_affinity=package.chip_affinity,
                 golden_out=golden,
             )
             self._built[package] = (path, golden)
