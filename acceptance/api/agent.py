@@ -16,7 +16,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
 from acceptance.models import RunToken, TargetToken
-from acceptance.protocol import RESULT_MAX_BYTES, RunnerEnd
+from acceptance.protocol import MEASUREMENT_MAX_BYTES, RESULT_MAX_BYTES, RunnerEnd
 from acceptance.services.agents import (
     AgentRegistration,
     RunReport,
@@ -34,7 +34,8 @@ from calculet.downloads import file_response
 from vendor.authentication import FailedAuthenticationThrottle
 from vendor.storage import artifact_storage
 
-RESULT_BODY_MAX_BYTES = RESULT_MAX_BYTES * 2 + 4 * 1024**2
+# Base64 of the result file and the measurement files (at most one each stage), and the output's chunks.
+RESULT_BODY_MAX_BYTES = (RESULT_MAX_BYTES + MEASUREMENT_MAX_BYTES) * 2 + 4 * 1024**2
 
 
 class _KeyAuthentication(authentication.BaseAuthentication):
@@ -254,6 +255,12 @@ class AgentResultApi(_RunApi):
         result_file = serializers.CharField(
             allow_null=True, help_text="Base64 of the runner's result file; null when it wrote none."
         )
+        measurements = serializers.DictField(
+            child=serializers.CharField(),
+            required=False,
+            default=dict,
+            help_text="Base64 of each file the job's `measurements` names that the runner wrote, by name.",
+        )
 
     class AgentResultOutputSerializer(serializers.Serializer):
         run = serializers.IntegerField(source="pk")
@@ -288,6 +295,15 @@ class AgentResultApi(_RunApi):
             result_file = base64.b64decode(fields["result_file"], validate=True) if fields["result_file"] else None
         except ValueError as error:
             raise serializers.ValidationError({"result_file": ["Not base64."]}) from error
+        measurements = {}
+        for name, text in fields["measurements"].items():
+            try:
+                measurements[name] = base64.b64decode(text, validate=True)
+            except ValueError as error:
+                raise serializers.ValidationError({f"measurements.{name}": ["Not base64."]}) from error
+            if len(measurements[name]) > MEASUREMENT_MAX_BYTES:
+                limit = f"{MEASUREMENT_MAX_BYTES // 1024**2} MiB"
+                raise serializers.ValidationError({f"measurements.{name}": [f"Larger than {limit}."]})
         report = RunReport(
             chunks=fields["chunks"],
             end=RunnerEnd(
@@ -298,6 +314,7 @@ class AgentResultApi(_RunApi):
                 int(fields["sandbox"].get("detached_processes") or 0),
             ),
             result_file=result_file,
+            measurements=measurements,
         )
         run = run_result(
             token=request.auth, body=body, signature=request.headers.get(SIGNATURE_HEADER, ""), report=report

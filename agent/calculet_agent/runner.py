@@ -18,6 +18,7 @@ logger = logging.getLogger(__name__)
 
 WORKDIR = "{workdir}"
 RESULT_MAX_BYTES = 16 * 1024**2
+MEASUREMENT_MAX_BYTES = 64 * 1024**2
 
 
 def _placed(value, workdir: Path):
@@ -122,27 +123,35 @@ def run_job(
                 on_tick=lambda: reporter.lost is None,
                 devices=devices,
             )
-            result_file = _result_file(result_path)
+            result_file = _read_at_most(result_path, RESULT_MAX_BYTES)
+            measurements = {
+                name: data
+                for name in job.get("measurements", [])
+                if (data := _read_at_most(workdir / name, MEASUREMENT_MAX_BYTES)) is not None
+            }
     finally:
         reporter.stop()
     if reporter.lost is not None:
         logger.warning("run %s: the attempt no longer holds the run (%s)", run_id, reporter.lost)
         return None, reporter
-    return _report(outcome, result_file), reporter
+    return _report(outcome, result_file, measurements), reporter
 
 
-def _result_file(path: Path) -> bytes | None:
+def _read_at_most(path: Path, limit: int) -> bytes | None:
     if not path.is_file():
         return None
     with open(path, "rb") as handle:
-        return handle.read(RESULT_MAX_BYTES + 1)  # a larger file is refused by the server as too large
+        return handle.read(limit + 1)  # a larger file is refused by the server as too large
 
 
-def _report(outcome: Outcome, result_file: bytes | None) -> dict:
+def _report(outcome: Outcome, result_file: bytes | None, measurements: dict[str, bytes]) -> dict:
+    """What the agent posts, signed as one body: how the runner ended, its result file and the files it measured
+    into, which the server judges (the signature covers their bytes)."""
     return {
         "exit_code": outcome.exit_code,
         "limit_hit": outcome.limit_hit,
         "reason": outcome.reason[:2000],
         "sandbox": outcome.sandbox_record(),
         "result_file": base64.b64encode(result_file).decode() if result_file is not None else None,
+        "measurements": {name: base64.b64encode(data).decode() for name, data in measurements.items()},
     }

@@ -124,6 +124,34 @@ def test_a_forged_or_missing_signature_is_refused_and_audited(agent, health_run)
     assert AuditEntry.objects.filter(action="run.result_refused", object_id=str(health_run.pk)).count() == 3
 
 
+def test_a_measurement_file_changed_after_signing_is_refused_and_audited(agent, health_run):
+    """The measurement files travel in the signed body: changing one after signing breaks the signature."""
+    claimed = agent.claim().json()
+    signed = {**ENDED_WITH_ERROR, "chunks": [], "result_file": None}
+    signed["measurements"] = {"golden-actual.npz": base64.b64encode(b"what the runner measured").decode()}
+    body = json.dumps(signed).encode()
+    signature = sign(agent.key, body)
+    tampered = body.replace(
+        signed["measurements"]["golden-actual.npz"].encode(), base64.b64encode(b"other").decode().encode()
+    )
+    refused = agent.post(
+        f"runs/{claimed['run']}/result/", tampered, auth=f"Run {claimed['run_token']}",
+        headers={SIGNATURE_HEADER: signature},
+    )  # fmt: skip
+    assert refused.status_code == 403 and refused.json()["errors"][0]["field"] == "signature"
+    assert AuditEntry.objects.filter(action="run.result_refused", object_id=str(health_run.pk)).count() == 1
+    # Signed as sent, it is still not a file a health job measures into.
+    wrong = agent.post(
+        f"runs/{claimed['run']}/result/", body, auth=f"Run {claimed['run_token']}",
+        headers={SIGNATURE_HEADER: signature},
+    )  # fmt: skip
+    assert (
+        wrong.status_code == 400
+        and "A health result carries no golden-actual.npz" in wrong.json()["errors"][0]["message"]
+    )
+    assert not RunResult.objects.filter(run=health_run).exists()
+
+
 def test_a_late_result_after_the_run_was_sent_again_is_refused_naming_why(agent, health_run):
     late = agent.claim().json()
     Run.objects.filter(pk=health_run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))

@@ -84,11 +84,13 @@ class Worker:
         return cls(argv, worker_env(**env), log_dir / f"{slug}.log")
 
     @classmethod
-    def agent(cls, server: str, token: str, state_dir: Path, log_dir: Path, name: str = "agent") -> "Worker":
-        """calculet-agent serving the simulator's target, its environment holding only the server's URL and the
-        target's token: no database, broker, storage or signing key."""
+    def agent(
+        cls, server: str, token: str, state_dir: Path, log_dir: Path, name: str = "agent", runner: str = ""
+    ) -> "Worker":
+        """calculet-agent serving the simulator's target (with `runner`, or the simulator's own), its environment
+        holding only the server's URL and the target's token: no database, broker, storage or signing key."""
         argv = [sys.executable, "-m", "calculet_agent", "--state-dir", str(state_dir), "--poll-seconds", "0.5"]
-        argv += ["--runner-command", f"{sys.executable} -m npu_sim run"]
+        argv += ["--runner-command", runner or f"{sys.executable} -m npu_sim run"]
         env = {"CALCULET_SERVER": server, "CALCULET_TARGET_TOKEN": token}
         return cls(argv, env, log_dir / f"{name}.log")
 
