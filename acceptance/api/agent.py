@@ -4,6 +4,7 @@
 
 import base64
 import json
+import time
 from pathlib import Path
 
 from calculet_agent.signing import SIGNATURE_HEADER
@@ -242,6 +243,11 @@ class RawJsonParser(BaseParser):
         return stream.read()
 
 
+class _Timing(StrictSerializer):
+    fetch = serializers.FloatField(min_value=0, required=False, help_text="Seconds fetching the inputs.")
+    runner = serializers.FloatField(min_value=0, required=False, help_text="Seconds the runner ran.")
+
+
 class AgentResultApi(_RunApi):
     parser_classes = [RawJsonParser]
     max_body_bytes = RESULT_BODY_MAX_BYTES
@@ -261,6 +267,7 @@ class AgentResultApi(_RunApi):
             default=dict,
             help_text="Base64 of each file the job's `measurements` names that the runner wrote, by name.",
         )
+        timing = _Timing(required=False, default=dict)
 
     class AgentResultOutputSerializer(serializers.Serializer):
         run = serializers.IntegerField(source="pk")
@@ -283,6 +290,7 @@ class AgentResultApi(_RunApi):
     )
     def post(self, request, run_id):
         """How the runner ended, signed; the server judges the verdict. Sent twice, it is one verdict."""
+        received = time.monotonic()  # the post's time starts before its body is read
         body = request.data if isinstance(request.data, bytes) else b""
         try:
             parsed = json.loads(body)
@@ -315,8 +323,8 @@ class AgentResultApi(_RunApi):
             ),
             result_file=result_file,
             measurements=measurements,
+            timing=dict(fields["timing"]),
         )
-        run = run_result(
-            token=request.auth, body=body, signature=request.headers.get(SIGNATURE_HEADER, ""), report=report
-        )
+        signature = request.headers.get(SIGNATURE_HEADER, "")
+        run = run_result(token=request.auth, body=body, signature=signature, report=report, received=received)
         return Response(self.AgentResultOutputSerializer(run).data)

@@ -74,12 +74,13 @@ class AgentRegistration:
 class RunReport:
     """What the agent posts about a run: output chunks numbered from 0, progress, and at the end how the
         runner ended, the bytes of its result file (None when it wrote none) and of the files it measured into
-    (`MEASUREMENTS`), by name."""
+    (`MEASUREMENTS`), by name; and the seconds its input fetch and runner took (`fetch`, `runner`)."""
 
     chunks: list[dict]
     end: RunnerEnd | None = None
     result_file: bytes | None = None
     measurements: dict[str, bytes] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[TargetToken, str]:
@@ -107,15 +108,20 @@ def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[Tar
 
 def target_token_revoke(*, actor: Actor, token: TargetToken) -> TargetToken:
     """Revoke the token: its agents are refused from their next call, and the runs they hold are sent again
-    once their leases lapse."""
+    once their leases lapse. With the target's last live token revoked the target is no longer pulled: its
+    runs go to its Celery queue again (the sweeper sends those left queued)."""
     with transaction.atomic():
-        lock_rows(Target.objects).get(pk=token.target_id)
+        target = lock_rows(Target.objects).get(pk=token.target_id)
         token = lock_rows(TargetToken.objects).get(pk=token.pk)
         if token.revoked_at is None:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
-            after = {"token": token.pk, "name": token.name}
-            audit_record(actor=actor, action="target_token.revoke", obj=token.target, after=after)
+            pulled = target.tokens.filter(revoked_at__isnull=True).exists()
+            after = {"token": token.pk, "name": token.name, "pulled": pulled}
+            if target.pulled != pulled:
+                target.pulled = pulled
+                target.save(update_fields=["pulled"])
+            audit_record(actor=actor, action="target_token.revoke", obj=target, after=after)
     return token
 
 
@@ -201,7 +207,8 @@ def agent_claim_next(*, token: TargetToken, agent: TargetAgent, cache_bytes: int
     the run, its run token's key and its job, or None when nothing waits. Two agents never hold one run: the
     claim is `run_claim`'s, under the run's row lock (a run another claim holds is skipped)."""
     now = timezone.now()
-    TargetAgent.objects.filter(pk=agent.pk).update(last_poll_at=now, cache_bytes=max(0, cache_bytes))
+    # An agent polls only between runs: from this poll on it holds none, until this claim gives it one.
+    TargetAgent.objects.filter(pk=agent.pk).update(last_poll_at=now, cache_bytes=max(0, cache_bytes), current_run=None)
     target_heartbeat(queues=[token.target.queue], worker=f"agent {agent.host}")
     candidates = Run.objects.filter(target_id=token.target_id, state=stages.QUEUED, stage__in=stages.PULLED_STAGES)
     for run_id in candidates.order_by("pk").values_list("pk", flat=True)[:CLAIM_CANDIDATES]:
@@ -325,11 +332,12 @@ def run_heartbeat(*, token: RunToken, chunks: list[dict]) -> None:
         RunToken.objects.filter(pk=token.pk).update(next_chunk=seen)
 
 
-def run_result(*, token: RunToken, body: bytes, signature: str, report: RunReport) -> Run:
+def run_result(*, token: RunToken, body: bytes, signature: str, report: RunReport, received: float) -> Run:
     """The agent's result for its attempt: verified against the key it registered, then judged and written
     as one verdict by `run_finish`. The same result again returns the verdict already written; a result
     for an attempt that lost its lease is refused, naming why; a bad or missing signature is refused and
-    audited, and nothing else is written."""
+    audited, and nothing else is written. `received` (`time.monotonic()`) is when the post arrived: the run's
+    `post` time runs from then to the verdict's write."""
     if not signature or not signature_valid(token.agent.public_key, body, signature):
         _audit_refusal(token, "the signature is missing or is not the registered key's over the body")
         raise AgentRefusedError(
@@ -347,6 +355,8 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
     if unexpected:
         raise DomainError(f"A {run.stage} result carries no {', '.join(unexpected)}.", field="measurements")
     reporter = _reporter(token, report.chunks)
+    reporter.timing.update(report.timing)
+    reporter.post_started = received
     outcome = runner_verdict(report.end, parse_result(report.result_file, run.stage), run.stage, reporter.stderr_tail)
     outcome = _judged_here(run, outcome, report.measurements)
     if run.stage == stages.RUNNER and run.answer is not None and outcome.verdict != stages.ERROR:

@@ -64,6 +64,9 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
         assert RunToken.objects.filter(run=run).count() == 1
         assert "calculet-agent" in run.log
         assert f"(host {run.result['agent']['host']})" in run.evidence.conclusion  # the machine it came from
+        # The whole time split: the queue wait the server saw, the fetch and runner the agent timed, the post.
+        assert set(run.timing) == {"queue_wait", "fetch", "runner", "post"}, run.timing
+        assert run.timing["runner"] > 0 and all(seconds >= 0 for seconds in run.timing.values())
     # calculet judged the logits the agent sent back, as it judges a worker's run's.
     golden_run = runner_runs.get(stage=stages.GOLDEN)
     assert golden_run.result["judged"] == {

@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance import stages
-from acceptance.models import Run, RunResult, Target
+from acceptance.models import Run, RunResult, Target, TargetAgent
 from acceptance.services import runs_sweep, target_ensure_simulator, target_health_check_start, target_register
 from acceptance.services.agents import target_token_create, target_token_revoke
 from calculet.actors import SYSTEM
@@ -288,3 +288,61 @@ def test_the_integration_team_makes_and_revokes_tokens_in_the_admin_and_with_the
     call_command("target_token", "revoke", str(newest.pk))
     assert Agent(made).register().status_code == 401
     assert AuditEntry.objects.filter(action="target_token.revoke").count() == 2
+
+
+@pytest.fixture
+def pm_client(client, pm_user):
+    client.force_login(pm_user)
+    return client
+
+
+def test_a_run_served_by_an_agent_records_its_time_split_and_the_agent_its_state(agent, health_run, pm_client):
+    claimed = agent.claim().json()
+    agent_row = TargetAgent.objects.get(pk=agent.agent_id)
+    assert agent_row.current_run_id == health_run.pk
+    health_run.refresh_from_db()
+    assert health_run.timing["queue_wait"] >= 0 and set(health_run.timing) == {"queue_wait"}
+    page = pm_client.get("/").content.decode()
+    assert "board-host-1" in page and f"running #{health_run.pk}" in page
+
+    report = {**ENDED_WITH_ERROR, "timing": {"fetch": 1.25, "runner": 2.5}}
+    assert agent.result(claimed, report).status_code == 200
+    health_run.refresh_from_db()
+    assert set(health_run.timing) == {"queue_wait", "fetch", "runner", "post"}, health_run.timing
+    assert (health_run.timing["fetch"], health_run.timing["runner"]) == (1.25, 2.5)
+    assert 0 <= health_run.timing["post"] < 60
+    assert agent.post("claim/", {"agent": agent.agent_id, "cache_bytes": 3 * 1024**2}).status_code == 204
+    agent_row.refresh_from_db()
+    assert agent_row.current_run_id is None and agent_row.cache_bytes == 3 * 1024**2
+    assert agent_row.last_poll_at is not None
+    page = pm_client.get("/").content.decode()
+    assert "idle" in page and "3.0\xa0MB" in page
+
+    shown = pm_client.get(f"/api/v1/runs/{health_run.pk}/").json()
+    assert shown["timing"] == health_run.timing
+    [served] = pm_client.get("/api/v1/targets/simulator/").json()["agents"]
+    assert (served["host"], served["current_run"], served["cache_bytes"]) == ("board-host-1", None, 3 * 1024**2)
+    # A negative time is not a time.
+    second = target_health_check_start(health_run.target)
+    claimed = agent.claim().json()
+    assert claimed["run"] == second.pk
+    refused = agent.result(claimed, {**ENDED_WITH_ERROR, "timing": {"fetch": -1}})
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "timing.fetch"
+
+
+def test_the_target_is_pulled_while_it_has_a_live_token_and_no_longer_once_the_last_is_revoked(simulator):
+    first, _ = target_token_create(actor=SYSTEM, target=simulator, name="host 1")
+    second, _ = target_token_create(actor=SYSTEM, target=simulator, name="host 2")
+    simulator.refresh_from_db()
+    assert simulator.pulled
+    target_token_revoke(actor=SYSTEM, token=first)
+    simulator.refresh_from_db()
+    assert simulator.pulled  # host 2's agents still serve it
+    target_token_revoke(actor=SYSTEM, token=second)
+    simulator.refresh_from_db()
+    assert not simulator.pulled  # its runs go to its Celery queue again
+    revoked = AuditEntry.objects.filter(action="target_token.revoke").order_by("pk")
+    assert [entry.after["pulled"] for entry in revoked] == [True, False]
+    target_token_create(actor=SYSTEM, target=simulator, name="host 3")
+    simulator.refresh_from_db()
+    assert simulator.pulled

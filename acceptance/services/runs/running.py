@@ -8,6 +8,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from calculet_agent.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
@@ -99,14 +100,17 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         job = runner_job(run, inputs, str(workdir))
         if inputs is None:
             reporter.note("preparing the known-good package")
+        started = time.monotonic()
         for item in job.inputs:
             _copy_input(item, workdir / item.name)
         job_text_files(job, workdir)
+        reporter.timing["fetch"] = time.monotonic() - started
         inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
         job_path, result_path = workdir / "job.json", workdir / "result.json"
         job_path.write_text(json.dumps(job.job, indent=2))
         argv = [*command, "--job", str(job_path), "--result", str(result_path)]
         reporter.note(f"{shlex.join(argv)} (network isolation: {network_isolation_method()})")
+        started = time.monotonic()
         try:
             outcome = run_sandboxed(
                 argv,
@@ -120,11 +124,14 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
+        reporter.timing["runner"] = time.monotonic() - started
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
         golden = workdir / GOLDEN if job.golden_input is not None else None
         verdict = runner_judged(run, verdict, measured=workdir, calbin=workdir / CALBIN, golden=golden, job=job)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
+        started = time.monotonic()
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
+        reporter.timing["example"] = time.monotonic() - started
     return verdict
 
 
