@@ -37,6 +37,8 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
     with gunicorn_server() as (url, _):
         server_checks = workers.celery("default", "default")
         agent = workers.agent(url, key)
+        # Read once it runs: while the process is still being exec'ed, /proc shows no environment at all.
+        wait_until(lambda: "registered as agent" in agent.log_text(), timeout=60, what="the agent to register")
         assert environment_of(agent.pid) == {"CALCULET_SERVER", "CALCULET_TARGET_TOKEN"}
         wait_until(
             lambda: Target.objects.filter(slug="simulator", health=Target.OK).exists(),
