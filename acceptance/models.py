@@ -46,7 +46,7 @@ class Target(models.Model):
     health_check_every_runs = models.PositiveIntegerField(null=True, blank=True)
     health_check_every_hours = models.PositiveIntegerField(null=True, blank=True)
     # Its runner stages are pulled over the API by calculet-agent on the target's host (docs/deploy.md) rather
-    # than sent to its Celery queue. Set when the target's first token is made.
+    # than sent to its Celery queue: while it has a live token (set by the first, cleared with the last revoked).
     pulled = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -208,7 +208,12 @@ class Run(models.Model):
     # message does not reset, so a run waiting for a target that cannot take it times out.
     waiting_since = models.DateTimeField(null=True, blank=True)
     send_count = models.PositiveIntegerField(default=0)
+    # When it last became free to claim: queued, or (sent again) the moment its last attempt's lease lapsed.
+    queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
+    # The last attempt's time split, in seconds: `queue_wait`, `fetch`, `runner`, `example`, `post`
+    # (docs/performance.md, "A run's time split").
+    timing = models.JSONField(default=dict, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import proof_labels, stages
-from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target
+from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target, TargetAgent
 from acceptance.policy import AnswerFacts, ChainFacts
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
@@ -304,7 +304,8 @@ def vendor_overview(*, user) -> dict:
 
 
 def target_list() -> QuerySet[Target]:
-    return Target.objects.all()
+    """Every target, with its agents (each one's last poll, current run and cache size)."""
+    return Target.objects.prefetch_related(Prefetch("agents", TargetAgent.objects.order_by("host", "pk")))
 
 
 def runs_in_progress() -> QuerySet[Run]:

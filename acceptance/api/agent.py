@@ -4,6 +4,7 @@
 
 import base64
 import json
+import time
 from pathlib import Path
 
 from calculet_agent.signing import SIGNATURE_HEADER
@@ -16,7 +17,7 @@ from rest_framework.parsers import BaseParser
 from rest_framework.response import Response
 
 from acceptance.models import RunToken, TargetToken
-from acceptance.protocol import RESULT_MAX_BYTES, RunnerEnd
+from acceptance.protocol import MEASUREMENT_MAX_BYTES, RESULT_MAX_BYTES, RunnerEnd
 from acceptance.services.agents import (
     AgentRegistration,
     RunReport,
@@ -34,7 +35,8 @@ from calculet.downloads import file_response
 from vendor.authentication import FailedAuthenticationThrottle
 from vendor.storage import artifact_storage
 
-RESULT_BODY_MAX_BYTES = RESULT_MAX_BYTES * 2 + 4 * 1024**2
+# Base64 of the result file and the measurement files (at most one each stage), and the output's chunks.
+RESULT_BODY_MAX_BYTES = (RESULT_MAX_BYTES + MEASUREMENT_MAX_BYTES) * 2 + 4 * 1024**2
 
 
 class _KeyAuthentication(authentication.BaseAuthentication):
@@ -241,6 +243,11 @@ class RawJsonParser(BaseParser):
         return stream.read()
 
 
+class _Timing(StrictSerializer):
+    fetch = serializers.FloatField(min_value=0, required=False, help_text="Seconds fetching the inputs.")
+    runner = serializers.FloatField(min_value=0, required=False, help_text="Seconds the runner ran.")
+
+
 class AgentResultApi(_RunApi):
     parser_classes = [RawJsonParser]
     max_body_bytes = RESULT_BODY_MAX_BYTES
@@ -254,6 +261,13 @@ class AgentResultApi(_RunApi):
         result_file = serializers.CharField(
             allow_null=True, help_text="Base64 of the runner's result file; null when it wrote none."
         )
+        measurements = serializers.DictField(
+            child=serializers.CharField(),
+            required=False,
+            default=dict,
+            help_text="Base64 of each file the job's `measurements` names that the runner wrote, by name.",
+        )
+        timing = _Timing(required=False, default=dict)
 
     class AgentResultOutputSerializer(serializers.Serializer):
         run = serializers.IntegerField(source="pk")
@@ -276,6 +290,7 @@ class AgentResultApi(_RunApi):
     )
     def post(self, request, run_id):
         """How the runner ended, signed; the server judges the verdict. Sent twice, it is one verdict."""
+        received = time.monotonic()  # the post's time starts before its body is read
         body = request.data if isinstance(request.data, bytes) else b""
         try:
             parsed = json.loads(body)
@@ -288,6 +303,15 @@ class AgentResultApi(_RunApi):
             result_file = base64.b64decode(fields["result_file"], validate=True) if fields["result_file"] else None
         except ValueError as error:
             raise serializers.ValidationError({"result_file": ["Not base64."]}) from error
+        measurements = {}
+        for name, text in fields["measurements"].items():
+            try:
+                measurements[name] = base64.b64decode(text, validate=True)
+            except ValueError as error:
+                raise serializers.ValidationError({f"measurements.{name}": ["Not base64."]}) from error
+            if len(measurements[name]) > MEASUREMENT_MAX_BYTES:
+                limit = f"{MEASUREMENT_MAX_BYTES // 1024**2} MiB"
+                raise serializers.ValidationError({f"measurements.{name}": [f"Larger than {limit}."]})
         report = RunReport(
             chunks=fields["chunks"],
             end=RunnerEnd(
@@ -298,8 +322,9 @@ class AgentResultApi(_RunApi):
                 int(fields["sandbox"].get("detached_processes") or 0),
             ),
             result_file=result_file,
+            measurements=measurements,
+            timing=dict(fields["timing"]),
         )
-        run = run_result(
-            token=request.auth, body=body, signature=request.headers.get(SIGNATURE_HEADER, ""), report=report
-        )
+        signature = request.headers.get(SIGNATURE_HEADER, "")
+        run = run_result(token=request.auth, body=body, signature=signature, report=report, received=received)
         return Response(self.AgentResultOutputSerializer(run).data)

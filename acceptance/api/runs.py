@@ -44,6 +44,11 @@ class RunOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     started_at = serializers.DateTimeField(allow_null=True)
     finished_at = serializers.DateTimeField(allow_null=True)
+    timing = serializers.JSONField(
+        help_text="The last attempt's time split in seconds: queue_wait (until claimed), fetch (the inputs into "
+        "its working directory), runner, example (the minimal example, when run) and post (the result to the "
+        "verdict written); a step not reached yet is absent."
+    )
 
     def get_artifacts(self, run) -> list[int]:
         return sorted(artifact.pk for artifact in run.artifacts.all())
@@ -109,6 +114,17 @@ class RunRerunApi(Api):
         return Response(_run_detail(new), status=status.HTTP_201_CREATED)
 
 
+class TargetAgentOutputSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    agent_version = serializers.CharField()
+    registered_at = serializers.DateTimeField()
+    last_poll_at = serializers.DateTimeField(allow_null=True)
+    current_run = serializers.IntegerField(
+        source="current_run_id", allow_null=True, help_text="The run it holds; null between runs."
+    )
+    cache_bytes = serializers.IntegerField(help_text="The size of its input cache as it last reported.")
+
+
 class TargetOutputSerializer(serializers.Serializer):
     slug = serializers.CharField()
     name = serializers.CharField()
@@ -137,6 +153,8 @@ class TargetOutputSerializer(serializers.Serializer):
     health_check_every_hours = serializers.SerializerMethodField(
         help_text="A health check is due this many hours after the last one."
     )
+    pulled = serializers.BooleanField(help_text="Whether its runs are pulled by calculet-agent (a live token).")
+    agents = TargetAgentOutputSerializer(many=True, help_text="The calculet-agents registered for it.")
 
     def get_hardware_runner(self, target) -> bool:
         return target.kind == Target.HARDWARE and bool(target.runner_command)

@@ -7,32 +7,34 @@ not revoked. The agent runs the runner and posts how it ended, signed with its k
 here, by the same code a Celery worker's run uses, and written by `run_finish`.
 """
 
-import hashlib
-import json
+import contextlib
 import logging
 import secrets
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from calculet_agent.signing import public_key_valid, signature_valid
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from acceptance import stages
+from acceptance import judging, stages
 from acceptance.models import Run, RunResult, RunToken, Target, TargetAgent, TargetToken
-from acceptance.protocol import RunnerEnd, StageOutcome, build_job, parse_result, runner_verdict
-from acceptance.services.inputs import answer_inputs
+from acceptance.protocol import RunnerEnd, StageOutcome, parse_result, runner_verdict
 from acceptance.services.registration import VERSION_FIELDS, target_register
 from acceptance.services.runs.claiming import CLAIMED, run_claim
 from acceptance.services.runs.finishing import run_finish
+from acceptance.services.runs.jobs import CALBIN, GOLDEN, health_package, runner_inputs, runner_job
 from acceptance.services.runs.reporting import RunReporter
-from acceptance.services.runs.running import attested, health_package, no_hardware_runner
+from acceptance.services.runs.running import no_hardware_runner, runner_judged
 from acceptance.services.targets import target_heartbeat
 from calculet.actors import Actor, Machine, actor_label
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
-from vendor.models import Artifact
+from vendor.models import Answer
+from vendor.storage import blob_local_path
 from vendor.tokens import token_hash
 
 logger = logging.getLogger(__name__)
@@ -42,6 +44,10 @@ RUN_KEY_PREFIX = "clt_run_"
 # Where the job names a file of the run's working directory: the agent puts its own directory there.
 WORKDIR = "{workdir}"
 CLAIM_CANDIDATES = 5
+# The files a stage's runner measures into (docs/runner-protocol.md), which calculet judges: the agent sends
+# them back with the result.
+MEASUREMENTS = {stages.GOLDEN: [judging.MEASURED_LOGITS], stages.SOAK: [judging.MEASURED_UNDER_LOAD]}
+EXAMPLE_NOT_RUN = "calculet-agent runs only the operator's runner on the target's host, never the vendor's example"
 
 
 class AgentRefusedError(ForbiddenError):
@@ -67,11 +73,14 @@ class AgentRegistration:
 @dataclass(frozen=True)
 class RunReport:
     """What the agent posts about a run: output chunks numbered from 0, progress, and at the end how the
-    runner ended and the bytes of its result file (None when it wrote none)."""
+        runner ended, the bytes of its result file (None when it wrote none) and of the files it measured into
+    (`MEASUREMENTS`), by name; and the seconds its input fetch and runner took (`fetch`, `runner`)."""
 
     chunks: list[dict]
     end: RunnerEnd | None = None
     result_file: bytes | None = None
+    measurements: dict[str, bytes] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
 
 
 def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[TargetToken, str]:
@@ -99,15 +108,20 @@ def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[Tar
 
 def target_token_revoke(*, actor: Actor, token: TargetToken) -> TargetToken:
     """Revoke the token: its agents are refused from their next call, and the runs they hold are sent again
-    once their leases lapse."""
+    once their leases lapse. With the target's last live token revoked the target is no longer pulled: its
+    runs go to its Celery queue again (the sweeper sends those left queued)."""
     with transaction.atomic():
-        lock_rows(Target.objects).get(pk=token.target_id)
+        target = lock_rows(Target.objects).get(pk=token.target_id)
         token = lock_rows(TargetToken.objects).get(pk=token.pk)
         if token.revoked_at is None:
             token.revoked_at = timezone.now()
             token.save(update_fields=["revoked_at"])
-            after = {"token": token.pk, "name": token.name}
-            audit_record(actor=actor, action="target_token.revoke", obj=token.target, after=after)
+            pulled = target.tokens.filter(revoked_at__isnull=True).exists()
+            after = {"token": token.pk, "name": token.name, "pulled": pulled}
+            if target.pulled != pulled:
+                target.pulled = pulled
+                target.save(update_fields=["pulled"])
+            audit_record(actor=actor, action="target_token.revoke", obj=target, after=after)
     return token
 
 
@@ -195,7 +209,8 @@ def agent_claim_next(*, token: TargetToken, agent: TargetAgent, cache_bytes: int
     the run, its run token's key and its job, or None when nothing waits. Two agents never hold one run: the
     claim is `run_claim`'s, under the run's row lock (a run another claim holds is skipped)."""
     now = timezone.now()
-    TargetAgent.objects.filter(pk=agent.pk).update(last_poll_at=now, cache_bytes=max(0, cache_bytes))
+    # An agent polls only between runs: from this poll on it holds none, until this claim gives it one.
+    TargetAgent.objects.filter(pk=agent.pk).update(last_poll_at=now, cache_bytes=max(0, cache_bytes), current_run=None)
     target_heartbeat(queues=[token.target.queue], worker=f"agent {agent.host}")
     candidates = Run.objects.filter(target_id=token.target_id, state=stages.QUEUED, stage__in=stages.PULLED_STAGES)
     for run_id in candidates.order_by("priority", "pk").values_list("pk", flat=True)[:CLAIM_CANDIDATES]:
@@ -221,16 +236,11 @@ def _worker_label(agent: TargetAgent) -> str:
 
 def _job_or_none(run: Run) -> dict | None:
     """The job the agent runs; None when the run cannot be run by an agent, and it was ended in error saying
-    why (inside the claim's transaction)."""
+    why (inside the claim's transaction). As on a worker, a runner bundle the answer delivers never runs: the
+    agent runs the operator's runner."""
     target = run.target
     if target.kind == Target.HARDWARE and not target.runner_command:
         _end_unrunnable(run, no_hardware_runner(target))
-        return None
-    inputs = answer_inputs(run.answer) if run.stage != stages.HEALTH and run.answer is not None else None
-    bundled = inputs is not None and any(a.kind == Artifact.RUNNER_BUNDLE for a in inputs.executable_assets)
-    if bundled and target.kind == Target.HARDWARE:
-        reason = "the answer delivers a runner bundle, which calculet-agent does not run yet: nothing ran"
-        _end_unrunnable(run, StageOutcome(stages.ERROR, reason))
         return None
     return run_job(run)
 
@@ -239,63 +249,20 @@ def _end_unrunnable(run: Run, outcome: StageOutcome) -> None:
     run_finish(run, worker="server", outcome=outcome, reporter=RunReporter(run))
 
 
-def run_inputs(run: Run) -> tuple[list[dict], str]:
-    """The files the run's job reads, each by SHA-256, and where its goldens come from (as
-    `runner_execute` chooses): the answer's package, and the golden file the vendor delivered unless the
-    answer names the package itself as its golden; for a health job the known-good package."""
-    if run.stage == stages.HEALTH or run.answer is None:
-        package = health_package()
-        size = package.stat().st_size
-        return [{"name": "inputs/calbin.tar", "sha256": _file_sha256(package), "size": size}], "package"
-    inputs = answer_inputs(run.answer)
-    calbin = next(a for a in inputs.executable_assets if a.kind == Artifact.CALBIN)
-    found = [{"name": "inputs/calbin.tar", "sha256": calbin.stored_blob.sha256, "size": calbin.stored_blob.size}]
-    if any(a.pk == calbin.pk for a in inputs.golden_artifacts):
-        return found, "package"
-    golden = next((a for a in inputs.golden_artifacts if a.kind == Artifact.GOLDEN), None)
-    if golden is not None:
-        blob = golden.stored_blob
-        found.append({"name": "inputs/golden.npz", "sha256": blob.sha256, "size": blob.size})
-    return found, "vendor"
-
-
-def _file_sha256(path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1024 * 1024), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def run_job(run: Run) -> dict:
-    """What the agent needs to run the run's runner stage as `runner_execute` would here: the input files by
-    digest, the job (its paths under WORKDIR), the files and environment the simulator plays the target
-    with, and the limits."""
-    target = run.target
-    files, golden_source = run_inputs(run)
-    golden_given = any(item["name"] == "inputs/golden.npz" for item in files)
-    job = build_job(
-        stage=run.stage,
-        calbin=f"{WORKDIR}/inputs/calbin.tar",
-        params=run.params,
-        target=target.as_job_target(),
-        probes=run.probes,
-        golden=f"{WORKDIR}/inputs/golden.npz" if golden_given else None,
-        golden_source=golden_source,
-    )
-    extra_files, env = {}, {}
-    if target.kind == Target.SIMULATOR:
-        # The simulator plays the device the target is registered as.
-        extra_files["inputs/device.json"] = json.dumps(target.registered_versions())
-        env["NPU_SIM_DEVICE_CONFIG"] = f"{WORKDIR}/inputs/device.json"
+    """What the agent needs to run the run's runner stage: the job `runner_job` decides for a worker's run too
+    (its paths under WORKDIR), its input files by digest, the files the runner measures into that the agent
+    sends back for calculet to judge, and the limits."""
+    job = runner_job(run, runner_inputs(run), WORKDIR)
     return {
         "run": run.pk,
         "attempt": run.attempt,
         "stage": run.stage,
-        "inputs": files,
-        "files": extra_files,
-        "env": env,
-        "job": job,
+        "inputs": [{"name": item.name, "sha256": item.sha256, "size": item.size} for item in job.inputs],
+        "files": job.files,
+        "env": job.env,
+        "job": job.job,
+        "measurements": MEASUREMENTS.get(run.stage, []),
         "heartbeat_seconds": settings.ACCEPTANCE_RUN_HEARTBEAT_SECONDS,
         "limits": {
             "wall_seconds": settings.ACCEPTANCE_RUNNER_WALL_SECONDS,
@@ -311,12 +278,11 @@ def run_input_blob(token: RunToken, sha256: str):
     """The stored bytes of one of the run's inputs (a `vendor.Blob`, or the health package's path), for the
     agent holding the run. Another digest is not the run's, and is refused."""
     _require_holding(token)
-    if not any(item["sha256"] == sha256 for item in run_inputs(token.run)[0]):
+    run = token.run
+    item = next((i for i in runner_job(run, runner_inputs(run), WORKDIR).inputs if i.sha256 == sha256), None)
+    if item is None:
         raise AgentRefusedError(f"{sha256} is not an input of run {token.run_id}.", field="sha256")
-    if token.run.stage == stages.HEALTH or token.run.answer is None:
-        return health_package()
-    artifact = next(a for a in answer_inputs(token.run.answer).artifacts if a.blob and a.blob.sha256 == sha256)
-    return artifact.stored_blob
+    return health_package() if item.artifact is None else item.artifact.stored_blob
 
 
 def _require_holding(token: RunToken) -> Run:
@@ -368,11 +334,12 @@ def run_heartbeat(*, token: RunToken, chunks: list[dict]) -> None:
         RunToken.objects.filter(pk=token.pk).update(next_chunk=seen)
 
 
-def run_result(*, token: RunToken, body: bytes, signature: str, report: RunReport) -> Run:
+def run_result(*, token: RunToken, body: bytes, signature: str, report: RunReport, received: float) -> Run:
     """The agent's result for its attempt: verified against the key it registered, then judged and written
     as one verdict by `run_finish`. The same result again returns the verdict already written; a result
     for an attempt that lost its lease is refused, naming why; a bad or missing signature is refused and
-    audited, and nothing else is written."""
+    audited, and nothing else is written. `received` (`time.monotonic()`) is when the post arrived: the run's
+    `post` time runs from then to the verdict's write."""
     if not signature or not signature_valid(token.agent.public_key, body, signature):
         _audit_refusal(token, "the signature is missing or is not the registered key's over the body")
         raise AgentRefusedError(
@@ -386,11 +353,16 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
         raise DomainError("A result says how the runner ended.", field="end")
     run = Run.objects.select_related("target", "answer").get(pk=token.run_id)
     run.attempt = token.attempt  # run_finish writes the verdict only while this attempt holds the run
+    unexpected = sorted(set(report.measurements) - set(MEASUREMENTS.get(run.stage, [])))
+    if unexpected:
+        raise DomainError(f"A {run.stage} result carries no {', '.join(unexpected)}.", field="measurements")
     reporter = _reporter(token, report.chunks)
-    outcome = attested(
-        runner_verdict(report.end, parse_result(report.result_file, run.stage), run.stage, reporter.stderr_tail),
-        run.target,
-    )
+    reporter.timing.update(report.timing)
+    reporter.post_started = received
+    outcome = runner_verdict(report.end, parse_result(report.result_file, run.stage), run.stage, reporter.stderr_tail)
+    outcome = _judged_here(run, outcome, report.measurements)
+    if run.stage == stages.RUNNER and run.answer is not None and outcome.verdict != stages.ERROR:
+        outcome = _example_not_run(outcome, run.answer)
     outcome.result["agent"] = {"host": token.agent.host, "agent": token.agent.pk, "version": token.agent.agent_version}
     if not run_finish(run, worker=_worker_label(token.agent), outcome=outcome, reporter=reporter):
         if RunResult.objects.filter(run_id=token.run_id, attempt=token.attempt).exists():
@@ -398,6 +370,37 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
         raise ConflictError(_lost_reason(token, Run.objects.filter(pk=token.run_id).first()), field="run")
     TargetAgent.objects.filter(pk=token.agent_id, current_run_id=token.run_id).update(current_run=None)
     return Run.objects.get(pk=token.run_id)
+
+
+def _judged_here(run: Run, outcome: StageOutcome, measurements: dict[str, bytes]) -> StageOutcome:
+    """The agent's result judged by `runner_judged`, as a worker's run is: the files the runner measured into,
+    as the agent sent them (signed with the result), against the golden the job named, read from the store."""
+    job = runner_job(run, runner_inputs(run), WORKDIR)
+    with tempfile.TemporaryDirectory(prefix="calculet-agent-result-") as tmp, contextlib.ExitStack() as stack:
+        measured = Path(tmp)
+        for name, data in measurements.items():
+            (measured / name).write_bytes(data)
+        local: dict[str, Path] = {}
+        if run.stage in MEASUREMENTS:
+            # Only what judging reads: the package itself only when its own golden is the reference.
+            needed = {GOLDEN, CALBIN} if job.golden_source == "package" else {GOLDEN}
+            for item in job.inputs:
+                if item.name in needed and item.artifact is not None:
+                    local[item.name] = stack.enter_context(blob_local_path(item.artifact.stored_blob))
+        calbin = local.get(CALBIN, measured / CALBIN)  # not read unless the package's own golden is the reference
+        return runner_judged(run, outcome, measured=measured, calbin=calbin, golden=local.get(GOLDEN), job=job)
+
+
+def _example_not_run(outcome: StageOutcome, answer: Answer) -> StageOutcome:
+    """The runner stage's verdict saying that the answer's minimal example was not run (docs/deploy.md: an agent
+    runs only the operator's runner, never the vendor's code)."""
+    example = {"ran": False, "command": answer.minimal_example_command, "detail": EXAMPLE_NOT_RUN}
+    reason = outcome.reason
+    if answer.minimal_example_artifact_id and answer.minimal_example_command:
+        reason = f"{reason}; the minimal example was not run ({EXAMPLE_NOT_RUN})" if reason else EXAMPLE_NOT_RUN
+    return StageOutcome(
+        outcome.verdict, reason, outcome.findings, outcome.metrics, {**outcome.result, "minimal_example": example}
+    )
 
 
 def _audit_refusal(token: RunToken, why: str) -> None:

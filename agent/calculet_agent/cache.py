@@ -1,7 +1,6 @@
 """Inputs kept by SHA-256 in the agent's state directory, so a package is fetched once however many runs
 read it. A file is in the cache only once its digest was checked; a partial download resumes."""
 
-import hashlib
 import os
 import shutil
 from collections.abc import Callable
@@ -23,15 +22,15 @@ class Cache:
     def size_bytes(self) -> int:
         return sum(path.stat().st_size for path in self.root.glob("*/*") if path.is_file())
 
-    def fetch(self, sha256: str, download: Callable[[Path], None]) -> Path:
-        """The cached file of `sha256`, downloaded into a partial file first (resumed where one was cut)."""
+    def fetch(self, sha256: str, download: Callable[[Path], str]) -> Path:
+        """The cached file of `sha256`, downloaded into a partial file first (resumed where one was cut);
+        `download` returns the SHA-256 of what it wrote, computed as it wrote it."""
         final = self.path(sha256)
         if final.exists():
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
         partial = final.with_name(f"{sha256}.partial")
-        download(partial)
-        actual = _sha256(partial)
+        actual = download(partial)
         if actual != sha256:
             partial.unlink()
             raise DigestMismatchError(f"the input fetched as {sha256} has SHA-256 {actual}")
@@ -41,11 +40,3 @@ class Cache:
     def copy_into(self, sha256: str, destination: Path) -> None:
         destination.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.path(sha256), destination)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1024 * 1024):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,5 +1,6 @@
 """The server's API as the agent calls it, with the standard library only (urllib)."""
 
+import hashlib
 import json
 import urllib.error
 import urllib.request
@@ -74,19 +75,31 @@ class Client:
         except (OSError, ValueError) as error:  # the connection was cut while the answer was read
             raise UnreachableError(str(error)) from error
 
-    def download(self, run: int, run_token: str, sha256: str, partial: Path) -> None:
-        """Fetch the input into `partial`, resuming from the bytes it already holds (HTTP Range)."""
+    def download(self, run: int, run_token: str, sha256: str, partial: Path) -> str:
+        """Fetch the input into `partial`, resuming from the bytes it already holds (HTTP Range); returns the
+        SHA-256 of the whole file, computed as it is written (the bytes already held are read once more)."""
         have = partial.stat().st_size if partial.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
+        digest = hashlib.sha256()
         try:
             answer = self._call("GET", f"runs/{run}/inputs/{sha256}/", auth=f"Run {run_token}", headers=headers)
         except RefusedError as error:
             if error.status != 416:
                 raise
-            return  # the partial file already holds every byte
+            answer = None  # the partial file already holds every byte
+        if answer is None or answer.status == 206:
+            with open(partial, "rb") as held:
+                while block := held.read(BLOCK_BYTES):
+                    digest.update(block)
+        if answer is None:
+            return digest.hexdigest()
+        # One buffer received into again and again: `read(n)` would copy every block once more.
+        view = memoryview(bytearray(BLOCK_BYTES))
         with answer, open(partial, "ab" if answer.status == 206 else "wb") as handle:
             try:
-                while block := answer.read(BLOCK_BYTES):
-                    handle.write(block)
+                while count := answer.readinto(view):
+                    handle.write(view[:count])
+                    digest.update(view[:count])
             except OSError as error:
                 raise UnreachableError(f"the download of {sha256} was cut: {error}") from error
+        return digest.hexdigest()

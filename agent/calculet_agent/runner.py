@@ -8,6 +8,7 @@ import logging
 import shlex
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from calculet_agent.cache import Cache
@@ -18,6 +19,7 @@ logger = logging.getLogger(__name__)
 
 WORKDIR = "{workdir}"
 RESULT_MAX_BYTES = 16 * 1024**2
+MEASUREMENT_MAX_BYTES = 64 * 1024**2
 
 
 def _placed(value, workdir: Path):
@@ -94,6 +96,7 @@ def run_job(
     try:
         with tempfile.TemporaryDirectory(prefix=f"calculet-agent-run-{run_id}-", dir=run_dir) as tmp:
             workdir = Path(tmp)
+            started = time.monotonic()
             for item in job["inputs"]:
                 reporter.note(f"input {item['name']} ({item['size']} bytes, sha256 {item['sha256'][:12]}…)")
                 cache.fetch(item["sha256"], functools.partial(client.download, run_id, run_token, item["sha256"]))
@@ -101,12 +104,14 @@ def run_job(
             for name, text in job["files"].items():
                 (workdir / name).parent.mkdir(parents=True, exist_ok=True)
                 (workdir / name).write_text(text)
+            timing = {"fetch": time.monotonic() - started}
             job_path, result_path = workdir / "job.json", workdir / "result.json"
             job_path.write_text(json.dumps(_placed(job["job"], workdir), indent=2))
             argv = [*runner_command, "--job", str(job_path), "--result", str(result_path)]
             reporter.note(shlex.join(argv))
             limits = job["limits"]
             inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
+            started = time.monotonic()
             outcome = run_sandboxed(
                 argv,
                 workdir=workdir,
@@ -122,27 +127,38 @@ def run_job(
                 on_tick=lambda: reporter.lost is None,
                 devices=devices,
             )
-            result_file = _result_file(result_path)
+            timing["runner"] = time.monotonic() - started
+            result_file = _read_at_most(result_path, RESULT_MAX_BYTES)
+            measurements = {
+                name: data
+                for name in job.get("measurements", [])
+                if (data := _read_at_most(workdir / name, MEASUREMENT_MAX_BYTES)) is not None
+            }
     finally:
         reporter.stop()
     if reporter.lost is not None:
         logger.warning("run %s: the attempt no longer holds the run (%s)", run_id, reporter.lost)
         return None, reporter
-    return _report(outcome, result_file), reporter
+    return _report(outcome, result_file, measurements, timing), reporter
 
 
-def _result_file(path: Path) -> bytes | None:
+def _read_at_most(path: Path, limit: int) -> bytes | None:
     if not path.is_file():
         return None
     with open(path, "rb") as handle:
-        return handle.read(RESULT_MAX_BYTES + 1)  # a larger file is refused by the server as too large
+        return handle.read(limit + 1)  # a larger file is refused by the server as too large
 
 
-def _report(outcome: Outcome, result_file: bytes | None) -> dict:
+def _report(outcome: Outcome, result_file: bytes | None, measurements: dict[str, bytes], timing: dict) -> dict:
+    """What the agent posts, signed as one body: how the runner ended, its result file and the files it measured
+    into, which the server judges (the signature covers their bytes), and how long the input fetch and the
+    runner took, in seconds."""
     return {
         "exit_code": outcome.exit_code,
         "limit_hit": outcome.limit_hit,
         "reason": outcome.reason[:2000],
         "sandbox": outcome.sandbox_record(),
         "result_file": base64.b64encode(result_file).decode() if result_file is not None else None,
+        "measurements": {name: base64.b64encode(data).decode() for name, data in measurements.items()},
+        "timing": {step: round(seconds, 3) for step, seconds in timing.items()},
     }

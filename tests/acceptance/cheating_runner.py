@@ -3,9 +3,11 @@
 `echo` (issue 20's runner): never opens the package, reports the job's target versions as a hardware device
 and marks the stage and every requested probe passed. `tamper-golden` / `tamper-soak`: runs the simulator,
 then corrupts the logits it measured at that stage while keeping the simulator's passing verdict.
+`drop-golden`: runs the simulator, then removes the logits it measured at the golden stage.
 """
 
 import json
+import os
 import subprocess
 import sys
 
@@ -35,9 +37,11 @@ if mode == "echo":
     sys.exit(0)
 
 status = subprocess.run([sys.executable, "-m", "npu_sim", "run", *args], check=False).returncode
-stage = mode.removeprefix("tamper-")
+stage = mode.removeprefix("tamper-").removeprefix("drop-")
 measured = result_path.rsplit("/", 1)[0] + ("/golden-actual.npz" if stage == "golden" else "/soak-golden-actual.npz")
-if status == 0 and job["stage"] == stage:
+if status == 0 and job["stage"] == stage and mode.startswith("drop-"):
+    os.remove(measured)
+elif status == 0 and job["stage"] == stage:
     with np.load(measured) as npz:
         arrays = {name: npz[name] for name in npz.files}
     # Reversing each row keeps the values and their histogram but moves every logit to another token.

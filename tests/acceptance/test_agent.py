@@ -2,6 +2,7 @@
 server's URL and the simulator target's token, and the chain still runs to its verdicts. This process plays
 Celery beat by calling the sweeper; a default-queue worker does the server's own checks."""
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, RunToken, Target
 from acceptance.services import answer_submit, target_ensure_simulator
-from acceptance.services.agents import target_token_create, target_token_revoke
+from acceptance.services.agents import EXAMPLE_NOT_RUN, target_token_create, target_token_revoke
 from calculet.actors import SYSTEM
 from tests.acceptance.workers import processes_with, wait_until
 from tests.factories import answer_draft, complete_answer_data
@@ -36,6 +37,8 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
     with gunicorn_server() as (url, _):
         server_checks = workers.celery("default", "default")
         agent = workers.agent(url, key)
+        # Read once it runs: while the process is still being exec'ed, /proc shows no environment at all.
+        wait_until(lambda: "registered as agent" in agent.log_text(), timeout=60, what="the agent to register")
         assert environment_of(agent.pid) == {"CALCULET_SERVER", "CALCULET_TARGET_TOKEN"}
         wait_until(
             lambda: Target.objects.filter(slug="simulator", health=Target.OK).exists(),
@@ -63,10 +66,59 @@ def test_the_agent_with_only_the_url_and_a_target_token_runs_the_chain_to_its_ve
         assert RunToken.objects.filter(run=run).count() == 1
         assert "calculet-agent" in run.log
         assert f"(host {run.result['agent']['host']})" in run.evidence.conclusion  # the machine it came from
+        # The whole time split: the queue wait the server saw, the fetch and runner the agent timed, the post.
+        assert set(run.timing) == {"queue_wait", "fetch", "runner", "post"}, run.timing
+        assert run.timing["runner"] > 0 and all(seconds >= 0 for seconds in run.timing.values())
+    # calculet judged the logits the agent sent back, as it judges a worker's run's.
+    golden_run = runner_runs.get(stage=stages.GOLDEN)
+    assert golden_run.result["judged"] == {
+        "passed": True,
+        "reason": "the measured logits are within tolerance of the golden",
+    }
+    soak_run = runner_runs.get(stage=stages.SOAK)
+    assert soak_run.result["judged"]["passed"] is True, soak_run.result["judged"]
+    # The vendor's example is not run on the agent's host, and the result says so.
+    example = runner_runs.get(stage=stages.RUNNER).result["minimal_example"]
+    assert example["ran"] is False and example["detail"] == EXAMPLE_NOT_RUN
     # The server's own checks ran on the default queue, never on the agent.
     for run in chain.runs.exclude(stage__in=stages.RUNNER_STAGES):
         assert not run.worker.startswith("agent "), run.worker
     assert RunResult.objects.count() == Run.objects.exclude(state__in=stages.ACTIVE_STATES).count()
+
+
+CHEATING_RUNNER = Path(__file__).with_name("cheating_runner.py")
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("tamper-golden", "the runner claims a pass its measured logits do not support — decode_logits:"),
+        ("drop-golden", "the runner wrote no golden-actual.npz: nothing measured to judge"),
+    ],
+)
+def test_the_agent_s_runner_is_judged_by_calculet_from_what_it_measured(
+    workers, gunicorn_server, vendor_user, question, capability, calbin, golden, mode, reason
+):
+    """A runner on the agent's host that says pass over corrupted logits, or measures nothing, fails the golden
+    stage, as on a worker: the agent sends back the files it measured into, and the server judges them."""
+    simulator = target_ensure_simulator()
+    _, key = target_token_create(actor=SYSTEM, target=simulator, name="this host")
+    with gunicorn_server() as (url, _):
+        server_checks = workers.celery("default", "default")
+        agent = workers.agent(url, key, runner=f"{sys.executable} {CHEATING_RUNNER} {mode}")
+        data = complete_answer_data(capability=capability, calbin=calbin, golden=golden)
+        answer = answer_submit(actor=vendor_user, question=question, draft=answer_draft(data))
+        verdict = wait_until(
+            lambda: Run.objects.filter(answer=answer, stage=stages.GOLDEN, state__in=stages.FINISHED_STATES).first(),
+            timeout=240,
+            what="the golden stage",
+            workers=[agent, server_checks],
+        )
+    assert verdict.state == stages.FAILED, verdict.reason
+    assert verdict.worker.startswith("agent ")
+    assert verdict.reason.startswith(reason), verdict.reason
+    assert verdict.result["verdict"] == "pass"  # what the runner said, beside calculet's verdict
+    assert verdict.result["judged"]["passed"] is False
 
 
 # Enough soak to be killed in the middle of.

@@ -12,7 +12,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance import stages
-from acceptance.models import Run, RunResult, Target
+from acceptance.models import Run, RunResult, Target, TargetAgent
 from acceptance.services import runs_sweep, target_ensure_simulator, target_health_check_start, target_register
 from acceptance.services.agents import target_token_create, target_token_revoke
 from calculet.actors import SYSTEM
@@ -122,6 +122,34 @@ def test_a_forged_or_missing_signature_is_refused_and_audited(agent, health_run)
     health_run.refresh_from_db()
     assert health_run.state == stages.RUNNING
     assert AuditEntry.objects.filter(action="run.result_refused", object_id=str(health_run.pk)).count() == 3
+
+
+def test_a_measurement_file_changed_after_signing_is_refused_and_audited(agent, health_run):
+    """The measurement files travel in the signed body: changing one after signing breaks the signature."""
+    claimed = agent.claim().json()
+    signed = {**ENDED_WITH_ERROR, "chunks": [], "result_file": None}
+    signed["measurements"] = {"golden-actual.npz": base64.b64encode(b"what the runner measured").decode()}
+    body = json.dumps(signed).encode()
+    signature = sign(agent.key, body)
+    tampered = body.replace(
+        signed["measurements"]["golden-actual.npz"].encode(), base64.b64encode(b"other").decode().encode()
+    )
+    refused = agent.post(
+        f"runs/{claimed['run']}/result/", tampered, auth=f"Run {claimed['run_token']}",
+        headers={SIGNATURE_HEADER: signature},
+    )  # fmt: skip
+    assert refused.status_code == 403 and refused.json()["errors"][0]["field"] == "signature"
+    assert AuditEntry.objects.filter(action="run.result_refused", object_id=str(health_run.pk)).count() == 1
+    # Signed as sent, it is still not a file a health job measures into.
+    wrong = agent.post(
+        f"runs/{claimed['run']}/result/", body, auth=f"Run {claimed['run_token']}",
+        headers={SIGNATURE_HEADER: signature},
+    )  # fmt: skip
+    assert (
+        wrong.status_code == 400
+        and "A health result carries no golden-actual.npz" in wrong.json()["errors"][0]["message"]
+    )
+    assert not RunResult.objects.filter(run=health_run).exists()
 
 
 def test_a_late_result_after_the_run_was_sent_again_is_refused_naming_why(agent, health_run):
@@ -260,3 +288,61 @@ def test_the_integration_team_makes_and_revokes_tokens_in_the_admin_and_with_the
     call_command("target_token", "revoke", str(newest.pk))
     assert Agent(made).register().status_code == 401
     assert AuditEntry.objects.filter(action="target_token.revoke").count() == 2
+
+
+@pytest.fixture
+def pm_client(client, pm_user):
+    client.force_login(pm_user)
+    return client
+
+
+def test_a_run_served_by_an_agent_records_its_time_split_and_the_agent_its_state(agent, health_run, pm_client):
+    claimed = agent.claim().json()
+    agent_row = TargetAgent.objects.get(pk=agent.agent_id)
+    assert agent_row.current_run_id == health_run.pk
+    health_run.refresh_from_db()
+    assert health_run.timing["queue_wait"] >= 0 and set(health_run.timing) == {"queue_wait"}
+    page = pm_client.get("/").content.decode()
+    assert "board-host-1" in page and f"running #{health_run.pk}" in page
+
+    report = {**ENDED_WITH_ERROR, "timing": {"fetch": 1.25, "runner": 2.5}}
+    assert agent.result(claimed, report).status_code == 200
+    health_run.refresh_from_db()
+    assert set(health_run.timing) == {"queue_wait", "fetch", "runner", "post"}, health_run.timing
+    assert (health_run.timing["fetch"], health_run.timing["runner"]) == (1.25, 2.5)
+    assert 0 <= health_run.timing["post"] < 60
+    assert agent.post("claim/", {"agent": agent.agent_id, "cache_bytes": 3 * 1024**2}).status_code == 204
+    agent_row.refresh_from_db()
+    assert agent_row.current_run_id is None and agent_row.cache_bytes == 3 * 1024**2
+    assert agent_row.last_poll_at is not None
+    page = pm_client.get("/").content.decode()
+    assert "idle" in page and "3.0\xa0MB" in page
+
+    shown = pm_client.get(f"/api/v1/runs/{health_run.pk}/").json()
+    assert shown["timing"] == health_run.timing
+    [served] = pm_client.get("/api/v1/targets/simulator/").json()["agents"]
+    assert (served["host"], served["current_run"], served["cache_bytes"]) == ("board-host-1", None, 3 * 1024**2)
+    # A negative time is not a time.
+    second = target_health_check_start(health_run.target)
+    claimed = agent.claim().json()
+    assert claimed["run"] == second.pk
+    refused = agent.result(claimed, {**ENDED_WITH_ERROR, "timing": {"fetch": -1}})
+    assert refused.status_code == 400 and refused.json()["errors"][0]["field"] == "timing.fetch"
+
+
+def test_the_target_is_pulled_while_it_has_a_live_token_and_no_longer_once_the_last_is_revoked(simulator):
+    first, _ = target_token_create(actor=SYSTEM, target=simulator, name="host 1")
+    second, _ = target_token_create(actor=SYSTEM, target=simulator, name="host 2")
+    simulator.refresh_from_db()
+    assert simulator.pulled
+    target_token_revoke(actor=SYSTEM, token=first)
+    simulator.refresh_from_db()
+    assert simulator.pulled  # host 2's agents still serve it
+    target_token_revoke(actor=SYSTEM, token=second)
+    simulator.refresh_from_db()
+    assert not simulator.pulled  # its runs go to its Celery queue again
+    revoked = AuditEntry.objects.filter(action="target_token.revoke").order_by("pk")
+    assert [entry.after["pulled"] for entry in revoked] == [True, False]
+    target_token_create(actor=SYSTEM, target=simulator, name="host 3")
+    simulator.refresh_from_db()
+    assert simulator.pulled

@@ -61,12 +61,12 @@ def worker_env(**overrides) -> dict:
 class Worker:
     """One `celery worker --pool prefork --concurrency 1` (or `manage.py serve_target`, or a server) process group."""
 
-    def __init__(self, argv: list[str], env: dict, log_path: Path):
+    def __init__(self, argv: list[str], env: dict, log_path: Path, cwd: Path = ROOT):
         tiers.require_slow_mark(" ".join(argv[:4]))
         self.log_path = log_path
         self.log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            argv, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            argv, cwd=cwd, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     @classmethod
@@ -84,13 +84,16 @@ class Worker:
         return cls(argv, worker_env(**env), log_dir / f"{slug}.log")
 
     @classmethod
-    def agent(cls, server: str, token: str, state_dir: Path, log_dir: Path, name: str = "agent") -> "Worker":
-        """calculet-agent serving the simulator's target, its environment holding only the server's URL and the
-        target's token: no database, broker, storage or signing key."""
+    def agent(
+        cls, server: str, token: str, state_dir: Path, log_dir: Path, name: str = "agent", runner: str = ""
+    ) -> "Worker":
+        """calculet-agent serving the simulator's target (with `runner`, or the simulator's own), its environment
+        holding only the server's URL and the target's token: no database, broker, storage or signing key."""
         argv = [sys.executable, "-m", "calculet_agent", "--state-dir", str(state_dir), "--poll-seconds", "0.5"]
-        argv += ["--runner-command", f"{sys.executable} -m npu_sim run"]
+        argv += ["--runner-command", runner or f"{sys.executable} -m npu_sim run"]
         env = {"CALCULET_SERVER": server, "CALCULET_TARGET_TOKEN": token}
-        return cls(argv, env, log_dir / f"{name}.log")
+        # Started in agent/, `-m calculet_agent` is this checkout's agent, whatever the environment installed.
+        return cls(argv, env, log_dir / f"{name}.log", cwd=ROOT / "agent")
 
     @property
     def pid(self) -> int:

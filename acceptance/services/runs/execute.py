@@ -2,6 +2,7 @@
 lease is renewed and the output streamed, and writes the one verdict of its attempt."""
 
 import logging
+import time
 
 from acceptance import stages
 from acceptance.models import Chain, Run
@@ -41,6 +42,7 @@ def run_execute(run_id: int, *, worker: str) -> None:
     if reporter.lost:
         logger.warning("run %s attempt %s lost its lease; its outcome is dropped", run_id, run.attempt)
         return
+    reporter.post_started = time.monotonic()
     run_finish(run, worker=worker, outcome=outcome, reporter=reporter, inputs=inputs)
 
 

@@ -4,6 +4,7 @@ ACCEPTANCE_RUN_HEARTBEAT_SECONDS — on the condition that the run is still `run
 import codecs
 import logging
 import threading
+import time
 from datetime import timedelta
 
 from django.conf import settings
@@ -40,6 +41,9 @@ class RunReporter:
         self.stderr_tail = ""
         self.lost = False
         self.final: dict | None = None
+        # The attempt's steps as they took, in seconds (`Run.timing`), and when the verdict's post began.
+        self.timing: dict[str, float] = {}
+        self.post_started: float | None = None
         # Until when this attempt holds the run, as last written: no other attempt may take it before.
         self.lease_expires_at = run.lease_expires_at
 
@@ -124,11 +128,15 @@ class RunReporter:
         time, so a verdict transaction tried again writes the output once."""
         if self.final is None:
             self.final = self._take()
+            self.final["timing"] = {key: round(value, 3) for key, value in self.timing.items()}
+            if self.post_started is not None:
+                self.final["timing"]["post"] = round(time.monotonic() - self.post_started, 3)
         fields = self.final
         run.log += fields["log_append"]
         run.log_tail = fields["log_tail"]
         run.log_bytes += fields["log_bytes"]
-        changed = ["log", "log_tail", "log_bytes"]
+        run.timing = {**run.timing, **fields["timing"]}
+        changed = ["log", "log_tail", "log_bytes", "timing"]
         if fields["progress"] is not None:
             run.progress, run.progress_text = fields["progress"], fields["progress_text"]
             changed += ["progress", "progress_text"]

@@ -4,11 +4,11 @@ vendor's runner bundle never runs in its place: a runner measures, and calculet 
 
 import hashlib
 import json
-import os
 import shlex
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from calculet_agent.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
@@ -17,10 +17,18 @@ from django.db import connection
 
 from acceptance import judging, stages
 from acceptance.models import Run, Target
-from acceptance.protocol import StageOutcome, build_job, device_findings, outcome_verdict
+from acceptance.protocol import StageOutcome, device_findings, outcome_verdict
 from acceptance.services.inputs import AnswerInputs
+from acceptance.services.runs.jobs import (
+    CALBIN,
+    GOLDEN,
+    JobInput,
+    RunnerJob,
+    health_package,
+    job_text_files,
+    runner_job,
+)
 from acceptance.services.runs.reporting import RunReporter
-from npu_sim.calbin import build_calbin
 from vendor.models import Artifact
 from vendor.services.artifacts import example_unpack
 from vendor.storage import blob_local_path
@@ -28,20 +36,6 @@ from vendor.storage import blob_local_path
 
 def default_runner_command() -> list[str]:
     return shlex.split(settings.ACCEPTANCE_RUNNER_COMMAND) or [sys.executable, "-m", "npu_sim", "run"]
-
-
-def health_package() -> Path:
-    """The known-good package a health job runs: ACCEPTANCE_HEALTH_PACKAGE, or a tiny simulator package built
-    once per host."""
-    if settings.ACCEPTANCE_HEALTH_PACKAGE:
-        return Path(settings.ACCEPTANCE_HEALTH_PACKAGE)
-    path = Path(settings.DATA_DIR) / "acceptance" / "health-tiny.tar"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tar")
-        build_calbin(partial, preset="tiny", decode_batch=1, tar=True)
-        os.replace(partial, path)
-    return path
 
 
 def _limits(inputs_bytes: int) -> Limits:
@@ -75,19 +69,6 @@ def no_hardware_runner(target: Target) -> StageOutcome:
     )
 
 
-def _golden_for_job(inputs: AnswerInputs, calbin_artifact: Artifact, destination: Path) -> tuple[str | None, str]:
-    """The golden the job compares against, and its source: the package's own goldens only when the answer
-    names the package itself as its golden; otherwise the golden file the vendor delivered (none: the golden
-    comparisons are not exercised)."""
-    if any(a.pk == calbin_artifact.pk for a in inputs.golden_artifacts):
-        return None, "package"
-    delivered = next((a for a in inputs.golden_artifacts if a.kind == Artifact.GOLDEN), None)
-    if delivered is None:
-        return None, "vendor"
-    _copy_blob(delivered, destination)
-    return str(destination), "vendor"
-
-
 def run_dir_prefix() -> str:
     """`calculet-run-<database>-`: each run's working directory under ACCEPTANCE_RUN_DIR is this, the run's id,
     `-` and a random part (`run_workdir`). The tag of the database's name keeps apart setups that share a data
@@ -113,53 +94,29 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
     target: Target = run.target
     if target.kind == Target.HARDWARE and not target.runner_command:
         return no_hardware_runner(target)
+    command = shlex.split(target.runner_command) if target.kind == Target.HARDWARE else default_runner_command()
     with run_workdir(run) as tmp:
         workdir = Path(tmp)
-        (workdir / "inputs").mkdir()
-        calbin = workdir / "inputs" / "calbin.tar"
-        golden, golden_source = None, "package"
-        packages: dict[str, str] = {}
-        extra_env = {}
-        if target.kind == Target.HARDWARE:
-            command = shlex.split(target.runner_command)
-        else:
-            command = default_runner_command()
-            device_config = workdir / "inputs" / "device.json"
-            # The simulator plays the device the target is registered as.
-            device_config.write_text(json.dumps(target.registered_versions()))
-            extra_env["NPU_SIM_DEVICE_CONFIG"] = str(device_config)
+        job = runner_job(run, inputs, str(workdir))
         if inputs is None:
             reporter.note("preparing the known-good package")
-            shutil.copyfile(health_package(), calbin)
-        else:
-            calbin_artifact, *others = [a for a in inputs.executable_assets if a.kind == Artifact.CALBIN]
-            _copy_blob(calbin_artifact, calbin)
-            if others:  # the artifact stage let a second calbin through only for a recipe that needs it
-                second = workdir / "inputs" / "second.tar"
-                _copy_blob(others[0], second)
-                packages["second"] = str(second)
-            golden, golden_source = _golden_for_job(inputs, calbin_artifact, workdir / "inputs" / "golden.npz")
+        started = time.monotonic()
+        for item in job.inputs:
+            _copy_input(item, workdir / item.name)
+        job_text_files(job, workdir)
+        reporter.timing["fetch"] = time.monotonic() - started
         inputs_bytes = sum(p.stat().st_size for p in workdir.rglob("*") if p.is_file())
         job_path, result_path = workdir / "job.json", workdir / "result.json"
-        job = build_job(
-            stage=run.stage,
-            calbin=str(calbin),
-            params=run.params,
-            target=target.as_job_target(),
-            probes=run.probes,
-            golden=golden,
-            golden_source=golden_source,
-            packages=packages,
-        )
-        job_path.write_text(json.dumps(job, indent=2))
+        job_path.write_text(json.dumps(job.job, indent=2))
         argv = [*command, "--job", str(job_path), "--result", str(result_path)]
         reporter.note(f"{shlex.join(argv)} (network isolation: {network_isolation_method()})")
+        started = time.monotonic()
         try:
             outcome = run_sandboxed(
                 argv,
                 workdir=workdir,
                 cwd=workdir,
-                env=scrubbed_environment(extra_env),
+                env=scrubbed_environment(job.env),
                 limits=_limits(inputs_bytes),
                 on_output=reporter.output,
                 on_tick=lambda: not reporter.lost,
@@ -167,13 +124,36 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
             )
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
+        reporter.timing["runner"] = time.monotonic() - started
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
-        if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
-            verdict = _judged(verdict, run.stage, run.params, run.probes, workdir, calbin, golden, golden_source)
-        verdict = attested(verdict, target)
+        golden = workdir / GOLDEN if job.golden_input is not None else None
+        verdict = runner_judged(run, verdict, measured=workdir, calbin=workdir / CALBIN, golden=golden, job=job)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
+        started = time.monotonic()
         verdict = _with_minimal_example(verdict, minimal_example_run(run, reporter, inputs))
+        reporter.timing["example"] = time.monotonic() - started
     return verdict
+
+
+def _copy_input(item: JobInput, destination: Path) -> None:
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    if item.artifact is None:
+        shutil.copyfile(health_package(), destination)
+    else:
+        _copy_blob(item.artifact, destination)
+
+
+def runner_judged(
+    run: Run, outcome: StageOutcome, *, measured: Path, calbin: Path, golden: Path | None, job: RunnerJob
+) -> StageOutcome:
+    """The verdict of a runner stage as calculet gives it, wherever the runner ran (a worker here, or
+    calculet-agent on the target's host): a golden or soak stage judged from the logits the runner measured
+    (the protocol's files, in `measured`) against the golden the job named (the vendor's file at `golden`, or
+    the package's own at `calbin`), and the device the result reports attested as the target's."""
+    if run.stage in (stages.GOLDEN, stages.SOAK):
+        golden_path = str(golden) if golden else None
+        outcome = _judged(outcome, run.stage, run.params, run.probes, measured, calbin, golden_path, job.golden_source)
+    return attested(outcome, run.target)
 
 
 EXAMPLE_OUTPUT_KEEP = 4000

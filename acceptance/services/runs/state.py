@@ -47,9 +47,11 @@ def run_state_move(
     after that attempt's lease expired (RunStateError otherwise, and nothing is written). With each move:
 
     - queued or pending from anything else: waiting since now (`waiting_since`)
-    - queued: sent now (`sent_at`, `send_count` + 1); coming from running, the expired lease is logged
+    - queued: sent now (`sent_at`, `send_count` + 1, `queued_at`); coming from running, the expired lease is
+      logged
     - pending: no lease
-    - running: a new attempt by `worker`, with a fresh lease, `started_at` now and its progress reset
+    - running: a new attempt by `worker`, with a fresh lease, `started_at` now, its progress reset and its
+      time split begun with how long it waited to be claimed
     - stale: finished now, for `reason`
     - passed, failed, error: the `outcome` the attempt holding the run reached on `worker`: its RunResult
       (one per attempt, so a verdict is written once), the verdict's fields, and the `run.finish` audit row
@@ -68,11 +70,16 @@ def run_state_move(
             run.log += f"\n[calculet] the lease of attempt {run.attempt} on {run.worker} expired; sent again\n"
             changed.append("log")
         run.sent_at, run.send_count, run.lease_expires_at = now, run.send_count + 1, None
-        changed += ["sent_at", "send_count", "lease_expires_at"]
+        run.queued_at = now
+        changed += ["sent_at", "send_count", "lease_expires_at", "queued_at"]
     elif state == stages.PENDING:
         run.lease_expires_at = None
         changed.append("lease_expires_at")
     elif state == stages.RUNNING:
+        # Free to claim since it was queued, or since the lease of the attempt that lost it lapsed.
+        free_since = (run.lease_expires_at if previous == stages.RUNNING else run.queued_at) or run.created_at
+        run.timing = {"queue_wait": round(max(0.0, (now - free_since).total_seconds()), 3)}
+        changed.append("timing")
         run.attempt += 1
         run.worker = worker[:200]
         run.started_at = now
