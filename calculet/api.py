@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from calculet.errors import NO_SPACE, DomainError, PayloadTooLargeError, StorageFullError
+from calculet.errors import NO_SPACE, DomainError, FieldErrors, PayloadTooLargeError, StorageFullError
 from calculet.query import Pagination, check_query_parameter_names
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
@@ -216,6 +216,9 @@ def exception_handler(exc, context):
     if isinstance(exc, OSError) and exc.errno in NO_SPACE:
         # Django spooling a multipart file to FILE_UPLOAD_TEMP_DIR found the disk full, before any view ran.
         exc = StorageFullError("The artifact store is full; nothing of the file was kept.")
+    if isinstance(exc, FieldErrors):
+        errors = [{"field": field, "code": exc.code, "message": message} for field, message in exc.errors.items()]
+        return Response({"errors": errors}, status=exc.status_code)
     if isinstance(exc, DomainError):
         body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.english}]}
         if exc.reasons:

@@ -6,7 +6,7 @@ Its own module, not calculet.api: DRF imports the default filter backends while 
 
 import re
 
-from django_filters import BooleanFilter
+from django_filters import BooleanFilter, ChoiceFilter
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import serializers
 from rest_framework.filters import OrderingFilter
@@ -65,6 +65,11 @@ class StrictOrderingFilter(OrderingFilter):
     """`ordering` names only the view's `ordering_fields` (comma-separated, each optionally with `-`); a view
     without them takes no `ordering` at all."""
 
+    def get_ordering(self, request, queryset, view):
+        if request.query_params.get(self.ordering_param) == "":  # DRF's own reads it as "the default"
+            _refuse(self.ordering_param, "Name a field to order by.")
+        return super().get_ordering(request, queryset, view)
+
     def remove_invalid_fields(self, queryset, fields, view, request):
         allowed = _ordering_terms(view)
         wrong = [term for term in fields if term.removeprefix("-") not in allowed]
@@ -93,19 +98,21 @@ class StrictOrderingFilter(OrderingFilter):
 
 
 class StrictFilterBackend(DjangoFilterBackend):
-    """django-filter's backend, except that a boolean filter takes only `true` or `false` (its own reads any
-    other value as "no filter")."""
+    """django-filter's backend, except that a boolean filter takes only `true` or `false` and a choice filter
+    no empty value (its own reads either as "no filter")."""
 
     def get_filterset(self, request, queryset, view):
         filterset = super().get_filterset(request, queryset, view)
         if filterset is not None:
-            wrong = {
-                name: ["Either true or false."]
-                for name, item in filterset.filters.items()
-                if isinstance(item, BooleanFilter)
-                and name in request.query_params
-                and request.query_params[name] not in BOOLEAN_VALUES
-            }
+            wrong = {}
+            for name, item in filterset.filters.items():
+                value = request.query_params.get(name)
+                if value is None:
+                    continue
+                if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
+                    wrong[name] = ["Either true or false."]
+                elif isinstance(item, ChoiceFilter) and value == "":  # its own reads it as "no filter"
+                    wrong[name] = ["Name one of the choices."]
             if wrong:
                 raise serializers.ValidationError(wrong)
         return filterset
@@ -135,7 +142,11 @@ def query_parameter_names(view, method: str) -> set[str]:
 
 
 def check_query_parameter_names(view, request) -> None:
-    """Refuses, all at once, every query parameter the operation does not read and every one given twice."""
+    """Refuses, all at once, every query parameter the operation does not read and every one given twice. A
+    method the view does not take is left to its 405."""
+    method = request.method.lower()
+    if method not in view.http_method_names or not hasattr(view, method):
+        return
     known = query_parameter_names(view, request.method)
     errors = {}
     for name, values in request.query_params.lists():

@@ -54,6 +54,8 @@ def test_a_parameter_given_twice_is_refused(vendor_a, question_a):
         ("page=abc", "page", "whole number"),
         ("ordering=nope", "ordering", "Cannot order by 'nope'"),
         ("ordering=number,", "ordering", "Cannot order by ''"),
+        ("ordering=", "ordering", "Name a field"),
+        ("state=", "state", "Name one of the choices"),
         ("ordering=-secret_field", "ordering", "Cannot order by '-secret_field'"),
         ("state=maybe", "state", "Select a valid choice"),
     ],
@@ -84,6 +86,11 @@ def test_an_audit_action_nothing_records_is_refused(pm, question_a):
     assert pm.client().get("/api/v1/audit/?action=question.update").status_code == 200
     [(name, _)] = _errors(pm.client().get("/api/v1/audit/?action=question.explode"))
     assert name == "action"
+
+
+def test_a_method_the_operation_does_not_take_is_a_405_whatever_its_parameters(pm):
+    response = pm.client().generic("TRACE", "/api/v1/audit/?page=1&bogus=1")
+    assert response.status_code == 405
 
 
 def test_a_view_without_ordering_fields_takes_no_ordering(pm):

@@ -136,3 +136,46 @@ def test_a_plain_serializer_would_have_coerced_what_the_strict_one_refuses():
     strict = Strict(data=body)
     assert not strict.is_valid()
     assert sorted(strict.errors) == ["count", "name", "rate"]
+
+
+@pytest.mark.parametrize("calrt", ["nonsense range", "latest", "=>0.7", "0.7.6 or later", "~=1"])
+def test_a_compatibility_range_that_is_no_specifier_set_is_refused_naming_its_key(
+    vendor_a, question_a, artifacts_a, calrt
+):
+    body = {
+        **complete_answer(artifacts_a),
+        "compatibility": {**complete_answer(artifacts_a)["compatibility"], "calrt": calrt},
+    }
+    before = db_snapshot()
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 400
+    [error] = response.json()["errors"]
+    assert error["field"] == "compatibility.calrt"
+    assert "not a version range" in error["message"]
+    assert db_snapshot() == before
+
+
+@pytest.mark.parametrize("calrt", [">=0.7.6,<0.8", "0.7.6", "v0.7.6", "==0.7.*", "~=0.7.6", "0.7.6-rc1"])
+def test_specifier_sets_and_bare_versions_are_taken(vendor_a, question_a, artifacts_a, calrt):
+    body = {
+        **complete_answer(artifacts_a),
+        "compatibility": {**complete_answer(artifacts_a)["compatibility"], "calrt": calrt},
+    }
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 201, response.content
+    assert response.json()["compatibility"]["calrt"] == calrt
+
+
+def test_the_service_reports_every_range_and_limit_error_at_once(vendor_a, question_a, artifacts_a):
+    body = {
+        **complete_answer(artifacts_a),
+        "compatibility": {"calrt": "nonsense", "driver": "also nonsense", "firmware": ">=1.8", "chip": "calculet-2c"},
+        "thresholds": {"soak_requests": 1},
+    }
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
+    assert response.status_code == 400
+    assert sorted(error["field"] for error in response.json()["errors"]) == [
+        "compatibility.calrt",
+        "compatibility.driver",
+        "thresholds.soak_requests",
+    ]
