@@ -9,7 +9,10 @@ import pytest
 from rest_framework import serializers
 
 from calculet.api import StrictSerializer
+from calculet.errors import DomainError
 from tests.factories import complete_answer, db_snapshot
+from vendor.inputs import QuestionChanges
+from vendor.services.questions import question_update
 
 
 @pytest.mark.parametrize(
@@ -179,3 +182,14 @@ def test_the_service_reports_every_range_and_limit_error_at_once(vendor_a, quest
         "compatibility.driver",
         "thresholds.soak_requests",
     ]
+
+
+def test_a_state_reason_over_its_limit_is_refused_by_the_api_and_the_service(pm, question_a):
+    before = db_snapshot()
+    body = {"state": "deferred", "state_reason": "r" * 2001}
+    response = pm.client().patch("/api/v1/questions/V18/", body, format="json")
+    assert [error["field"] for error in response.json()["errors"]] == ["state_reason"]
+    with pytest.raises(DomainError) as error:
+        question_update(actor=pm.user, question=question_a, changes=QuestionChanges(**body))
+    assert error.value.field == "state_reason"
+    assert db_snapshot() == before
