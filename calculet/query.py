@@ -6,7 +6,8 @@ Its own module, not calculet.api: DRF imports the default filter backends while 
 
 import re
 
-from django_filters import BooleanFilter, ChoiceFilter
+from django import forms
+from django_filters import BooleanFilter, ChoiceFilter, ModelChoiceFilter, NumberFilter
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import serializers
 from rest_framework.filters import OrderingFilter
@@ -97,6 +98,12 @@ class StrictOrderingFilter(OrderingFilter):
         ]
 
 
+class IdFilter(NumberFilter):
+    """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5)."""
+
+    field_class = forms.IntegerField
+
+
 class StrictFilterBackend(DjangoFilterBackend):
     """django-filter's backend, except that a boolean filter takes only `true` or `false` and a choice filter
     no empty value (its own reads either as "no filter")."""
@@ -111,7 +118,8 @@ class StrictFilterBackend(DjangoFilterBackend):
                     continue
                 if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
                     wrong[name] = ["Either true or false."]
-                elif isinstance(item, ChoiceFilter) and value == "":  # its own reads it as "no filter"
+                # Its own reads an empty value as "no filter"; a model choice's schema allows it, its enum does not.
+                elif isinstance(item, ChoiceFilter) and not isinstance(item, ModelChoiceFilter) and value == "":
                     wrong[name] = ["Name one of the choices."]
             if wrong:
                 raise serializers.ValidationError(wrong)

@@ -82,6 +82,16 @@ def test_a_boolean_filter_takes_true_or_false_only(pm, question_a):
         ]
 
 
+def test_an_empty_model_choice_is_no_filter_as_its_schema_allows(vendor_a, question_a):
+    assert vendor_a.client().get("/api/v1/questions/?section=&capability=").status_code == 200
+
+
+def test_an_id_filter_takes_whole_numbers_only(pm):
+    assert pm.client().get("/api/v1/runs/?artifact=5&answer=7").status_code == 200
+    [(name, _)] = _errors(pm.client().get("/api/v1/runs/?artifact=0.5"))
+    assert name == "artifact"
+
+
 def test_an_audit_action_nothing_records_is_refused(pm, question_a):
     assert pm.client().get("/api/v1/audit/?action=question.update").status_code == 200
     [(name, _)] = _errors(pm.client().get("/api/v1/audit/?action=question.explode"))
