@@ -7,7 +7,7 @@ Its own module, not calculet.api: DRF imports the default filter backends while 
 import re
 
 from django import forms
-from django_filters import BooleanFilter, ChoiceFilter, ModelChoiceFilter, NumberFilter
+from django_filters import BooleanFilter, CharFilter, ModelChoiceFilter, NumberFilter
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import serializers
 from rest_framework.filters import OrderingFilter
@@ -15,6 +15,7 @@ from rest_framework.mixins import ListModelMixin
 from rest_framework.pagination import PageNumberPagination
 
 BOOLEAN_VALUES = ("true", "false")
+ID_MAX = 2**63 - 1  # PostgreSQL's bigint
 UNKNOWN_PARAMETER = "Unknown query parameter."
 REPEATED_PARAMETER = "Given more than once."
 
@@ -99,9 +100,13 @@ class StrictOrderingFilter(OrderingFilter):
 
 
 class IdFilter(NumberFilter):
-    """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5)."""
+    """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5), that a database id
+    can be (a larger one would fail in the query)."""
 
     field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, min_value=0, max_value=ID_MAX, **kwargs)
 
 
 class StrictFilterBackend(DjangoFilterBackend):
@@ -118,9 +123,10 @@ class StrictFilterBackend(DjangoFilterBackend):
                     continue
                 if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
                     wrong[name] = ["Either true or false."]
-                # Its own reads an empty value as "no filter"; a model choice's schema allows it, its enum does not.
-                elif isinstance(item, ChoiceFilter) and not isinstance(item, ModelChoiceFilter) and value == "":
-                    wrong[name] = ["Name one of the choices."]
+                # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
+                # a choice's enum, a number's or a date's format do not.
+                elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
+                    wrong[name] = ["Give a value, or leave the parameter out."]
             if wrong:
                 raise serializers.ValidationError(wrong)
         return filterset

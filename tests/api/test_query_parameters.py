@@ -55,7 +55,7 @@ def test_a_parameter_given_twice_is_refused(vendor_a, question_a):
         ("ordering=nope", "ordering", "Cannot order by 'nope'"),
         ("ordering=number,", "ordering", "Cannot order by ''"),
         ("ordering=", "ordering", "Name a field"),
-        ("state=", "state", "Name one of the choices"),
+        ("state=", "state", "Give a value"),
         ("ordering=-secret_field", "ordering", "Cannot order by '-secret_field'"),
         ("state=maybe", "state", "Select a valid choice"),
     ],
@@ -88,8 +88,14 @@ def test_an_empty_model_choice_is_no_filter_as_its_schema_allows(vendor_a, quest
 
 def test_an_id_filter_takes_whole_numbers_only(pm):
     assert pm.client().get("/api/v1/runs/?artifact=5&answer=7").status_code == 200
-    [(name, _)] = _errors(pm.client().get("/api/v1/runs/?artifact=0.5"))
-    assert name == "artifact"
+    for value in ("0.5", "", str(2**63)):
+        [(name, _)] = _errors(pm.client().get(f"/api/v1/runs/?artifact={value}"))
+        assert name == "artifact"
+
+
+def test_an_empty_date_is_refused_as_its_format_says(pm):
+    [(name, _)] = _errors(pm.client().get("/api/v1/audit/?created_before="))
+    assert name == "created_before"
 
 
 def test_an_audit_action_nothing_records_is_refused(pm, question_a):
