@@ -9,6 +9,7 @@ import re
 from django import forms
 from django_filters import BooleanFilter, CharFilter, ModelChoiceFilter, NumberFilter
 from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.filters import OrderingFilter
 from rest_framework.mixins import ListModelMixin
@@ -99,6 +100,7 @@ class StrictOrderingFilter(OrderingFilter):
         ]
 
 
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": ID_MAX})
 class IdFilter(NumberFilter):
     """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5), that a database id
     can be (a larger one would fail in the query)."""

@@ -148,3 +148,5 @@ def test_the_schema_bounds_pages_and_patterns_orderings(db):
     assert parameters["ordering"]["pattern"].startswith("^-?(number|priority|due_date|state|updated_at)")
     audit = {item["name"]: item["schema"] for item in schema["paths"]["/api/v1/audit/"]["get"]["parameters"]}
     assert "question.update" in audit["action"]["enum"]
+    runs = {item["name"]: item["schema"] for item in schema["paths"]["/api/v1/runs/"]["get"]["parameters"]}
+    assert runs["artifact"] == {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
