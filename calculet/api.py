@@ -6,13 +6,13 @@ from django.http import Http404
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import exceptions, serializers
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from calculet.errors import NO_SPACE, DomainError, PayloadTooLargeError, StorageFullError
+from calculet.errors import NO_SPACE, DomainError, FieldErrors, PayloadTooLargeError, StorageFullError
+from calculet.query import Pagination, check_query_parameter_names
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
 ERROR_STATUSES_READ = ["400", "401", "403", "404", "429"]
@@ -51,18 +51,16 @@ class ApiSchema(AutoSchema):
         return responses
 
 
-class Pagination(PageNumberPagination):
-    page_size_query_param = "page_size"
-    max_page_size = 200
-
-
 class Api(APIView):
-    """Base of every API view. Bodies larger than `max_body_bytes` are refused before they are read."""
+    """Base of every API view. Bodies larger than `max_body_bytes` are refused before they are read; a query
+    parameter the operation does not read (a list's pagination, filters and ordering, and the view's own
+    `query_parameters`) is refused, as is one given twice."""
 
     schema = ApiSchema()
     pagination_class = Pagination
     max_body_bytes: int | None = JSON_BODY_MAX_BYTES
     error_statuses: list[str] = []
+    query_parameters: tuple[str, ...] = ()
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
@@ -74,6 +72,7 @@ class Api(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        check_query_parameter_names(self, request)
         if self.max_body_bytes is None:
             return
         try:
@@ -84,15 +83,82 @@ class Api(APIView):
             raise PayloadTooLargeError(f"The request body may hold at most {self.max_body_bytes} bytes.", field="body")
 
 
+# The JSON type each kind of field takes, checked before DRF's fields would coerce a value ("16" to 16, true
+# to 1.0, 5 to "5"). The first match in this order wins: BooleanField before the numbers, as bool is an int.
+_JSON_TYPES: list[tuple[type, tuple[type, ...], str]] = [
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.DecimalField, (int, float), "a number"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.DateField, (str,), "a string"),
+    (serializers.DateTimeField, (str,), "a string"),
+    (serializers.ListField, (list,), "an array"),
+    (serializers.DictField, (dict,), "an object"),
+]
+_JSON_NAMES = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array"}
+
+
+def _json_type_name(value) -> str:
+    if value is None:
+        return "null"
+    return _JSON_NAMES.get(type(value), "an object")
+
+
+def _expected_json_type(field) -> tuple[tuple[type, ...], str] | None:
+    if isinstance(field, serializers.ChoiceField):  # its choices say which type its values are
+        kinds = {type(choice) for choice in field.choices}
+        return ((str,), "a string") if kinds == {str} else None
+    for field_class, types, name in _JSON_TYPES:
+        if isinstance(field, field_class):
+            return types, name
+    return None
+
+
+def mistyped(field, value):
+    """Why `value` is not of the JSON type `field` takes (None when it is): a message, or for a list's or a
+    map's items their messages by index or key, as DRF reports them."""
+    if value is None:
+        return None  # DRF's own allow_null check reports it
+    expected = _expected_json_type(field)
+    if expected is None:
+        return None
+    types, name = expected
+    if not isinstance(value, types) or (bool not in types and isinstance(value, bool)):
+        # DRF's own codes for a value it cannot read, so clients see one code whichever check refused it.
+        code = "invalid_choice" if isinstance(field, serializers.ChoiceField) else "invalid"
+        return serializers.ErrorDetail(f"Expected {name}, got {_json_type_name(value)}.", code=code)
+    items = {}
+    if isinstance(field, serializers.ListField):
+        items = {index: mistyped(field.child, item) for index, item in enumerate(value)}
+    elif isinstance(field, serializers.DictField):
+        items = {key: mistyped(field.child, item) for key, item in value.items()}
+    wrong = {key: [error] if isinstance(error, str) else error for key, error in items.items() if error}
+    return wrong or None
+
+
 class StrictSerializer(serializers.Serializer):
-    """Refuses keys it does not know, so a misspelt field is an error rather than silently dropped."""
+    """The base of every input serializer: refuses keys it does not know, so a misspelt field is an error
+    rather than silently dropped, and values of another JSON type than the field's (no coercion of "16" to an
+    integer, of true to a number, of a number to a string); nested strict serializers do the same. Every
+    field's error is reported at once, those DRF's own checks find included."""
 
     def to_internal_value(self, data):
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
-        return super().to_internal_value(data)
+        if not isinstance(data, dict):
+            return super().to_internal_value(data)
+        errors = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))}
+        for field in self._writable_fields:
+            if field.field_name in data:
+                error = mistyped(field, data[field.field_name])
+                if error:
+                    errors[field.field_name] = [error] if isinstance(error, str) else error
+        try:
+            value = super().to_internal_value(data)
+        except serializers.ValidationError as error:
+            errors = {**error.detail, **errors}
+        if errors:
+            raise serializers.ValidationError(errors)
+        return value
 
 
 class StrictSerializerSchema(OpenApiSerializerExtension):
@@ -150,6 +216,9 @@ def exception_handler(exc, context):
     if isinstance(exc, OSError) and exc.errno in NO_SPACE:
         # Django spooling a multipart file to FILE_UPLOAD_TEMP_DIR found the disk full, before any view ran.
         exc = StorageFullError("The artifact store is full; nothing of the file was kept.")
+    if isinstance(exc, FieldErrors):
+        errors = [{"field": field, "code": exc.code, "message": message} for field, message in exc.errors.items()]
+        return Response({"errors": errors}, status=exc.status_code)
     if isinstance(exc, DomainError):
         body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.english}]}
         if exc.reasons:

@@ -51,6 +51,16 @@ class DomainError(Exception):
         )
 
 
+class FieldErrors(DomainError):
+    """Several fields refused at once, each with its English sentence (`errors`, field -> sentence), so a
+    client fixes them in one go; the first is the error's own field and message."""
+
+    def __init__(self, errors: dict[str, str]):
+        field, message = next(iter(errors.items()))
+        super().__init__(message, field=field)
+        self.errors = dict(errors)
+
+
 class NotFoundError(DomainError, Http404):
     """Missing and not-yours alike. Also an Http404, so plain Django views answer 404 too."""
 

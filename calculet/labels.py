@@ -21,6 +21,11 @@ def label(kind: str, value) -> str:
     return _LABELS.get(kind, {}).get(value, value)
 
 
+def values(kind: str) -> list[str]:
+    """The stored values a vocabulary labels, in the order the apps registered them."""
+    return list(_LABELS[kind])
+
+
 def choices(kind: str) -> list[tuple[str, str]]:
     """(value, label) pairs, translated once into the active language."""
     return [(value, str(text)) for value, text in _LABELS[kind].items()]

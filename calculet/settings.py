@@ -163,10 +163,10 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "calculet.query.StrictFilterBackend",
+        "calculet.query.StrictOrderingFilter",
     ],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "calculet.query.Pagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "calculet.api.exception_handler",
@@ -281,6 +281,9 @@ vars().update(EMAIL_CONFIG)  # EMAIL_BACKEND, EMAIL_HOST, EMAIL_PORT, … as the
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="calculet <calculet@localhost>")
 CALCULET_BASE_URL = env.str("CALCULET_BASE_URL", default="http://127.0.0.1:8000")
 WEBHOOK_TIMEOUT_SECONDS = env.int("WEBHOOK_TIMEOUT_SECONDS", default=10)
+# Webhooks go to public addresses only, checked when a hook is made and again after DNS at each delivery;
+# true lets them reach loopback, link-local and private networks (a receiver on the same host or LAN).
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env.bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", default=False)
 WEBHOOK_MAX_ATTEMPTS = env.int("WEBHOOK_MAX_ATTEMPTS", default=6)
 WEBHOOK_RETRY_SECONDS = env.int("WEBHOOK_RETRY_SECONDS", default=30)
 

@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 from django.utils.translation import gettext_lazy as _
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 ELEMENT_LABELS = {
     "version": _("version"),
@@ -25,6 +26,35 @@ MISSING = "missing"
 ELEMENT_VERDICTS = [PRESENT, NOT_APPLICABLE]
 COMPATIBILITY_KEYS = ["calrt", "driver", "firmware", "chip"]
 VERSION_PATTERN = re.compile(r"^v?[0-9]+(\.[0-9]+){1,3}([-+.][0-9A-Za-z.]+)?$")
+# The compatibility keys that hold version ranges; `chip` holds chip names.
+RANGE_KEYS = ["calrt", "driver", "firmware"]
+
+
+def compatibility_specifier(value: str) -> str:
+    """A compatibility range as PEP 440 specifiers: a bare version ("0.7.6", "v0.7.6") means exactly it."""
+    value = value.strip()
+    if value[:1].isdigit():
+        return f"=={value}"
+    if value.startswith("v") and value[1:2].isdigit():
+        return f"=={value[1:]}"
+    return value
+
+
+def compatibility_errors(compatibility: dict) -> dict[str, str]:
+    """Each range that is no PEP 440 specifier set, by field (`compatibility.<key>`): "nonsense range" would
+    be stored and only fail when a target's versions are checked against it."""
+    errors = {}
+    for key in RANGE_KEYS:
+        value = str(compatibility.get(key, "")).strip()
+        if not value:
+            continue
+        try:
+            SpecifierSet(compatibility_specifier(value))
+        except InvalidSpecifier:
+            errors[f"compatibility.{key}"] = (
+                f"{value!r} is not a version range: give specifiers such as >=0.7.6,<0.8, or one version such as 0.7.6."
+            )
+    return errors
 
 
 @dataclass

@@ -22,7 +22,7 @@ from vendor.access import may_act_as_pm, object_for_user
 from vendor.inputs import QuestionChanges
 from vendor.models import Deliverable, Question, Section
 from vendor.selectors import active_users, due_soon_days, organisations
-from vendor.services.questions import question_update
+from vendor.services.questions import STATE_REASON_MAX_CHARS, question_update
 
 
 class CapabilityRefSerializer(serializers.Serializer):
@@ -177,7 +177,7 @@ class QuestionUpdateInputSerializer(StrictSerializer):
         required=False,
         help_text="closed only when every deliverable is accepted; deferred and wont_fix need a state_reason.",
     )
-    state_reason = serializers.CharField(allow_blank=True, required=False, max_length=2000)
+    state_reason = serializers.CharField(allow_blank=True, required=False, max_length=STATE_REASON_MAX_CHARS)
     organisation = serializers.CharField(
         allow_null=True, required=False, help_text="The slug of the vendor organisation the question is put to."
     )

@@ -13,6 +13,7 @@ from acceptance.services import run_rerun
 from acceptance.services.targets import target_accepts_runs
 from calculet.api import Api
 from calculet.errors import NotFoundError
+from calculet.query import IdFilter
 from vendor.access import object_for_user
 
 
@@ -74,8 +75,8 @@ class RunFilter(django_filters.FilterSet):
     target = django_filters.CharFilter(field_name="target__slug")
     question = django_filters.CharFilter(field_name="chain__question__code")
     capability = django_filters.CharFilter(field_name="chain__capability__slug")
-    answer = django_filters.NumberFilter(field_name="answer_id")
-    artifact = django_filters.NumberFilter(field_name="artifacts", distinct=True)
+    answer = IdFilter(field_name="answer_id")
+    artifact = IdFilter(field_name="artifacts", distinct=True)
 
     class Meta:
         model = Run

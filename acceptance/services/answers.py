@@ -9,8 +9,9 @@ from acceptance.services.deliverable_checks import deliverable_check_wanted
 from acceptance.services.dispatch import deliverable_check_send
 from calculet.actors import Actor
 from calculet.audit import audit_record
-from calculet.errors import DomainError
+from calculet.errors import DomainError, FieldErrors
 from evidence.models import Capability
+from vendor.claim import compatibility_errors
 from vendor.inputs import AnswerDraft
 from vendor.models import Answer, Deliverable, Question
 from vendor.services.answers import answer_store
@@ -33,13 +34,16 @@ def _proved_recipe(answer: Answer, capability: Capability | None) -> recipes.Rec
     return recipes.RECIPES.get(capability.slug) if capability is not None else None
 
 
-def _check_limits(answer: Answer, capability: Capability | None) -> None:
-    """An answer only tightens what it is held to (`limits.answer_limit_errors`): the first error names its field."""
+def _check_limits_and_ranges(answer: Answer, capability: Capability | None) -> None:
+    """An answer only tightens what it is held to (`limits.answer_limit_errors`) and its compatibility ranges
+    are PEP 440 specifiers (`compatibility_errors`); every error is raised at once, each naming its field."""
     recipe = _proved_recipe(answer, capability)
-    errors = limits.answer_limit_errors(recipe, answer.golden_tolerances, answer.thresholds)
+    errors = {
+        **compatibility_errors(answer.compatibility),
+        **limits.answer_limit_errors(recipe, answer.golden_tolerances, answer.thresholds),
+    }
     if errors:
-        field, message = next(iter(errors.items()))
-        raise DomainError(message, field=field)
+        raise FieldErrors(errors)
 
 
 def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
@@ -63,7 +67,7 @@ def answer_submit(*, actor: Actor, question: Question, draft: AnswerDraft) -> An
     capability = _claimed_capability(question, draft.capability)
     with transaction.atomic():
         answer = answer_store(actor=actor, question=question, draft=draft)
-        _check_limits(answer, capability)
+        _check_limits_and_ranges(answer, capability)
         if capability is not None:
             _check_deliverable_proves(answer, capability)
             AnswerClaim.objects.create(answer=answer, capability=capability)

@@ -13,7 +13,7 @@ from acceptance.stages import FAIL, PASS
 from npu_sim import calbin as npu_calbin
 from npu_sim import compat as npu_compat
 from npu_sim.calbin.layout import VENDOR_FORM
-from vendor.claim import ELEMENT_LABELS, claim_missing
+from vendor.claim import ELEMENT_LABELS, RANGE_KEYS, claim_missing, compatibility_specifier
 from vendor.models import Artifact
 from vendor.services.artifacts import UnsafeArchiveError, archive_check
 from vendor.storage import blob_local_path, file_sha256
@@ -60,13 +60,9 @@ def declared_compatibility(compatibility: dict) -> dict:
     A bare version ("0.7.6") means exactly that version; a chip value may list several, comma-separated.
     """
     ranges = {}
-    for key in ("calrt", "driver", "firmware"):
+    for key in RANGE_KEYS:
         value = str(compatibility.get(key, "")).strip()
-        if value and value[0].isdigit():
-            value = f"=={value}"
-        elif value.startswith("v") and value[1:2].isdigit():
-            value = f"=={value[1:]}"
-        ranges[key] = value or None
+        ranges[key] = compatibility_specifier(value) if value else None
     chips = [c.strip() for c in str(compatibility.get("chip", "")).split(",") if c.strip()]
     return {"compatibility": {**ranges, "chip": chips}}
 

@@ -64,7 +64,9 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver():
+def receiver(settings):
+    """A receiver on this machine, which only WEBHOOK_ALLOW_PRIVATE_ADDRESSES lets hooks reach."""
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = True
     made = []
 
     def start(*statuses):
@@ -296,3 +298,74 @@ def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
         sweep=False,
     )
     assert [json.loads(request["body"])["question"] for request in endpoint.received] == ["V19"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/",
+        "http://10.0.0.5/hook",
+        "http://192.168.1.20/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:8000/hook",
+        "http://[fe80::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://localhost:8000/hook",
+        "http://0.0.0.0/hook",
+    ],
+)
+def test_a_hook_to_a_loopback_link_local_or_private_address_is_refused(pm, url):
+    before = db_snapshot()
+    with pytest.raises(DomainError) as error:
+        webhook_create(actor=pm.user, organisation=team(pm), name="inside", url=url, kinds=[])
+    assert error.value.field == "url"
+    assert "public addresses only" in error.value.english
+    assert db_snapshot() == before
+
+
+def test_the_setting_lets_a_hook_reach_a_private_address(pm, settings):
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = True
+    hook = webhook_create(actor=pm.user, organisation=team(pm), name="lan", url="http://10.0.0.5/hook", kinds=[])
+    assert hook.url == "http://10.0.0.5/hook"
+
+
+def test_the_api_and_the_page_refuse_a_private_address_naming_the_field(client, pm):
+    before = db_snapshot()
+    response = pm.client().post(
+        "/api/v1/webhooks/",
+        {"organisation": team(pm).slug, "name": "inside", "url": "http://127.0.0.1:9/", "events": []},
+        format="json",
+    )
+    assert response.status_code == 400, response.content
+    assert [error["field"] for error in response.json()["errors"]] == ["url"]
+    client.force_login(pm.user)
+    page = client.post("/webhooks/", {"organisation": team(pm).slug, "name": "inside", "url": "http://127.0.0.1:9/"})
+    assert page.status_code == 400
+    assert "public addresses only" in page.content.decode()
+    assert db_snapshot() == before
+
+
+def test_the_form_defaults_to_the_team(client, pm, vendor_a):
+    client.force_login(pm.user)
+    page = client.get("/webhooks/").content.decode()
+    assert f'<option value="{team(pm).slug}" selected>' in page
+    assert f'<option value="{vendor_a.user.membership.organisation.slug}" >' in page
+
+
+def test_a_delivery_is_refused_when_the_name_has_come_to_point_inside(pm, question_a, monkeypatch):
+    """Checked again after DNS: the name was public when the hook was made."""
+    hook = webhook_create(
+        actor=pm.user, organisation=team(pm), name="rebound", url="https://hooks.example.org/in", kinds=[]
+    )
+    monkeypatch.setattr(
+        "vendor.services.webhooks.socket.getaddrinfo",
+        lambda host, port: [(2, 1, 6, "", ("10.1.2.3", 0))] if host == "hooks.example.org" else [],
+    )
+    posted = []
+    monkeypatch.setattr("vendor.services.webhooks._post", lambda *args: posted.append(args) or (204, ""))
+    [delivery] = WebhookDelivery.objects.filter(event=tell("overdue", question_a), hook=hook)
+    assert webhook_deliver(delivery.pk) is not None
+    delivery.refresh_from_db()
+    assert posted == []
+    assert delivery.state == "pending"
+    assert "10.1.2.3, a loopback, link-local or private address" in delivery.log[0]["error"]

@@ -433,3 +433,19 @@ def test_the_list_shows_values_and_fetches_a_cells_control_when_asked(pm_client,
     response = pm_client.post(reverse("question-edit", args=["V01"]), {"priority": "p0"}, **HTMX)
     row = response.content.decode()
     assert "Saved" in row and "<select" not in row and "P0" in row
+
+
+@pytest.mark.django_db
+def test_a_state_reason_over_its_limit_is_refused_in_the_ticket_not_cut(pm_client, checklist):
+    response = pm_client.post(
+        reverse("question-ticket", args=["V10"]), {"state": "deferred", "state_reason": "r" * 2001}
+    )
+    assert response.status_code == 400
+    assert "The reason is at most 2000 characters." in response.content.decode()
+    question = Question.objects.get(code="V10")
+    assert (question.state, question.state_reason) == ("new", "")
+    response = pm_client.post(
+        reverse("question-ticket", args=["V10"]), {"state": "deferred", "state_reason": "r" * 2000}
+    )
+    assert response.status_code == 302
+    assert len(Question.objects.get(code="V10").state_reason) == 2000

@@ -118,6 +118,7 @@ def _is_local(storage, name: str) -> bool:
 
 class ArtifactDownloadApi(Api):
     renderer_classes = [JSONRenderer, BinaryRenderer]
+    query_parameters = ("format",)  # ?format=bin, as Accept: application/octet-stream
 
     @extend_schema(
         parameters=[

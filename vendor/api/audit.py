@@ -8,6 +8,7 @@ from django_filters.fields import IsoDateTimeField
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
 
+from calculet import labels
 from calculet.api import Api
 from calculet.errors import ForbiddenError
 from calculet.models import AuditEntry
@@ -46,6 +47,8 @@ class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
 
 
 class AuditFilter(django_filters.FilterSet):
+    # A choice, so that an action nothing records is refused rather than matching nothing.
+    action = django_filters.ChoiceFilter(choices=[(value, value) for value in labels.values("audit_action")])
     actor = django_filters.CharFilter(field_name="actor_label")
     created_after = UtcDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = UtcDateTimeFilter(field_name="created_at", lookup_expr="lt")

@@ -35,7 +35,7 @@ class PreferencesInputSerializer(StrictSerializer):
         child=serializers.ChoiceField(choices=events.CHOOSABLE), required=False, max_length=len(events.CHOOSABLE)
     )
     language = serializers.ChoiceField(choices=LANGUAGE_CODES, required=False)
-    email = serializers.CharField(allow_blank=True, required=False, max_length=EMAIL_MAX_CHARS)
+    email = serializers.EmailField(allow_blank=True, required=False, max_length=EMAIL_MAX_CHARS)
 
 
 def _preferences(user) -> dict:

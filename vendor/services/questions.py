@@ -21,6 +21,8 @@ from vendor.selectors import deliverables_owed
 from vendor.services.notifications import notify_on_commit
 
 PRIORITY_CODES = [code for code, _ in states.PRIORITIES]
+# The pages' field says so too; longer is refused, never cut.
+STATE_REASON_MAX_CHARS = 2000
 
 
 def _snapshot_value(name: str, value):
@@ -135,11 +137,21 @@ def _check_nothing_owed(question: Question) -> None:
 
 
 def _check_state_reason(target: str, reason: str) -> None:
+    _check_state_reason_length(reason)
     if target in states.STATES_NEEDING_REASON and not reason.strip():
         raise DomainError(
             gettext_noop("Give the reason the question is set to %(state)s."),
             field="state_reason",
             params={"state": Labelled("state", target)},
+        )
+
+
+def _check_state_reason_length(reason: str) -> None:
+    if len(reason.strip()) > STATE_REASON_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("The reason is at most %(limit)s characters."),
+            field="state_reason",
+            params={"limit": STATE_REASON_MAX_CHARS},
         )
 
 
@@ -184,6 +196,7 @@ def _cleaned_changes(question: Question, given: QuestionChanges) -> dict:
         question.state in states.STATES_NEEDING_REASON
         and str(changes.get("state_reason") or "").strip() not in ("", question.state_reason)
     ):
+        _check_state_reason_length(str(changes["state_reason"]))
         cleaned["state_reason"] = str(changes["state_reason"]).strip()
     assignee = changes.get("assignee", question.assignee)
     if "assignee" in changes or "organisation" in cleaned:

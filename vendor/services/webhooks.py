@@ -7,10 +7,13 @@ Deliveries are at least once: a receiver tells a repeat by its X-Calculet-Delive
 import datetime
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
+import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from functools import partial
 
@@ -69,6 +72,39 @@ def _clean_name(name) -> str:
     return name
 
 
+def _is_public(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%")[0])  # an IPv6 address's zone says nothing of its kind
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
+        ip = ip.ipv4_mapped
+    return ip.is_global and not ip.is_multicast
+
+
+def webhook_address_refusal(url: str, *, resolve: bool) -> str:
+    """Why calculet may not post to `url`'s host ("" when it may): a loopback, link-local, private or other
+    non-public address would let a hook reach the server's own network. With `resolve`, a host name is
+    looked up and every address it has is checked, as at delivery; WEBHOOK_ALLOW_PRIVATE_ADDRESSES lifts it."""
+    if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
+        return ""
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    try:
+        addresses = {str(ipaddress.ip_address(host))}
+    except ValueError:
+        if host == "localhost" or host.endswith(".localhost"):
+            return f"{host} is this machine; webhooks go to public addresses only."
+        if not resolve:
+            return ""
+        try:
+            addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
+        except OSError:
+            return ""  # the post itself reports that the name does not resolve
+    private = sorted(address for address in addresses if not _is_public(address))
+    if private:
+        return (
+            f"{host} is {private[0]}, a loopback, link-local or private address; webhooks go to public addresses only."
+        )
+    return ""
+
+
 def _clean_url(url) -> str:
     url = url.strip() if isinstance(url, str) else ""
     if len(url) > URL_MAX_CHARS:
@@ -77,6 +113,9 @@ def _clean_url(url) -> str:
         _url_validator(url)
     except ValidationError as error:
         raise DomainError("Give an http:// or https:// address.", field="url") from error
+    refusal = webhook_address_refusal(url, resolve=False)
+    if refusal:
+        raise DomainError(refusal, field="url")
     return url
 
 
@@ -264,7 +303,11 @@ def webhook_deliver(delivery_id: int) -> float | None:
         return None
     hook = delivery.hook
     started = time.monotonic()
-    if hook.active:
+    # Checked again after DNS: a public name may have come to point at a private address since it was given.
+    refusal = webhook_address_refusal(hook.url, resolve=True) if hook.active else ""
+    if refusal:
+        status, error, delivered = None, refusal, False
+    elif hook.active:
         body = delivery.body.encode()
         status, error = _post(
             hook.url,

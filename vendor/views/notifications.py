@@ -103,7 +103,9 @@ def _hooks_context(**extra) -> dict:
 @web.page_for(may_manage_webhooks)
 def webhook_list_page(request):
     """Every hook, and the form to make one; the new hook's secret is shown once, on the page it lands on."""
-    form = {"organisation": "", "name": "", "url": "", "kinds": [], "active": True}
+    # The team's own hook, which hears every event, is the one most made; a vendor's is chosen on purpose.
+    team = getattr(getattr(request.user, "membership", None), "organisation", None)
+    form = {"organisation": team.slug if team else "", "name": "", "url": "", "kinds": [], "active": True}
     errors: dict = {}
     if request.method == "POST":
         form = _hook_input(request.POST)

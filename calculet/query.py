@@ -1,0 +1,174 @@
+"""The API's query parameters, as strict as its bodies: a parameter the operation does not declare, one given
+twice, or a value its declaration does not allow is a 400 naming it, never read as "no filter" or "the
+default". Each consumer here declares in the schema exactly what it accepts.
+
+Its own module, not calculet.api: DRF imports the default filter backends while its generic views load."""
+
+import re
+
+from django import forms
+from django_filters import BooleanFilter, CharFilter, ModelChoiceFilter, NumberFilter
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from rest_framework.filters import OrderingFilter
+from rest_framework.mixins import ListModelMixin
+from rest_framework.pagination import PageNumberPagination
+
+BOOLEAN_VALUES = ("true", "false")
+ID_MAX = 2**63 - 1  # PostgreSQL's bigint
+UNKNOWN_PARAMETER = "Unknown query parameter."
+REPEATED_PARAMETER = "Given more than once."
+
+
+def _refuse(name: str, message: str):
+    raise serializers.ValidationError({name: [message]})
+
+
+def query_integer(request, name: str, maximum: int | None = None) -> int | None:
+    """The parameter as a whole number from 1 to `maximum`, or None when it is not given."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return None
+    upper = f" to {maximum}" if maximum else ""
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or (maximum is not None and int(raw) > maximum):
+        _refuse(name, f"A whole number from 1{upper}.")
+    return int(raw)
+
+
+class Pagination(PageNumberPagination):
+    """Pages by number; a page or page size that is not a whole number in range is refused, not replaced by
+    the default."""
+
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+    def get_page_size(self, request):
+        size = query_integer(request, self.page_size_query_param, maximum=self.max_page_size)
+        return self.page_size if size is None else size
+
+    def paginate_queryset(self, queryset, request, view=None):
+        query_integer(request, self.page_query_param)
+        return super().paginate_queryset(queryset, request, view)
+
+    def get_schema_operation_parameters(self, view):
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            parameter["schema"]["minimum"] = 1
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"]["maximum"] = self.max_page_size
+        return parameters
+
+
+def _ordering_terms(view) -> list[str]:
+    return list(getattr(view, "ordering_fields", None) or [])
+
+
+class StrictOrderingFilter(OrderingFilter):
+    """`ordering` names only the view's `ordering_fields` (comma-separated, each optionally with `-`); a view
+    without them takes no `ordering` at all."""
+
+    def get_ordering(self, request, queryset, view):
+        if request.query_params.get(self.ordering_param) == "":  # DRF's own reads it as "the default"
+            _refuse(self.ordering_param, "Name a field to order by.")
+        return super().get_ordering(request, queryset, view)
+
+    def remove_invalid_fields(self, queryset, fields, view, request):
+        allowed = _ordering_terms(view)
+        wrong = [term for term in fields if term.removeprefix("-") not in allowed]
+        if wrong:
+            _refuse(
+                self.ordering_param,
+                f"Cannot order by {', '.join(repr(term) for term in wrong)}; "
+                f"one or more of {', '.join(allowed)}, each optionally with '-', separated by commas.",
+            )
+        return list(fields)
+
+    def get_schema_operation_parameters(self, view):
+        terms = _ordering_terms(view)
+        if not terms:
+            return []
+        term = "-?(" + "|".join(re.escape(name) for name in terms) + ")"
+        return [
+            {
+                "name": self.ordering_param,
+                "required": False,
+                "in": "query",
+                "description": f"One or more of {', '.join(terms)}, comma-separated; '-' before one reverses it.",
+                "schema": {"type": "string", "pattern": f"^{term}(,{term})*$"},
+            }
+        ]
+
+
+@extend_schema_field({"type": "integer", "minimum": 0, "maximum": ID_MAX})
+class IdFilter(NumberFilter):
+    """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5), that a database id
+    can be (a larger one would fail in the query)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, min_value=0, max_value=ID_MAX, **kwargs)
+
+
+class StrictFilterBackend(DjangoFilterBackend):
+    """django-filter's backend, except that a boolean filter takes only `true` or `false` and a choice filter
+    no empty value (its own reads either as "no filter")."""
+
+    def get_filterset(self, request, queryset, view):
+        filterset = super().get_filterset(request, queryset, view)
+        if filterset is not None:
+            wrong = {}
+            for name, item in filterset.filters.items():
+                value = request.query_params.get(name)
+                if value is None:
+                    continue
+                if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
+                    wrong[name] = ["Either true or false."]
+                # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
+                # a choice's enum, a number's or a date's format do not.
+                elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
+                    wrong[name] = ["Give a value, or leave the parameter out."]
+            if wrong:
+                raise serializers.ValidationError(wrong)
+        return filterset
+
+
+def _filter_names(view) -> set[str]:
+    filterset_class = getattr(view, "filterset_class", None)
+    if filterset_class is not None:
+        return set(filterset_class.base_filters)
+    return set(getattr(view, "filterset_fields", None) or [])
+
+
+def query_parameter_names(view, method: str) -> set[str]:
+    """The query parameters an operation reads: its own (`view.query_parameters`) and, for a list, its
+    pagination, filters and ordering. The schema declares the same set (tests/api/test_query_parameters.py)."""
+    names = set(getattr(view, "query_parameters", ()))
+    if method in ("GET", "HEAD") and isinstance(view, ListModelMixin):
+        if view.pagination_class is not None:
+            paginator = view.pagination_class()
+            names |= {paginator.page_query_param, paginator.page_size_query_param}
+        backends = view.filter_backends
+        if any(issubclass(backend, DjangoFilterBackend) for backend in backends):
+            names |= _filter_names(view)
+        if any(issubclass(backend, OrderingFilter) for backend in backends) and _ordering_terms(view):
+            names.add(OrderingFilter.ordering_param)
+    return names
+
+
+def check_query_parameter_names(view, request) -> None:
+    """Refuses, all at once, every query parameter the operation does not read and every one given twice. A
+    method the view does not take is left to its 405."""
+    method = request.method.lower()
+    if method not in view.http_method_names or not hasattr(view, method):
+        return
+    known = query_parameter_names(view, request.method)
+    errors = {}
+    for name, values in request.query_params.lists():
+        if name not in known:
+            errors[name] = [UNKNOWN_PARAMETER]
+        elif len(values) > 1:
+            errors[name] = [REPEATED_PARAMETER]
+    if errors:
+        raise serializers.ValidationError(errors)
