@@ -168,7 +168,7 @@ def runner_execute(run: Run, reporter: RunReporter, inputs: AnswerInputs | None 
         except OSError as error:
             return StageOutcome(stages.ERROR, f"the runner could not be started: {error}")
         verdict = outcome_verdict(outcome, result_path, run.stage, reporter.stderr_tail)
-        if run.stage in (stages.GOLDEN, stages.SOAK) and inputs is not None:
+        if inputs is not None:
             verdict = _judged(verdict, run.stage, run.params, workdir, calbin, golden, golden_source)
         verdict = attested(verdict, target)
     if run.stage == stages.RUNNER and inputs is not None and verdict.verdict != stages.ERROR:
@@ -259,25 +259,17 @@ def _judged(
     golden: str | None,
     golden_source: str,
 ) -> StageOutcome:
-    """The golden or soak stage's verdict as calculet computes it from the logits the runner measured
-    (`acceptance.judging`): a pass needs calculet's comparison to pass; the runner's own tensors give way to
-    calculet's (the golden stage's `tensors`, the soak's `golden_under_load`)."""
-    if outcome.verdict == stages.ERROR:
+    """The stage's verdict as calculet computes it from the files the runner measured into
+    (`acceptance.judging`): a pass needs calculet's judgement to pass; the figures calculet computed replace
+    the runner's in the run's metrics (the golden stage's `tensors`, the soak's rates and `golden_under_load`,
+    the failure stage's `scenarios`)."""
+    if outcome.verdict == stages.ERROR or stage not in judging.JUDGED_STAGES:
         return outcome
-    tolerances = params.get("tolerances", {})
-    try:
-        reference = judging.reference_golden(golden_source, Path(golden) if golden else None, calbin)
-    except ValueError as error:
-        judgement = judging.Judgement(False, str(error), [judging.finding("no_reference", str(error))])
-    else:
-        if stage == stages.GOLDEN:
-            judgement = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
-        else:
-            samples = params.get("golden_samples", 0)
-            judgement = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
+    judgement = judging.stage_judgement(
+        stage, outcome.result, workdir, params, calbin, golden_source, Path(golden) if golden else None
+    )
     result = {**outcome.result, "judged": {"passed": judgement.passed, "reason": judgement.reason}}
-    key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
-    metrics = {**outcome.metrics, key: judgement.tensors}
+    metrics = {**outcome.metrics, **judgement.metrics}
     if judgement.passed:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, metrics, result)
     reason = judgement.reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {judgement.reason}"
