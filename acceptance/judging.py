@@ -23,7 +23,8 @@ import numpy as np
 from acceptance.limits import GOLDEN_TENSORS
 from npu_sim.calbin.findings import CalbinError
 from npu_sim.calbin.goldens import GoldenError, GoldenSet, read_golden
-from npu_sim.calbin.layout import GOLDEN
+from npu_sim.calbin.layout import GOLDEN, VENDOR_FORM
+from npu_sim.calbin.metadata import read_meta
 from npu_sim.calbin.package import open_package
 from npu_sim.errors import CalrtError, ErrorCode
 from npu_sim.faults import EXPECTED_CODES
@@ -168,8 +169,8 @@ def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params
 def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tuple[dict, list[tuple[str, str]]]:
     """The soak's rates and counts computed from its requests' timings, against the job's limits: at least
     `requests` requests, none failed or cut short, for at least `min_duration_s` of device time, with a median
-    per-request decode rate of at least `min_decode_tokens_per_s`. Returns the figures (the runner's metric
-    names) and the broken limits as (finding code, message)."""
+    per-request decode rate of at least `min_decode_tokens_per_s`, and `concurrency` requests in flight at
+    once. Returns the figures (the runner's metric names) and the broken limits as (finding code, message)."""
     failures: list[tuple[str, str]] = []
     ids = [record["request"] for record in records]
     if len(set(ids)) != len(ids):
@@ -207,6 +208,10 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
         "decode_tokens_per_s": _percentiles(rates),
         "request_latency_ms": _percentiles([r["token_ms"][-1] - r["sent_ms"] for r in completed if r["token_ms"]]),
     }
+    concurrency = min(params.get("concurrency") or 1, len(records))
+    if _peak_in_flight(records) < concurrency:
+        message = f"at most {_peak_in_flight(records)} requests were in flight at once; the soak holds {concurrency}"
+        failures.append(("load_not_held", message))
     min_duration = params.get("min_duration_s")
     if min_duration is not None and duration_ms / 1000.0 < min_duration:
         failures.append(
@@ -225,6 +230,20 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
             )
         )
     return figures, failures
+
+
+def _peak_in_flight(records: list[dict]) -> int:
+    """The most requests sent and not yet answered at one time (a request ends with its last token; one that
+    ends as the next is sent is not counted twice)."""
+    events = sorted(
+        [(r["sent_ms"], 1) for r in records]
+        + [(r["token_ms"][-1] if r["token_ms"] else r["sent_ms"], -1) for r in records]
+    )
+    peak = in_flight = 0
+    for _, step in events:
+        in_flight += step
+        peak = max(peak, in_flight)
+    return peak
 
 
 def _golden_under_load(
@@ -365,30 +384,56 @@ def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: di
     return "differs from the golden: " + "; ".join(failures[:3]) if failures else ""
 
 
+def runner_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
+    """calculet's verdict on the runner stage's numbers from its minimal run (`runner-actual.npz`): the
+    package's golden prompt and `decode_steps` greedy steps, every logit finite, each token the argmax of its
+    row, and the logits those of calculet's own replay on the package's reference (a vendor-form package has
+    no replay)."""
+    try:
+        measured = _npz(workdir / MEASURED_RUN)
+        package = _reference_package(calbin, result)
+    except _NoReference as error:
+        return Judgement(False, str(error), [finding("no_reference", str(error))])
+    except ValueError as error:
+        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+    steps = params.get("decode_steps") or RUNNER_DECODE_STEPS
+    prompt, tokens, rows = (measured.get(name) for name in ("prompt_ids", "tokens", "logits"))
+    if prompt is None or tokens is None or rows is None:
+        message = f"{MEASURED_RUN} must hold prompt_ids, tokens and logits"
+        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+    if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1 or tokens.shape != (steps + 1,):
+        message = f"{MEASURED_RUN} must hold {steps + 1} tokens and their BF16 logits [{steps + 1}, vocab]"
+        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+    failures: list[tuple[str, str]] = []
+    if package is not None and prompt.tolist() != package.goldens.prompt_ids.tolist():
+        failures.append(("wrong_prompt", "the run's prompt is not the package's golden prompt"))
+    failures += _run_failures(package, {"prompt": prompt.tolist(), "tokens": tokens.tolist()}, rows)
+    what = "match calculet's replay" if package is not None else "are greedy and finite (no replay)"
+    return _coded_verdict(result, {}, failures, f"{steps} decode steps {what}")
+
+
 def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
     """calculet's verdict on the integration stage from each served sequence (`integration-sequences.jsonl`)
     and its logits (`integration-actual.npz`): every sequence the job implies was served to its length without
-    error, and each one's logits match calculet's own replay of it alone on the package's reference."""
+    error, each token the argmax of its row, and each one's logits match calculet's own replay of it alone on
+    the package's reference (a vendor-form package, which only a board runs, has no replay)."""
     try:
         records = _jsonl(workdir / MEASURED_SEQUENCES, _is_sequence_record, SEQUENCE_FIELDS)
         logits = _npz(workdir / MEASURED_SEQUENCE_LOGITS)
+        package = _reference_package(calbin, result)
+    except _NoReference as error:
+        return Judgement(False, str(error), [finding("no_reference", str(error))])
     except ValueError as error:
         return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
     defaults = {name: spec.default for name, spec in INTEGRATION_PARAMS.items()}
     wanted, new_tokens = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens"))
     failures: list[tuple[str, str]] = []
     if len(records) != wanted or sorted(r["sequence"] for r in records) != list(range(1, wanted + 1)):
-        failures.append(
-            ("too_few_sequences", f"{MEASURED_SEQUENCES} lists {len(records)} sequences; the job serves {wanted}")
-        )
+        message = f"{MEASURED_SEQUENCES} lists {len(records)} sequences; the job serves {wanted}"
+        failures.append(("too_few_sequences", message))
     errors = Counter(r["error"] for r in records if r["error"] is not None)
     if errors:
         failures.append(("errors_in_service", f"{sum(errors.values())} sequences failed: {dict(errors)}"))
-    try:
-        package = load_calbin(calbin, _device_versions(result))
-    except (CalrtError, CalbinError, OSError, KeyError) as error:
-        message = f"the package cannot be loaded for calculet's reference: {error}"
-        return Judgement(False, message, [finding("no_reference", message)])
     matched = 0
     for record in records:
         if record["error"] is not None:
@@ -398,64 +443,54 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
         rows = logits.get(f"sequence_{record['sequence']}")
         if len(record["tokens"]) != asked:
             failures.append(("incomplete", f"{label}: {len(record['tokens'])} tokens generated; {asked} were asked"))
-        elif rows is None or rows.dtype != np.uint16 or rows.shape != (asked, package.config.vocab):
-            failures.append(
-                ("no_measurement", f"{label}: {MEASURED_SEQUENCE_LOGITS} holds no [{asked}, vocab] BF16 logits")
-            )
+        elif rows is None or rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != asked:
+            message = f"{label}: {MEASURED_SEQUENCE_LOGITS} holds no [{asked}, vocab] BF16 logits"
+            failures.append(("no_measurement", message))
         else:
-            mismatch = _replay_failures(package, record, rows)
-            if mismatch:
-                failures.append(("reference_mismatch", f"{label}: {mismatch}"))
-            else:
-                matched += 1
-    metrics = {"judged_sequences": {"served": len(records), "matched_reference": matched}}
-    return _coded_verdict(result, metrics, failures, f"{matched} sequences served match calculet's replay alone")
+            problems = _run_failures(package, record, rows)
+            failures += [(code, f"{label}: {message}") for code, message in problems]
+            matched += not problems
+    metrics = {"judged_sequences": {"served": len(records), "matched": matched, "replayed": package is not None}}
+    what = "match calculet's replay alone" if package is not None else "are greedy and finite (no replay)"
+    return _coded_verdict(result, metrics, failures, f"{matched} sequences served {what}")
 
 
-def runner_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
-    """calculet's verdict on the runner stage's numbers from its minimal run (`runner-actual.npz`): the
-    package's golden prompt and `decode_steps` greedy steps, every logit finite, each token the argmax of its
-    row, and the logits those of calculet's own replay on the package's reference."""
-    try:
-        measured = _npz(workdir / MEASURED_RUN)
-        prompt, tokens, rows = (measured[name] for name in ("prompt_ids", "tokens", "logits"))
-    except (ValueError, KeyError) as error:
-        message = str(error) if isinstance(error, ValueError) else f"{MEASURED_RUN} holds no {error}"
-        return _coded_verdict(result, {}, [("no_measurement", message)], "")
-    try:
-        package = load_calbin(calbin, _device_versions(result))
-    except (CalrtError, CalbinError, OSError, KeyError) as error:
-        message = f"the package cannot be loaded for calculet's reference: {error}"
-        return Judgement(False, message, [finding("no_reference", message)])
-    steps = params.get("decode_steps") or RUNNER_DECODE_STEPS
-    shape = (steps + 1, package.config.vocab)
-    if rows.dtype != np.uint16 or rows.shape != shape or tokens.shape != (steps + 1,):
-        message = f"{MEASURED_RUN} must hold {steps + 1} tokens and BF16 logits {list(shape)}"
-        return _coded_verdict(result, {}, [("no_measurement", message)], "")
-    failures: list[tuple[str, str]] = []
-    if prompt.tolist() != package.goldens.prompt_ids.tolist():
-        failures.append(("wrong_prompt", "the run's prompt is not the package's golden prompt"))
+def _run_failures(package: Calbin | None, record: dict, rows: np.ndarray) -> list[tuple[str, str]]:
+    """What is wrong with one greedy run (its prompt, its tokens, the logits each token was chosen from): a
+    logit not finite, a token not its row's argmax (first index on ties), logits other than calculet's replay
+    on the package's reference (when there is one)."""
     values = as_float32(rows)
     if not np.isfinite(values).all():
-        failures.append(("logits_not_finite", f"{int((~np.isfinite(values)).sum())} logits are not finite"))
-    chosen = np.argmax(values, axis=1)
-    if chosen.tolist() != tokens.tolist():
-        failures.append(("not_greedy", "a generated token is not the argmax of the logits it was chosen from"))
-    record = {"prompt": prompt.tolist(), "tokens": tokens.tolist()}
-    mismatch = "" if failures else _replay_failures(package, record, rows)
-    if mismatch:
-        failures.append(("reference_mismatch", f"the run differs from calculet's replay: {mismatch}"))
-    return _coded_verdict(result, {}, failures, f"{steps} greedy decode steps match calculet's replay")
-
-
-def _replay_failures(package: Calbin, record: dict, rows: np.ndarray) -> str:
+        return [("logits_not_finite", f"{int((~np.isfinite(values)).sum())} logits are not finite")]
+    if np.argmax(values, axis=1).tolist() != list(record["tokens"]):
+        return [("not_greedy", "a generated token is not the argmax of the logits it was chosen from")]
+    if package is None:
+        return []
     vocab, positions = package.config.vocab, len(record["prompt"]) + len(record["tokens"])
-    if not record["prompt"] or any(not 0 <= t < vocab for t in [*record["prompt"], *record["tokens"]]):
-        return f"token ids outside the vocabulary of {vocab}"
+    if rows.shape[1] != vocab:
+        return [("reference_mismatch", f"logits {rows.shape[1]} wide; the package's vocabulary is {vocab}")]
+    if not record["prompt"] or any(not 0 <= t < vocab for t in record["prompt"]):
+        return [("reference_mismatch", f"prompt token ids outside the vocabulary of {vocab}")]
     if positions > package.max_seq_len:
-        return f"{positions} positions; the package holds {package.max_seq_len}"
+        return [("reference_mismatch", f"{positions} positions; the package holds {package.max_seq_len}")]
     report = compare(package.reference_logits(record["prompt"], record["tokens"]), rows, Tolerance())
-    return "; ".join(report["failures"][:3])
+    return [("reference_mismatch", "; ".join(report["failures"][:3]))] if report["failures"] else []
+
+
+class _NoReference(Exception):
+    pass
+
+
+def _reference_package(calbin: Path, result: dict) -> Calbin | None:
+    """The package loaded for calculet's replay on its reference, checked against the device the result
+    reports; None for a vendor-form package (only a board runs it). _NoReference when it cannot be loaded."""
+    try:
+        with open_package(calbin) as package:
+            if read_meta(package).form == VENDOR_FORM:
+                return None
+        return load_calbin(calbin, _device_versions(result))
+    except (CalrtError, CalbinError, OSError, KeyError, ValueError) as error:
+        raise _NoReference(f"the package cannot be loaded for calculet's reference: {error}") from error
 
 
 def _device_versions(result: dict) -> dict:

@@ -164,7 +164,7 @@ def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(
             "scenario 0 (kv_apply_failure): the request after recovery was not measured (no logits)",
         ),
         ("integration-no-files", stages.INTEGRATION, "no_measurement", "the runner wrote no integration-sequences"),
-        ("integration-tamper", stages.INTEGRATION, "reference_mismatch", "sequence 2: max_rel 1.34444 > 0.01; cosine"),
+        ("integration-tamper", stages.INTEGRATION, "reference_mismatch", "sequence 2: max_rel 0.5 > 0.01"),
         ("soak-no-files", stages.SOAK, "no_measurement", "the runner wrote no soak-requests.jsonl"),
         ("soak-slow", stages.SOAK, "rate_below_threshold", "the median per-request decode rate is 1.986 token/s"),
         ("soak-short", stages.SOAK, "too_short", "the load held for 0.624 s of device time; the soak must hold 2.0 s"),
