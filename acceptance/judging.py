@@ -1,12 +1,13 @@
 """calculet's own verdict on what a runner measured. No ORM here, nothing of Django.
 
-A runner measures; calculet judges. The golden stage's runner must leave the device's logits in the file the
-protocol names (`golden-actual.npz`, BF16 bit patterns, `prefill_logits` and `decode_logits`), the soak's the
-logits of its sampled golden requests (`soak-golden-actual.npz`, one row of each per request); calculet
-compares them with the golden the job named, with the job's tolerances, using its own comparison
-(`npu_sim.golden.compare`, which the runner never supplies). The runner's `verdict`, checks and metrics do
-not decide: a result that says pass where the measured logits do not is a failure naming the mismatch, and a
-result with no measured logits proves nothing.
+A runner measures; calculet judges. At the runner, golden, failure, integration and soak stages the runner
+must leave what it measured in the files the protocol names (docs/runner-protocol.md, "A runner measures;
+calculet judges"): logits as BF16 bit patterns, each fault's code, each request's timings. calculet reads
+them with the golden the job named and the job's parameters and computes the verdict with its own code
+(`npu_sim.golden.compare` and the package's reference, which the runner never supplies): the rates,
+percentiles and counts of the soak, the codes and recoveries of the failure stage, the replays of the
+runner and integration stages. The runner's `verdict`, checks and metrics do not decide: a result that says
+pass where its files do not is a failure naming the mismatch, and a result without its files proves nothing.
 
 A package feature is judged by what it computes (`probe_judgements`): an S8 package's measured logits against
 calculet's own float model (`FLOAT_MODEL`), never against the package's own dequantised integers, so weights
@@ -16,27 +17,53 @@ parameters, so a package that declares sampling and returns the argmax, or sampl
 or top-p, fails.
 """
 
+import json
+import math
 import zipfile
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from acceptance.limits import GOLDEN_TENSORS
 from npu_sim.calbin.findings import CalbinError
 from npu_sim.calbin.goldens import GoldenError, GoldenSet, read_golden
-from npu_sim.calbin.layout import GOLDEN
+from npu_sim.calbin.layout import GOLDEN, VENDOR_FORM
 from npu_sim.calbin.metadata import read_meta
 from npu_sim.calbin.package import open_package
 from npu_sim.dtypes import bits_to_float32, to_bf16
-from npu_sim.golden import Tolerance, compare, row_figures
+from npu_sim.errors import CalrtError, ErrorCode
+from npu_sim.faults import EXPECTED_CODES
+from npu_sim.golden import Tolerance, as_float32, compare, row_figures
+from npu_sim.loaded_calbin import Calbin, load_calbin
 from npu_sim.model import PRESETS, ReferenceModel, init_weights
 from npu_sim.model.reference import teacher_forced_rows
 from npu_sim.probes import PROBES
 from npu_sim.sampling import SamplingParams, chi_square_test, reference_probabilities
+from npu_sim.stages.integration import PARAMS as INTEGRATION_PARAMS
 
 MEASURED_LOGITS = "golden-actual.npz"
 MEASURED_UNDER_LOAD = "soak-golden-actual.npz"
+MEASURED_REQUESTS = "soak-requests.jsonl"
+MEASURED_SCENARIOS = "failure-scenarios.jsonl"
+MEASURED_FAILURE_LOGITS = "failure-actual.npz"
+MEASURED_RUN = "runner-actual.npz"
+MEASURED_SEQUENCES = "integration-sequences.jsonl"
+MEASURED_SEQUENCE_LOGITS = "integration-actual.npz"
+MEASURED_DRAWS = "sampling-draws.npz"
+REQUEST_FIELDS = (
+    "request (integer), sent_ms (number), token_ms (numbers, not decreasing), error (string or null), "
+    "golden_sample (boolean)"
+)
+SCENARIO_FIELDS = "scenario, fault, at_step, produced_code, recovery, after_code (integers but fault and recovery)"
+SEQUENCE_FIELDS = "sequence (integer), prompt and tokens (integer ids), error (string or null)"
+# The failure and runner stages' decode steps when the job gives none (docs/runner-protocol.md).
+FAILURE_DECODE_STEPS = 4
+RUNNER_DECODE_STEPS = 4
+CORRUPTED_OUTPUT = "corrupted_output"
 
 
 @dataclass
@@ -44,7 +71,7 @@ class Judgement:
     passed: bool
     reason: str
     findings: list[dict] = field(default_factory=list)
-    tensors: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)  # what calculet computed, in place of the runner's
 
 
 def finding(code: str, message: str, field_name: str = "measurements") -> dict:
@@ -83,38 +110,484 @@ def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: 
         raise ValueError(f"the golden cannot be read: {error}") from error
 
 
+# The stages calculet judges from the runner's measurement files (docs/runner-protocol.md).
+JUDGED_STAGES = ("runner", "golden", "failure", "integration", "soak")
+# The files each judged stage's runner measures into, which calculet reads (calculet-agent sends them back).
+MEASURED_FILES = {
+    "runner": (MEASURED_RUN,),
+    "golden": (MEASURED_LOGITS, MEASURED_DRAWS),
+    "failure": (MEASURED_SCENARIOS, MEASURED_FAILURE_LOGITS),
+    "integration": (MEASURED_SEQUENCES, MEASURED_SEQUENCE_LOGITS),
+    "soak": (MEASURED_UNDER_LOAD, MEASURED_REQUESTS),
+}
+
+
+def stage_judgement(
+    stage: str,
+    result: dict,
+    workdir: Path,
+    params: dict,
+    probes: list[dict],
+    calbin: Path,
+    golden_source: str,
+    golden: Path | None,
+) -> Judgement:
+    """calculet's verdict on one of `JUDGED_STAGES` from the files the runner left in `workdir`, with the
+    job's `params` and `probes`; `calbin`, `golden_source` and `golden` are the job's package and golden. At
+    the golden stage each feature the probes claim is judged by what the package computed too."""
+    if stage == "runner":
+        return runner_judgement(result, workdir, calbin, params)
+    if stage == "integration":
+        return integration_judgement(result, workdir, calbin, params)
+    reference = None
+    if stage != "soak" or params.get("golden_samples"):
+        try:
+            reference = reference_golden(golden_source, golden, calbin)
+        except ValueError as error:
+            return Judgement(False, str(error), [finding("no_reference", str(error))])
+    if stage == "soak":
+        return soak_judgement(result, workdir, reference, params)
+    assert reference is not None
+    if stage == "failure":
+        return failure_judgement(result, workdir, reference, params)
+    judged = golden_judgement(result, workdir, reference, params.get("tolerances", {}))
+    return _with_features(judged, probe_judgements(probes, workdir, calbin, reference))
+
+
+def _with_features(judged: Judgement, features: dict[str, Judgement]) -> Judgement:
+    """The golden stage's judgement with its features' (by metrics key): it passes when every one passes."""
+    failed = [j for j in (judged, *features.values()) if not j.passed]
+    metrics = {**judged.metrics, **{name: feature.metrics for name, feature in features.items()}}
+    if not failed:
+        return Judgement(True, judged.reason, [], metrics)
+    findings = [item for j in failed for item in j.findings]
+    return Judgement(False, "; ".join(j.reason for j in failed), findings, metrics)
+
+
 def golden_judgement(result: dict, workdir: Path, golden: GoldenSet, tolerances: dict[str, dict]) -> Judgement:
     """calculet's verdict on a golden stage from the logits the runner measured, against `golden` with the
     job's per-tensor `tolerances`. Every decode step of the golden must have been measured."""
     try:
         measured = _measured_logits(workdir / MEASURED_LOGITS)
     except ValueError as error:
-        return Judgement(False, str(error), [finding("no_measurement", str(error))])
+        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
     reports, failures = _compared(measured, golden, tolerances, "")
-    return _verdict(result, reports, failures, "the measured logits are within tolerance of the golden")
+    return _verdict(result, {"tensors": reports}, failures, "the measured logits are within tolerance of the golden")
 
 
-def soak_judgement(
-    result: dict, workdir: Path, golden: GoldenSet, tolerances: dict[str, dict], samples: int
-) -> Judgement:
-    """calculet's verdict on the golden under load: at least `samples` of the soak's responses to the golden's
-    request, as the runner measured them while serving the others, each within tolerance of the golden."""
+def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params: dict) -> Judgement:
+    """calculet's verdict on the soak from what the runner measured: the load (`soak_load`) and, when the job
+    asks for golden samples, the golden under load against `golden` (the job's; `stage_judgement` reads it
+    whenever the job asks for samples)."""
+    failures: list[tuple[str, str]] = []
+    metrics: dict = {}
     try:
-        measured = _measured_logits(workdir / MEASURED_UNDER_LOAD, {"prefill_logits": 2, "decode_logits": 3})
+        records = _jsonl(workdir / MEASURED_REQUESTS, _is_request_record, REQUEST_FIELDS)
     except ValueError as error:
-        return Judgement(False, str(error), [finding("no_measurement", str(error))])
+        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+    if not records:
+        message = f"{MEASURED_REQUESTS} lists no request: nothing measured to judge"
+        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+    figures, load_failures = soak_load(records, params, golden)
+    metrics |= figures
+    failures += load_failures
+    samples = params.get("golden_samples") or 0
+    if samples and golden is not None:
+        reports, golden_failures, sampled = _golden_under_load(workdir, golden, params.get("tolerances", {}), samples)
+        metrics["golden_under_load"] = reports
+        failures += golden_failures
+        marked = sorted(record["request"] for record in records if record["golden_sample"])
+        if not golden_failures and sampled != marked:
+            message = f"{MEASURED_UNDER_LOAD} holds requests {sampled}; {MEASURED_REQUESTS} marks {marked} sampled"
+            failures.append(("golden_mismatch", message))
+    passed = f"{figures['completed']} requests over {figures['duration_ms'] / 1000:.3f} s of device time"
+    if samples:
+        passed += f"; {samples} sampled responses under load match the golden"
+    return _coded_verdict(result, metrics, failures, passed)
+
+
+def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tuple[dict, list[tuple[str, str]]]:
+    """The soak's rates and counts computed from its requests' timings, against the job's limits: at least
+    `requests` requests, none failed or cut short, for at least `min_duration_s` of device time, with a median
+    per-request decode rate of at least `min_decode_tokens_per_s`, and `concurrency` requests in flight at
+    once. Returns the figures (the runner's metric names) and the broken limits as (finding code, message)."""
+    failures: list[tuple[str, str]] = []
+    ids = [record["request"] for record in records]
+    if len(set(ids)) != len(ids):
+        failures.append(("duplicate_requests", f"{MEASURED_REQUESTS} lists a request more than once"))
+    required = params.get("requests") or 0
+    if len(set(ids)) < required:
+        failures.append(("too_few_requests", f"{len(set(ids))} requests measured; the soak must serve {required}"))
+    errors: Counter[str] = Counter()
+    completed = []
+    for record in records:
+        asked = golden.decode_steps + 1 if record["golden_sample"] and golden else params.get("output_tokens")
+        if record["error"] is not None:
+            errors[record["error"]] += 1
+        elif asked is not None and len(record["token_ms"]) != asked:
+            errors["incomplete"] += 1
+        else:
+            completed.append(record)
+    if errors:
+        failures.append(("errors_under_load", f"{sum(errors.values())} requests failed under load: {dict(errors)}"))
+    rates = [
+        (len(r["token_ms"]) - 1) * 1000.0 / (r["token_ms"][-1] - r["token_ms"][0])
+        for r in completed
+        if len(r["token_ms"]) > 1 and r["token_ms"][-1] > r["token_ms"][0]
+    ]
+    ends = [r["token_ms"][-1] for r in records if r["token_ms"]]
+    duration_ms = max(ends) - min(r["sent_ms"] for r in records) if ends else 0.0
+    figures: dict[str, Any] = {
+        "requests": len(records),
+        "completed": len(completed),
+        "error_count": len(records) - len(completed),
+        "errors": dict(errors),
+        "duration_ms": round(duration_ms, 3),
+        "ttft_ms": _percentiles([r["token_ms"][0] - r["sent_ms"] for r in completed if r["token_ms"]]),
+        "inter_token_ms": _percentiles([b - a for r in completed for a, b in pairwise(r["token_ms"])]),
+        "decode_tokens_per_s": _percentiles(rates),
+        "request_latency_ms": _percentiles([r["token_ms"][-1] - r["sent_ms"] for r in completed if r["token_ms"]]),
+    }
+    concurrency = min(params.get("concurrency") or 1, len(records))
+    if _peak_in_flight(records) < concurrency:
+        message = f"at most {_peak_in_flight(records)} requests were in flight at once; the soak holds {concurrency}"
+        failures.append(("load_not_held", message))
+    min_duration = params.get("min_duration_s")
+    if min_duration is not None and duration_ms / 1000.0 < min_duration:
+        failures.append(
+            (
+                "too_short",
+                f"the load held for {duration_ms / 1000:.3f} s of device time; the soak must hold {min_duration} s",
+            )
+        )
+    min_rate = params.get("min_decode_tokens_per_s")
+    p50 = figures["decode_tokens_per_s"]["p50"]
+    if min_rate is not None and (p50 is None or p50 < min_rate):
+        failures.append(
+            (
+                "rate_below_threshold",
+                f"the median per-request decode rate is {p50} token/s; the soak requires {min_rate}",
+            )
+        )
+    return figures, failures
+
+
+def _peak_in_flight(records: list[dict]) -> int:
+    """The most requests sent and not yet answered at one time (a request ends with its last token; one that
+    ends as the next is sent is not counted twice)."""
+    events = sorted(
+        [(r["sent_ms"], 1) for r in records]
+        + [(r["token_ms"][-1] if r["token_ms"] else r["sent_ms"], -1) for r in records]
+    )
+    peak = in_flight = 0
+    for _, step in events:
+        in_flight += step
+        peak = max(peak, in_flight)
+    return peak
+
+
+def _golden_under_load(
+    workdir: Path, golden: GoldenSet, tolerances: dict[str, dict], samples: int
+) -> tuple[dict, list[tuple[str, str]], list[int]]:
+    """At least `samples` of the soak's responses to the golden's request, as the runner measured them while
+    serving the others, each within tolerance of the golden. Returns the reports, the failures and the
+    sampled requests' ids."""
+    path = workdir / MEASURED_UNDER_LOAD
+    try:
+        measured = _measured_logits(path, {"prefill_logits": 2, "decode_logits": 3})
+        with np.load(path, allow_pickle=False) as npz:
+            request_ids = sorted(int(i) for i in npz["request_ids"]) if "request_ids" in npz.files else []
+    except ValueError as error:
+        return {}, [("no_measurement", str(error))], []
     count = len(measured["prefill_logits"])
     if count < samples or len(measured["decode_logits"]) != count:
-        reason = f"{MEASURED_UNDER_LOAD} holds {count} sampled responses; the soak must check {samples}"
-        return Judgement(False, reason, [finding("too_few_samples", reason)])
-    reports: dict[str, dict] = {}
-    failures: list[str] = []
+        message = f"{MEASURED_UNDER_LOAD} holds {count} sampled responses; the soak must check {samples}"
+        return {}, [("too_few_samples", message)], request_ids
+    reports: dict = {}
+    failures: list[tuple[str, str]] = []
     for index in range(count):
         sample = {name: measured[name][index].reshape(-1, measured[name].shape[-1]) for name in GOLDEN_TENSORS}
         sample_reports, sample_failures = _compared(sample, golden, tolerances, f"response {index + 1} ")
         reports |= {f"response_{index + 1}.{name}": report for name, report in sample_reports.items()}
-        failures += sample_failures
-    return _verdict(result, reports, failures, f"{count} sampled responses under load match the golden")
+        failures += [("golden_mismatch", failure) for failure in sample_failures]
+    return reports, failures, request_ids
+
+
+def _is_request_record(record: dict) -> bool:
+    times = record.get("token_ms")
+    return (
+        _is_int(record.get("request"))
+        and _is_number(record.get("sent_ms"))
+        and isinstance(times, list)
+        and all(_is_number(t) for t in times)
+        and all(b >= a for a, b in pairwise([record["sent_ms"], *times]))
+        and (record.get("error") is None or isinstance(record.get("error"), str))
+        and isinstance(record.get("golden_sample"), bool)
+    )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _percentiles(values: list[float]) -> dict:
+    if not values:
+        return {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None}
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {
+        "count": len(values),
+        "mean": round(float(np.mean(values)), 3),
+        "p50": round(float(p50), 3),
+        "p95": round(float(p95), 3),
+        "p99": round(float(p99), 3),
+    }
+
+
+def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: dict) -> Judgement:
+    """calculet's verdict on the failure stage from what each injected fault did (`failure-scenarios.jsonl`)
+    and the logits of the requests that completed (`failure-actual.npz`): for every scenario the job sent, the
+    device produced the code the answer expects, the request after the documented recovery matches the
+    golden, and a silent corruption shows in the faulty request's logits."""
+    try:
+        records = _jsonl(workdir / MEASURED_SCENARIOS, _is_scenario_record, SCENARIO_FIELDS)
+        logits = _npz(workdir / MEASURED_FAILURE_LOGITS)
+    except ValueError as error:
+        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+    scenarios = params.get("scenarios")
+    if scenarios is None:  # the runner's default: every fault kind, with the code the runtime documents
+        scenarios = [{"fault": kind.value, "expect_code": int(code)} for kind, code in EXPECTED_CODES.items()]
+    tolerances = params.get("tolerances", {})
+    steps = min(params.get("decode_steps") or FAILURE_DECODE_STEPS, golden.decode_steps)
+    failures: list[tuple[str, str]] = []
+    judged = []
+    if not scenarios:
+        failures.append(("nothing_injected", "the job injects no fault: nothing to judge"))
+    for index, scenario in enumerate(scenarios):
+        label = f"scenario {index} ({scenario['fault']})"
+        record = records[index] if index < len(records) else None
+        if record is None or record["scenario"] != index or record["fault"] != scenario["fault"]:
+            failures.append(("scenario_unmeasured", f"{label}: {MEASURED_SCENARIOS} does not report it"))
+            continue
+        expected = scenario["expect_code"]
+        if record["produced_code"] != expected:
+            produced = _code_name(record["produced_code"])
+            message = f"{label}: the device produced {produced}; the answer expects {_code_name(expected)}"
+            failures.append(("wrong_error_code", message))
+        after = _request_failures(logits.get(f"scenario_{index}_after"), golden, tolerances, steps)
+        if after:
+            failures.append(("not_recovered", f"{label}: the request after recovery {after}"))
+        corrupted = None
+        if scenario["fault"] == CORRUPTED_OUTPUT:
+            faulty = logits.get(f"scenario_{index}_faulty")
+            corrupted = faulty is not None and bool(_request_failures(faulty, golden, tolerances, steps))
+            if not corrupted:
+                failures.append(("corruption_unseen", f"{label}: the faulty request's logits show no corruption"))
+        judged.append(
+            {
+                "fault": scenario["fault"],
+                "at_step": record["at_step"],
+                "expect_code": expected,
+                "produced_code": record["produced_code"],
+                "produced_name": _code_name(record["produced_code"]),
+                "corruption_detected": corrupted,
+                "recovery": record["recovery"],
+                "recovered": not after,
+            }
+        )
+    return _coded_verdict(
+        result, {"scenarios": judged}, failures, f"{len(judged)} faults produced the expected code and recovered"
+    )
+
+
+def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: dict[str, dict], steps: int) -> str:
+    """What is wrong with one golden request's measured logits (prefill row, then `steps` decode rows): "" when
+    they are within tolerance of the golden."""
+    if rows is None:
+        return "was not measured (no logits)"
+    if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1:
+        return f"has logits {rows.dtype} {list(rows.shape)}; {steps + 1} BF16 rows were asked"
+    measured = {"prefill_logits": rows[:1], "decode_logits": rows[1:]}
+    expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits[:steps]}
+    failures = []
+    for name in GOLDEN_TENSORS:
+        if measured[name].shape != expected[name].shape:
+            failures.append(
+                f"{name}: measured {list(measured[name].shape)}, the golden has {list(expected[name].shape)}"
+            )
+            continue
+        report = compare(expected[name], measured[name], Tolerance.from_dict(tolerances.get(name, {})))
+        failures += [f"{name}: {failure}" for failure in report["failures"]]
+    return "differs from the golden: " + "; ".join(failures[:3]) if failures else ""
+
+
+def runner_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
+    """calculet's verdict on the runner stage's numbers from its minimal run (`runner-actual.npz`): the
+    package's golden prompt and `decode_steps` greedy steps, every logit finite, each token the argmax of its
+    row, and the logits those of calculet's own replay on the package's reference (a vendor-form package has
+    no replay)."""
+    try:
+        measured = _npz(workdir / MEASURED_RUN)
+        package = _reference_package(calbin, result)
+    except _NoReference as error:
+        return Judgement(False, str(error), [finding("no_reference", str(error))])
+    except ValueError as error:
+        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+    steps = params.get("decode_steps") or RUNNER_DECODE_STEPS
+    prompt, tokens, rows = (measured.get(name) for name in ("prompt_ids", "tokens", "logits"))
+    if prompt is None or tokens is None or rows is None:
+        message = f"{MEASURED_RUN} must hold prompt_ids, tokens and logits"
+        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+    if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1 or tokens.shape != (steps + 1,):
+        message = f"{MEASURED_RUN} must hold {steps + 1} tokens and their BF16 logits [{steps + 1}, vocab]"
+        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+    failures: list[tuple[str, str]] = []
+    if package is not None and prompt.tolist() != package.goldens.prompt_ids.tolist():
+        failures.append(("wrong_prompt", "the run's prompt is not the package's golden prompt"))
+    failures += _run_failures(package, {"prompt": prompt.tolist(), "tokens": tokens.tolist()}, rows)
+    what = "match calculet's replay" if package is not None else "are greedy and finite (no replay)"
+    return _coded_verdict(result, {}, failures, f"{steps} decode steps {what}")
+
+
+def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
+    """calculet's verdict on the integration stage from each served sequence (`integration-sequences.jsonl`)
+    and its logits (`integration-actual.npz`): every sequence the job implies was served to its length without
+    error, each token the argmax of its row, and each one's logits match calculet's own replay of it alone on
+    the package's reference (a vendor-form package, which only a board runs, has no replay)."""
+    try:
+        records = _jsonl(workdir / MEASURED_SEQUENCES, _is_sequence_record, SEQUENCE_FIELDS)
+        logits = _npz(workdir / MEASURED_SEQUENCE_LOGITS)
+        package = _reference_package(calbin, result)
+    except _NoReference as error:
+        return Judgement(False, str(error), [finding("no_reference", str(error))])
+    except ValueError as error:
+        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+    defaults = {name: spec.default for name, spec in INTEGRATION_PARAMS.items()}
+    wanted, new_tokens = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens"))
+    failures: list[tuple[str, str]] = []
+    if len(records) != wanted or sorted(r["sequence"] for r in records) != list(range(1, wanted + 1)):
+        message = f"{MEASURED_SEQUENCES} lists {len(records)} sequences; the job serves {wanted}"
+        failures.append(("too_few_sequences", message))
+    errors = Counter(r["error"] for r in records if r["error"] is not None)
+    if errors:
+        failures.append(("errors_in_service", f"{sum(errors.values())} sequences failed: {dict(errors)}"))
+    matched = 0
+    for record in records:
+        if record["error"] is not None:
+            continue
+        label = f"sequence {record['sequence']}"
+        asked = max(1, new_tokens - (record["sequence"] - 1) % 3)
+        rows = logits.get(f"sequence_{record['sequence']}")
+        if len(record["tokens"]) != asked:
+            failures.append(("incomplete", f"{label}: {len(record['tokens'])} tokens generated; {asked} were asked"))
+        elif rows is None or rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != asked:
+            message = f"{label}: {MEASURED_SEQUENCE_LOGITS} holds no [{asked}, vocab] BF16 logits"
+            failures.append(("no_measurement", message))
+        else:
+            problems = _run_failures(package, record, rows)
+            failures += [(code, f"{label}: {message}") for code, message in problems]
+            matched += not problems
+    metrics = {"judged_sequences": {"served": len(records), "matched": matched, "replayed": package is not None}}
+    what = "match calculet's replay alone" if package is not None else "are greedy and finite (no replay)"
+    return _coded_verdict(result, metrics, failures, f"{matched} sequences served {what}")
+
+
+def _run_failures(package: Calbin | None, record: dict, rows: np.ndarray) -> list[tuple[str, str]]:
+    """What is wrong with one greedy run (its prompt, its tokens, the logits each token was chosen from): a
+    logit not finite, a token not its row's argmax (first index on ties), logits other than calculet's replay
+    on the package's reference (when there is one)."""
+    values = as_float32(rows)
+    if not np.isfinite(values).all():
+        return [("logits_not_finite", f"{int((~np.isfinite(values)).sum())} logits are not finite")]
+    if np.argmax(values, axis=1).tolist() != list(record["tokens"]):
+        return [("not_greedy", "a generated token is not the argmax of the logits it was chosen from")]
+    if package is None:
+        return []
+    vocab, positions = package.config.vocab, len(record["prompt"]) + len(record["tokens"])
+    if rows.shape[1] != vocab:
+        return [("reference_mismatch", f"logits {rows.shape[1]} wide; the package's vocabulary is {vocab}")]
+    if not record["prompt"] or any(not 0 <= t < vocab for t in record["prompt"]):
+        return [("reference_mismatch", f"prompt token ids outside the vocabulary of {vocab}")]
+    if positions > package.max_seq_len:
+        return [("reference_mismatch", f"{positions} positions; the package holds {package.max_seq_len}")]
+    report = compare(package.reference_logits(record["prompt"], record["tokens"]), rows, Tolerance())
+    return [("reference_mismatch", "; ".join(report["failures"][:3]))] if report["failures"] else []
+
+
+class _NoReference(Exception):
+    pass
+
+
+def _reference_package(calbin: Path, result: dict) -> Calbin | None:
+    """The package loaded for calculet's replay on its reference, checked against the device the result
+    reports; None for a vendor-form package (only a board runs it). _NoReference when it cannot be loaded."""
+    try:
+        with open_package(calbin) as package:
+            if read_meta(package).form == VENDOR_FORM:
+                return None
+        return load_calbin(calbin, _device_versions(result))
+    except (CalrtError, CalbinError, OSError, KeyError, ValueError) as error:
+        raise _NoReference(f"the package cannot be loaded for calculet's reference: {error}") from error
+
+
+def _device_versions(result: dict) -> dict:
+    device = result.get("device")
+    if not isinstance(device, dict):
+        device = {}
+    return {key: str(device.get(key, "")) for key in ("calrt", "driver", "firmware", "chip")}
+
+
+def _code_name(code: int) -> str:
+    return f"{ErrorCode(code).name} ({code})" if code in set(ErrorCode) else f"code {code}"
+
+
+def _is_scenario_record(record: dict) -> bool:
+    return (
+        _is_int(record["scenario"])
+        and isinstance(record["fault"], str)
+        and _is_int(record["at_step"])
+        and isinstance(record["recovery"], list)
+        and _is_int(record["produced_code"])
+        and _is_int(record["after_code"])
+    )
+
+
+def _is_sequence_record(record: dict) -> bool:
+    return (
+        _is_int(record["sequence"])
+        and all(isinstance(ids, list) and all(_is_int(t) for t in ids) for ids in (record["prompt"], record["tokens"]))
+        and (record["error"] is None or isinstance(record["error"], str))
+    )
+
+
+def _jsonl(path: Path, valid, fields: str) -> list[dict]:
+    """A measurement file of one JSON object a line; ValueError naming what is wrong with it."""
+    if not path.is_file():
+        raise ValueError(f"the runner wrote no {path.name}: nothing measured to judge")
+    records = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        try:
+            record = json.loads(line)
+            good = isinstance(record, dict) and valid(record)
+        except (ValueError, KeyError, TypeError):
+            good = False
+        if not good:
+            raise ValueError(f"{path.name} line {number} must be an object with {fields}")
+        records.append(record)
+    return records
+
+
+def _npz(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        raise ValueError(f"the runner wrote no {path.name}: nothing measured to judge")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {name: npz[name] for name in npz.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
+        raise ValueError(f"{path.name} is not an .npz file: {error}") from error
 
 
 def _compared(
@@ -135,15 +608,25 @@ def _compared(
     return reports, failures
 
 
-def _verdict(result: dict, reports: dict, failures: list[str], passed: str) -> Judgement:
-    findings = [finding("golden_mismatch", failure, "measurements.golden") for failure in failures]
+def _verdict(result: dict, metrics: dict, failures: list[str], passed: str) -> Judgement:
+    return _coded_verdict(result, metrics, [("golden_mismatch", failure) for failure in failures], passed)
+
+
+FINDING_FIELDS = {"golden_mismatch": "measurements.golden"}
+
+
+def _coded_verdict(result: dict, metrics: dict, failures: list[tuple[str, str]], passed: str) -> Judgement:
+    """Pass when nothing failed; otherwise a failure naming what did, led by `claim_unsupported` when the
+    runner's result says pass."""
+    findings = [finding(code, message, FINDING_FIELDS.get(code, "measurements")) for code, message in failures]
+    messages = [message for _, message in failures]
     if failures and result.get("verdict") == "pass":
-        reason = "the runner claims a pass its measured logits do not support — " + "; ".join(failures[:5])
+        reason = "the runner claims a pass its measurements do not support — " + "; ".join(messages[:5])
         findings.insert(0, finding("claim_unsupported", reason))
-        return Judgement(False, reason, findings, reports)
+        return Judgement(False, reason, findings, metrics)
     if failures:
-        return Judgement(False, "; ".join(failures[:5]), findings, reports)
-    return Judgement(True, passed, [], reports)
+        return Judgement(False, "; ".join(messages[:5]), findings, metrics)
+    return Judgement(True, passed, [], metrics)
 
 
 # The float model the team integrates, as calculet holds it: the simulator's preset and the seed of its float32
@@ -207,9 +690,6 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
         reason = "s8: against the float model " + "; ".join(report["failures"])
         return Judgement(False, reason, [finding("float_mismatch", reason, "measurements.vs_float")], report)
     return Judgement(True, "s8: the measured logits are within the S8 limits of the float model", [], report)
-
-
-MEASURED_DRAWS = "sampling-draws.npz"
 
 
 def _measured_draws(path: Path) -> dict[str, np.ndarray]:

@@ -25,7 +25,7 @@ from acceptance.limits import (
 SCHEMA_VERSION = 2
 VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
 RESULT_MAX_BYTES = 16 * 1024**2
-# A measurement file calculet-agent sends back with its result (golden-actual.npz, soak-golden-actual.npz).
+# A measurement file calculet-agent sends back with its result (acceptance.judging.MEASURED_FILES).
 MEASUREMENT_MAX_BYTES = 64 * 1024**2
 
 

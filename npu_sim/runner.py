@@ -14,6 +14,7 @@ from npu_sim.protocol.job import Job, JobError, parse_job, parse_params
 from npu_sim.stages import STAGES, check_params
 
 LOG_EXCERPT_LINES = 40
+MEASURED_STAGES = ("runner", "golden", "failure", "integration", "soak")
 
 __all__ = ["STAGES", "JobError", "run_job"]
 
@@ -39,17 +40,18 @@ def run_job(
     started = time.perf_counter()
     ctx.progress(0, f"stage {parsed.stage} started")
     probes = []
+    opened = True
     if parsed.probes:
-        open_checked_session(ctx, rec)
+        opened = open_checked_session(ctx, rec) is not None
         step = 85 / len(parsed.probes)
         for i, request in enumerate(parsed.probes):
             share = (10 + step * i, 10 + step * (i + 1))
             ctx.progress(share[0], f"probe {request.name}")
             probes.append(run_probe(ctx, PROBES[request.name], request, parsed.stage, share))
-    if not parsed.probes or parsed.stage in ("golden", "soak"):
-        # The caller judges the golden and soak stages from the device's logits for the job's golden, whatever
-        # the probes do: they are measured once more on the job's package, into golden-actual.npz and
-        # soak-golden-actual.npz (docs/runner-protocol.md).
+    if not parsed.probes or (opened and parsed.stage in MEASURED_STAGES):
+        # The caller judges these stages from what the stage's own routine measured on the job's package,
+        # whatever the probes do: it runs once more after them, on a package that loads, and writes its
+        # measurement files (docs/runner-protocol.md, "A runner measures; calculet judges").
         stage.run(ctx, rec, params)
     rec.metrics["wall_time_s"] = round(time.perf_counter() - started, 3)
     ctx.progress(100, f"stage {parsed.stage} finished")

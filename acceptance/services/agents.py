@@ -44,9 +44,6 @@ RUN_KEY_PREFIX = "clt_run_"
 # Where the job names a file of the run's working directory: the agent puts its own directory there.
 WORKDIR = "{workdir}"
 CLAIM_CANDIDATES = 5
-# The files a stage's runner measures into (docs/runner-protocol.md), which calculet judges: the agent sends
-# them back with the result.
-MEASUREMENTS = {stages.GOLDEN: [judging.MEASURED_LOGITS], stages.SOAK: [judging.MEASURED_UNDER_LOAD]}
 EXAMPLE_NOT_RUN = "calculet-agent runs only the operator's runner on the target's host, never the vendor's example"
 
 
@@ -74,7 +71,7 @@ class AgentRegistration:
 class RunReport:
     """What the agent posts about a run: output chunks numbered from 0, progress, and at the end how the
         runner ended, the bytes of its result file (None when it wrote none) and of the files it measured into
-    (`MEASUREMENTS`), by name; and the seconds its input fetch and runner took (`fetch`, `runner`)."""
+    (`judging.MEASURED_FILES`), by name; and the seconds its input fetch and runner took (`fetch`, `runner`)."""
 
     chunks: list[dict]
     end: RunnerEnd | None = None
@@ -262,7 +259,7 @@ def run_job(run: Run) -> dict:
         "files": job.files,
         "env": job.env,
         "job": job.job,
-        "measurements": MEASUREMENTS.get(run.stage, []),
+        "measurements": list(judging.MEASURED_FILES.get(run.stage, ())),
         "heartbeat_seconds": settings.ACCEPTANCE_RUN_HEARTBEAT_SECONDS,
         "limits": {
             "wall_seconds": settings.ACCEPTANCE_RUNNER_WALL_SECONDS,
@@ -353,7 +350,7 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
         raise DomainError("A result says how the runner ended.", field="end")
     run = Run.objects.select_related("target", "answer").get(pk=token.run_id)
     run.attempt = token.attempt  # run_finish writes the verdict only while this attempt holds the run
-    unexpected = sorted(set(report.measurements) - set(MEASUREMENTS.get(run.stage, [])))
+    unexpected = sorted(set(report.measurements) - set(judging.MEASURED_FILES.get(run.stage, ())))
     if unexpected:
         raise DomainError(f"A {run.stage} result carries no {', '.join(unexpected)}.", field="measurements")
     reporter = _reporter(token, report.chunks)
@@ -381,13 +378,12 @@ def _judged_here(run: Run, outcome: StageOutcome, measurements: dict[str, bytes]
         for name, data in measurements.items():
             (measured / name).write_bytes(data)
         local: dict[str, Path] = {}
-        if run.stage in MEASUREMENTS:
-            # Only what judging reads: the package itself only when its own golden is the reference.
-            needed = {GOLDEN, CALBIN} if job.golden_source == "package" else {GOLDEN}
+        if run.stage in judging.JUDGED_STAGES:
+            # What judging reads: the golden, and the package (its replays, its model, its own golden).
             for item in job.inputs:
-                if item.name in needed and item.artifact is not None:
+                if item.name in (GOLDEN, CALBIN) and item.artifact is not None:
                     local[item.name] = stack.enter_context(blob_local_path(item.artifact.stored_blob))
-        calbin = local.get(CALBIN, measured / CALBIN)  # not read unless the package's own golden is the reference
+        calbin = local.get(CALBIN, measured / CALBIN)
         return runner_judged(run, outcome, measured=measured, calbin=calbin, golden=local.get(GOLDEN), job=job)
 
 

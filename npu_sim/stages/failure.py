@@ -1,9 +1,13 @@
 """Stage `failure`: inject each fault, compare the code it produces with the expected one, check service recovers."""
 
+import json
 from typing import Any
+
+import numpy as np
 
 from npu_sim.calbin.goldens import GoldenSet
 from npu_sim.client import recover
+from npu_sim.dtypes import bf16_to_bits
 from npu_sim.errors import ErrorCode
 from npu_sim.faults import EXPECTED_CODES, FaultKind
 from npu_sim.golden import Tolerance
@@ -45,6 +49,7 @@ def routine(
     request after recovery matches the golden, and a silent corruption was caught by the comparison."""
     device, calbin = session.device, session.calbin
     reports = []
+    measured: dict[str, np.ndarray] = {}
     for i, scenario in enumerate(given):
         fault = parse_fault(scenario, f"params.scenarios[{i}]", SCENARIO_FIELDS)
         rec.progress(10 + 85 * i / len(given), f"scenario {i}: {fault.kind}")
@@ -75,6 +80,9 @@ def routine(
         if fault.kind == FaultKind.CORRUPTED_OUTPUT:
             detail += f"; corruption {'detected' if corruption_detected else 'NOT detected'} by the golden comparison"
         rec.check(f"scenario {i}: {fault.kind}", passed, detail)
+        for name, request in (("faulty", failed), ("after", after)):
+            if request.ok:
+                measured[f"scenario_{i}_{name}"] = bf16_to_bits(request.logits_rows())
         reports.append(
             {
                 "fault": fault.kind.value,
@@ -85,10 +93,29 @@ def routine(
                 "corruption_detected": corruption_detected,
                 "recovery": actions,
                 "recovered": after_matches,
+                "after_code": int(after.code),
             }
         )
+    _write_measurements(rec, reports, measured)
     rec.metrics["scenarios"] = reports
     rec.metrics["kv_tokens_in_use"] = session.kv.used_tokens
+
+
+def _write_measurements(rec: Recorder, reports: list[dict[str, Any]], measured: dict[str, np.ndarray]) -> None:
+    """failure-scenarios.jsonl (what each scenario observed) and failure-actual.npz (the logits of each request
+    that completed): what the caller judges the stage by."""
+    path = rec.file_path("failure-scenarios.jsonl")
+    if path is None:
+        return
+    with path.open("w") as f:
+        for i, report in enumerate(reports):
+            observed = {key: report[key] for key in ("fault", "at_step", "produced_code", "recovery", "after_code")}
+            f.write(json.dumps({"scenario": i, **observed}) + "\n")
+    rec.add_file(path)
+    logits = rec.file_path("failure-actual.npz")
+    if logits is not None:
+        np.savez(logits, allow_pickle=False, **measured)
+        rec.add_file(logits)
 
 
 def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:

@@ -1,10 +1,12 @@
 """Stage `integration`: several sequences through a server loop, each checked against its replay alone."""
 
+import json
 from collections import Counter
 from typing import Any
 
 import numpy as np
 
+from npu_sim.dtypes import bf16_to_bits
 from npu_sim.golden import compare
 from npu_sim.protocol.context import JobContext, Recorder, Session, open_checked_session
 from npu_sim.protocol.job import JobError, Param, parse_fault
@@ -90,6 +92,7 @@ def routine(
     rec.check(
         "outputs_match_reference", not mismatches, "; ".join(mismatches[:5]) or f"every completed sequence {what}"
     )
+    _write_measurements(rec, requests)
     rec.metrics.update(
         {
             "sequences": len(requests),
@@ -104,6 +107,29 @@ def routine(
         }
     )
     return trace
+
+
+def _write_measurements(rec: Recorder, requests: list[Request]) -> None:
+    """integration-sequences.jsonl (each sequence's prompt, tokens and error) and integration-actual.npz (the
+    logits of each completed one): what the caller judges the stage by."""
+    path = rec.file_path("integration-sequences.jsonl")
+    if path is None:
+        return
+    with path.open("w") as f:
+        for r in requests:
+            record = {
+                "sequence": r.rid,
+                "prompt": r.prompt,
+                "tokens": r.tokens,
+                "error": r.error.name if r.error is not None else None,
+            }
+            f.write(json.dumps(record) + "\n")
+    rec.add_file(path)
+    logits = rec.file_path("integration-actual.npz")
+    if logits is not None:
+        done = {f"sequence_{r.rid}": bf16_to_bits(np.stack(r.logits)) for r in requests if r.error is None and r.logits}
+        np.savez(logits, allow_pickle=False, **done)
+        rec.add_file(logits)
 
 
 def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:

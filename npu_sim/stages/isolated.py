@@ -5,6 +5,7 @@ from typing import Any
 import numpy as np
 
 from npu_sim.client import greedy, run_request
+from npu_sim.dtypes import bf16_to_bits
 from npu_sim.protocol.context import JobContext, Recorder, Session, open_checked_session
 from npu_sim.protocol.job import Param
 from npu_sim.sampling import SamplingParams
@@ -30,6 +31,12 @@ def routine(rec: Recorder, session: Session, steps: int, sampling: SamplingParam
         generated = result.sampled
     else:
         generated = result.decode_inputs + [greedy(result.decode_logits[-1])] if result.decode_logits else []
+    path = rec.file_path("runner-actual.npz")
+    if path is not None and result.ok and sampling is None:
+        tokens = np.array(generated, dtype=np.int32)
+        logits = bf16_to_bits(result.logits_rows())
+        np.savez(path, prompt_ids=np.array(prompt, dtype=np.int32), tokens=tokens, logits=logits)
+        rec.add_file(path)
     rec.metrics.update(
         {
             "prompt_tokens": len(prompt),

@@ -11,7 +11,7 @@ requests, chosen with the soak's seed, are the golden's request (its prompt, its
 their logits, served among the others, must match the golden; they are written to soak-golden-actual.npz.
 """
 
-import csv
+import json
 import time
 from collections import Counter
 from typing import Any
@@ -36,6 +36,7 @@ PARAMS = {
     "prompt_tokens": Param("integer", 32, minimum=1),
     "output_tokens": Param("integer", 32, minimum=1),
     "min_decode_tokens_per_s": Param("number", None, minimum=0),
+    "min_duration_s": Param("number", None, minimum=0),
     "seed": Param("integer", 0),
     "fault": Param("object", None),
     "golden_samples": Param("integer", 0, minimum=0),
@@ -216,6 +217,7 @@ def routine(
             if device_ms
             else None,
             "device_time_ms": round(device_ms, 3),
+            "duration_ms": round(_duration_ms(requests), 3),
             "max_active": trace.max_active,
             "prefill_calls": trace.prefill_calls,
             "decode_calls": trace.decode_calls,
@@ -243,18 +245,32 @@ def routine(
             p50 is not None and p50 >= params["min_decode_tokens_per_s"],
             f"p50 per-request decode rate {p50} token/s, required {params['min_decode_tokens_per_s']}",
         )
-    path = rec.file_path("soak-requests.csv")
-    if path is not None:
-        with path.open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(["request", "arrival_ms", "ttft_ms", "finish_ms", "tokens", "error", "queue_ms"])
-            for r in requests:
-                queue = round(r.prefill_record.start_ms - r.arrival_ms, 3) if r.prefill_record else ""
-                ttft = round(r.token_ms[0] - r.arrival_ms, 3) if r.token_ms else ""
-                finish = round(r.finish_ms, 3) if r.finish_ms is not None else ""
-                error = r.error.name if r.error is not None else ""
-                writer.writerow([r.rid, round(r.arrival_ms, 3), ttft, finish, len(r.tokens), error, queue])
-        rec.add_file(path)
+    _write_requests(rec, requests, samples)
+
+
+def _duration_ms(requests: list[Request]) -> float:
+    """From the first request sent to the last token received: how long the soak held its load."""
+    ends = [r.token_ms[-1] for r in requests if r.token_ms]
+    return max(ends) - min(r.arrival_ms for r in requests) if ends else 0.0
+
+
+def _write_requests(rec: Recorder, requests: list[Request], samples: list[Request]) -> None:
+    """soak-requests.jsonl: what each request measured, for the caller to compute the rates and counts from."""
+    path = rec.file_path("soak-requests.jsonl")
+    if path is None:
+        return
+    golden_ids = {r.rid for r in samples}
+    with path.open("w") as f:
+        for r in requests:
+            record = {
+                "request": r.rid,
+                "sent_ms": round(r.arrival_ms, 3),
+                "token_ms": [round(t, 3) for t in r.token_ms],
+                "error": r.error.name if r.error is not None else None,
+                "golden_sample": r.rid in golden_ids,
+            }
+            f.write(json.dumps(record) + "\n")
+    rec.add_file(path)
 
 
 def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:
@@ -271,3 +287,10 @@ def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:
             rec.check("golden_under_load", False, f"not_exercised: {error}")
             return
     routine(rec, session, params, golden=golden)
+    if params["min_duration_s"] is not None:
+        seconds = rec.metrics["duration_ms"] / 1000.0
+        rec.check(
+            "min_duration_s",
+            seconds >= params["min_duration_s"],
+            f"the load held for {seconds:.3f} s of device time, required {params['min_duration_s']}",
+        )

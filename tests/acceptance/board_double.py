@@ -7,12 +7,19 @@ own arguments) makes it report other versions, as a board whose runtime was upgr
 """
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
+# The simulator of the source tree this file belongs to, behind the sandbox's own path.
+SIMULATOR_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([os.environ.get("PYTHONPATH", ""), str(Path(__file__).resolve().parents[2])]),
+}
 args = sys.argv[1:]
 print("board double: no board here; the simulator answers for it", file=sys.stderr, flush=True)
-status = subprocess.run([sys.executable, "-m", "npu_sim", "run", *args], check=False).returncode
+status = subprocess.run([sys.executable, "-m", "npu_sim", "run", *args], check=False, env=SIMULATOR_ENV).returncode
 result_path = args[args.index("--result") + 1] if "--result" in args else None
 if status == 0 and result_path:
     with open(result_path, encoding="utf-8") as handle:

@@ -92,8 +92,8 @@ CHEATING_RUNNER = Path(__file__).with_name("cheating_runner.py")
 @pytest.mark.parametrize(
     ("mode", "reason"),
     [
-        ("tamper-golden", "the runner claims a pass its measured logits do not support — decode_logits:"),
-        ("drop-golden", "the runner wrote no golden-actual.npz: nothing measured to judge"),
+        ("golden-tamper", "the runner claims a pass its measurements do not support — decode_logits:"),
+        ("golden-no-files", "the runner wrote no golden-actual.npz: nothing measured to judge"),
     ],
 )
 def test_the_agent_s_runner_is_judged_by_calculet_from_what_it_measured(

@@ -35,29 +35,29 @@ def codes(run) -> list[str]:
     return [finding["code"] for finding in run.findings]
 
 
-def test_a_runner_that_echoes_a_pass_without_opening_the_package_fails_the_golden_stage(
+def test_a_runner_that_echoes_a_pass_without_opening_the_package_fails_at_its_first_stage(
     vendor_user, question, capability, simulator_online, tmp_path
 ):
     board(f"{sys.executable} {CHEATING_RUNNER} echo")
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
-    verdict = chain.runs.get(stage=stages.GOLDEN)
+    verdict = chain.runs.get(stage=stages.RUNNER)
     assert verdict.state == stages.FAILED, verdict.reason
-    assert "the runner wrote no golden-actual.npz: nothing measured to judge" in verdict.reason
-    assert "no_measurement" in codes(verdict)
+    assert "the runner wrote no runner-actual.npz: nothing measured to judge" in verdict.reason
+    assert codes(verdict)[:2] == ["claim_unsupported", "no_measurement"]
     # The chain stops there: no later stage ran, so nothing the runner claimed can carry the capability on.
-    assert not chain.runs.filter(stage__in=[stages.FAILURE, stages.SOAK], state=stages.PASSED).exists()
+    assert not chain.runs.filter(stage__in=stages.RUNNER_STAGES[1:]).exists()
 
 
 def test_a_result_claiming_a_pass_its_measured_logits_do_not_support_fails_naming_the_mismatch(
     vendor_user, question, capability, simulator_online, tmp_path
 ):
-    board(f"{sys.executable} {CHEATING_RUNNER} tamper-golden")
+    board(f"{sys.executable} {CHEATING_RUNNER} golden-tamper")
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
     verdict = chain.runs.get(stage=stages.GOLDEN)
     assert verdict.state == stages.FAILED, verdict.reason
-    assert verdict.reason.startswith("the runner claims a pass its measured logits do not support — decode_logits:")
+    assert verdict.reason.startswith("the runner claims a pass its measurements do not support — decode_logits:")
     assert "cosine" in verdict.reason
     assert codes(verdict)[:2] == ["claim_unsupported", "golden_mismatch"]
     assert verdict.result["verdict"] == "pass"  # what the runner said, kept beside calculet's verdict
@@ -69,7 +69,7 @@ def test_a_result_claiming_a_pass_its_measured_logits_do_not_support_fails_namin
 def test_a_soak_whose_responses_under_load_do_not_match_the_golden_fails_naming_them(
     vendor_user, question, capability, simulator_online, tmp_path
 ):
-    board(f"{sys.executable} {CHEATING_RUNNER} tamper-soak")
+    board(f"{sys.executable} {CHEATING_RUNNER} soak-tamper")
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
     assert chain.runs.get(stage=stages.GOLDEN).state == stages.PASSED
@@ -77,7 +77,7 @@ def test_a_soak_whose_responses_under_load_do_not_match_the_golden_fails_naming_
     assert soak.state == stages.FAILED, soak.reason
     assert soak.params["golden_samples"] == 4
     assert soak.reason.startswith(
-        "the runner claims a pass its measured logits do not support — response 1 decode_logits:"
+        "the runner claims a pass its measurements do not support — response 1 decode_logits:"
     ), soak.reason
     assert "response 1 decode_logits: cosine" in soak.reason
     assert codes(soak)[:2] == ["claim_unsupported", "golden_mismatch"]
@@ -100,9 +100,23 @@ def test_the_registered_runner_s_measurements_pass_when_they_match(
         "prefill_logits": True,
         "decode_logits": True,
     }
+    failure = chain.runs.get(stage=stages.FAILURE)
+    assert failure.state == stages.PASSED, failure.reason
+    assert failure.result["judged"]["reason"].endswith("faults produced the expected code and recovered")
+    integration = chain.runs.get(stage=stages.INTEGRATION)
+    assert integration.state == stages.PASSED, integration.reason
+    assert integration.result["judged"] == {
+        "passed": True,
+        "reason": "6 sequences served match calculet's replay alone",
+    }
     soak = chain.runs.get(stage=stages.SOAK)
     assert soak.state == stages.PASSED, soak.reason
-    assert soak.result["judged"] == {"passed": True, "reason": "4 sampled responses under load match the golden"}
+    assert soak.result["judged"]["passed"] is True
+    assert soak.result["judged"]["reason"].startswith("16 requests over ")
+    assert soak.result["judged"]["reason"].endswith("; 4 sampled responses under load match the golden")
+    # The rates are calculet's, computed from the requests' timings: the runner's agree with them here.
+    assert soak.metrics["decode_tokens_per_s"] == soak.result["metrics"]["decode_tokens_per_s"]
+    assert soak.metrics["duration_ms"] >= 1000 * soak.params["min_duration_s"]
 
 
 def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(
@@ -124,3 +138,52 @@ def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(
     assert "board double" in runner.log
     assert runner.result["device"]["double"] is True  # the registered runner's report, not the bundle's
     assert "runner bundle" not in runner.log
+
+
+@pytest.mark.parametrize(
+    ("mode", "stage", "code", "reason"),
+    [
+        ("runner-no-files", stages.RUNNER, "no_measurement", "the runner wrote no runner-actual.npz"),
+        (
+            "runner-tamper",
+            stages.RUNNER,
+            "not_greedy",
+            "a generated token is not the argmax of the logits it was chosen from",
+        ),
+        ("failure-no-files", stages.FAILURE, "no_measurement", "the runner wrote no failure-scenarios.jsonl"),
+        (
+            "failure-wrong-code",
+            stages.FAILURE,
+            "wrong_error_code",
+            "scenario 0 (kv_apply_failure): the device produced SUCCESS (0); the answer expects KV_APPLY_FAILED (15)",
+        ),
+        (
+            "failure-unrecovered",
+            stages.FAILURE,
+            "not_recovered",
+            "scenario 0 (kv_apply_failure): the request after recovery was not measured (no logits)",
+        ),
+        ("integration-no-files", stages.INTEGRATION, "no_measurement", "the runner wrote no integration-sequences"),
+        ("integration-tamper", stages.INTEGRATION, "reference_mismatch", "sequence 2: max_rel 0.5 > 0.01"),
+        ("soak-no-files", stages.SOAK, "no_measurement", "the runner wrote no soak-requests.jsonl"),
+        ("soak-slow", stages.SOAK, "rate_below_threshold", "the median per-request decode rate is 1.986 token/s"),
+        ("soak-short", stages.SOAK, "too_short", "the load held for 0.624 s of device time; the soak must hold 2.0 s"),
+        ("soak-few", stages.SOAK, "too_few_requests", "8 requests measured; the soak must serve 16"),
+        ("soak-errors", stages.SOAK, "errors_under_load", "2 requests failed under load: {'BUSY': 2}"),
+    ],
+)
+def test_a_runner_whose_measurements_do_not_support_its_pass_fails_the_stage_naming_why(
+    vendor_user, question, capability, simulator_online, tmp_path, mode, stage, code, reason
+):
+    """Each runner below runs the simulator and keeps its passing verdict and metrics, then changes, at one
+    stage, the measurements calculet judges: the stage fails naming what they do not support."""
+    board(f"{sys.executable} {CHEATING_RUNNER} {mode}")
+    calbin, golden = package(vendor_user, tmp_path)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    run = chain.runs.get(stage=stage)
+    assert run.state == stages.FAILED, run.reason
+    assert run.result["verdict"] == "pass"  # what the runner said
+    assert run.reason.startswith("the runner claims a pass its measurements do not support — "), run.reason
+    assert reason in run.reason
+    assert codes(run)[:2] == ["claim_unsupported", code]
+    assert run.result["judged"]["passed"] is False

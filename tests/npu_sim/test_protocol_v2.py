@@ -198,4 +198,4 @@ def test_the_result_is_strict_json(vendor, tmp_path):
     json.dumps(result, allow_nan=False)
     assert result["verdict"] == "pass"
     # The probe's soak, and the job's own soak on its package that the caller judges (docs/runner-protocol.md).
-    assert result["produced_files"] == ["health-soak-requests.csv", "soak-requests.csv"]
+    assert result["produced_files"] == ["health-soak-requests.jsonl", "soak-requests.jsonl"]

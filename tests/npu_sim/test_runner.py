@@ -137,8 +137,14 @@ def test_soak_measures_ttft_at_the_first_token(built_calbin: Path, tmp_path: Pat
     assert m["ttft_ms"]["p99"] > 2 * one_prefill
     assert m["decode_tokens_per_s"]["count"] == 6
     assert [row["context"] for row in m["context_rows"]][-1] == 40960
-    assert result["produced_files"] == ["soak-requests.csv"]
-    assert len((tmp_path / "soak-requests.csv").read_text().splitlines()) == 7
+    assert result["produced_files"] == ["soak-requests.jsonl"]
+    requests = [json.loads(line) for line in (tmp_path / "soak-requests.jsonl").read_text().splitlines()]
+    assert [r["request"] for r in requests] == [1, 2, 3, 4, 5, 6]
+    assert all(len(r["token_ms"]) == params["output_tokens"] and r["error"] is None for r in requests)
+    # The runner's rate is the one its own timings give.
+    rates = sorted((len(r["token_ms"]) - 1) * 1000 / (r["token_ms"][-1] - r["token_ms"][0]) for r in requests)
+    assert m["decode_tokens_per_s"]["p50"] == pytest.approx((rates[2] + rates[3]) / 2, rel=1e-3)
+    assert m["duration_ms"] == pytest.approx(max(r["token_ms"][-1] for r in requests), abs=0.01)
 
 
 def test_soak_fails_below_the_required_rate_or_on_a_fault(built_calbin: Path):
@@ -148,6 +154,8 @@ def test_soak_fails_below_the_required_rate_or_on_a_fault(built_calbin: Path):
     params = {"requests": 4, "concurrency": 2, "prompt_tokens": 4, "output_tokens": 4, "fault": {"fault": "busy"}}
     faulty = run_job(job("soak", built_calbin, params))
     assert failed_checks(faulty) == ["no_errors"]
+    short = run_job(job("soak", built_calbin, {**params, "fault": None, "min_duration_s": 3600}))
+    assert failed_checks(short) == ["min_duration_s"]
     assert faulty["metrics"]["errors"] == {"BUSY": 1}
 
 

@@ -147,12 +147,11 @@ def runner_judged(
     run: Run, outcome: StageOutcome, *, measured: Path, calbin: Path, golden: Path | None, job: RunnerJob
 ) -> StageOutcome:
     """The verdict of a runner stage as calculet gives it, wherever the runner ran (a worker here, or
-    calculet-agent on the target's host): a golden or soak stage judged from the logits the runner measured
-    (the protocol's files, in `measured`) against the golden the job named (the vendor's file at `golden`, or
+    calculet-agent on the target's host): each runner stage judged from what the runner measured (the
+    protocol's files, in `measured`) against the golden the job named (the vendor's file at `golden`, or
     the package's own at `calbin`), and the device the result reports attested as the target's."""
-    if run.stage in (stages.GOLDEN, stages.SOAK):
-        golden_path = str(golden) if golden else None
-        outcome = _judged(outcome, run.stage, run.params, run.probes, measured, calbin, golden_path, job.golden_source)
+    golden_path = str(golden) if golden else None
+    outcome = _judged(outcome, run.stage, run.params, run.probes, measured, calbin, golden_path, job.golden_source)
     return attested(outcome, run.target)
 
 
@@ -240,37 +239,22 @@ def _judged(
     golden: str | None,
     golden_source: str,
 ) -> StageOutcome:
-    """The golden or soak stage's verdict as calculet computes it from the logits the runner measured
-    (`acceptance.judging`): a pass needs calculet's comparison to pass; the runner's own tensors give way to
-    calculet's (the golden stage's `tensors`, the soak's `golden_under_load`). At the golden stage each feature
-    the run's probes claim is judged by what the package computed too (`judging.probe_judgements`: S8 against
-    the float model, `vs_float`)."""
-    if outcome.verdict == stages.ERROR:
+    """The stage's verdict as calculet computes it from the files the runner measured into
+    (`acceptance.judging`): a pass needs calculet's judgement to pass; the figures calculet computed replace
+    the runner's in the run's metrics (the golden stage's `tensors`, the soak's rates and `golden_under_load`,
+    the failure stage's `scenarios`)."""
+    if outcome.verdict == stages.ERROR or stage not in judging.JUDGED_STAGES:
         return outcome
-    tolerances = params.get("tolerances", {})
-    judgements: dict[str, judging.Judgement] = {}
-    key = "tensors" if stage == stages.GOLDEN else "golden_under_load"
-    try:
-        reference = judging.reference_golden(golden_source, Path(golden) if golden else None, calbin)
-    except ValueError as error:
-        judgements[key] = judging.Judgement(False, str(error), [judging.finding("no_reference", str(error))])
-    else:
-        if stage == stages.GOLDEN:
-            judgements[key] = judging.golden_judgement(outcome.result, workdir, reference, tolerances)
-            judgements |= judging.probe_judgements(probes, workdir, calbin, reference)
-        else:
-            samples = params.get("golden_samples", 0)
-            judgements[key] = judging.soak_judgement(outcome.result, workdir, reference, tolerances, samples)
-    failed = [judgement for judgement in judgements.values() if not judgement.passed]
-    reason = "; ".join(judgement.reason for judgement in failed)
-    judged = {"passed": not failed, "reason": reason or judgements[key].reason}
-    result = {**outcome.result, "judged": judged}
-    metrics = {**outcome.metrics, **{name: judgement.tensors for name, judgement in judgements.items()}}
-    if not failed:
+    golden_path = Path(golden) if golden else None
+    judgement = judging.stage_judgement(
+        stage, outcome.result, workdir, params, probes, calbin, golden_source, golden_path
+    )
+    result = {**outcome.result, "judged": {"passed": judgement.passed, "reason": judgement.reason}}
+    metrics = {**outcome.metrics, **judgement.metrics}
+    if judgement.passed:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, metrics, result)
-    reason = reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {reason}"
-    findings = [finding for judgement in failed for finding in judgement.findings]
-    return StageOutcome(stages.FAIL, reason, [*findings, *outcome.findings], metrics, result)
+    reason = judgement.reason if outcome.verdict == stages.PASS else f"{outcome.reason}; {judgement.reason}"
+    return StageOutcome(stages.FAIL, reason, [*judgement.findings, *outcome.findings], metrics, result)
 
 
 def attested(outcome: StageOutcome, target: Target) -> StageOutcome:
