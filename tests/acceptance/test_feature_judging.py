@@ -42,7 +42,7 @@ def s8_judgement(calbin: Path, workdir: Path) -> tuple[dict, judging.Judgement]:
 def test_a_correct_s8_package_is_within_the_s8_limits_of_the_float_model(s8_package, tmp_path):
     result, judged = s8_judgement(s8_package, tmp_path / "run")
     assert judged.passed, judged.reason
-    assert judged.tensors["cosine"] >= 0.999 and judged.tensors["top1"] >= 0.9
+    assert judged.metrics["cosine"] >= 0.999 and judged.metrics["top1"] >= 0.9
     assert result["verdict"] == "pass"
 
 
@@ -57,7 +57,7 @@ def test_weights_crushed_to_3_bits_fail_against_the_float_model_though_they_matc
     assert judged.reason.startswith("s8: against the float model ")
     assert "cosine" in judged.reason and "< 0.999" in judged.reason and "top1" in judged.reason
     assert [f["code"] for f in judged.findings] == ["float_mismatch"]
-    assert judged.tensors["cosine"] < 0.99 and judged.tensors["top1"] < 0.9
+    assert judged.metrics["cosine"] < 0.99 and judged.metrics["top1"] < 0.9
 
 
 def test_a_package_of_another_model_has_no_float_reference(tmp_path):
@@ -115,8 +115,8 @@ def drawn_with(**changes):
 def test_the_device_s_draws_follow_the_reference_sampler_and_repeat(sampling_package, tmp_path):
     judged = sampling_judgement(sampling_package, tmp_path / "run")
     assert judged.passed, judged.reason
-    assert judged.tensors["draws"] == 50000 and judged.tensors["p_value"] >= 0.001
-    assert judged.tensors["outside_support"] == 0
+    assert judged.metrics["draws"] == 50000 and judged.metrics["p_value"] >= 0.001
+    assert judged.metrics["outside_support"] == 0
 
 
 def test_a_package_that_declares_sampling_and_returns_the_argmax_fails(sampling_package, tmp_path):
