@@ -43,6 +43,7 @@ from npu_sim.model import PRESETS, ReferenceModel, init_weights
 from npu_sim.model.reference import teacher_forced_rows
 from npu_sim.probes import PROBES
 from npu_sim.sampling import SamplingParams, chi_square_test, reference_probabilities
+from npu_sim.stages.common import percentiles
 from npu_sim.stages.integration import PARAMS as INTEGRATION_PARAMS
 
 MEASURED_LOGITS = "golden-actual.npz"
@@ -171,7 +172,7 @@ def golden_judgement(result: dict, workdir: Path, golden: GoldenSet, tolerances:
         measured = _measured_logits(workdir / MEASURED_LOGITS)
     except ValueError as error:
         return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
-    reports, failures = _compared(measured, golden, tolerances, "")
+    reports, failures = _compared(measured, _golden_tensors(golden), tolerances, "")
     return _verdict(result, {"tensors": reports}, failures, "the measured logits are within tolerance of the golden")
 
 
@@ -243,10 +244,10 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
         "error_count": len(records) - len(completed),
         "errors": dict(errors),
         "duration_ms": round(duration_ms, 3),
-        "ttft_ms": _percentiles([r["token_ms"][0] - r["sent_ms"] for r in completed if r["token_ms"]]),
-        "inter_token_ms": _percentiles([b - a for r in completed for a, b in pairwise(r["token_ms"])]),
-        "decode_tokens_per_s": _percentiles(rates),
-        "request_latency_ms": _percentiles([r["token_ms"][-1] - r["sent_ms"] for r in completed if r["token_ms"]]),
+        "ttft_ms": percentiles([r["token_ms"][0] - r["sent_ms"] for r in completed if r["token_ms"]]),
+        "inter_token_ms": percentiles([b - a for r in completed for a, b in pairwise(r["token_ms"])]),
+        "decode_tokens_per_s": percentiles(rates),
+        "request_latency_ms": percentiles([r["token_ms"][-1] - r["sent_ms"] for r in completed if r["token_ms"]]),
     }
     concurrency = min(params.get("concurrency") or 1, len(records))
     if _peak_in_flight(records) < concurrency:
@@ -307,7 +308,9 @@ def _golden_under_load(
     failures: list[tuple[str, str]] = []
     for index in range(count):
         sample = {name: measured[name][index].reshape(-1, measured[name].shape[-1]) for name in GOLDEN_TENSORS}
-        sample_reports, sample_failures = _compared(sample, golden, tolerances, f"response {index + 1} ")
+        sample_reports, sample_failures = _compared(
+            sample, _golden_tensors(golden), tolerances, f"response {index + 1} "
+        )
         reports |= {f"response_{index + 1}.{name}": report for name, report in sample_reports.items()}
         failures += [("golden_mismatch", failure) for failure in sample_failures]
     return reports, failures, request_ids
@@ -332,19 +335,6 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"count": 0, "mean": None, "p50": None, "p95": None, "p99": None}
-    p50, p95, p99 = np.percentile(values, [50, 95, 99])
-    return {
-        "count": len(values),
-        "mean": round(float(np.mean(values)), 3),
-        "p50": round(float(p50), 3),
-        "p95": round(float(p95), 3),
-        "p99": round(float(p99), 3),
-    }
 
 
 def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: dict) -> Judgement:
@@ -412,15 +402,7 @@ def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: di
         return f"has logits {rows.dtype} {list(rows.shape)}; {steps + 1} BF16 rows were asked"
     measured = {"prefill_logits": rows[:1], "decode_logits": rows[1:]}
     expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits[:steps]}
-    failures = []
-    for name in GOLDEN_TENSORS:
-        if measured[name].shape != expected[name].shape:
-            failures.append(
-                f"{name}: measured {list(measured[name].shape)}, the golden has {list(expected[name].shape)}"
-            )
-            continue
-        report = compare(expected[name], measured[name], Tolerance.from_dict(tolerances.get(name, {})))
-        failures += [f"{name}: {failure}" for failure in report["failures"]]
+    _, failures = _compared(measured, expected, tolerances, "")
     return "differs from the golden: " + "; ".join(failures[:3]) if failures else ""
 
 
@@ -590,10 +572,14 @@ def _npz(path: Path) -> dict[str, np.ndarray]:
         raise ValueError(f"{path.name} is not an .npz file: {error}") from error
 
 
+def _golden_tensors(golden: GoldenSet) -> dict[str, np.ndarray]:
+    return {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits}
+
+
 def _compared(
-    measured: dict[str, np.ndarray], golden: GoldenSet, tolerances: dict[str, dict], label: str
+    measured: dict[str, np.ndarray], expected: dict[str, np.ndarray], tolerances: dict[str, dict], label: str
 ) -> tuple[dict, list[str]]:
-    expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits}
+    """Each measured tensor against the expected one with its tolerances: the reports and the failures."""
     reports, failures = {}, []
     for name in GOLDEN_TENSORS:
         if measured[name].shape != expected[name].shape:
