@@ -100,15 +100,20 @@ def _measured_logits(path: Path, ndim: dict[str, int] | None = None) -> dict[str
 
 def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: Path) -> GoldenSet:
     """The golden the job named, read by calculet: the vendor's file, or the package's own golden."""
+    if golden_source != "package" and golden_path is None:
+        raise ValueError("the job names no golden to judge against")
     try:
         if golden_source == "package":
             with open_package(calbin_path) as package:
-                return read_golden(package.read(GOLDEN), "package")
-        if golden_path is None:
-            raise ValueError("the job names no golden to judge against")
-        return read_golden(golden_path.read_bytes(), str(golden_path))
+                golden = read_golden(package.read(GOLDEN), "package")
+        else:
+            assert golden_path is not None
+            golden = read_golden(golden_path.read_bytes(), str(golden_path))
     except (OSError, KeyError, GoldenError, CalbinError) as error:
         raise ValueError(f"the golden cannot be read: {error}") from error
+    if golden.decode_steps < 1:
+        raise ValueError(f"the golden ({golden.source}) has no decode step to judge against")
+    return golden
 
 
 # The stages calculet judges from the runner's measurement files (docs/runner-protocol.md).
@@ -363,11 +368,18 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
             failures.append(("scenario_unmeasured", f"{label}: {MEASURED_SCENARIOS} does not report it"))
             continue
         expected = scenario["expect_code"]
+        if expected == ErrorCode.SUCCESS and scenario["fault"] != CORRUPTED_OUTPUT:
+            # Only a silent corruption ends without an error: a fault "expected" to succeed shows nothing.
+            failures.append(
+                ("no_fault_effect", f"{label}: an error path expecting SUCCESS proves no fault took effect")
+            )
         if record["produced_code"] != expected:
             produced = _code_name(record["produced_code"])
             message = f"{label}: the device produced {produced}; the answer expects {_code_name(expected)}"
             failures.append(("wrong_error_code", message))
         after = _request_failures(logits.get(f"scenario_{index}_after"), golden, tolerances, steps)
+        if not after and record["after_code"] != ErrorCode.SUCCESS:
+            after = f"ended {_code_name(record['after_code'])}"
         if after:
             failures.append(("not_recovered", f"{label}: the request after recovery {after}"))
         corrupted = None
