@@ -57,7 +57,6 @@ GOLDEN_TOLERANCE_STRICTER = {
     "cosine_min": "higher",
     "top1_min": "higher",
     "topk_min": "higher",
-    "k": "higher",
 }
 GOLDEN_TOLERANCE_LIMITS = {
     "max_abs": (0, 1e6),
@@ -65,7 +64,6 @@ GOLDEN_TOLERANCE_LIMITS = {
     "cosine_min": (-1, 1),
     "top1_min": (0, 1),
     "topk_min": (0, 1),
-    "k": (1, 100),
 }
 
 
@@ -110,8 +108,8 @@ def _limit_error(value: object, default: float | None, stricter: str, bounds: tu
 
 
 def _tolerance_error(name: str, value: object) -> str:
-    tensor, _, key = name.rpartition(".")
-    if tensor and tensor not in GOLDEN_TENSORS:
+    tensor, dot, key = name.rpartition(".")
+    if dot and tensor not in GOLDEN_TENSORS:
         return f"No compared tensor {tensor!r}; the tensors are {', '.join(GOLDEN_TENSORS)}."
     if key not in GOLDEN_TOLERANCE_STRICTER:
         return f"No golden tolerance {key!r}; the tolerances are {', '.join(GOLDEN_TOLERANCE_STRICTER)}."
