@@ -253,11 +253,13 @@ class AgentResultApi(_RunApi):
     max_body_bytes = RESULT_BODY_MAX_BYTES
 
     class AgentResultInputSerializer(StrictSerializer):
+        run = serializers.IntegerField(help_text="The run the result is for, as claimed (signed with the rest).")
+        attempt = serializers.IntegerField(help_text="The attempt the result is for, as claimed.")
         chunks = _Chunk(many=True, required=False, default=list)
         exit_code = serializers.IntegerField(allow_null=True)
         limit_hit = serializers.CharField(allow_null=True)
         reason = serializers.CharField(allow_blank=True, max_length=2000)
-        sandbox = serializers.JSONField()
+        sandbox = serializers.DictField(help_text="What the sandbox recorded (`detached_processes` among it).")
         result_file = serializers.CharField(
             allow_null=True, help_text="Base64 of the runner's result file; null when it wrote none."
         )
@@ -312,14 +314,19 @@ class AgentResultApi(_RunApi):
             if len(measurements[name]) > MEASUREMENT_MAX_BYTES:
                 limit = f"{MEASUREMENT_MAX_BYTES // 1024**2} MiB"
                 raise serializers.ValidationError({f"measurements.{name}": [f"Larger than {limit}."]})
+        detached = fields["sandbox"].get("detached_processes", 0)
+        if not isinstance(detached, int) or isinstance(detached, bool) or detached < 0:
+            raise serializers.ValidationError({"sandbox.detached_processes": ["A whole number, 0 or more."]})
         report = RunReport(
+            run=fields["run"],
+            attempt=fields["attempt"],
             chunks=fields["chunks"],
             end=RunnerEnd(
                 fields["exit_code"],
                 fields["limit_hit"],
                 fields["reason"],
                 fields["sandbox"],
-                int(fields["sandbox"].get("detached_processes") or 0),
+                detached,
             ),
             result_file=result_file,
             measurements=measurements,

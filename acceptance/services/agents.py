@@ -73,6 +73,8 @@ class RunReport:
         runner ended, the bytes of its result file (None when it wrote none) and of the files it measured into
     (`judging.MEASURED_FILES`), by name; and the seconds its input fetch and runner took (`fetch`, `runner`)."""
 
+    run: int
+    attempt: int
     chunks: list[dict]
     end: RunnerEnd | None = None
     result_file: bytes | None = None
@@ -342,6 +344,13 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
         raise AgentRefusedError(
             f"The result of run {token.run_id} is not signed by the key agent {token.agent.host} registered.",
             field="signature",
+        )
+    if (report.run, report.attempt) != (token.run_id, token.attempt):
+        _audit_refusal(token, f"the signed result is for run {report.run} attempt {report.attempt}")
+        raise AgentRefusedError(
+            f"The result is signed for run {report.run} attempt {report.attempt}, not run {token.run_id} "
+            f"attempt {token.attempt} this token holds.",
+            field="run",
         )
     if RunResult.objects.filter(run_id=token.run_id, attempt=token.attempt).exists():
         return Run.objects.get(pk=token.run_id)  # sent again after a cut connection: already written once

@@ -105,7 +105,10 @@ def serve(args) -> None:
 def _post_result(client: Client, key, claimed: dict, report: dict, chunks: list[dict]) -> None:
     """Post the signed result until the server answers; the same bytes each time, so a result sent again
     after a cut connection is one verdict."""
-    body = json.dumps({"chunks": chunks, **report}).encode()
+    # The body names the run and attempt it is for, so a signed result cannot be posted for another.
+    body = json.dumps(
+        {"run": claimed["run"], "attempt": claimed["job"]["attempt"], "chunks": chunks, **report}
+    ).encode()
     headers = {SIGNATURE_HEADER: sign(key, body)}
     path = f"runs/{claimed['run']}/result/"
     try:

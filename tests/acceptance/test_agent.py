@@ -93,7 +93,10 @@ CHEATING_RUNNER = Path(__file__).with_name("cheating_runner.py")
     ("mode", "reason"),
     [
         ("golden-tamper", "the runner claims a pass its measurements do not support — decode_logits:"),
-        ("golden-no-files", "the runner wrote no golden-actual.npz: nothing measured to judge"),
+        (
+            "golden-no-files",
+            "the runner claims a pass its measurements do not support — the runner wrote no golden-actual.npz",
+        ),
     ],
 )
 def test_the_agent_s_runner_is_judged_by_calculet_from_what_it_measured(

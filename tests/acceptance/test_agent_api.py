@@ -50,7 +50,8 @@ class Agent:
         return self.post("claim/", {"agent": self.agent_id})
 
     def result(self, claimed: dict, report: dict, *, signature: str | None = None, key=None):
-        body = json.dumps({"chunks": [], "result_file": None, **report}).encode()
+        bound = {"run": claimed["run"], "attempt": claimed["job"]["attempt"]}
+        body = json.dumps({"chunks": [], "result_file": None, **bound, **report}).encode()
         signature = sign(key or self.key, body) if signature is None else signature
         return self.post(
             f"runs/{claimed['run']}/result/", body, auth=f"Run {claimed['run_token']}",
@@ -127,7 +128,7 @@ def test_a_forged_or_missing_signature_is_refused_and_audited(agent, health_run)
 def test_a_measurement_file_changed_after_signing_is_refused_and_audited(agent, health_run):
     """The measurement files travel in the signed body: changing one after signing breaks the signature."""
     claimed = agent.claim().json()
-    signed = {**ENDED_WITH_ERROR, "chunks": [], "result_file": None}
+    signed = {**ENDED_WITH_ERROR, "chunks": [], "result_file": None, "run": claimed["run"], "attempt": 1}
     signed["measurements"] = {"golden-actual.npz": base64.b64encode(b"what the runner measured").decode()}
     body = json.dumps(signed).encode()
     signature = sign(agent.key, body)
@@ -346,3 +347,39 @@ def test_the_target_is_pulled_while_it_has_a_live_token_and_no_longer_once_the_l
     target_token_create(actor=SYSTEM, target=simulator, name="host 3")
     simulator.refresh_from_db()
     assert simulator.pulled
+
+
+def test_a_signed_result_posted_for_another_run_is_refused_and_audited(agent, health_run, simulator):
+    """The signed body names its run and attempt: the same bytes posted with another run's token prove nothing."""
+    claimed = agent.claim().json()
+    assert agent.result(claimed, ENDED_WITH_ERROR).status_code == 200
+    second_run = target_health_check_start(simulator)
+    claimed_again = agent.claim().json()
+    assert claimed_again["run"] == second_run.pk
+    body = json.dumps(
+        {"chunks": [], "result_file": None, "run": claimed["run"], "attempt": 1, **ENDED_WITH_ERROR}
+    ).encode()
+    replayed = agent.post(
+        f"runs/{second_run.pk}/result/", body, auth=f"Run {claimed_again['run_token']}",
+        headers={SIGNATURE_HEADER: sign(agent.key, body)},
+    )  # fmt: skip
+    assert replayed.status_code == 403, replayed.json()
+    error = replayed.json()["errors"][0]
+    assert error["field"] == "run" and f"signed for run {health_run.pk} attempt 1" in error["message"]
+    second_run.refresh_from_db()
+    assert second_run.state == stages.RUNNING and not RunResult.objects.filter(run=second_run).exists()
+    assert AuditEntry.objects.filter(action="run.result_refused", object_id=str(second_run.pk)).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("sandbox", "field"),
+    [([], "sandbox"), ({"detached_processes": "many"}, "sandbox.detached_processes"),
+     ({"detached_processes": -5}, "sandbox.detached_processes")],
+)  # fmt: skip
+def test_a_malformed_sandbox_record_is_a_400_naming_it_and_changes_nothing(agent, health_run, sandbox, field):
+    claimed = agent.claim().json()
+    answer = agent.result(claimed, {**ENDED_WITH_ERROR, "sandbox": sandbox})
+    assert answer.status_code == 400, answer.content
+    assert answer.json()["errors"][0]["field"] == field
+    health_run.refresh_from_db()
+    assert health_run.state == stages.RUNNING and not RunResult.objects.filter(run=health_run).exists()
