@@ -203,7 +203,8 @@ def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params
         metrics["golden_under_load"] = reports
         failures += golden_failures
         marked = sorted(record["request"] for record in records if record["golden_sample"])
-        if not golden_failures and sampled != marked:
+        # The sampled responses must be requests the load served, each of them once.
+        if sampled != marked:
             message = f"{MEASURED_UNDER_LOAD} holds requests {sampled}; {MEASURED_REQUESTS} marks {marked} sampled"
             failures.append(("golden_mismatch", message))
     passed = f"{figures['completed']} requests over {figures['duration_ms'] / 1000:.3f} s of device time"
@@ -224,6 +225,12 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
     required = params.get("requests") or 0
     if len(set(ids)) < required:
         failures.append(("too_few_requests", f"{len(set(ids))} requests measured; the soak must serve {required}"))
+    marked = sum(1 for record in records if record["golden_sample"])
+    samples = params.get("golden_samples") or 0
+    if marked != samples:
+        # A request marked a golden sample is held to the golden's length, not `output_tokens`.
+        message = f"{marked} requests are marked golden samples; the soak samples {samples}"
+        failures.append(("golden_samples_mismatch", message))
     errors: Counter[str] = Counter()
     completed = []
     for record in records:
@@ -302,11 +309,13 @@ def _golden_under_load(
     try:
         measured = _measured_logits(path, {"prefill_logits": 2, "decode_logits": 3})
         with np.load(path, allow_pickle=False) as npz:
-            request_ids = sorted(int(i) for i in npz["request_ids"]) if "request_ids" in npz.files else []
+            if "request_ids" not in npz.files:
+                raise ValueError(f"{path.name} names no request_ids: which requests of the load they were")
+            request_ids = sorted(int(i) for i in npz["request_ids"])
     except ValueError as error:
         return {}, [("no_measurement", str(error))], []
     count = len(measured["prefill_logits"])
-    if count < samples or len(measured["decode_logits"]) != count:
+    if count < samples or len(measured["decode_logits"]) != count or len(request_ids) != count:
         message = f"{MEASURED_UNDER_LOAD} holds {count} sampled responses; the soak must check {samples}"
         return {}, [("too_few_samples", message)], request_ids
     reports: dict = {}

@@ -1,7 +1,12 @@
 """The soak's rates and counts as calculet computes them from each request's timings (issue 20.4), on
 measurements built here: a closed loop that holds its load, and the same requests served one at a time."""
 
-from acceptance.judging import soak_load
+import json
+
+import numpy as np
+
+from acceptance.judging import soak_judgement, soak_load
+from npu_sim.calbin.goldens import GoldenSet
 
 PARAMS = {"requests": 4, "concurrency": 2, "output_tokens": 3, "min_decode_tokens_per_s": 10.0, "min_duration_s": 0.4}
 
@@ -41,3 +46,37 @@ def test_a_request_cut_short_without_an_error_is_an_error_and_an_answer_s_rate_i
         ("rate_below_threshold", "the median per-request decode rate is 20.0 token/s; the soak requires 25.0"),
     ]
     assert (figures["completed"], figures["error_count"]) == (3, 1)
+
+
+def test_only_the_job_s_golden_samples_may_be_marked_as_such():
+    """A request marked a golden sample is held to the golden's length: marking more would escape `output_tokens`."""
+    records = closed_loop()
+    records[0]["golden_sample"] = True
+    figures, failures = soak_load(records, {**PARAMS, "golden_samples": 0}, None)
+    assert ("golden_samples_mismatch", "1 requests are marked golden samples; the soak samples 0") in failures
+    _, failures = soak_load(records, {**PARAMS, "golden_samples": 1}, None)
+    assert failures == []
+
+
+def test_golden_responses_that_name_no_request_of_the_load_prove_nothing(tmp_path):
+    """Golden copies with no `request_ids` need never have been served among the load."""
+    reference = golden_set()
+    records = closed_loop()
+    (tmp_path / "soak-requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    np.savez(
+        tmp_path / "soak-golden-actual.npz",
+        prefill_logits=np.stack([reference.prefill_logits[0]] * 2),
+        decode_logits=np.stack([reference.decode_logits] * 2),
+    )
+    params = {**PARAMS, "golden_samples": 2}
+    judged = soak_judgement({"verdict": "pass"}, tmp_path, reference, params)
+    assert not judged.passed
+    assert "soak-golden-actual.npz names no request_ids" in judged.reason
+    assert "golden_samples_mismatch" in [f["code"] for f in judged.findings]  # and the load marks none
+
+
+def golden_set() -> GoldenSet:
+    rows = np.random.default_rng(0).standard_normal((3, 8)).astype(np.float32)
+    bits = (rows.view(np.uint32) >> 16).astype(np.uint16)
+    prompt, tokens = np.array([1, 2, 3], dtype=np.int32), np.arange(2, dtype=np.int32)
+    return GoldenSet("golden.npz", prompt, tokens, bits[:1], bits[1:])
