@@ -10,7 +10,7 @@ one, and a second package where a probe configures another model. The packages a
 that only the tampering itself is left to find. Each runs as a chain runs it: the artifact stage's calbin
 check (`acceptance.services.checks.calbin_check`), then the runner stages with the stock simulator runner
 (`npu_sim.runner.run_job`, what `python -m npu_sim run` runs) on the job `acceptance.protocol.build_job`
-makes, its result read by `acceptance.protocol` and the golden stage judged by calculet
+makes, its result read by `acceptance.protocol` and each stage judged by calculet from what it measured
 (`acceptance.judging`), stopping at the first stage that does not pass.
 
 The soak is left out: it repeats the same probes under load and costs several seconds a package, and leaving
@@ -318,9 +318,8 @@ def _runner_stage(stage: str, recipe: Recipe, delivery: Delivery, workdir: Path)
     result = run_job(job, workdir=workdir)
     end = RunnerEnd(0, None, "exited 0", {})
     outcome = runner_verdict(end, parse_result(json.dumps(result).encode(), stage), stage, "")
-    if stage == stages.GOLDEN:
-        probes = job["probes"]
-        outcome = _judged(outcome, stage, params, probes, workdir, delivery.calbin, str(delivery.golden), "vendor")
+    # Every stage as a chain's run is judged: by calculet, from what the runner measured.
+    outcome = _judged(outcome, stage, params, job["probes"], workdir, delivery.calbin, str(delivery.golden), "vendor")
     wrong = device_findings(outcome.result, TARGET)
     if wrong and outcome.verdict != stages.ERROR:
         return StageOutcome(stages.ERROR, "; ".join(f["message"] for f in wrong), wrong)
