@@ -363,7 +363,9 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
         return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
     scenarios = params.get("scenarios")
     if scenarios is None:  # the runner's default: every fault kind, with the code the runtime documents
-        scenarios = [{"fault": kind.value, "expect_code": int(code)} for kind, code in EXPECTED_CODES.items()]
+        scenarios = [
+            {"fault": kind.value, "expect_code": int(code), "at_step": 1} for kind, code in EXPECTED_CODES.items()
+        ]
     tolerances = params.get("tolerances", {})
     steps = min(params.get("decode_steps") or FAILURE_DECODE_STEPS, golden.decode_steps)
     failures: list[tuple[str, str]] = []
@@ -376,6 +378,10 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
         if record is None or record["scenario"] != index or record["fault"] != scenario["fault"]:
             failures.append(("scenario_unmeasured", f"{label}: {MEASURED_SCENARIOS} does not report it"))
             continue
+        asked_step = scenario.get("at_step", 0)  # the protocol's default: the request's first device call
+        if record["at_step"] != asked_step:
+            message = f"{label}: injected at step {record['at_step']}; the job asks for step {asked_step}"
+            failures.append(("scenario_unmeasured", message))
         expected = scenario["expect_code"]
         if expected == ErrorCode.SUCCESS and scenario["fault"] != CORRUPTED_OUTPUT:
             # Only a silent corruption ends without an error: a fault "expected" to succeed shows nothing.

@@ -24,7 +24,7 @@ def golden(decode_steps: int = STEPS) -> GoldenSet:
 def measured(tmp_path, scenarios: list[dict], reference: GoldenSet) -> None:
     """The runner's two files: each scenario's line, and its request after recovery equal to the golden."""
     lines = [
-        {"scenario": index, "fault": s["fault"], "at_step": 1, "recovery": ["reset"], **s["measured"]}
+        {"scenario": index, "fault": s["fault"], "at_step": 0, "recovery": ["reset"], **s["measured"]}
         for index, s in enumerate(scenarios)
     ]
     (tmp_path / "failure-scenarios.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
@@ -32,13 +32,10 @@ def measured(tmp_path, scenarios: list[dict], reference: GoldenSet) -> None:
     np.savez(tmp_path / "failure-actual.npz", **{f"scenario_{i}_after": after for i in range(len(scenarios))})
 
 
-def judge(tmp_path, expect_code: int, produced_code: int, after_code: int):
+def judge(tmp_path, expect_code: int, produced_code: int, after_code: int, **observed):
     reference = golden()
-    measured(
-        tmp_path,
-        [{"fault": "device_crash", "measured": {"produced_code": produced_code, "after_code": after_code}}],
-        reference,
-    )
+    observed = {"produced_code": produced_code, "after_code": after_code, **observed}
+    measured(tmp_path, [{"fault": "device_crash", "measured": observed}], reference)
     params = {"scenarios": [{"fault": "device_crash", "expect_code": expect_code}], "decode_steps": STEPS}
     return failure_judgement({"verdict": "pass"}, tmp_path, reference, params)
 
@@ -60,6 +57,13 @@ def test_a_request_after_recovery_that_ended_in_an_error_did_not_recover(tmp_pat
     assert not judged.passed
     assert [f["code"] for f in judged.findings] == ["claim_unsupported", "not_recovered"]
     assert "the request after recovery ended" in judged.reason
+
+
+def test_a_fault_injected_at_another_step_than_the_job_asks_is_not_the_scenario_measured(tmp_path):
+    judged = judge(tmp_path, expect_code=23, produced_code=23, after_code=0, at_step=999)
+    assert not judged.passed
+    assert "scenario_unmeasured" in [f["code"] for f in judged.findings]
+    assert "injected at step 999; the job asks for step 0" in judged.reason
 
 
 def test_a_golden_without_a_decode_step_is_no_reference_to_judge_against(tmp_path):
