@@ -45,6 +45,7 @@ from npu_sim.probes import PROBES
 from npu_sim.sampling import SamplingParams, chi_square_test, reference_probabilities
 from npu_sim.stages.common import percentiles
 from npu_sim.stages.integration import PARAMS as INTEGRATION_PARAMS
+from npu_sim.stages.integration import prompts_for
 
 MEASURED_LOGITS = "golden-actual.npz"
 MEASURED_UNDER_LOAD = "soak-golden-actual.npz"
@@ -475,7 +476,9 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
     except ValueError as error:
         return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
     defaults = {name: spec.default for name, spec in INTEGRATION_PARAMS.items()}
-    wanted, new_tokens = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens"))
+    wanted, new_tokens, seed = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens", "seed"))
+    # With the package's vocabulary calculet knows the prompts the job's seed gives: the runner does not choose.
+    prompts = prompts_for(seed, wanted, package.config.vocab) if package is not None else None
     failures: list[tuple[str, str]] = []
     if len(records) != wanted or sorted(r["sequence"] for r in records) != list(range(1, wanted + 1)):
         message = f"{MEASURED_SEQUENCES} lists {len(records)} sequences; the job serves {wanted}"
@@ -490,7 +493,13 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
         label = f"sequence {record['sequence']}"
         asked = max(1, new_tokens - (record["sequence"] - 1) % 3)
         rows = logits.get(f"sequence_{record['sequence']}")
-        if len(record["tokens"]) != asked:
+        if (
+            prompts is not None
+            and 1 <= record["sequence"] <= wanted
+            and record["prompt"] != prompts[record["sequence"] - 1]
+        ):
+            failures.append(("wrong_prompt", f"{label}: its prompt is not the one the job's seed {seed} gives"))
+        elif len(record["tokens"]) != asked:
             failures.append(("incomplete", f"{label}: {len(record['tokens'])} tokens generated; {asked} were asked"))
         elif rows is None or rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != asked:
             message = f"{label}: {MEASURED_SEQUENCE_LOGITS} holds no [{asked}, vocab] BF16 logits"

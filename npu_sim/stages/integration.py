@@ -21,17 +21,20 @@ PARAMS = {
 }
 
 
+def prompts_for(seed: int, sequences: int, vocab: int) -> list[list[int]]:
+    """The job's prompts, of different lengths, drawn from its `seed`: what a runner serves and calculet checks."""
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, 3 + (7 * i) % 11).tolist() for i in range(sequences)]
+
+
 def requests_for(session: Session, params: dict[str, Any], sampling: SamplingParams | None = None) -> list[Request]:
     """Sequences of different prompt lengths and lengths to generate, arriving together."""
     calbin = session.calbin
-    rng = np.random.default_rng(params["seed"])
     requests = []
-    for i in range(params["sequences"]):
-        prompt_length = 3 + (7 * i) % 11
+    for i, prompt in enumerate(prompts_for(params["seed"], params["sequences"], calbin.config.vocab)):
         new_tokens = max(1, params["max_new_tokens"] - i % 3)
-        if prompt_length + new_tokens > calbin.max_seq_len:
+        if len(prompt) + new_tokens > calbin.max_seq_len:
             raise JobError(f"params.max_new_tokens: sequences must fit {calbin.max_seq_len} positions")
-        prompt = rng.integers(0, calbin.config.vocab, prompt_length).tolist()
         requests.append(Request(i + 1, prompt, new_tokens, sampling=sampling))
     return requests
 

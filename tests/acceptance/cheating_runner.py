@@ -3,7 +3,7 @@
 `echo` (issue 20's runner): never opens the package, reports the job's target versions as a hardware device
 and marks the stage and every requested probe passed. `<stage>-<how>`: runs the simulator, then, at that
 stage only, changes the measurements it left while keeping its passing verdict and metrics — `tamper`
-(corrupted logits), `no-files`, `wrong-code` / `unrecovered` (failure), `slow` / `short` / `few` / `errors`
+(corrupted logits), `prompt` (integration: a prompt of its own), `no-files`, `wrong-code` / `unrecovered` (failure), `slow` / `short` / `few` / `errors`
 (soak: timings ten times slower or faster, half the requests, two requests failed).
 """
 
@@ -80,6 +80,10 @@ elif how == "tamper" and stage == "integration":
     values = (arrays["sequence_2"].astype(np.uint32) << 16).view(np.float32) / 2
     arrays["sequence_2"] = (values.view(np.uint32) >> 16).astype(np.uint16)
     np.savez(workdir / "integration-actual.npz", **arrays)
+elif how == "prompt" and stage == "integration":  # a prompt of the runner's own choosing
+    rows = records("integration-sequences.jsonl")
+    rows[0]["prompt"] = [1]
+    write_records("integration-sequences.jsonl", rows)
 elif how == "no-files":  # the verdict stands, the measurements are gone
     for name in {
         "runner": ["runner-actual.npz"],

@@ -165,6 +165,12 @@ def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(
         ),
         ("integration-no-files", stages.INTEGRATION, "no_measurement", "the runner wrote no integration-sequences"),
         ("integration-tamper", stages.INTEGRATION, "reference_mismatch", "sequence 2: max_rel 0.5 > 0.01"),
+        (
+            "integration-prompt",
+            stages.INTEGRATION,
+            "wrong_prompt",
+            "sequence 1: its prompt is not the one the job's seed 0 gives",
+        ),
         ("soak-no-files", stages.SOAK, "no_measurement", "the runner wrote no soak-requests.jsonl"),
         ("soak-slow", stages.SOAK, "rate_below_threshold", "the median per-request decode rate is 1.986 token/s"),
         ("soak-short", stages.SOAK, "too_short", "the load held for 0.624 s of device time; the soak must hold 2.0 s"),
