@@ -3,8 +3,9 @@
 `echo` (issue 20's runner): never opens the package, reports the job's target versions as a hardware device
 and marks the stage and every requested probe passed. `<stage>-<how>`: runs the simulator, then, at that
 stage only, changes the measurements it left while keeping its passing verdict and metrics — `tamper`
-(corrupted logits), `prompt` (integration: a prompt of its own), `no-files`, `wrong-code` / `unrecovered` (failure), `slow` / `short` / `few` / `errors`
-(soak: timings ten times slower or faster, half the requests, two requests failed).
+(corrupted logits), `prompt` (integration: a prompt of its own), `no-files`, `wrong-code` / `unrecovered`
+(failure), `slow` / `short` / `few` / `errors` (soak: timings ten times slower or faster, half the requests,
+two requests failed).
 """
 
 import json
