@@ -82,13 +82,7 @@ def finding(code: str, message: str, field_name: str = "measurements") -> dict:
 
 def _measured_logits(path: Path, ndim: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     """The device's logits the runner wrote; ValueError naming what is wrong with the file."""
-    if not path.is_file():
-        raise ValueError(f"the runner wrote no {path.name}: nothing measured to judge")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
-        raise ValueError(f"{path.name} is not an .npz file: {error}") from error
+    arrays = _npz(path)
     missing = [name for name in GOLDEN_TENSORS if name not in arrays]
     if missing:
         raise ValueError(f"{path.name} holds no {', '.join(missing)}")
@@ -717,11 +711,7 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
 def _measured_draws(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise ValueError(f"the runner wrote no {path.name}: no draws measured to judge")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
-        raise ValueError(f"{path.name} is not an .npz file: {error}") from error
+    arrays = _npz(path)
     for name in ("draws", "repeat", "golden_sampled"):
         if name not in arrays or arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
             raise ValueError(f"{path.name}: {name} must be a 1-D array of token ids")
