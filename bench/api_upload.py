@@ -1,6 +1,7 @@
 """Throughput and server memory of tus uploads through gunicorn (gunicorn.conf.py, 2 workers) over loopback.
 
-    DATABASE_URL=postgres://... SECRET_KEY=x .venv/bin/python bench/api_upload.py [--sizes 2] [--dir PATH]
+    DATABASE_URL=postgres://... SECRET_KEY=x .venv/bin/python bench/api_upload.py [--sizes 2] [--dir PATH] \
+        [--worker-class sync]
 
 Creates a throw-away database (benchapi_<name>) and, for each size (GiB), a file of random bytes under
 --dir (default ./data/bench-upload, on the disk the artifacts go to). In the same run it measures, on that
@@ -17,7 +18,8 @@ same file:
 ratio = upload throughput / the slower of openssl and dd (goal >= 0.8). Each worker's peak RSS growth during
 an upload comes from /proc (peak reset through clear_refs before it; goal <= 64 MiB), and how many bytes each
 worker wrote from /proc/<pid>/io, to show where the chunks went; the CPU seconds of the client and of the
-workers come from os.times and /proc/<pid>/stat. Prints the figures; files and database are removed.
+workers come from os.times and /proc/<pid>/stat. --worker-class repeats everything with gunicorn's other
+worker classes, for comparison. Prints the figures; files and database are removed.
 """
 
 import argparse
@@ -243,8 +245,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="2", help="comma-separated sizes in GiB")
     parser.add_argument("--dir", type=Path, default=ROOT / "data" / "bench-upload", help="working directory")
+    parser.add_argument("--worker-class", default="", help="comma-separated worker classes to compare with")
     args = parser.parse_args()
     sizes = [float(value) for value in args.sizes.split(",")]
+    # gunicorn.conf.py's own worker class first, then each one to compare with.
+    worker_classes = [None, *filter(None, args.worker_class.split(","))]
 
     work = args.dir.resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -256,25 +261,30 @@ def main() -> None:
     try:
         _, key = api_user_create("bench-vendor", "bench-vendor", "vendor", create_org=True)
         connection.close()
-        port = free_port()
-        server = start_gunicorn(port, storage_root)
-        print(
-            f"gunicorn.conf.py, {WORKERS} workers over loopback, {os.cpu_count()} CPUs shared with the client, "
-            f"files under {work}"
-        )
         print(
             f"{'size':>8}  {'how':<22}{'openssl MiB/s':>14}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
             f"{'CPU s client/server':>21}{'peak RSS growth MiB':>21}  GiB written by each worker"
         )
-        for size in sizes:
-            for row in measure(size, work, port, key, server):
-                written = " / ".join(f"{value:.2f}" for value in row["written"])
-                print(
-                    f"{row['size']:>5g}GiB  {row['how']:<22}{row['openssl']:>14.0f}{row['dd']:>16.0f}"
-                    f"{row['upload']:>14.0f}{row['ratio']:>7.2f}x"
-                    f"{row['client_cpu']:>11.1f} / {row['server_cpu']:<7.1f}{row['rss_growth']:>21.1f}  {written}",
-                    flush=True,
-                )
+        for worker_class in worker_classes:
+            port = free_port()
+            options = ("--worker-class", worker_class) if worker_class else ()
+            server = start_gunicorn(port, storage_root, *options)
+            print(
+                f"gunicorn.conf.py{f' with --worker-class {worker_class}' if worker_class else ''}, {WORKERS} "
+                f"workers over loopback, {os.cpu_count()} CPUs shared with the client, files under {work}"
+            )
+            for size in sizes:
+                for row in measure(size, work, port, key, server):
+                    written = " / ".join(f"{value:.2f}" for value in row["written"])
+                    print(
+                        f"{row['size']:>5g}GiB  {row['how']:<22}{row['openssl']:>14.0f}{row['dd']:>16.0f}"
+                        f"{row['upload']:>14.0f}{row['ratio']:>7.2f}x"
+                        f"{row['client_cpu']:>11.1f} / {row['server_cpu']:<7.1f}{row['rss_growth']:>21.1f}  {written}",
+                        flush=True,
+                    )
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
+            server = None
     finally:
         if server is not None:
             os.killpg(server.pid, signal.SIGTERM)
