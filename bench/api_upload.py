@@ -261,10 +261,6 @@ def main() -> None:
     try:
         _, key = api_user_create("bench-vendor", "bench-vendor", "vendor", create_org=True)
         connection.close()
-        print(
-            f"{'size':>8}  {'how':<22}{'openssl MiB/s':>14}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
-            f"{'CPU s client/server':>21}{'peak RSS growth MiB':>21}  GiB written by each worker"
-        )
         for worker_class in worker_classes:
             port = free_port()
             options = ("--worker-class", worker_class) if worker_class else ()
@@ -272,6 +268,10 @@ def main() -> None:
             print(
                 f"gunicorn.conf.py{f' with --worker-class {worker_class}' if worker_class else ''}, {WORKERS} "
                 f"workers over loopback, {os.cpu_count()} CPUs shared with the client, files under {work}"
+            )
+            print(
+                f"{'size':>8}  {'how':<22}{'openssl MiB/s':>14}{'dd fsync MiB/s':>16}{'upload MiB/s':>14}{'ratio':>8}"
+                f"{'CPU s client/server':>21}{'peak RSS growth MiB':>21}  GiB written by each worker"
             )
             for size in sizes:
                 for row in measure(size, work, port, key, server):
