@@ -158,3 +158,62 @@ def test_both_exports_give_what_the_runs_prove_as_a_code_and_a_label_in_the_read
     assert v18["runs_prove"].startswith(
         "package-batch-4: simulator package (厂商的包在模拟器上), hardware board (板卡)"
     )
+
+
+def _row(body: str, key: str) -> str:
+    found = body[body.index(f'id="deliverable-{key}"') :]
+    return found[: found.index("</tr>")]
+
+
+def test_the_question_page_marks_alternatives_either_or_and_counts_them_once(pm_client, pm, acme, checklist):
+    """V45 closes on the SDK with both calls or on the erratum: each row names the other; V18's three packages,
+    all owed, are no alternatives of each other."""
+    put_to(pm, acme, "V45", ask=True)
+    url = reverse("question-detail", args=["V45"])
+    body = pm_client.get(url).content.decode()
+    assert "1 deliverable is still owed." in body
+    assert "Either this or relocation-erratum: one of them accepted is enough." in _row(body, "relocation-api")
+    assert "Either this or relocation-api: one of them accepted is enough." in _row(body, "relocation-erratum")
+    assert 'class="alternatives"' not in pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    deliverable_accept(
+        Question.objects.get(code="V45").deliverables.get(key="relocation-erratum"), actor=SYSTEM, reason="reviewed"
+    )
+    assert "0 deliverables are still owed." in pm_client.get(url).content.decode()
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    assert "此项或 relocation-erratum 二者之一被接受即可。" in _row(
+        pm_client.get(url).content.decode(), "relocation-api"
+    )
+
+
+def test_both_exports_and_the_api_give_alternatives_as_either_or(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V45", ask=True)
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
+    rows = {row["code"]: row for row in csv.DictReader(io.StringIO(exported))}
+    assert rows["V45"]["deliverables_owed"] == (
+        "either relocation-api (sdk, owed) or relocation-erratum (document, owed)"
+    )
+    assert not rows["V18"]["deliverables_owed"].startswith("either")
+    markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
+    assert "either relocation-api (sdk, owed) or relocation-erratum (document, owed)" in markdown
+    data = json.loads(pm_client.get(reverse("report-checklist", args=["json"])).content)
+    [v45] = [q for q in data["questions"] if q["code"] == "V45"]
+    assert {d["key"]: d["alternatives"] for d in v45["deliverables"]} == {
+        "relocation-api": ["relocation-erratum"],
+        "relocation-erratum": ["relocation-api"],
+    }
+    [v18] = [q for q in data["questions"] if q["code"] == "V18"]
+    assert all(d["alternatives"] == [] for d in v18["deliverables"])
+    api = pm_client.get("/api/v1/questions/V45/deliverables/").json()
+    assert {d["key"]: d["alternatives"] for d in api} == {
+        "relocation-api": ["relocation-erratum"],
+        "relocation-erratum": ["relocation-api"],
+    }
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
+    assert "relocation-api (sdk, owed) 或 relocation-erratum (document, owed)（任选其一）" in markdown
+    deliverable_accept(
+        Question.objects.get(code="V45").deliverables.get(key="relocation-api"), actor=SYSTEM, reason="chain passed"
+    )
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
+    [v45_row] = [row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V45"]
+    assert v45_row["deliverables_owed"] == ""  # the SDK accepted: the erratum is owed no longer
