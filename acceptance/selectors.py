@@ -602,9 +602,10 @@ def capability_recipe_probes(capability) -> list[str]:
 
 
 def capability_recipe_sdk_calls(capability) -> bool:
-    """Whether the capability's recipe names SDK entry points (the policy's `sdk` applies only then)."""
+    """Whether the capability's recipe names SDK calls, by name or by role (the policy's `sdk` applies only
+    then)."""
     recipe = RECIPES.get(capability.slug)
-    return bool(recipe and recipe.sdk_entry_points)
+    return bool(recipe and recipe.names_sdk_calls)
 
 
 # What a calbin deliverable's chains on one kind of target have shown.
