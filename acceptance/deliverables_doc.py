@@ -42,7 +42,12 @@ def accepted_by(d: DeliverableSeed) -> str:
         named = ", ".join([*calls, *roles]) if calls or roles else "the entry points the answer declares"
         return f"{named} in the headers and the library's dynamic symbols, same version; the example builds"
     if d.kind == "container_image":
-        return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
+        sbom = (
+            "SBOM whose versioned components list every compiled file of the image by SHA-256"
+            if d.sbom_components
+            else "SBOM"
+        )
+        return f"OCI layout and digests verify offline; {sbom} and licence; a build command gives the same bytes twice"
     if d.kind == "schema":
         versioned = (
             "; rejects the current metadata claiming another schema_version, or without schema_version, name, "
@@ -96,7 +101,14 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         said = ["no SBOM or licence: `sbom_missing` or `licence_missing`, rejected"]
         if any(r.reproducible_build for r in recipes):
             said.append("no build: `build_missing`; a build that differs: `not_reproducible`")
-        said.append("what the image holds is not checked against the question (weak)")
+        if d.sbom_components:
+            said.append(
+                "an SBOM naming no file: `sbom_no_files`; a component the image lacks, a file of another digest or "
+                "a compiled file in no component: `sbom_mismatch` naming it; a component without a version: "
+                "`sbom_unversioned`"
+            )
+        else:
+            said.append("what the image holds is not checked against the question (weak)")
         return "; ".join(said)
     if d.kind == "schema":
         said = f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`"

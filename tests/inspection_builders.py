@@ -48,11 +48,16 @@ def add_blob(files: dict[str, bytes], data: bytes, media_type: str, **extra: obj
 
 
 def oci_image_files(
-    *, sbom: str | None = "file", licence: bool = True, extra_layers: tuple[dict[str, bytes], ...] = ()
+    *,
+    sbom: str | None = "file",
+    licence: bool = True,
+    extra_layers: tuple[dict[str, bytes], ...] = (),
+    sbom_document: dict | None = None,
 ) -> dict[str, bytes]:
     """The members of an OCI image layout: a gzip layer holding the compiler, then `extra_layers` (each
     {path: content}) as plain tar layers. The SBOM as a file of the archive (`file`), as an attached SPDX
-    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none."""
+    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none; `sbom_document` in place of the
+    stock SPDX or CycloneDX one."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
     compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"})
     layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
@@ -69,9 +74,9 @@ def oci_image_files(
     }
     manifests = [add_blob(files, json.dumps(manifest).encode(), OCI_MANIFEST)]
     if sbom == "file":
-        files["sbom.spdx.json"] = json.dumps(SPDX).encode()
+        files["sbom.spdx.json"] = json.dumps(sbom_document or SPDX).encode()
     elif sbom == "cyclonedx":
-        files["bom.json"] = json.dumps(CYCLONEDX).encode()
+        files["bom.json"] = json.dumps(sbom_document or CYCLONEDX).encode()
     elif sbom == "artifact":
         artifact = {
             "schemaVersion": 2,
@@ -112,6 +117,42 @@ def only_manifest(files: dict[str, bytes]) -> tuple[str, dict]:
     descriptor = json.loads(files["index.json"])["manifests"][0]
     name = "blobs/sha256/" + descriptor["digest"].split(":")[1]
     return name, json.loads(files[name])
+
+
+# V07: the compiler's components as compiled files (ELF or an `ar` archive), and an SBOM listing each by its
+# SHA-256 under its versioned component.
+COMPONENT_FILES = {
+    "opt/cal/passes/libcal_passes.so": b"\x7fELF\x02\x01\x01passes 1.4.2",
+    "opt/cal/bin/cal-codegen": b"\x7fELF\x02\x01\x01codegen 2.0.1",
+    "opt/cal/lib/liboplib.a": b"!<arch>\noplib 0.9.3",
+    "opt/cal/kernels/matmul.o": b"\x7fELF\x02\x01\x01kernel matmul 0.9.3",
+}
+COMPONENTS = {
+    "cal-passes": ("1.4.2", ["opt/cal/passes/libcal_passes.so"]),
+    "cal-codegen": ("2.0.1", ["opt/cal/bin/cal-codegen"]),
+    "cal-oplib": ("0.9.3", ["opt/cal/lib/liboplib.a"]),
+    "cal-kernels": ("0.9.3", ["opt/cal/kernels/matmul.o"]),
+}
+
+
+def component_sbom(files: dict[str, bytes] = COMPONENT_FILES, components=COMPONENTS) -> dict:
+    """An SPDX 2.3 SBOM: each component a package with its version and `hasFiles`, each file its SHA-256."""
+    document = {**SPDX, "packages": [], "files": []}
+    for name, (version, paths) in components.items():
+        ids = [f"SPDXRef-File-{path.replace('/', '-')}" for path in paths]
+        document["packages"].append(
+            {"SPDXID": f"SPDXRef-{name}", "name": name, "versionInfo": version, "hasFiles": ids}
+        )
+        for path, spdx_id in zip(paths, ids, strict=True):
+            digest = hashlib.sha256(files[path]).hexdigest() if path in files else "0" * 64
+            document["files"].append(
+                {
+                    "SPDXID": spdx_id,
+                    "fileName": f"./{path}",
+                    "checksums": [{"algorithm": "SHA256", "checksumValue": digest}],
+                }
+            )
+    return document
 
 
 # JSON Schemas

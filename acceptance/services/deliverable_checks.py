@@ -176,7 +176,7 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         if deliverable.kind == Deliverable.SDK:
             return _check_sdk(path, Path(scratch), answer, deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
-            image = check_oci_archive(path)
+            image = check_oci_archive(path, components=deliverable.image_sbom_components)
             build = _reproduce_build(answer, deliverable, Path(scratch), _delivered(answer, artifact, image))
             what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
             return _outcome(image, what, extra=build)

@@ -40,6 +40,8 @@ class DeliverableSeed:
     either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
     versioned: bool = False  # package-metadata schema only: it must pin the version and require the fields (V47)
     fixes: str = ""  # package-metadata schema only: the seed's defect this question asks it to fix (A16, A17)
+    # container image only: its SBOM must list its components' files by SHA-256, as the image holds them (V07)
+    sbom_components: bool = False
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
@@ -50,8 +52,8 @@ def sdk(key: str, title: str, *capabilities: str, either: str = "") -> Deliverab
     return DeliverableSeed(key, "sdk", title, capabilities=capabilities, either=either)
 
 
-def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "container_image", title, capabilities=capabilities)
+def image(key: str, title: str, *capabilities: str, sbom_components: bool = False) -> DeliverableSeed:
+    return DeliverableSeed(key, "container_image", title, capabilities=capabilities, sbom_components=sbom_components)
 
 
 def schema(
@@ -112,7 +114,16 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "Names the layers kept in higher precision",
         ),
     ),
-    "V07": (image("component-manifest", "Manifest and SBOM of passes, codegen, C oplib and kernels", COMPILE),),
+    # V07 asks how the versions of passes, codegen, C oplib and kernels correspond: the SBOM must say so of the
+    # very files the image holds.
+    "V07": (
+        image(
+            "component-manifest",
+            "Manifest and SBOM of passes, codegen, C oplib and kernels",
+            COMPILE,
+            sbom_components=True,
+        ),
+    ),
     "V08": (
         schema("metadata-schema", "Package metadata schema", "package-metadata", METADATA),
         calbin("golden-package", "Package whose golden reads back and reproduces", "golden-readback"),

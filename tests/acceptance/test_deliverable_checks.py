@@ -40,9 +40,11 @@ from tests.factories import (
     sha256,
 )
 from tests.inspection_builders import (
+    COMPONENT_FILES,
     PACKAGE_METADATA_SCHEMA,
     build_project,
     build_sdk,
+    component_sbom,
     example_source,
     oci_image_files,
     only_manifest,
@@ -398,6 +400,35 @@ def test_an_image_for_a_capability_not_about_a_build_needs_no_build(answer_with_
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.ACCEPTED, decided.reason
     assert "built twice" not in decided.reason
+
+
+WITHOUT_KERNEL = {path: data for path, data in COMPONENT_FILES.items() if "kernels" not in path}
+
+
+@pytest.mark.parametrize(
+    ("layers", "sbom", "state", "said"),
+    [
+        ((), None, Deliverable.REJECTED, "the SBOM lists no file with its SHA-256"),
+        (
+            (WITHOUT_KERNEL,),
+            component_sbom(),
+            Deliverable.REJECTED,
+            "SBOM component cal-kernels: opt/cal/kernels/matmul.o is not in the image (missing)",
+        ),
+        ((COMPONENT_FILES,), component_sbom(), Deliverable.ACCEPTED, "nothing found"),
+    ],
+    ids=["sbom-naming-no-file", "component-missing", "every-file-listed"],
+)
+def test_v07s_image_is_accepted_only_when_its_sbom_lists_the_files_it_holds(
+    answer_with_image, layers, sbom, state, said
+):
+    """V07's manifest of passes, codegen, oplib and kernels: the SBOM is compared with the image's files."""
+    data = tar_bytes(oci_image_files(extra_layers=layers, sbom_document=sbom))
+    answer, deliverable, _capability = answer_with_image(code="V59", capability_slug="enginecore", data=data)
+    Deliverable.objects.filter(pk=deliverable.pk).update(image_sbom_components=True)
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
 
 
 def test_an_image_without_a_licence_is_rejected(answer_with_image):
