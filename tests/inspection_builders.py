@@ -1,7 +1,8 @@
 """Real inputs for the inspection checks (acceptance/inspection/), built in the test: headers and a shared
 library with g++ and a minimal example (`build_sdk`, `example_source`: the simulator's stand-in SDK,
 npu_sim/sdk.py), an OCI image archive with tarfile and hashlib (`build_oci_archive`, or `oci_image_files`
-to break one), JSON Schemas of the simulator's package metadata and trace that pass and one that fails,
+to break one), JSON Schemas of the simulator's package metadata that pass and one that fails, a vendor's own
+trace format with its schema, sample and converter (`trace_delivery`),
 and sources with a build command (`build_project`)."""
 
 import gzip
@@ -155,6 +156,58 @@ def component_sbom(files: dict[str, bytes] = COMPONENT_FILES, components=COMPONE
     return document
 
 
+# V37: a vendor's own trace format (not Chrome's), its schema, a sample and a converter to a Chrome trace.
+VENDOR_TRACE_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["clock_hz", "records"],
+    "properties": {
+        "clock_hz": {"type": "integer", "minimum": 1},
+        "records": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["op", "chiplet", "start_cycle", "cycles"],
+                "properties": {
+                    "op": {"type": "string"},
+                    "chiplet": {"type": "integer", "minimum": 0},
+                    "start_cycle": {"type": "integer", "minimum": 0},
+                    "cycles": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    },
+}
+VENDOR_TRACE_SAMPLE = {
+    "clock_hz": 1_000_000_000,
+    "records": [
+        {"op": "attention_qk", "chiplet": 0, "start_cycle": 0, "cycles": 4000},
+        {"op": "softmax", "chiplet": 0, "start_cycle": 4000, "cycles": 1000},
+        {"op": "matmul_ffn", "chiplet": 1, "start_cycle": 5000, "cycles": 9000},
+    ],
+}
+# Reads the vendor's records from trace.in, writes one complete event per record (cycles to microseconds).
+TRACE_CONVERTER = """import json
+trace = json.load(open("trace.in"))
+per_us = trace["clock_hz"] / 1e6
+events = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "npu"}}]
+for record in trace["records"]:
+    events.append({"name": record["op"], "ph": "X", "pid": 0, "tid": record["chiplet"],
+                   "ts": record["start_cycle"] / per_us, "dur": record["cycles"] / per_us})
+json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, open("chrome-trace.json", "w"))
+"""
+
+
+def trace_delivery(root: Path, *, schema=None, sample=None, converter: str = TRACE_CONVERTER) -> Path:
+    """The V37 delivery unpacked at `root`: schema.json, sample.json, convert.py and convert.txt."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "schema.json").write_text(json.dumps(VENDOR_TRACE_SCHEMA if schema is None else schema))
+    (root / "sample.json").write_text(json.dumps(VENDOR_TRACE_SAMPLE if sample is None else sample))
+    (root / "convert.py").write_text(converter)
+    (root / "convert.txt").write_text("python3 convert.py\n")
+    return root
+
+
 # JSON Schemas
 
 # A vendor's metadata schema that holds: sizes in units a board can hold (A16), exactly one prefill and the
@@ -198,33 +251,6 @@ PACKAGE_METADATA_SCHEMA = {
             "if": {"properties": {"name": {"const": "prefill"}}},
             "then": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
         },
-    },
-}
-
-# A vendor's trace schema (Draft 7): Chrome trace events a viewer can place.
-TRACE_SCHEMA = {
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "type": "object",
-    "required": ["traceEvents", "displayTimeUnit"],
-    "properties": {
-        "displayTimeUnit": {"enum": ["ms", "ns"]},
-        "traceEvents": {"type": "array", "items": {"$ref": "#/definitions/event"}},
-    },
-    "definitions": {
-        "event": {
-            "type": "object",
-            "required": ["name", "ph", "pid"],
-            "allOf": [
-                {
-                    "if": {"not": {"properties": {"ph": {"const": "M"}}}},
-                    "then": {"required": ["tid", "ts"], "properties": {"ts": {"type": "number"}}},
-                },
-                {
-                    "if": {"properties": {"ph": {"const": "X"}}},
-                    "then": {"required": ["dur"], "properties": {"dur": {"type": "number", "minimum": 0}}},
-                },
-            ],
-        }
     },
 }
 

@@ -11,8 +11,9 @@ A deliverable's kind says how it is accepted:
 - `container_image`: an OCI image archive that verifies offline (layout, manifest, layer digests) with an
   SBOM and a licence file; where the answer gives a build command, it is run twice and must give the
   same bytes (V03).
-- `schema`: a JSON Schema that accepts the current package's metadata (`schema_of` "package-metadata")
-  or a trace ("trace"), and rejects the seed's A16 and A17 defects.
+- `schema`: a JSON Schema that accepts the current package's metadata (`schema_of` "package-metadata") and
+  rejects the seed's A16 and A17 defects; or, for a trace ("trace", V37: "schema + 解析器 + 示例"), the schema of
+  the vendor's own trace format with a sample trace in it and the converter calculet runs to a Chrome trace.
 - `document`: a written answer, reviewed by a PM against `checklist` (items from the acceptance form).
   A document closes a question; it never moves a capability, so it names none.
 
@@ -436,7 +437,12 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     # 12.5 Trace, counters and performance
     "V37": (
-        schema("trace-schema", "Trace schema", "trace", "device-counters-trace"),
+        schema(
+            "trace-schema",
+            "Trace schema of the vendor's format, a sample trace and its converter to a Chrome trace",
+            "trace",
+            "device-counters-trace",
+        ),
         sdk("trace-sdk", "Trace and full debug in the SDK", "device-counters-trace", "full-debug"),
         document(
             "trace-format",

@@ -42,6 +42,7 @@ from tests.factories import (
 from tests.inspection_builders import (
     COMPONENT_FILES,
     PACKAGE_METADATA_SCHEMA,
+    TRACE_CONVERTER,
     build_project,
     build_sdk,
     component_sbom,
@@ -49,6 +50,7 @@ from tests.inspection_builders import (
     oci_image_files,
     only_manifest,
     tar_bytes,
+    trace_delivery,
 )
 from vendor import states
 from vendor.models import Deliverable, Organisation
@@ -566,6 +568,39 @@ def schema_answer(engineer, acme, golden, tmp_path):
         capability_slug="calbin-metadata-schema",
         schema_of="package-metadata",
     )
+
+
+@pytest.mark.parametrize(
+    ("converter", "state", "said"),
+    [
+        (TRACE_CONVERTER, Deliverable.ACCEPTED, "nothing found"),
+        (
+            TRACE_CONVERTER.replace('trace["records"]:', 'trace["records"][1:]:'),
+            Deliverable.REJECTED,
+            "the sample has 3 events, the converter's Chrome trace 2",
+        ),
+    ],
+    ids=["its-converter-converts-the-sample", "its-converter-drops-an-event"],
+)
+def test_v37s_trace_delivery_runs_its_converter_on_its_sample(engineer, acme, golden, tmp_path, converter, state, said):
+    """The vendor's own trace format, not npu_sim's Chrome export: the tar of schema, sample and converter."""
+    root = trace_delivery(tmp_path / "delivery", converter=converter)
+    data = tar_bytes({path.name: path.read_bytes() for path in root.iterdir()})
+    answer, _deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V37",
+        kind="schema",
+        artifact_kind="schema",
+        data=data,
+        capability_slug="device-counters-trace",
+        schema_of="trace",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
 
 
 def test_a_check_run_twice_decides_once(engineer, acme, golden, tmp_path):
