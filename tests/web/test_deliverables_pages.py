@@ -217,3 +217,17 @@ def test_both_exports_and_the_api_give_alternatives_as_either_or(pm_client, pm, 
     exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
     [v45_row] = [row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V45"]
     assert v45_row["deliverables_owed"] == ""  # the SDK accepted: the erratum is owed no longer
+
+
+def test_the_vendor_page_and_the_reports_mark_alternatives_still_owed(
+    client, pm_client, pm, acme, acme_engineer, checklist
+):
+    put_to(pm, acme, "V45", ask=True)
+    said = "Either this or relocation-erratum: one of them accepted is enough."
+    reports = pm_client.get(reverse("reports")).content.decode()
+    row = reports[reports.index('id="report-owed-V45-relocation-api"') :]
+    assert said in row[: row.index("</li>")]
+    client.force_login(acme_engineer)
+    home = client.get(reverse("vendor-home")).content.decode()
+    row = home[home.index('id="owed-V45-relocation-api"') :]
+    assert said in row[: row.index("</tr>")]
