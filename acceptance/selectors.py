@@ -901,7 +901,13 @@ def attention() -> Attention:
     """Where the work stands still, in a fixed number of queries: owed deliverables of open questions, latest
     answers that are incomplete, and chains that failed or went stale."""
     open_questions = Question.objects.exclude(state__in=question_states.SETTLED_STATES)
-    owed = list(Deliverable.objects.filter(question__in=open_questions).owed().values_list("question_id", flat=True))
+    owed_rows = Deliverable.objects.filter(question__in=open_questions).owed()
+    # Alternatives still owed are one thing owed (V45: the SDK or the erratum).
+    owed_things = {
+        (question_id, ("either", either) if either else ("key", key))
+        for question_id, either, key in owed_rows.values_list("question_id", "either", "key")
+    }
+    owed = [question_id for question_id, _thing in owed_things]
     # Each organisation's latest revision: no later one exists (a NOT EXISTS both PostgreSQL and SQLite run,
     # where DISTINCT ON is PostgreSQL's alone).
     later_revision = Answer.objects.filter(

@@ -70,6 +70,14 @@ def test_the_dashboard_counts_what_is_owed_and_links_to_the_filtered_list(pm_cli
     assert [q.code for q in listed.context["page"]] == ["V18"]
 
 
+def test_the_dashboard_counts_alternatives_still_owed_once(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V45", ask=True)
+    Question.objects.exclude(code="V45").update(state="deferred", state_reason="not in this release")
+    response = pm_client.get(reverse("dashboard"))
+    counts = {kind: count for kind, _label, count in response.context["attention_counts"]}
+    assert counts["owed"] == 1  # the SDK with both calls or the erratum: one of them is owed
+
+
 def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batch_8_accepted):
     body = pm_client.get(reverse("reports")).content.decode()
     assert 'id="report-owed-V18-package-batch-4"' in body and 'id="report-owed-V18-package-batch-8"' not in body
