@@ -11,10 +11,7 @@ from npu_sim.probes import PROBES
 DOC = Path(__file__).resolve().parents[1] / "docs" / "acceptance.md"
 BEGIN = "<!-- deliverables table: generated from evidence/seed/deliverables.py -->"
 END = "<!-- end of deliverables table -->"
-REJECTED = {
-    "package-metadata": "rejects A16 (16777216 MB) and A17 (a prefill labelled llm_decode)",
-    "trace": "rejects an impossible time unit and events without time or with a negative duration",
-}
+REJECTED = {"package-metadata": "rejects A16 (16777216 MB) and A17 (a prefill labelled llm_decode)"}
 # What a probe asks of the package besides the features it declares.
 PACKAGE_NEEDS = {
     "decode_batch": "a package at another decode batch",
@@ -22,10 +19,7 @@ PACKAGE_NEEDS = {
     "kv_shift": "a package of decode batch 1 (copy, keep and state need a second lane)",
     "models_per_chiplet": "two packages of the same chip affinity",
 }
-DEFECTS = {
-    "package-metadata": "a schema accepting A16 or A17",
-    "trace": "a schema accepting a trace with an impossible time unit, an event without time or a negative duration",
-}
+DEFECTS = {"package-metadata": "a schema accepting A16 or A17"}
 
 
 def _probe(name: str, params: dict) -> str:
@@ -42,7 +36,18 @@ def accepted_by(d: DeliverableSeed) -> str:
         named = ", ".join([*calls, *roles]) if calls or roles else "the entry points the answer declares"
         return f"{named} in the headers and the library's dynamic symbols, same version; the example builds"
     if d.kind == "container_image":
-        return "OCI layout and digests verify offline; SBOM and licence; a build command gives the same bytes twice"
+        sbom = (
+            "SBOM whose versioned components list every compiled file of the image by SHA-256"
+            if d.sbom_components
+            else "SBOM"
+        )
+        return f"OCI layout and digests verify offline; {sbom} and licence; a build command gives the same bytes twice"
+    if d.kind == "schema" and d.schema_of == "trace":
+        return (
+            "the schema of the vendor's own trace format accepts its sample; the converter, run in the sandbox on "
+            "the sample, writes a valid Chrome trace with the sample's events (as many, named as in it), and one "
+            "event fewer for the sample less its last"
+        )
     if d.kind == "schema":
         versioned = (
             "; rejects the current metadata claiming another schema_version, or without schema_version, name, "
@@ -96,8 +101,22 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         said = ["no SBOM or licence: `sbom_missing` or `licence_missing`, rejected"]
         if any(r.reproducible_build for r in recipes):
             said.append("no build: `build_missing`; a build that differs: `not_reproducible`")
-        said.append("what the image holds is not checked against the question (weak)")
+        if d.sbom_components:
+            said.append(
+                "an SBOM naming no file: `sbom_no_files`; a component the image lacks, a file of another digest or "
+                "a compiled file in no component: `sbom_mismatch` naming it; a component without a version: "
+                "`sbom_unversioned`"
+            )
+        else:
+            said.append("what the image holds is not checked against the question (weak)")
         return "; ".join(said)
+    if d.kind == "schema" and d.schema_of == "trace":
+        return (
+            "a schema refusing its own sample: `rejects_sample`; a converter that fails or writes no Chrome trace "
+            "(no ts, a negative dur, a time unit not ms or ns): `converter_failed`, `not_chrome_trace`; events "
+            "dropped, added or named otherwise: `trace_events_mismatch`; a canned trace whatever the input: "
+            "`converter_ignores_input`"
+        )
     if d.kind == "schema":
         said = f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`"
         if d.versioned:

@@ -16,7 +16,8 @@ capability must meet to move to it; each requirement is one of `REQUIREMENTS`:
 
 What the capability's recipe holds decides how a requirement is met:
 
-- `sdk` holds by itself when the recipe names no SDK entry point: there is nothing to find in an SDK.
+- `sdk` holds by itself when the recipe names no SDK call, by name or by role (`Recipe.names_sdk_calls`):
+  there is nothing to find in an SDK.
 - A recipe without probes is proven by its deliverable's static check (an SDK, container image or schema that
   passed, at the answer's version): that check stands for `artifacts` and `probes_simulator`, and an E1 check
   (an image or a schema: the product's own artifact) for `probes_hardware`; an SDK's symbols (E2) "do not

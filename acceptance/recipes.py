@@ -52,6 +52,12 @@ class Recipe:
     reproducible_build: bool = False  # the answer's build must run twice in fresh sandboxes, same bytes out
 
     @property
+    def names_sdk_calls(self) -> bool:
+        """Whether the SDK must carry calls for it: entry points by name or calls named for its roles (the
+        promotion policy's `sdk` requirement applies only then)."""
+        return bool(self.sdk_entry_points or self.sdk_roles)
+
+    @property
     def needs_second_package(self) -> bool:
         """Whether the answer delivers two calbin packages: the one under test and the other model."""
         return any(probe.name in SECOND_PACKAGE_PROBES for probe in self.probes)

@@ -21,6 +21,7 @@ from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target,
 from acceptance.policy import AnswerFacts, ChainFacts
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
+from evidence.exporter import checklist_export
 from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
 from vendor.access import objects_for_user
@@ -601,9 +602,10 @@ def capability_recipe_probes(capability) -> list[str]:
 
 
 def capability_recipe_sdk_calls(capability) -> bool:
-    """Whether the capability's recipe names SDK entry points (the policy's `sdk` applies only then)."""
+    """Whether the capability's recipe names SDK calls, by name or by role (the policy's `sdk` applies only
+    then)."""
     recipe = RECIPES.get(capability.slug)
-    return bool(recipe and recipe.sdk_entry_points)
+    return bool(recipe and recipe.names_sdk_calls)
 
 
 # What a calbin deliverable's chains on one kind of target have shown.
@@ -660,10 +662,18 @@ class DeliverableView:
     reviews: list[DocumentReview]
     answered: bool
     found: list[tuple[str, str]] = field(default_factory=list)  # what its latest static check looked at, found
+    # The keys of its alternatives (the question's other deliverables of the same `either`): it or one of them.
+    alternatives: list[str] = field(default_factory=list)
+    alternative_accepted: bool = False
 
     @property
     def owed(self) -> bool:
-        return self.deliverable.state != Deliverable.ACCEPTED
+        return self.deliverable.state != Deliverable.ACCEPTED and not self.alternative_accepted
+
+    @property
+    def owed_as(self) -> tuple[str, str]:
+        """What it is owed as: one thing with its alternatives (their `either`), or itself."""
+        return ("either", self.deliverable.either) if self.deliverable.either else ("key", self.deliverable.key)
 
     @property
     def progress_rows(self) -> list[tuple[str, str, str]]:
@@ -681,6 +691,13 @@ def deliverables_runs_prove() -> dict[int, list[tuple[str, str, str, str]]]:
     """For every calbin deliverable's id, what its runs prove (`deliverable_runs_prove`); two queries."""
     calbins = Deliverable.objects.filter(kind=Deliverable.CALBIN).prefetch_related("capabilities")
     return {deliverable.pk: deliverable_runs_prove(deliverable) for deliverable in calbins}
+
+
+def checklist_download(fmt: str) -> str:
+    """The checklist export with what only acceptance knows: where each calbin deliverable's chains stand per
+    target kind and what its runs prove (the reports page's downloads and `manage.py export_checklist` alike)."""
+    progress = deliverables_progress(Deliverable.objects.filter(kind=Deliverable.CALBIN).only("id"))
+    return checklist_export(fmt, progress, deliverables_runs_prove())
 
 
 def deliverable_runs_prove(deliverable: Deliverable) -> list[tuple[str, str, str, str]]:
@@ -709,15 +726,41 @@ def deliverable_views(deliverables) -> list[DeliverableView]:
     )
     for review in own_reviews.select_related("reviewer", "answer"):
         reviews[review.deliverable_id].append(review)
-    return [
-        DeliverableView(
-            deliverable=deliverable,
-            progress=progress.get(deliverable.pk, {}),
-            reviews=reviews[deliverable.pk],
-            answered=deliverable.pk in answered,
+    groups = deliverable_alternatives(deliverables)
+    views = []
+    for deliverable in deliverables:
+        others = [(key, state) for key, state in groups.get(_group(deliverable), []) if key != deliverable.key]
+        views.append(
+            DeliverableView(
+                deliverable=deliverable,
+                progress=progress.get(deliverable.pk, {}),
+                reviews=reviews[deliverable.pk],
+                answered=deliverable.pk in answered,
+                alternatives=[key for key, _state in others],
+                alternative_accepted=any(state == Deliverable.ACCEPTED for _key, state in others),
+            )
         )
-        for deliverable in deliverables
-    ]
+    return views
+
+
+def _group(deliverable: Deliverable) -> tuple[int, str]:
+    return (deliverable.question_id, deliverable.either)
+
+
+def deliverable_alternatives(deliverables: list[Deliverable]) -> dict[tuple[int, str], list[tuple[str, str]]]:
+    """(question id, either) -> [(key, state)] of every deliverable of those alternatives, in position order; one
+    query, none when no deliverable given has alternatives."""
+    groups = {_group(deliverable) for deliverable in deliverables if deliverable.either}
+    if not groups:
+        return {}
+    rows = Deliverable.objects.filter(
+        question_id__in={question for question, _either in groups}, either__in={either for _q, either in groups}
+    ).order_by("position", "key")
+    found: dict[tuple[int, str], list[tuple[str, str]]] = defaultdict(list)
+    for question_id, either, key, state in rows.values_list("question_id", "either", "key", "state"):
+        if (question_id, either) in groups:
+            found[(question_id, either)].append((key, state))
+    return found
 
 
 def question_deliverables(question: Question) -> list[DeliverableView]:
@@ -858,7 +901,13 @@ def attention() -> Attention:
     """Where the work stands still, in a fixed number of queries: owed deliverables of open questions, latest
     answers that are incomplete, and chains that failed or went stale."""
     open_questions = Question.objects.exclude(state__in=question_states.SETTLED_STATES)
-    owed = list(Deliverable.objects.filter(question__in=open_questions).owed().values_list("question_id", flat=True))
+    owed_rows = Deliverable.objects.filter(question__in=open_questions).owed()
+    # Alternatives still owed are one thing owed (V45: the SDK or the erratum).
+    owed_things = {
+        (question_id, ("either", either) if either else ("key", key))
+        for question_id, either, key in owed_rows.values_list("question_id", "either", "key")
+    }
+    owed = [question_id for question_id, _thing in owed_things]
     # Each organisation's latest revision: no later one exists (a NOT EXISTS both PostgreSQL and SQLite run,
     # where DISTINCT ON is PostgreSQL's alone).
     later_revision = Answer.objects.filter(

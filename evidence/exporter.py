@@ -67,6 +67,23 @@ def _owed(question) -> list[Deliverable]:
     return deliverables_still_owed(list(question.deliverables.all()))
 
 
+def _alternatives(deliverable: Deliverable, deliverables: list[Deliverable]) -> list[str]:
+    """The keys of the other deliverables of its question with the same `either`: it or one of them is enough."""
+    return [o.key for o in deliverables if deliverable.either and o.either == deliverable.either and o != deliverable]
+
+
+def _owed_labels(question, progress: Progress | None) -> list[str]:
+    """Each owed deliverable's label; alternatives still owed as one, `either A (…) or B (…)`."""
+    groups: dict[tuple[str, str], list[str]] = {}  # ("either", its either) or ("key", its key) -> labels
+    for deliverable in _owed(question):
+        group = ("either", deliverable.either) if deliverable.either else ("key", deliverable.key)
+        groups.setdefault(group, []).append(_owed_label(deliverable, progress))
+    return [
+        _("either %(choices)s") % {"choices": _(" or ").join(labels)} if len(labels) > 1 else labels[0]
+        for labels in groups.values()
+    ]
+
+
 def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
     """`package-batch-4 (calbin, owed; simulator: none, hardware: none)`."""
     parts = [deliverable.kind, deliverable.state]
@@ -76,11 +93,14 @@ def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
     return f"{deliverable.key} ({', '.join(parts)})"
 
 
-def _deliverable_data(deliverable: Deliverable, progress: Progress | None, proves: Proves | None) -> dict:
+def _deliverable_data(
+    deliverable: Deliverable, deliverables: list[Deliverable], progress: Progress | None, proves: Proves | None
+) -> dict:
     return {
         "key": deliverable.key,
         "kind": deliverable.kind,
         "state": deliverable.state,
+        "alternatives": _alternatives(deliverable, deliverables),
         "reason": plain(deliverable.reason),
         "progress": dict((progress or {}).get(deliverable.pk, {})),
         "runs_prove": [
@@ -184,7 +204,9 @@ def checklist_data(progress: Progress | None = None, proves: Proves | None = Non
                 "assignee": q.assignee.get_username() if q.assignee else None,
                 "due_date": q.due_date.isoformat() if q.due_date else None,
                 "capabilities": [c.slug for c in q.capabilities.all()],
-                "deliverables": [_deliverable_data(d, progress, proves) for d in q.deliverables.all()],
+                "deliverables": [
+                    _deliverable_data(d, list(q.deliverables.all()), progress, proves) for d in q.deliverables.all()
+                ],
             }
             for q in _questions()
         ],
@@ -240,7 +262,7 @@ def checklist_markdown(progress: Progress | None = None, proves: Proves | None =
                 owner,
                 q.due_date.isoformat() if q.due_date else "",
                 "、".join(_capability_labels(q)),
-                "；".join(_owed_label(d, progress) for d in _owed(q)),
+                "；".join(_owed_labels(q, progress)),
                 _runs_prove_label(q, proves),
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
@@ -276,7 +298,7 @@ def checklist_csv(progress: Progress | None = None, proves: Proves | None = None
                 q.assignee.get_username() if q.assignee else "",
                 q.due_date.isoformat() if q.due_date else "",
                 "; ".join(_capability_labels(q)),
-                "; ".join(_owed_label(d, progress) for d in _owed(q)),
+                "; ".join(_owed_labels(q, progress)),
                 _runs_prove_label(q, proves),
             ]
         )

@@ -1,7 +1,8 @@
 """Real inputs for the inspection checks (acceptance/inspection/), built in the test: headers and a shared
 library with g++ and a minimal example (`build_sdk`, `example_source`: the simulator's stand-in SDK,
 npu_sim/sdk.py), an OCI image archive with tarfile and hashlib (`build_oci_archive`, or `oci_image_files`
-to break one), JSON Schemas of the simulator's package metadata and trace that pass and one that fails,
+to break one), JSON Schemas of the simulator's package metadata that pass and one that fails, a vendor's own
+trace format with its schema, sample and converter (`trace_delivery`),
 and sources with a build command (`build_project`)."""
 
 import gzip
@@ -48,11 +49,16 @@ def add_blob(files: dict[str, bytes], data: bytes, media_type: str, **extra: obj
 
 
 def oci_image_files(
-    *, sbom: str | None = "file", licence: bool = True, extra_layers: tuple[dict[str, bytes], ...] = ()
+    *,
+    sbom: str | None = "file",
+    licence: bool = True,
+    extra_layers: tuple[dict[str, bytes], ...] = (),
+    sbom_document: dict | None = None,
 ) -> dict[str, bytes]:
     """The members of an OCI image layout: a gzip layer holding the compiler, then `extra_layers` (each
     {path: content}) as plain tar layers. The SBOM as a file of the archive (`file`), as an attached SPDX
-    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none."""
+    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none; `sbom_document` in place of the
+    stock SPDX or CycloneDX one."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
     compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"})
     layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
@@ -69,9 +75,9 @@ def oci_image_files(
     }
     manifests = [add_blob(files, json.dumps(manifest).encode(), OCI_MANIFEST)]
     if sbom == "file":
-        files["sbom.spdx.json"] = json.dumps(SPDX).encode()
+        files["sbom.spdx.json"] = json.dumps(sbom_document or SPDX).encode()
     elif sbom == "cyclonedx":
-        files["bom.json"] = json.dumps(CYCLONEDX).encode()
+        files["bom.json"] = json.dumps(sbom_document or CYCLONEDX).encode()
     elif sbom == "artifact":
         artifact = {
             "schemaVersion": 2,
@@ -112,6 +118,94 @@ def only_manifest(files: dict[str, bytes]) -> tuple[str, dict]:
     descriptor = json.loads(files["index.json"])["manifests"][0]
     name = "blobs/sha256/" + descriptor["digest"].split(":")[1]
     return name, json.loads(files[name])
+
+
+# V07: the compiler's components as compiled files (ELF or an `ar` archive), and an SBOM listing each by its
+# SHA-256 under its versioned component.
+COMPONENT_FILES = {
+    "opt/cal/passes/libcal_passes.so": b"\x7fELF\x02\x01\x01passes 1.4.2",
+    "opt/cal/bin/cal-codegen": b"\x7fELF\x02\x01\x01codegen 2.0.1",
+    "opt/cal/lib/liboplib.a": b"!<arch>\noplib 0.9.3",
+    "opt/cal/kernels/matmul.o": b"\x7fELF\x02\x01\x01kernel matmul 0.9.3",
+}
+COMPONENTS = {
+    "cal-passes": ("1.4.2", ["opt/cal/passes/libcal_passes.so"]),
+    "cal-codegen": ("2.0.1", ["opt/cal/bin/cal-codegen"]),
+    "cal-oplib": ("0.9.3", ["opt/cal/lib/liboplib.a"]),
+    "cal-kernels": ("0.9.3", ["opt/cal/kernels/matmul.o"]),
+}
+
+
+def component_sbom(files: dict[str, bytes] = COMPONENT_FILES, components=COMPONENTS) -> dict:
+    """An SPDX 2.3 SBOM: each component a package with its version and `hasFiles`, each file its SHA-256."""
+    document = {**SPDX, "packages": [], "files": []}
+    for name, (version, paths) in components.items():
+        ids = [f"SPDXRef-File-{path.replace('/', '-')}" for path in paths]
+        document["packages"].append(
+            {"SPDXID": f"SPDXRef-{name}", "name": name, "versionInfo": version, "hasFiles": ids}
+        )
+        for path, spdx_id in zip(paths, ids, strict=True):
+            digest = hashlib.sha256(files[path]).hexdigest() if path in files else "0" * 64
+            document["files"].append(
+                {
+                    "SPDXID": spdx_id,
+                    "fileName": f"./{path}",
+                    "checksums": [{"algorithm": "SHA256", "checksumValue": digest}],
+                }
+            )
+    return document
+
+
+# V37: a vendor's own trace format (not Chrome's), its schema, a sample and a converter to a Chrome trace.
+VENDOR_TRACE_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["clock_hz", "records"],
+    "properties": {
+        "clock_hz": {"type": "integer", "minimum": 1},
+        "records": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["op", "chiplet", "start_cycle", "cycles"],
+                "properties": {
+                    "op": {"type": "string"},
+                    "chiplet": {"type": "integer", "minimum": 0},
+                    "start_cycle": {"type": "integer", "minimum": 0},
+                    "cycles": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    },
+}
+VENDOR_TRACE_SAMPLE = {
+    "clock_hz": 1_000_000_000,
+    "records": [
+        {"op": "attention_qk", "chiplet": 0, "start_cycle": 0, "cycles": 4000},
+        {"op": "softmax", "chiplet": 0, "start_cycle": 4000, "cycles": 1000},
+        {"op": "matmul_ffn", "chiplet": 1, "start_cycle": 5000, "cycles": 9000},
+    ],
+}
+# Reads the vendor's records from trace.in, writes one complete event per record (cycles to microseconds).
+TRACE_CONVERTER = """import json
+trace = json.load(open("trace.in"))
+per_us = trace["clock_hz"] / 1e6
+events = [{"name": "process_name", "ph": "M", "pid": 0, "tid": 0, "args": {"name": "npu"}}]
+for record in trace["records"]:
+    events.append({"name": record["op"], "ph": "X", "pid": 0, "tid": record["chiplet"],
+                   "ts": record["start_cycle"] / per_us, "dur": record["cycles"] / per_us})
+json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, open("chrome-trace.json", "w"))
+"""
+
+
+def trace_delivery(root: Path, *, schema=None, sample=None, converter: str = TRACE_CONVERTER) -> Path:
+    """The V37 delivery unpacked at `root`: schema.json, sample.json, convert.py and convert.txt."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "schema.json").write_text(json.dumps(VENDOR_TRACE_SCHEMA if schema is None else schema))
+    (root / "sample.json").write_text(json.dumps(VENDOR_TRACE_SAMPLE if sample is None else sample))
+    (root / "convert.py").write_text(converter)
+    (root / "convert.txt").write_text("python3 convert.py\n")
+    return root
 
 
 # JSON Schemas
@@ -157,33 +251,6 @@ PACKAGE_METADATA_SCHEMA = {
             "if": {"properties": {"name": {"const": "prefill"}}},
             "then": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
         },
-    },
-}
-
-# A vendor's trace schema (Draft 7): Chrome trace events a viewer can place.
-TRACE_SCHEMA = {
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "type": "object",
-    "required": ["traceEvents", "displayTimeUnit"],
-    "properties": {
-        "displayTimeUnit": {"enum": ["ms", "ns"]},
-        "traceEvents": {"type": "array", "items": {"$ref": "#/definitions/event"}},
-    },
-    "definitions": {
-        "event": {
-            "type": "object",
-            "required": ["name", "ph", "pid"],
-            "allOf": [
-                {
-                    "if": {"not": {"properties": {"ph": {"const": "M"}}}},
-                    "then": {"required": ["tid", "ts"], "properties": {"ts": {"type": "number"}}},
-                },
-                {
-                    "if": {"properties": {"ph": {"const": "X"}}},
-                    "then": {"required": ["dur"], "properties": {"dur": {"type": "number", "minimum": 0}}},
-                },
-            ],
-        }
     },
 }
 

@@ -288,6 +288,8 @@ class Deliverable(models.Model):
     schema_of = models.CharField(max_length=40, blank=True)
     # Schema deliverables of V47: the schema must also pin the metadata's version and require its fields.
     schema_versioned = models.BooleanField(default=False)
+    # Container image deliverables of V07: the SBOM must list the image's components by file and SHA-256.
+    image_sbom_components = models.BooleanField(default=False)
     # Alternatives: the deliverables of a question with the same `either` are owed as one, any of them enough.
     either = models.CharField(max_length=50, blank=True)
 

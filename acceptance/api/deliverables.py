@@ -106,6 +106,11 @@ class DeliverableOutputSerializer(serializers.Serializer):
     answered = serializers.BooleanField(
         help_text="Whether an answer of the organisation the question is put to names this deliverable."
     )
+    alternatives = serializers.ListField(
+        child=serializers.SlugField(),
+        help_text="The keys of the question's other deliverables this one is an alternative of: either it or one "
+        "of them accepted is enough (V45: the SDK with both calls, or the erratum).",
+    )
     runs_prove = serializers.SerializerMethodField(
         help_text="calbin only: what its runs prove on each kind of target (the vendor's package or calculet's "
         "integration against the documented semantics on the simulator; the board on an attested board)."

@@ -11,6 +11,13 @@ manifests, configs, SBOM) are read whole, each up to a bound. Where the SBOM is:
   in the layout, a referrer listed in the index);
 - or a separate file passed in as `sbom` (an artifact attached in the registry and pulled apart).
 
+With `components` (V07: the manifest of passes, codegen, C oplib and kernels), the SBOM must also describe
+what the image holds: every file it lists with a SHA-256 (SPDX `files` with their package from `hasFiles` or a
+CONTAINS relationship; CycloneDX components of type `file`, or a component's own `file` components) is in the
+image's filesystem, after each layer's whiteouts, with that digest; every compiled file of the image (ELF, or an
+`ar` archive of objects) is one of them; every component carries a version. Any other is `sbom_mismatch` naming
+the component and the file (`sbom_no_files` when it lists none, `sbom_unversioned`).
+
 SPDX 2.x (`spdxVersion` "SPDX-2.*") and CycloneDX JSON (`bomFormat` "CycloneDX") are accepted. The
 licence is a file of the archive outside `blobs/` named LICENSE, LICENCE, COPYING or NOTICE (any case,
 any extension), or a blob whose descriptor titles it so (`org.opencontainers.image.title`).
@@ -58,9 +65,10 @@ class ImageReport(Report):
     licence: str | None = None
     # Each image manifest's config and filesystem layers by digest: what a build of the image must write.
     images: list[dict[str, Any]] = field(default_factory=list)
+    sbom_document: Any = None  # the SBOM as read, for the component comparison (not part of the evidence)
 
 
-def check_oci_archive(path: Path, *, sbom: Path | None = None) -> ImageReport:
+def check_oci_archive(path: Path, *, sbom: Path | None = None, components: bool = False) -> ImageReport:
     report = ImageReport()
     path = Path(path)
     report.checked["archive"] = {"name": path.name, "size": path.stat().st_size if path.is_file() else None}
@@ -69,12 +77,15 @@ def check_oci_archive(path: Path, *, sbom: Path | None = None) -> ImageReport:
         return report
     try:
         with tarfile.open(path, "r:*") as archive:
-            _Inspection(archive, report).run()
+            inspection = _Inspection(archive, report)
+            inspection.run()
+            if sbom is not None:
+                _check_sbom_bytes(_read_bounded_file(Path(sbom), report), f"attached {Path(sbom).name}", report)
+            if components and report.sbom_document is not None:
+                _compare_components(report, report.sbom_document, inspection.image_files())
     except (tarfile.TarError, EOFError, OSError) as error:
         report.add("archive_unreadable", f"{path.name} is not a readable tar archive: {error}")
         return report
-    if sbom is not None:
-        _check_sbom_bytes(_read_bounded_file(Path(sbom), report), f"attached {Path(sbom).name}", report)
     if report.sbom is None and not any(f.code.startswith("sbom") for f in report.findings):
         report.add("sbom_missing", "no SBOM (SPDX or CycloneDX JSON) in the archive or attached to it")
     if report.licence is None:
@@ -270,6 +281,25 @@ class _Inspection:
         record["verified"] = True
         return True
 
+    def image_files(self) -> dict[str, tuple[str, bool]]:
+        """Every regular file of the images' filesystems, layer over layer with their whiteouts applied:
+        path -> (sha256, whether it is compiled: ELF or an `ar` archive)."""
+        files: dict[str, tuple[str, bool]] = {}
+        for image in self.report.images:
+            for digest in image["layers"]:
+                record = self.report.blobs.get(digest) or {}
+                member = self.members.get(_blob_name(digest))
+                if not record.get("verified") or member is None:
+                    continue
+                try:
+                    with tarfile.open(fileobj=self.archive.extractfile(member), mode="r|*") as layer:
+                        for entry in layer:
+                            _apply_layer_entry(files, layer, entry)
+                except (tarfile.TarError, EOFError, zlib.error) as error:
+                    # A zstd or foreign layer: its files cannot be compared with the SBOM, so it does not pass.
+                    self.report.add("layer_unreadable", f"layer {digest} is not a tar this check reads: {error}")
+        return files
+
     def _blob_json(self, descriptor: Any, what: str, kind: str) -> Any:
         if not self._verify_blob(descriptor, what):
             return None
@@ -329,6 +359,7 @@ def _check_sbom_bytes(data: bytes | None, where: str, report: ImageReport) -> No
         return
     sbom_format, version, packages = described
     report.sbom = {"where": where, "format": sbom_format, "version": version, "packages": packages}
+    report.sbom_document = document
 
 
 def _sbom_format(document: Any) -> tuple[str, str, int] | None:
@@ -342,3 +373,125 @@ def _sbom_format(document: Any) -> tuple[str, str, int] | None:
         components = document.get("components", [])
         return "CycloneDX", spec, len(components) if isinstance(components, list) else 0
     return None
+
+
+WHITEOUT = ".wh."
+OPAQUE = ".wh..wh..opq"
+COMPILED_MAGIC = (b"\x7fELF", b"!<arch>\n")
+
+
+def _image_path(name: str) -> str:
+    return str(PurePosixPath("/" + name.removeprefix("./")))[1:]
+
+
+def _apply_layer_entry(files: dict[str, tuple[str, bool]], layer: tarfile.TarFile, entry: tarfile.TarInfo) -> None:
+    """One entry of a layer over the files below it: a whiteout removes, a regular file replaces."""
+    path = _image_path(entry.name)
+    folder, name = PurePosixPath(path).parent, PurePosixPath(path).name
+    if name == OPAQUE or name.startswith(WHITEOUT):
+        gone = str(folder) if name == OPAQUE else str(folder / name.removeprefix(WHITEOUT))
+        prefix = "" if gone == "." else gone + "/"
+        for known in [known for known in files if known == gone or known.startswith(prefix)]:
+            del files[known]
+        return
+    if not entry.isfile():
+        files.pop(path, None)
+        return
+    stream = layer.extractfile(entry)
+    head = stream.read(8) if stream is not None else b""
+    hasher = hashlib.sha256(head)
+    while stream is not None and (chunk := stream.read(CHUNK)):
+        hasher.update(chunk)
+    files[path] = (hasher.hexdigest(), head.startswith(COMPILED_MAGIC))
+
+
+def _sbom_files(document: dict) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """(component, path, sha256) of each file the SBOM lists with a SHA-256, and the components without a
+    version."""
+    listed: list[tuple[str, str, str]] = []
+    unversioned: list[str] = []
+    if "spdxVersion" in document:
+        packages = [p for p in document.get("packages") or [] if isinstance(p, dict)]
+        owner: dict[str, str] = {}
+        for package in packages:
+            name = str(package.get("name") or package.get("SPDXID") or "?")
+            if not package.get("versionInfo"):
+                unversioned.append(name)
+            for file_id in package.get("hasFiles") or []:
+                owner[str(file_id)] = name
+        names = {str(p.get("SPDXID")): str(p.get("name") or p.get("SPDXID")) for p in packages}
+        for relation in document.get("relationships") or []:
+            contains = isinstance(relation, dict) and relation.get("relationshipType") == "CONTAINS"
+            if contains and str(relation.get("spdxElementId")) in names:
+                owner[str(relation.get("relatedSpdxElement"))] = names[str(relation.get("spdxElementId"))]
+        for entry in document.get("files") or []:
+            if not isinstance(entry, dict):
+                continue
+            digests = {
+                str(c.get("algorithm", "")).upper(): str(c.get("checksumValue", "")).lower()
+                for c in entry.get("checksums") or []
+                if isinstance(c, dict)
+            }
+            if "SHA256" in digests:
+                path = _image_path(str(entry.get("fileName", "")))
+                listed.append((owner.get(str(entry.get("SPDXID")), path), path, digests["SHA256"]))
+        return listed, unversioned
+
+    def walk(components: Any, parent: str) -> None:
+        for component in components if isinstance(components, list) else []:
+            if not isinstance(component, dict):
+                continue
+            name = str(component.get("name") or "?")
+            if component.get("type") == "file":
+                digests = {
+                    str(h.get("alg", "")).upper(): str(h.get("content", "")).lower()
+                    for h in component.get("hashes") or []
+                    if isinstance(h, dict)
+                }
+                if "SHA-256" in digests:
+                    listed.append((parent or _image_path(name), _image_path(name), digests["SHA-256"]))
+                continue
+            if not component.get("version"):
+                unversioned.append(name)
+            walk(component.get("components"), name)
+
+    walk(document.get("components"), "")
+    return listed, unversioned
+
+
+def _compare_components(report: ImageReport, document: dict, image: dict[str, tuple[str, bool]]) -> None:
+    """The SBOM's components against the image's files, by path and SHA-256 (see the module's docstring)."""
+    listed, unversioned = _sbom_files(document)
+    report.checked["sbom_files"] = len(listed)
+    for component in unversioned:
+        report.add("sbom_unversioned", f"SBOM component {component} has no version", component=component)
+    if not listed:
+        report.add("sbom_no_files", "the SBOM lists no file with its SHA-256: nothing ties its components to the image")
+        return
+    for component, path, digest in listed:
+        found = image.get(path)
+        if found is None:
+            report.add(
+                "sbom_mismatch",
+                f"SBOM component {component}: {path} is not in the image (missing)",
+                component=component,
+                path=path,
+            )
+        elif found[0] != digest:
+            report.add(
+                "sbom_mismatch",
+                f"SBOM component {component}: {path} in the image is sha256:{found[0]}, the SBOM says sha256:{digest}",
+                component=component,
+                path=path,
+                actual=found[0],
+                expected=digest,
+            )
+    known = {path for _component, path, _digest in listed}
+    for path, (digest, compiled) in sorted(image.items()):
+        if compiled and path not in known:
+            report.add(
+                "sbom_mismatch",
+                f"{path} (compiled, sha256:{digest}) is in the image but in no SBOM component (extra)",
+                path=path,
+                actual=digest,
+            )

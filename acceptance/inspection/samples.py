@@ -1,13 +1,12 @@
-"""The documents a vendor's schema is held to, made by the simulator: what it must accept (the current
-package's metadata, as npu_sim's own reader gives it; a trace npu_sim exports) and what it must reject
-(the seed's A16 and A17 defects, written into a package's files as the seed found them; a trace with an
-impossible time unit or events a trace viewer cannot place).
+"""The documents a vendor's package metadata schema is held to, made by the simulator: what it must accept
+(the current package's metadata, as npu_sim's own reader gives it) and what it must reject (the seed's A16
+and A17 defects, written into a package's files as the seed found them). A trace schema is the vendor's own
+format, held to its own sample and converter instead (trace.py).
 
 Built once per process in a temporary directory (the simulator gives the same bytes for the same
 arguments); each call returns fresh copies.
 """
 
-import copy
 import functools
 import hashlib
 import json
@@ -18,11 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from npu_sim.calbin import build_calbin, read_manifest
-from npu_sim.runner import run_job
 
 PACKAGE_METADATA = "package-metadata"
-TRACE = "trace"
-SUBJECTS = (PACKAGE_METADATA, TRACE)
+SUBJECTS = (PACKAGE_METADATA,)
 # The seed's A16: 16777216 MB (16 TiB) where the package needs a few GiB.
 A16_LINE = "device_memory_required: 16777216 MB"
 
@@ -54,7 +51,7 @@ def samples_for(subject: str) -> Samples:
 def _built(subject: str) -> str:
     with tempfile.TemporaryDirectory(prefix="calculet-samples-") as scratch:
         root = Path(scratch)
-        samples = _metadata_samples(root) if subject == PACKAGE_METADATA else _trace_samples(root)
+        samples = _metadata_samples(root)
     return json.dumps(samples)
 
 
@@ -99,29 +96,5 @@ def _metadata_samples(root: Path) -> dict[str, list]:
         "reject": [
             _sample("A16", f"the seed's impossible unit: {A16_LINE}", packages["A16"]),
             _sample("A17", "the seed's prefill sub-model labelled smodel_type llm_decode", packages["A17"]),
-        ],
-    }
-
-
-def _trace_samples(root: Path) -> dict[str, list]:
-    package = build_calbin(root / "package", decode_batch=8)
-    job = {"schema_version": 2, "stage": "runner", "calbin": str(package), "probes": [{"name": "counters_trace"}]}
-    result = run_job(job, workdir=root)
-    if result["probes"][0]["verdict"] != "pass":
-        raise RuntimeError(f"the simulator exported no usable trace: {result['probes'][0]['findings']}")
-    trace = json.loads(next(root.glob("*trace.json")).read_text())
-    unit = copy.deepcopy(trace)
-    unit["displayTimeUnit"] = "MB"
-    untimed = copy.deepcopy(trace)
-    complete = next(e for e in untimed["traceEvents"] if e["ph"] == "X")
-    del complete["ts"]
-    negative = copy.deepcopy(trace)
-    next(e for e in negative["traceEvents"] if e["ph"] == "X")["dur"] = -1.0
-    return {
-        "accept": [_sample("current", "a trace npu_sim exports (counters_trace probe, decode batch 8)", trace)],
-        "reject": [
-            _sample("impossible-unit", "a trace whose time unit is MB", unit),
-            _sample("event-without-time", "a complete event without its timestamp", untimed),
-            _sample("negative-duration", "a complete event lasting -1", negative),
         ],
     }

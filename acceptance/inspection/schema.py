@@ -1,11 +1,11 @@
-"""A vendor's JSON Schema for its package metadata (V08, V33, V43, V46, V47, V48) or its trace (V37).
+"""A vendor's JSON Schema for its package metadata (V08, V33, V43, V46, V47, V48).
 
 The schema must itself be valid JSON Schema (Draft 2020-12 or Draft 7, as its `$schema` says; 2020-12
 when it says nothing), must accept what the simulator makes of the current format (samples.py: the
-metadata npu_sim's reader gives for packages it built, a trace it exported) and anything the answer adds
-(`also_accept`, e.g. the vendor's own current package's metadata), and must reject the seed's defects
-(A16's impossible unit, A17's prefill labelled llm_decode; for a trace, an impossible time unit and
-events a viewer cannot place). References are resolved only inside the schema: nothing is fetched.
+metadata npu_sim's reader gives for packages it built) and anything the answer adds (`also_accept`, e.g.
+the vendor's own current package's metadata), and must reject the seed's defects (A16's impossible unit,
+A17's prefill labelled llm_decode). References are resolved only inside the schema: nothing is fetched.
+`schema_errors` applies a schema to one document (V37's trace schema to its own sample, trace.py).
 """
 
 from collections.abc import Mapping
@@ -93,6 +93,13 @@ def _check_versioned(validator: Any, current: dict[str, Any], report: SchemaRepo
         missing = {key: value for key, value in current.items() if key != name}
         if _errors(validator, missing, f"without {name}", report) == []:
             report.add("field_not_required", f"the schema accepts the current metadata without {name}", field=name)
+
+
+def schema_errors(schema: Any, document: Any, name: str, report: SchemaReport) -> list[str] | None:
+    """The first few reasons `schema` rejects `document` (empty: it accepts it); None when the schema is not
+    valid JSON Schema or cannot be applied, said in `report`."""
+    validator = _validator(schema, report)
+    return None if validator is None else _errors(validator, document, name, report)
 
 
 def _validator(schema: Any, report: SchemaReport) -> Any:

@@ -20,7 +20,9 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
   image's config and layers, or the files of a calbin package the answer delivers beside it, by digest. A
   capability whose recipe is about a build (`reproducible_build`) is proven only so: an image answer without its
   build is rejected.
-- schema: an artifact of kind `schema`, the JSON Schema as a JSON file.
+- schema: an artifact of kind `schema`, the JSON Schema as a JSON file; for a trace (V37) a tar of the schema of
+  the vendor's own trace format, a sample trace in it and the converter calculet runs to a Chrome trace
+  (acceptance/inspection/trace.py).
 """
 
 import json
@@ -41,6 +43,7 @@ from acceptance.inspection.oci import ImageReport, check_oci_archive
 from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk, sdk_library
+from acceptance.inspection.trace import check_trace_delivery
 from acceptance.recipes import RECIPES, Recipe
 from acceptance.services.dispatch import deliverable_check_send
 from calculet.actors import SYSTEM
@@ -176,10 +179,12 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         if deliverable.kind == Deliverable.SDK:
             return _check_sdk(path, Path(scratch), answer, deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
-            image = check_oci_archive(path)
+            image = check_oci_archive(path, components=deliverable.image_sbom_components)
             build = _reproduce_build(answer, deliverable, Path(scratch), _delivered(answer, artifact, image))
             what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
             return _outcome(image, what, extra=build)
+        if deliverable.schema_of == "trace":
+            return _check_trace(path, Path(scratch), artifact)
         return _check_schema(path, deliverable, artifact)
 
 
@@ -357,6 +362,15 @@ def _other_recipes_with_calls(deliverable: Deliverable) -> list[Recipe]:
     same read of the headers and the library)."""
     own = set(deliverable.capabilities.values_list("slug", flat=True))
     return [recipe for slug, recipe in RECIPES.items() if slug not in own and recipe.sdk_entry_points]
+
+
+def _check_trace(path: Path, scratch: Path, artifact: Artifact) -> CheckOutcome:
+    what = f"trace schema, sample and converter {artifact.file_name} {artifact.version}"
+    try:
+        archive_extract(path, scratch)
+    except (UnsafeArchiveError, DomainError) as error:
+        return CheckOutcome(False, what, [f"the trace delivery cannot be unpacked: {error}"], {}, {})
+    return _outcome(check_trace_delivery(scratch), what)
 
 
 def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:

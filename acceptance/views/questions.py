@@ -458,7 +458,8 @@ def question_page_context(request, question):
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
         "capabilities": question_capabilities(question, user=request.user) if sees_all else [],
         "deliverables": deliverables,
-        "owed_count": sum(1 for view in deliverables if view.owed),
+        # Alternatives still owed count once: one of them is what is owed.
+        "owed_count": len({view.owed_as for view in deliverables if view.owed}),
         # Only a model package runs through the chain; the other kinds are checked statically or reviewed.
         "checked_without_chain": any(
             answer.section13.closes and answer.deliverable and answer.deliverable.kind != Deliverable.CALBIN

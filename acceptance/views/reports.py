@@ -4,11 +4,10 @@ deliverable and, for model packages, per target kind."""
 from django.http import Http404, HttpResponse
 from django.utils.translation import gettext_lazy as _
 
-from acceptance.selectors import deliverables_owed_views, deliverables_progress, deliverables_runs_prove
+from acceptance.selectors import checklist_download, deliverables_owed_views
 from calculet import web
-from evidence.exporter import EXPORT_FORMATS, checklist_export
+from evidence.exporter import EXPORT_FORMATS
 from vendor.access import may_see_all
-from vendor.models import Deliverable
 from vendor.selectors import open_questions
 
 
@@ -34,8 +33,6 @@ def report_checklist(request, fmt):
     if fmt not in EXPORT_FORMATS:
         raise Http404
     content_type, extension = EXPORT_FORMATS[fmt]
-    progress = deliverables_progress(Deliverable.objects.filter(kind=Deliverable.CALBIN).only("id"))
-    proves = deliverables_runs_prove()
-    response = HttpResponse(checklist_export(fmt, progress, proves), content_type=content_type)
+    response = HttpResponse(checklist_download(fmt), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="calculet-checklist.{extension}"'
     return response

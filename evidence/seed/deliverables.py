@@ -11,8 +11,9 @@ A deliverable's kind says how it is accepted:
 - `container_image`: an OCI image archive that verifies offline (layout, manifest, layer digests) with an
   SBOM and a licence file; where the answer gives a build command, it is run twice and must give the
   same bytes (V03).
-- `schema`: a JSON Schema that accepts the current package's metadata (`schema_of` "package-metadata")
-  or a trace ("trace"), and rejects the seed's A16 and A17 defects.
+- `schema`: a JSON Schema that accepts the current package's metadata (`schema_of` "package-metadata") and
+  rejects the seed's A16 and A17 defects; or, for a trace ("trace", V37: "schema + 解析器 + 示例"), the schema of
+  the vendor's own trace format with a sample trace in it and the converter calculet runs to a Chrome trace.
 - `document`: a written answer, reviewed by a PM against `checklist` (items from the acceptance form).
   A document closes a question; it never moves a capability, so it names none.
 
@@ -40,6 +41,8 @@ class DeliverableSeed:
     either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
     versioned: bool = False  # package-metadata schema only: it must pin the version and require the fields (V47)
     fixes: str = ""  # package-metadata schema only: the seed's defect this question asks it to fix (A16, A17)
+    # container image only: its SBOM must list its components' files by SHA-256, as the image holds them (V07)
+    sbom_components: bool = False
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
@@ -50,8 +53,8 @@ def sdk(key: str, title: str, *capabilities: str, either: str = "") -> Deliverab
     return DeliverableSeed(key, "sdk", title, capabilities=capabilities, either=either)
 
 
-def image(key: str, title: str, *capabilities: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "container_image", title, capabilities=capabilities)
+def image(key: str, title: str, *capabilities: str, sbom_components: bool = False) -> DeliverableSeed:
+    return DeliverableSeed(key, "container_image", title, capabilities=capabilities, sbom_components=sbom_components)
 
 
 def schema(
@@ -112,7 +115,16 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "Names the layers kept in higher precision",
         ),
     ),
-    "V07": (image("component-manifest", "Manifest and SBOM of passes, codegen, C oplib and kernels", COMPILE),),
+    # V07 asks how the versions of passes, codegen, C oplib and kernels correspond: the SBOM must say so of the
+    # very files the image holds.
+    "V07": (
+        image(
+            "component-manifest",
+            "Manifest and SBOM of passes, codegen, C oplib and kernels",
+            COMPILE,
+            sbom_components=True,
+        ),
+    ),
     "V08": (
         schema("metadata-schema", "Package metadata schema", "package-metadata", METADATA),
         calbin("golden-package", "Package whose golden reads back and reproduces", "golden-readback"),
@@ -425,7 +437,12 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     # 12.5 Trace, counters and performance
     "V37": (
-        schema("trace-schema", "Trace schema", "trace", "device-counters-trace"),
+        schema(
+            "trace-schema",
+            "Trace schema of the vendor's format, a sample trace and its converter to a Chrome trace",
+            "trace",
+            "device-counters-trace",
+        ),
         sdk("trace-sdk", "Trace and full debug in the SDK", "device-counters-trace", "full-debug"),
         document(
             "trace-format",

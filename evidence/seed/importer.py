@@ -628,6 +628,7 @@ class _Import:
                     "schema_of": seed.schema_of,
                     "either": seed.either,
                     "schema_versioned": seed.versioned,
+                    "image_sbom_components": seed.sbom_components,
                 }
                 obj = self.deliverables.get((question.pk, seed.key))
                 if obj is None:

@@ -40,13 +40,17 @@ from tests.factories import (
     sha256,
 )
 from tests.inspection_builders import (
+    COMPONENT_FILES,
     PACKAGE_METADATA_SCHEMA,
+    TRACE_CONVERTER,
     build_project,
     build_sdk,
+    component_sbom,
     example_source,
     oci_image_files,
     only_manifest,
     tar_bytes,
+    trace_delivery,
 )
 from vendor import states
 from vendor.models import Deliverable, Organisation
@@ -400,6 +404,35 @@ def test_an_image_for_a_capability_not_about_a_build_needs_no_build(answer_with_
     assert "built twice" not in decided.reason
 
 
+WITHOUT_KERNEL = {path: data for path, data in COMPONENT_FILES.items() if "kernels" not in path}
+
+
+@pytest.mark.parametrize(
+    ("layers", "sbom", "state", "said"),
+    [
+        ((), None, Deliverable.REJECTED, "the SBOM lists no file with its SHA-256"),
+        (
+            (WITHOUT_KERNEL,),
+            component_sbom(),
+            Deliverable.REJECTED,
+            "SBOM component cal-kernels: opt/cal/kernels/matmul.o is not in the image (missing)",
+        ),
+        ((COMPONENT_FILES,), component_sbom(), Deliverable.ACCEPTED, "nothing found"),
+    ],
+    ids=["sbom-naming-no-file", "component-missing", "every-file-listed"],
+)
+def test_v07s_image_is_accepted_only_when_its_sbom_lists_the_files_it_holds(
+    answer_with_image, layers, sbom, state, said
+):
+    """V07's manifest of passes, codegen, oplib and kernels: the SBOM is compared with the image's files."""
+    data = tar_bytes(oci_image_files(extra_layers=layers, sbom_document=sbom))
+    answer, deliverable, _capability = answer_with_image(code="V59", capability_slug="enginecore", data=data)
+    Deliverable.objects.filter(pk=deliverable.pk).update(image_sbom_components=True)
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
+
+
 def test_an_image_without_a_licence_is_rejected(answer_with_image):
     answer, _deliverable, _capability = answer_with_image(data=tar_bytes(oci_image_files(licence=False)))
     decided = deliverable_check_answer(answer.pk)
@@ -535,6 +568,39 @@ def schema_answer(engineer, acme, golden, tmp_path):
         capability_slug="calbin-metadata-schema",
         schema_of="package-metadata",
     )
+
+
+@pytest.mark.parametrize(
+    ("converter", "state", "said"),
+    [
+        (TRACE_CONVERTER, Deliverable.ACCEPTED, "nothing found"),
+        (
+            TRACE_CONVERTER.replace('trace["records"]:', 'trace["records"][1:]:'),
+            Deliverable.REJECTED,
+            "the sample has 3 events, the converter's Chrome trace 2",
+        ),
+    ],
+    ids=["its-converter-converts-the-sample", "its-converter-drops-an-event"],
+)
+def test_v37s_trace_delivery_runs_its_converter_on_its_sample(engineer, acme, golden, tmp_path, converter, state, said):
+    """The vendor's own trace format, not npu_sim's Chrome export: the tar of schema, sample and converter."""
+    root = trace_delivery(tmp_path / "delivery", converter=converter)
+    data = tar_bytes({path.name: path.read_bytes() for path in root.iterdir()})
+    answer, _deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V37",
+        kind="schema",
+        artifact_kind="schema",
+        data=data,
+        capability_slug="device-counters-trace",
+        schema_of="trace",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
 
 
 def test_a_check_run_twice_decides_once(engineer, acme, golden, tmp_path):

@@ -2,7 +2,8 @@
 
 The seed's rules, written out here as the specification the policy is held to (no database):
 
-- C4 -> C3: a complete answer naming its version, with the SDK entry points present where the recipe names any.
+- C4 -> C3: a complete answer naming its version, with the SDK entry points present where the recipe names any
+  (by name, or by role: V23's cancel and time-out).
 - C2: and, for a capability the simulator can exercise, its artifacts checked and every probe passed through the
   five runner stages on the simulator; for one it cannot (no probes), its own deliverable's static check passed.
 - C1: C2's and the SDK entry points (where the recipe names any).
@@ -35,7 +36,7 @@ def static_grade(slug: str) -> str:
 def needs(slug: str, pinned: str, status: str) -> list[str]:
     """What the seed asks before the capability moves to `status`, as the facts that meet it."""
     recipe = RECIPES[slug]
-    sdk = ["sdk"] if recipe.sdk_entry_points else []
+    sdk = ["sdk"] if recipe.sdk_entry_points or recipe.sdk_roles else []
     if pinned == "C3":
         return ["answer", "artifacts", *sdk, "probes_hardware"]
     if status == "C3":
@@ -105,7 +106,7 @@ def decide(seed, status: str, answer: AnswerFacts):
         answers=[answer],
         recipe_probes=[probe.name for probe in recipe.probes],
         capability=seed.slug,
-        sdk_calls=bool(recipe.sdk_entry_points),
+        sdk_calls=recipe.names_sdk_calls,
     )
 
 
@@ -175,3 +176,21 @@ def test_a_capability_whose_simulator_runs_prove_calculets_integration_reaches_c
     board.attested = dict.fromkeys(board.attested, False)
     assert not decide(seed, "C0", with_a_double).allowed
     assert decide(seed, "C0", facts(seed.slug, [*met, "probes_simulator"])).allowed
+
+
+def test_the_cancel_and_timeout_roles_are_the_sdk_requirement_of_v23():
+    """V23's recipe names no call, only the roles cancel and timeout: the SDK must still have been checked to
+    name a call for each before the capability moves to C1 (an SDK without a cancel call fails that check,
+    `sdk_role_not_named`, and so leaves no E2 evidence)."""
+    from acceptance.selectors import capability_recipe_sdk_calls
+    from evidence.models import Capability
+
+    [seed] = [seed for seed in CAPABILITIES if seed.slug == "job-cancel-timeout"]
+    assert RECIPES[seed.slug].sdk_roles and not RECIPES[seed.slug].sdk_entry_points
+    assert capability_recipe_sdk_calls(Capability(slug=seed.slug))
+    proof = ["answer", "artifacts", "probes_simulator"]
+    without_sdk = decide(seed, "C1", facts(seed.slug, proof))
+    assert not without_sdk.allowed
+    assert [r["code"] for r in without_sdk.reasons] == ["no_sdk_evidence"]
+    assert decide(seed, "C1", facts(seed.slug, [*proof, "sdk"])).allowed
+    assert decide(seed, "C2", facts(seed.slug, proof)).allowed  # C2 asks for the runs only, as for every other

@@ -108,3 +108,10 @@ def test_a_schema_names_only_a_defect_the_metadata_check_rejects():
     fixes = {(code, d.key): d.fixes for code, d in ALL if d.fixes}
     assert fixes == {("V33", "memory-unit-schema"): "A16", ("V43", "submodel-type-schema"): "A17"}
     assert all(d.kind == "schema" and d.schema_of == "package-metadata" for _, d in ALL if d.fixes or d.versioned)
+
+
+def test_only_v07s_image_must_list_its_components_files_in_the_sbom():
+    """V07 asks how passes, codegen, C oplib and kernels correspond: its SBOM is compared with the image's
+    files; the other images (V01's compiler, V59's EngineCore...) need an SBOM, not that one."""
+    listed = {code: d.key for code, d in ALL if d.sbom_components}
+    assert listed == {"V07": "component-manifest"}

@@ -9,6 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import translation
 
+from acceptance.selectors import checklist_download
 from evidence.exporter import checklist_csv, checklist_export, checklist_json, checklist_markdown
 from evidence.seed.importer import checklist_import
 from vendor.models import Question
@@ -125,7 +126,22 @@ def test_export_command_writes_stdout_or_a_file(checklist, tmp_path):
     assert len(json.loads(out.getvalue())["questions"]) == 60
     target = tmp_path / "checklist.csv"
     call_command("export_checklist", "--format", "csv", "--out", str(target), stderr=io.StringIO())
-    assert target.read_bytes().decode() == checklist_export("csv")
+    assert target.read_bytes().decode() == checklist_download("csv")
+
+
+def test_the_export_command_says_what_the_runs_prove_and_where_the_chains_stand(checklist):
+    """The command writes what the reports page's download writes: evidence alone (`checklist_export` without
+    acceptance's facts) leaves `runs_prove` and the progress empty."""
+    out = io.StringIO()
+    call_command("export_checklist", "--format", "csv", stdout=out)
+    rows = {row["code"]: row for row in csv.DictReader(io.StringIO(out.getvalue().lstrip("\ufeff")))}
+    assert rows["V46"]["runs_prove"] == (
+        "error-code-runs: simulator integration (calculet's integration against the documented semantics "
+        "(simulator)), hardware board (the board)"
+    )
+    assert "package-batch-4 (calbin, owed; simulator: none, hardware: none)" in rows["V18"]["deliverables_owed"]
+    bare = {row["code"]: row for row in csv.DictReader(io.StringIO(checklist_export("csv").lstrip("\ufeff")))}
+    assert bare["V46"]["runs_prove"] == "" and "simulator:" not in bare["V18"]["deliverables_owed"]
 
 
 def test_json_export_query_count_does_not_grow_with_rows(db, seed_text, django_assert_num_queries):
@@ -149,4 +165,5 @@ def test_markdown_speaks_the_readers_language_and_keeps_the_documents_text(check
     call_command(
         "export_checklist", "--format", "md", "--language", "zh-hans", "--out", str(target), stderr=io.StringIO()
     )
-    assert target.read_text(encoding="utf-8") == text
+    with translation.override("zh-hans"):
+        assert target.read_text(encoding="utf-8") == checklist_download("md")

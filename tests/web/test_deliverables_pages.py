@@ -70,6 +70,14 @@ def test_the_dashboard_counts_what_is_owed_and_links_to_the_filtered_list(pm_cli
     assert [q.code for q in listed.context["page"]] == ["V18"]
 
 
+def test_the_dashboard_counts_alternatives_still_owed_once(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V45", ask=True)
+    Question.objects.exclude(code="V45").update(state="deferred", state_reason="not in this release")
+    response = pm_client.get(reverse("dashboard"))
+    counts = {kind: count for kind, _label, count in response.context["attention_counts"]}
+    assert counts["owed"] == 1  # the SDK with both calls or the erratum: one of them is owed
+
+
 def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batch_8_accepted):
     body = pm_client.get(reverse("reports")).content.decode()
     assert 'id="report-owed-V18-package-batch-4"' in body and 'id="report-owed-V18-package-batch-8"' not in body
@@ -158,3 +166,76 @@ def test_both_exports_give_what_the_runs_prove_as_a_code_and_a_label_in_the_read
     assert v18["runs_prove"].startswith(
         "package-batch-4: simulator package (厂商的包在模拟器上), hardware board (板卡)"
     )
+
+
+def _row(body: str, key: str) -> str:
+    found = body[body.index(f'id="deliverable-{key}"') :]
+    return found[: found.index("</tr>")]
+
+
+def test_the_question_page_marks_alternatives_either_or_and_counts_them_once(pm_client, pm, acme, checklist):
+    """V45 closes on the SDK with both calls or on the erratum: each row names the other; V18's three packages,
+    all owed, are no alternatives of each other."""
+    put_to(pm, acme, "V45", ask=True)
+    url = reverse("question-detail", args=["V45"])
+    body = pm_client.get(url).content.decode()
+    assert "1 deliverable is still owed." in body
+    assert "Either this or relocation-erratum: one of them accepted is enough." in _row(body, "relocation-api")
+    assert "Either this or relocation-api: one of them accepted is enough." in _row(body, "relocation-erratum")
+    assert 'class="alternatives"' not in pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
+    deliverable_accept(
+        Question.objects.get(code="V45").deliverables.get(key="relocation-erratum"), actor=SYSTEM, reason="reviewed"
+    )
+    assert "0 deliverables are still owed." in pm_client.get(url).content.decode()
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    assert "此项或 relocation-erratum 二者之一被接受即可。" in _row(
+        pm_client.get(url).content.decode(), "relocation-api"
+    )
+
+
+def test_both_exports_and_the_api_give_alternatives_as_either_or(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V45", ask=True)
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
+    rows = {row["code"]: row for row in csv.DictReader(io.StringIO(exported))}
+    assert rows["V45"]["deliverables_owed"] == (
+        "either relocation-api (sdk, owed) or relocation-erratum (document, owed)"
+    )
+    assert not rows["V18"]["deliverables_owed"].startswith("either")
+    markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
+    assert "either relocation-api (sdk, owed) or relocation-erratum (document, owed)" in markdown
+    data = json.loads(pm_client.get(reverse("report-checklist", args=["json"])).content)
+    [v45] = [q for q in data["questions"] if q["code"] == "V45"]
+    assert {d["key"]: d["alternatives"] for d in v45["deliverables"]} == {
+        "relocation-api": ["relocation-erratum"],
+        "relocation-erratum": ["relocation-api"],
+    }
+    [v18] = [q for q in data["questions"] if q["code"] == "V18"]
+    assert all(d["alternatives"] == [] for d in v18["deliverables"])
+    api = pm_client.get("/api/v1/questions/V45/deliverables/").json()
+    assert {d["key"]: d["alternatives"] for d in api} == {
+        "relocation-api": ["relocation-erratum"],
+        "relocation-erratum": ["relocation-api"],
+    }
+    pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
+    markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
+    assert "relocation-api (sdk, owed) 或 relocation-erratum (document, owed)（任选其一）" in markdown
+    deliverable_accept(
+        Question.objects.get(code="V45").deliverables.get(key="relocation-api"), actor=SYSTEM, reason="chain passed"
+    )
+    exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
+    [v45_row] = [row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V45"]
+    assert v45_row["deliverables_owed"] == ""  # the SDK accepted: the erratum is owed no longer
+
+
+def test_the_vendor_page_and_the_reports_mark_alternatives_still_owed(
+    client, pm_client, pm, acme, acme_engineer, checklist
+):
+    put_to(pm, acme, "V45", ask=True)
+    said = "Either this or relocation-erratum: one of them accepted is enough."
+    reports = pm_client.get(reverse("reports")).content.decode()
+    row = reports[reports.index('id="report-owed-V45-relocation-api"') :]
+    assert said in row[: row.index("</li>")]
+    client.force_login(acme_engineer)
+    home = client.get(reverse("vendor-home")).content.decode()
+    row = home[home.index('id="owed-V45-relocation-api"') :]
+    assert said in row[: row.index("</tr>")]

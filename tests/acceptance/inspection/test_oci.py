@@ -6,9 +6,12 @@ import pytest
 
 from acceptance.inspection.oci import check_oci_archive
 from tests.inspection_builders import (
+    COMPONENT_FILES,
+    COMPONENTS,
     SPDX,
     add_blob,
     build_oci_archive,
+    component_sbom,
     oci_image_files,
     only_manifest,
     replace_manifest,
@@ -161,3 +164,94 @@ def test_a_layer_that_unpacks_to_another_tar_than_its_config_says(tmp_path):
     manifest["config"] = add_blob(files, json.dumps(config).encode(), manifest["config"]["mediaType"])
     replace_manifest(files, manifest)
     assert codes(check_oci_archive(write_oci_archive(tmp_path / "short.tar", files))) == ["config_invalid"]
+
+
+# V07: the SBOM's components compared with the files the image holds.
+
+
+def component_image(tmp_path, *, sbom=None, layers=(COMPONENT_FILES,), kind="file"):
+    files = oci_image_files(sbom=kind, extra_layers=layers, sbom_document=sbom or component_sbom())
+    return write_oci_archive(tmp_path / "components.oci.tar", files)
+
+
+def test_an_sbom_listing_every_compiled_file_of_the_image_by_digest_passes(tmp_path):
+    report = check_oci_archive(component_image(tmp_path), components=True)
+    assert report.passed, report.findings
+    assert report.checked["sbom_files"] == 4
+    # Without `components` nothing is compared: the same stock SBOM naming no file passes as before.
+    assert check_oci_archive(build_oci_archive(tmp_path / "stock.tar")).passed
+
+
+def test_a_component_the_image_does_not_hold_is_a_mismatch_naming_it(tmp_path):
+    layer = {path: data for path, data in COMPONENT_FILES.items() if "kernels" not in path}
+    report = check_oci_archive(component_image(tmp_path, layers=(layer,)), components=True)
+    assert codes(report) == ["sbom_mismatch"]
+    assert report.findings[0].message == (
+        "SBOM component cal-kernels: opt/cal/kernels/matmul.o is not in the image (missing)"
+    )
+
+
+def test_a_component_whose_file_differs_is_a_mismatch_naming_both_digests(tmp_path):
+    layer = {**COMPONENT_FILES, "opt/cal/bin/cal-codegen": b"\x7fELF\x02\x01\x01codegen 2.0.2"}
+    report = check_oci_archive(component_image(tmp_path, layers=(layer,)), components=True)
+    assert codes(report) == ["sbom_mismatch"]
+    message = report.findings[0].message
+    assert message.startswith("SBOM component cal-codegen: opt/cal/bin/cal-codegen in the image is sha256:")
+    assert hashlib.sha256(layer["opt/cal/bin/cal-codegen"]).hexdigest() in message
+
+
+def test_a_compiled_file_in_no_component_is_an_extra_naming_it(tmp_path):
+    layer = {**COMPONENT_FILES, "opt/cal/kernels/softmax.o": b"\x7fELF\x02\x01\x01kernel softmax"}
+    report = check_oci_archive(component_image(tmp_path, layers=(layer,)), components=True)
+    assert codes(report) == ["sbom_mismatch"]
+    assert "opt/cal/kernels/softmax.o (compiled, sha256:" in report.findings[0].message
+    assert report.findings[0].message.endswith("is in the image but in no SBOM component (extra)")
+    # A text file (a script, a README) is not a compiled component: it need not be listed.
+    text = {**COMPONENT_FILES, "opt/cal/README": b"calcc toolchain\n"}
+    assert check_oci_archive(component_image(tmp_path, layers=(text,)), components=True).passed
+
+
+def test_a_file_a_later_layer_removes_is_missing(tmp_path):
+    whiteout = {"opt/cal/lib/.wh.liboplib.a": b""}
+    report = check_oci_archive(component_image(tmp_path, layers=(COMPONENT_FILES, whiteout)), components=True)
+    assert [f.message for f in report.findings] == [
+        "SBOM component cal-oplib: opt/cal/lib/liboplib.a is not in the image (missing)"
+    ]
+
+
+def test_an_sbom_without_files_or_versions_does_not_pass(tmp_path):
+    report = check_oci_archive(component_image(tmp_path, sbom=SPDX), components=True)
+    assert codes(report) == ["sbom_no_files"]
+    unversioned = {**COMPONENTS, "cal-oplib": ("", COMPONENTS["cal-oplib"][1])}
+    report = check_oci_archive(component_image(tmp_path, sbom=component_sbom(components=unversioned)), components=True)
+    assert [f.message for f in report.findings] == ["SBOM component cal-oplib has no version"]
+
+
+def test_a_cyclonedx_sbom_is_compared_the_same_way(tmp_path):
+    def bom(files):
+        return {
+            "bomFormat": "CycloneDX",
+            "specVersion": "1.5",
+            "components": [
+                {
+                    "type": "library",
+                    "name": name,
+                    "version": version,
+                    "components": [
+                        {"type": "file", "name": path, "hashes": [{"alg": "SHA-256", "content": digest(files, path)}]}
+                        for path in paths
+                    ],
+                }
+                for name, (version, paths) in COMPONENTS.items()
+            ],
+        }
+
+    def digest(files, path):
+        return hashlib.sha256(files[path]).hexdigest()
+
+    assert check_oci_archive(
+        component_image(tmp_path, sbom=bom(COMPONENT_FILES), kind="cyclonedx"), components=True
+    ).passed
+    other = {**COMPONENT_FILES, "opt/cal/lib/liboplib.a": b"!<arch>\noplib 0.9.4"}
+    report = check_oci_archive(component_image(tmp_path, sbom=bom(other), kind="cyclonedx"), components=True)
+    assert codes(report) == ["sbom_mismatch"] and "cal-oplib" in report.findings[0].message
