@@ -19,6 +19,7 @@ or top-p, fails.
 
 import json
 import math
+import re
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -42,7 +43,13 @@ from npu_sim.loaded_calbin import Calbin, load_calbin
 from npu_sim.model import PRESETS, ReferenceModel, init_weights
 from npu_sim.model.reference import teacher_forced_rows
 from npu_sim.probes import PROBES
-from npu_sim.sampling import SamplingParams, chi_square_test, reference_probabilities
+from npu_sim.sampling import (
+    SamplingParams,
+    chi_square_test,
+    counter_uniforms,
+    device_sample,
+    reference_probabilities,
+)
 from npu_sim.stages.common import percentiles
 from npu_sim.stages.integration import PARAMS as INTEGRATION_PARAMS
 from npu_sim.stages.integration import prompts_for
@@ -387,6 +394,9 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
             produced = _code_name(record["produced_code"])
             message = f"{label}: the device produced {produced}; the answer expects {_code_name(expected)}"
             failures.append(("wrong_error_code", message))
+        wrong_recovery = _recovery_failure(record["recovery"], expected, scenario)
+        if wrong_recovery:
+            failures.append(("wrong_recovery", f"{label}: {wrong_recovery}"))
         after = _request_failures(logits.get(f"scenario_{index}_after"), golden, tolerances, steps)
         if not after and record["after_code"] != ErrorCode.SUCCESS:
             after = f"ended {_code_name(record['after_code'])}"
@@ -412,6 +422,39 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
         )
     return _coded_verdict(
         result, {"scenarios": judged}, failures, f"{len(judged)} faults produced the expected code and recovered"
+    )
+
+
+# The recovery the runtime documents for each code a fault produces (docs/runner-protocol.md, failure): the
+# actions a runner applies, in order; `{chiplet}.{core}` is the scenario's faulted core, `<n>` any chiplet (a
+# time-out resets core 0 of the model's first chiplet, which only the device knows).
+DOCUMENTED_RECOVERY: dict[int, tuple[str, ...]] = {
+    ErrorCode.SUCCESS: (),
+    ErrorCode.KV_APPLY_FAILED: (),
+    ErrorCode.BUSY: (),
+    ErrorCode.CORE_EXCEPTION: ("reset core {chiplet}.{core}",),
+    ErrorCode.TIMEOUT: ("reset core <n>.0",),
+    ErrorCode.OUT_OF_MEMORY: ("clear dynamic memory",),
+    ErrorCode.DEVICE_CRASHED: ("reset device", "configure calbin"),
+}
+
+
+def _recovery_failure(applied: list, code: int, scenario: dict) -> str:
+    """What is wrong with the recovery actions a runner applied after a fault that produced `code` (the code
+    the answer expects): "" when they are the documented recovery for it."""
+    if code not in DOCUMENTED_RECOVERY:
+        return f"no recovery is documented for {_code_name(code)}; the runner applied {applied}"
+    core = {"chiplet": scenario.get("chiplet", 0), "core": scenario.get("core", 0)}
+    documented = [action.format(**core) for action in DOCUMENTED_RECOVERY[code]]
+    patterns = [re.escape(action).replace("<n>", r"\d+") for action in documented]
+    if len(applied) == len(patterns) and all(
+        isinstance(action, str) and re.fullmatch(pattern, action)
+        for pattern, action in zip(patterns, applied, strict=True)
+    ):
+        return ""
+    return (
+        f"the runner applied {applied or 'no recovery'}; the documented recovery for {_code_name(code)} is "
+        f"{', '.join(documented) or 'none'}"
     )
 
 
@@ -720,9 +763,11 @@ def _measured_draws(path: Path) -> dict[str, np.ndarray]:
 
 def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgement:
     """The device's sampled tokens judged by calculet: `draws` of them (counters 0..draws-1 with the job's seed)
-    follow the host reference sampler's distribution on the device's measured prefill logits for the golden's
-    prompt (Pearson's chi-square, p-value at least `min_p_value`; no draw outside the reference's support),
-    drawn again they are the same tokens, and the tokens sampled on the golden's request are the golden's."""
+    are exactly the tokens the device's sampling op (`npu_sim.sampling.device_sample` over the counter-based
+    uniforms of the job's seed) draws from the device's measured prefill logits for the golden's prompt, and
+    drawn again they are those tokens again; they follow the host reference sampler's distribution on the same
+    logits (Pearson's chi-square, p-value at least `min_p_value`; no draw outside the reference's support);
+    and the tokens sampled on the golden's request are the golden's."""
     try:
         measured = _measured_draws(workdir / MEASURED_DRAWS)
         row = bits_to_float32(_measured_logits(workdir / MEASURED_LOGITS)["prefill_logits"])[0]
@@ -731,32 +776,53 @@ def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgem
         return Judgement(False, reason, [finding("no_measurement", reason, "measurements.sampling")])
     drawn, repeat, draws = measured["draws"], measured["repeat"], params["draws"]
     sampler = SamplingParams(params["temperature"], params["top_k"], params["top_p"], params["seed"])
-    failures = []
+    failures: list[tuple[str, str]] = []
     if len(drawn) != draws or (len(drawn) and not 0 <= drawn.min() <= drawn.max() < len(row)):
-        failures.append(f"{len(drawn)} draws measured, {draws} token ids in 0..{len(row) - 1} asked for")
+        message = f"{len(drawn)} draws measured, {draws} token ids in 0..{len(row) - 1} asked for"
+        failures.append(("sampling_mismatch", message))
         fit = None
     else:
         probabilities, boundary = reference_probabilities(row, sampler)
         fit = chi_square_test(drawn, probabilities, boundary)
         if not fit.p_value >= params["min_p_value"]:
-            failures.append(
+            message = (
                 f"chi-square {fit.statistic:.1f} on {fit.dof} degrees of freedom over {draws} draws against the "
                 f"reference sampler ({sampler.as_dict()}): p = {fit.p_value:.3g} < {params['min_p_value']}"
             )
+            failures.append(("sampling_mismatch", message))
         if fit.outside_support:
-            failures.append(f"{fit.outside_support} draws of tokens the reference sampler never draws")
+            failures.append(
+                ("sampling_mismatch", f"{fit.outside_support} draws of tokens the reference sampler never draws")
+            )
+        # What the job's seed makes the sampling op draw: another generator's draws may fit the distribution.
+        seeded = device_sample(row, sampler, counter_uniforms(sampler.seed, np.arange(draws)))
+        for name, tokens in (("drawn", drawn), ("drawn again", repeat)):
+            if tokens.shape != seeded.shape:
+                continue  # `repeat` of another length: named below
+            wrong = np.flatnonzero(tokens != seeded)
+            if len(wrong):
+                message = (
+                    f"{name}, {len(wrong)} of {draws} tokens are not the ones seed {sampler.seed} gives at their "
+                    f"counters (the first at counter {wrong[0]})"
+                )
+                failures.append(("draws_not_from_seed", message))
     if not np.array_equal(drawn, repeat):
         differ = int(np.count_nonzero(drawn != repeat)) if drawn.shape == repeat.shape else len(drawn)
-        failures.append(f"drawn again with seed {sampler.seed}, {differ} of {len(drawn)} tokens differ")
-    if golden.sampled is None:
-        failures.append(f"the golden ({golden.source}) holds no sampled tokens to compare")
-    elif measured["golden_sampled"].tolist() != golden.sampled.token_ids.tolist():
         failures.append(
+            ("sampling_mismatch", f"drawn again with seed {sampler.seed}, {differ} of {len(drawn)} tokens differ")
+        )
+    if golden.sampled is None:
+        failures.append(("sampling_mismatch", f"the golden ({golden.source}) holds no sampled tokens to compare"))
+    elif measured["golden_sampled"].tolist() != golden.sampled.token_ids.tolist():
+        message = (
             f"on the golden's request the device sampled {measured['golden_sampled'].tolist()}, "
             f"the golden {golden.sampled.token_ids.tolist()}"
         )
+        failures.append(("sampling_mismatch", message))
     figures = fit.as_dict() if fit is not None else {}
     if failures:
-        reason = "sampling: " + "; ".join(failures)
-        return Judgement(False, reason, [finding("sampling_mismatch", reason, "measurements.sampling")], figures)
-    return Judgement(True, "sampling: the device's draws follow the reference sampler and repeat", [], figures)
+        reason = "sampling: " + "; ".join(message for _, message in failures)
+        findings = [finding(code, f"sampling: {message}", "measurements.sampling") for code, message in failures]
+        return Judgement(False, reason, findings, figures)
+    reason = "sampling: the device's draws are the ones the job's seed gives, follow the reference sampler and repeat"
+    return Judgement(True, reason, [], figures)
