@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from acceptance.limits import GOLDEN_TENSORS
+from acceptance.limits import GOLDEN_TENSORS, MIN_GOLDEN_DECODE_STEPS
 from npu_sim.calbin.findings import CalbinError
 from npu_sim.calbin.goldens import GoldenError, GoldenSet, read_golden
 from npu_sim.calbin.layout import GOLDEN, VENDOR_FORM
@@ -118,6 +118,17 @@ def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: 
     return golden
 
 
+def golden_length_failure(golden: GoldenSet, params: dict) -> str:
+    """Why `golden` is too short to judge by ("" when it is not): fewer decode steps than calculet's minimum or
+    the job's `min_decode_steps` (the answer's, which only raises it)."""
+    minimum = max(MIN_GOLDEN_DECODE_STEPS, params.get("min_decode_steps") or 0)
+    if golden.decode_steps >= minimum:
+        return ""
+    return (
+        f"the golden ({golden.source}) holds {golden.decode_steps} decode steps; calculet judges by at least {minimum}"
+    )
+
+
 # The stages calculet judges from the runner's measurement files (docs/runner-protocol.md).
 JUDGED_STAGES = ("runner", "golden", "failure", "integration", "soak")
 # The files each judged stage's runner measures into, which calculet reads (calculet-agent sends them back).
@@ -153,6 +164,9 @@ def stage_judgement(
             reference = reference_golden(golden_source, golden, calbin)
         except ValueError as error:
             return Judgement(False, str(error), [finding("no_reference", str(error))])
+        too_short = golden_length_failure(reference, params)
+        if too_short:
+            return _coded_verdict(result, {}, [("golden_too_short", too_short)], "")
     if stage == "soak":
         return soak_judgement(result, workdir, reference, params)
     assert reference is not None

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from acceptance.judging import failure_judgement, reference_golden
+from acceptance.judging import failure_judgement, reference_golden, stage_judgement
 from npu_sim.calbin.goldens import GoldenSet
 
 STEPS = 2
@@ -119,3 +119,35 @@ def test_a_golden_without_a_decode_step_is_no_reference_to_judge_against(tmp_pat
     np.savez(path, **empty.arrays())
     with pytest.raises(ValueError, match="has no decode step to judge against"):
         reference_golden("vendor", path, tmp_path / "calbin")
+
+
+def vendor_golden(tmp_path, decode_steps: int):
+    path = tmp_path / "golden.npz"
+    np.savez(path, **golden(decode_steps).arrays())
+    return path
+
+
+@pytest.mark.parametrize("stage", ["golden", "failure", "soak"])
+def test_a_golden_of_one_decode_step_is_too_short_to_judge_by(tmp_path, stage):
+    params = {"golden_samples": 4} if stage == "soak" else {}
+    judged = stage_judgement(
+        stage, {"verdict": "pass"}, tmp_path, params, [], tmp_path, "vendor", vendor_golden(tmp_path, 1)
+    )
+    assert not judged.passed
+    assert [f["code"] for f in judged.findings] == ["claim_unsupported", "golden_too_short"]
+    assert "the golden (" in judged.reason and "holds 1 decode steps; calculet judges by at least 4" in judged.reason
+
+
+def test_a_golden_as_long_as_calculet_s_minimum_is_judged_and_the_answer_may_ask_for_more(tmp_path):
+    path = vendor_golden(tmp_path, 4)
+    reference = golden(4)
+    measured(tmp_path, [{"fault": "device_crash", "measured": {"produced_code": 23, "after_code": 0}}], reference)
+    params = {"scenarios": [{"fault": "device_crash", "expect_code": 23}]}
+    assert stage_judgement("failure", {"verdict": "pass"}, tmp_path, params, [], tmp_path, "vendor", path).passed
+    judged = stage_judgement("golden", {}, tmp_path, {"min_decode_steps": 8}, [], tmp_path, "vendor", path)
+    assert [f["code"] for f in judged.findings] == ["golden_too_short"]
+    assert "holds 4 decode steps; calculet judges by at least 8" in judged.reason
+    lowered = stage_judgement(
+        "golden", {}, tmp_path, {"min_decode_steps": 1}, [], tmp_path, "vendor", vendor_golden(tmp_path, 2)
+    )
+    assert [f["code"] for f in lowered.findings] == ["golden_too_short"]  # a job's lower figure does not count
