@@ -13,8 +13,9 @@ A package feature is judged by what it computes (`probe_judgements`): an S8 pack
 calculet's own float model (`FLOAT_MODEL`), never against the package's own dequantised integers, so weights
 that lost the model fail however well they match their own golden; a sampling package's draws (the runner's
 `sampling-draws.npz`) against the host reference sampler on the device's measured logits, with the recipe's
-parameters, so a package that declares sampling and returns the argmax, or samples with another temperature
-or top-p, fails.
+parameters, and token for token against what the sampling op draws for the job's seed, so a package that
+declares sampling and returns the argmax, samples with another temperature or top-p, or draws from another
+generator, fails.
 """
 
 import json
