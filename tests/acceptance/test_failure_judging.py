@@ -8,7 +8,10 @@ import numpy as np
 import pytest
 
 from acceptance.judging import failure_judgement, reference_golden, stage_judgement
+from npu_sim.calbin.build import build_calbin
 from npu_sim.calbin.goldens import GoldenSet
+from npu_sim.faults import EXPECTED_CODES
+from npu_sim.runner import run_job
 
 STEPS = 2
 VOCAB = 8
@@ -151,3 +154,15 @@ def test_a_golden_as_long_as_calculet_s_minimum_is_judged_and_the_answer_may_ask
         "golden", {}, tmp_path, {"min_decode_steps": 1}, [], tmp_path, "vendor", vendor_golden(tmp_path, 2)
     )
     assert [f["code"] for f in lowered.findings] == ["golden_too_short"]  # a job's lower figure does not count
+
+
+def test_the_simulator_s_recovery_of_every_fault_kind_is_the_documented_one(tmp_path):
+    """The runner's own recoveries (`npu_sim.client.recover`) against calculet's table: every default scenario."""
+    calbin = build_calbin(tmp_path / "package", decode_batch=1)
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    job = {"schema_version": 2, "stage": "failure", "calbin": str(calbin), "probes": [], "params": {}}
+    result = run_job({**job, "golden_source": "package"}, workdir=workdir)
+    judged = stage_judgement("failure", result, workdir, {}, [], calbin, "package", None)
+    assert judged.passed, judged.reason
+    assert len(judged.metrics["scenarios"]) == len(EXPECTED_CODES)
