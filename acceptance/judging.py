@@ -13,12 +13,14 @@ A package feature is judged by what it computes (`probe_judgements`): an S8 pack
 calculet's own float model (`FLOAT_MODEL`), never against the package's own dequantised integers, so weights
 that lost the model fail however well they match their own golden; a sampling package's draws (the runner's
 `sampling-draws.npz`) against the host reference sampler on the device's measured logits, with the recipe's
-parameters, so a package that declares sampling and returns the argmax, or samples with another temperature
-or top-p, fails.
+parameters, and token for token against what the sampling op draws for the job's seed, so a package that
+declares sampling and returns the argmax, samples with another temperature or top-p, or draws from another
+generator, fails.
 """
 
 import json
 import math
+import re
 import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from acceptance.limits import GOLDEN_TENSORS
+from acceptance.limits import GOLDEN_TENSORS, MIN_GOLDEN_DECODE_STEPS
 from npu_sim.calbin.findings import CalbinError
 from npu_sim.calbin.goldens import GoldenError, GoldenSet, read_golden
 from npu_sim.calbin.layout import GOLDEN, VENDOR_FORM
@@ -42,7 +44,13 @@ from npu_sim.loaded_calbin import Calbin, load_calbin
 from npu_sim.model import PRESETS, ReferenceModel, init_weights
 from npu_sim.model.reference import teacher_forced_rows
 from npu_sim.probes import PROBES
-from npu_sim.sampling import SamplingParams, chi_square_test, reference_probabilities
+from npu_sim.sampling import (
+    SamplingParams,
+    chi_square_test,
+    counter_uniforms,
+    device_sample,
+    reference_probabilities,
+)
 from npu_sim.stages.common import percentiles
 from npu_sim.stages.integration import PARAMS as INTEGRATION_PARAMS
 from npu_sim.stages.integration import prompts_for
@@ -111,6 +119,17 @@ def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: 
     return golden
 
 
+def golden_length_failure(golden: GoldenSet, params: dict) -> str:
+    """Why `golden` is too short to judge by ("" when it is not): fewer decode steps than calculet's minimum or
+    the job's `min_decode_steps` (the answer's, which only raises it)."""
+    minimum = max(MIN_GOLDEN_DECODE_STEPS, params.get("min_decode_steps") or 0)
+    if golden.decode_steps >= minimum:
+        return ""
+    return (
+        f"the golden ({golden.source}) holds {golden.decode_steps} decode steps; calculet judges by at least {minimum}"
+    )
+
+
 # The stages calculet judges from the runner's measurement files (docs/runner-protocol.md).
 JUDGED_STAGES = ("runner", "golden", "failure", "integration", "soak")
 # The files each judged stage's runner measures into, which calculet reads (calculet-agent sends them back).
@@ -137,7 +156,7 @@ def stage_judgement(
     job's `params` and `probes`; `calbin`, `golden_source` and `golden` are the job's package and golden. At
     the golden stage each feature the probes claim is judged by what the package computed too."""
     if stage == "runner":
-        return runner_judgement(result, workdir, calbin, params)
+        return runner_judgement(result, workdir, calbin, params, golden_source, golden)
     if stage == "integration":
         return integration_judgement(result, workdir, calbin, params)
     reference = None
@@ -146,6 +165,9 @@ def stage_judgement(
             reference = reference_golden(golden_source, golden, calbin)
         except ValueError as error:
             return Judgement(False, str(error), [finding("no_reference", str(error))])
+        too_short = golden_length_failure(reference, params)
+        if too_short:
+            return _coded_verdict(result, {}, [("golden_too_short", too_short)], "")
     if stage == "soak":
         return soak_judgement(result, workdir, reference, params)
     assert reference is not None
@@ -387,6 +409,9 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
             produced = _code_name(record["produced_code"])
             message = f"{label}: the device produced {produced}; the answer expects {_code_name(expected)}"
             failures.append(("wrong_error_code", message))
+        wrong_recovery = _recovery_failure(record["recovery"], expected, scenario)
+        if wrong_recovery:
+            failures.append(("wrong_recovery", f"{label}: {wrong_recovery}"))
         after = _request_failures(logits.get(f"scenario_{index}_after"), golden, tolerances, steps)
         if not after and record["after_code"] != ErrorCode.SUCCESS:
             after = f"ended {_code_name(record['after_code'])}"
@@ -415,6 +440,39 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
     )
 
 
+# The recovery the runtime documents for each code a fault produces (docs/runner-protocol.md, failure): the
+# actions a runner applies, in order; `{chiplet}.{core}` is the scenario's faulted core, `<n>` any chiplet (a
+# time-out resets core 0 of the model's first chiplet, which only the device knows).
+DOCUMENTED_RECOVERY: dict[int, tuple[str, ...]] = {
+    ErrorCode.SUCCESS: (),
+    ErrorCode.KV_APPLY_FAILED: (),
+    ErrorCode.BUSY: (),
+    ErrorCode.CORE_EXCEPTION: ("reset core {chiplet}.{core}",),
+    ErrorCode.TIMEOUT: ("reset core <n>.0",),
+    ErrorCode.OUT_OF_MEMORY: ("clear dynamic memory",),
+    ErrorCode.DEVICE_CRASHED: ("reset device", "configure calbin"),
+}
+
+
+def _recovery_failure(applied: list, code: int, scenario: dict) -> str:
+    """What is wrong with the recovery actions a runner applied after a fault that produced `code` (the code
+    the answer expects): "" when they are the documented recovery for it."""
+    if code not in DOCUMENTED_RECOVERY:
+        return f"no recovery is documented for {_code_name(code)}; the runner applied {applied}"
+    core = {"chiplet": scenario.get("chiplet", 0), "core": scenario.get("core", 0)}
+    documented = [action.format(**core) for action in DOCUMENTED_RECOVERY[code]]
+    patterns = [re.escape(action).replace("<n>", r"\d+") for action in documented]
+    if len(applied) == len(patterns) and all(
+        isinstance(action, str) and re.fullmatch(pattern, action)
+        for pattern, action in zip(patterns, applied, strict=True)
+    ):
+        return ""
+    return (
+        f"the runner applied {applied or 'no recovery'}; the documented recovery for {_code_name(code)} is "
+        f"{', '.join(documented) or 'none'}"
+    )
+
+
 def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: dict[str, dict], steps: int) -> str:
     """What is wrong with one golden request's measured logits (prefill row, then `steps` decode rows): "" when
     they are within tolerance of the golden."""
@@ -428,18 +486,28 @@ def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: di
     return "differs from the golden: " + "; ".join(failures[:3]) if failures else ""
 
 
-def runner_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
-    """calculet's verdict on the runner stage's numbers from its minimal run (`runner-actual.npz`): the
-    package's golden prompt and `decode_steps` greedy steps, every logit finite, each token the argmax of its
-    row, and the logits those of calculet's own replay on the package's reference (a vendor-form package has
-    no replay)."""
+def runner_judgement(
+    result: dict, workdir: Path, calbin: Path, params: dict, golden_source: str, golden: Path | None
+) -> Judgement:
+    """calculet's verdict on the runner stage's numbers from its minimal run (`runner-actual.npz`): the golden's
+    prompt and `decode_steps` greedy steps, no KV in use after it (the count the runner measured: calculet has no
+    view of the device's KV of its own), every logit finite, each token the argmax of its row, rows as wide
+    as the package's vocabulary, and the logits those of calculet's own replay on the package's reference. A
+    vendor-form package has no replay: its run is of the vendor's golden (`golden_source`, `golden`) and its
+    tokens and logits are that golden's."""
     try:
         measured = _npz(workdir / MEASURED_RUN)
-        package = _reference_package(calbin, result)
-    except _NoReference as error:
-        return Judgement(False, str(error), [finding("no_reference", str(error))])
     except ValueError as error:
         return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+    try:
+        reference = _reference(calbin, result)
+        if reference.package is None:
+            expected = reference_golden(golden_source, golden, calbin)
+            prompt_ids, whose = expected.prompt_ids, "the vendor golden's"
+        else:
+            expected, prompt_ids, whose = None, reference.package.goldens.prompt_ids, "the package's golden"
+    except (_NoReference, ValueError) as error:
+        return Judgement(False, str(error), [finding("no_reference", str(error))])
     steps = params.get("decode_steps") or RUNNER_DECODE_STEPS
     prompt, tokens, rows = (measured.get(name) for name in ("prompt_ids", "tokens", "logits"))
     if prompt is None or tokens is None or rows is None:
@@ -448,12 +516,41 @@ def runner_judgement(result: dict, workdir: Path, calbin: Path, params: dict) ->
     if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1 or tokens.shape != (steps + 1,):
         message = f"{MEASURED_RUN} must hold {steps + 1} tokens and their BF16 logits [{steps + 1}, vocab]"
         return _coded_verdict(result, {}, [("no_measurement", message)], "")
+    in_use = measured.get("kv_tokens_in_use")
+    if in_use is None or in_use.shape != () or in_use.dtype.kind not in "iu":
+        message = f"{MEASURED_RUN} must hold kv_tokens_in_use, the KV tokens in use after the run (an integer)"
+        return _coded_verdict(result, {}, [("no_measurement", message)], "")
     failures: list[tuple[str, str]] = []
-    if package is not None and prompt.tolist() != package.goldens.prompt_ids.tolist():
-        failures.append(("wrong_prompt", "the run's prompt is not the package's golden prompt"))
-    failures += _run_failures(package, {"prompt": prompt.tolist(), "tokens": tokens.tolist()}, rows)
-    what = "match calculet's replay" if package is not None else "are greedy and finite (no replay)"
+    if int(in_use) != 0:
+        failures.append(("kv_not_released", f"{int(in_use)} KV tokens in use after the run"))
+    if prompt.tolist() != prompt_ids.tolist():
+        failures.append(("wrong_prompt", f"the run's prompt is not {whose} prompt"))
+    failures += _run_failures(reference, {"prompt": prompt.tolist(), "tokens": tokens.tolist()}, rows)
+    if expected is not None and not failures:
+        failures += _golden_run_failures(expected, tokens, rows)
+    what = "match calculet's replay" if expected is None else "are the vendor golden's (no replay)"
     return _coded_verdict(result, {}, failures, f"{steps} decode steps {what}")
+
+
+def _golden_run_failures(golden: GoldenSet, tokens: np.ndarray, rows: np.ndarray) -> list[tuple[str, str]]:
+    """A greedy run of the golden's prompt against the golden: its tokens the golden's argmax tokens and its
+    logits within the default tolerance of the golden's, as far as the golden itself was fed greedily (past a
+    decode input that is not its row's argmax the two runs see different tokens)."""
+    expected = np.concatenate([golden.prefill_logits, golden.decode_logits])
+    greedy = np.argmax(as_float32(expected), axis=1)
+    inputs = golden.decode_input_ids.tolist()
+    followed = next((i for i, token in enumerate(inputs) if token != greedy[i]), len(inputs))
+    compared = min(len(tokens), followed + 1)
+    if tokens[:compared].tolist() != greedy[:compared].tolist():
+        message = (
+            f"the greedy tokens {tokens[:compared].tolist()} are not the vendor golden's "
+            f"{greedy[:compared].tolist()} for its prompt"
+        )
+        return [("golden_tokens_mismatch", message)]
+    report = compare(expected[:compared], rows[:compared], Tolerance())
+    if report["failures"]:
+        return [("reference_mismatch", "against the vendor golden: " + "; ".join(report["failures"][:3]))]
+    return []
 
 
 def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dict) -> Judgement:
@@ -464,15 +561,16 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
     try:
         records = _jsonl(workdir / MEASURED_SEQUENCES, _is_sequence_record, SEQUENCE_FIELDS)
         logits = _npz(workdir / MEASURED_SEQUENCE_LOGITS)
-        package = _reference_package(calbin, result)
+        reference = _reference(calbin, result)
     except _NoReference as error:
         return Judgement(False, str(error), [finding("no_reference", str(error))])
     except ValueError as error:
         return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
     defaults = {name: spec.default for name, spec in INTEGRATION_PARAMS.items()}
     wanted, new_tokens, seed = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens", "seed"))
-    # With the package's vocabulary calculet knows the prompts the job's seed gives: the runner does not choose.
-    prompts = prompts_for(seed, wanted, package.config.vocab) if package is not None else None
+    # With the package's declared vocabulary calculet knows the prompts the job's seed gives: the runner does not
+    # choose them.
+    prompts = prompts_for(seed, wanted, reference.vocab)
     failures: list[tuple[str, str]] = []
     if len(records) != wanted or sorted(r["sequence"] for r in records) != list(range(1, wanted + 1)):
         message = f"{MEASURED_SEQUENCES} lists {len(records)} sequences; the job serves {wanted}"
@@ -487,11 +585,7 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
         label = f"sequence {record['sequence']}"
         asked = max(1, new_tokens - (record["sequence"] - 1) % 3)
         rows = logits.get(f"sequence_{record['sequence']}")
-        if (
-            prompts is not None
-            and 1 <= record["sequence"] <= wanted
-            and record["prompt"] != prompts[record["sequence"] - 1]
-        ):
+        if 1 <= record["sequence"] <= wanted and record["prompt"] != prompts[record["sequence"] - 1]:
             failures.append(("wrong_prompt", f"{label}: its prompt is not the one the job's seed {seed} gives"))
         elif len(record["tokens"]) != asked:
             failures.append(("incomplete", f"{label}: {len(record['tokens'])} tokens generated; {asked} were asked"))
@@ -499,50 +593,70 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
             message = f"{label}: {MEASURED_SEQUENCE_LOGITS} holds no [{asked}, vocab] BF16 logits"
             failures.append(("no_measurement", message))
         else:
-            problems = _run_failures(package, record, rows)
+            problems = _run_failures(reference, record, rows)
             failures += [(code, f"{label}: {message}") for code, message in problems]
             matched += not problems
-    metrics = {"judged_sequences": {"served": len(records), "matched": matched, "replayed": package is not None}}
-    what = "match calculet's replay alone" if package is not None else "are greedy and finite (no replay)"
+    replayed = reference.package is not None
+    metrics = {"judged_sequences": {"served": len(records), "matched": matched, "replayed": replayed}}
+    what = "match calculet's replay alone" if replayed else "are greedy, finite and vocabulary-wide (no replay)"
     return _coded_verdict(result, metrics, failures, f"{matched} sequences served {what}")
-
-
-def _run_failures(package: Calbin | None, record: dict, rows: np.ndarray) -> list[tuple[str, str]]:
-    """What is wrong with one greedy run (its prompt, its tokens, the logits each token was chosen from): a
-    logit not finite, a token not its row's argmax (first index on ties), logits other than calculet's replay
-    on the package's reference (when there is one)."""
-    values = as_float32(rows)
-    if not np.isfinite(values).all():
-        return [("logits_not_finite", f"{int((~np.isfinite(values)).sum())} logits are not finite")]
-    if np.argmax(values, axis=1).tolist() != list(record["tokens"]):
-        return [("not_greedy", "a generated token is not the argmax of the logits it was chosen from")]
-    if package is None:
-        return []
-    vocab, positions = package.config.vocab, len(record["prompt"]) + len(record["tokens"])
-    if rows.shape[1] != vocab:
-        return [("reference_mismatch", f"logits {rows.shape[1]} wide; the package's vocabulary is {vocab}")]
-    if not record["prompt"] or any(not 0 <= t < vocab for t in record["prompt"]):
-        return [("reference_mismatch", f"prompt token ids outside the vocabulary of {vocab}")]
-    if positions > package.max_seq_len:
-        return [("reference_mismatch", f"{positions} positions; the package holds {package.max_seq_len}")]
-    report = compare(package.reference_logits(record["prompt"], record["tokens"]), rows, Tolerance())
-    return [("reference_mismatch", "; ".join(report["failures"][:3]))] if report["failures"] else []
 
 
 class _NoReference(Exception):
     pass
 
 
-def _reference_package(calbin: Path, result: dict) -> Calbin | None:
-    """The package loaded for calculet's replay on its reference, checked against the device the result
-    reports; None for a vendor-form package (only a board runs it). _NoReference when it cannot be loaded."""
+@dataclass(frozen=True)
+class _Reference:
+    """What calculet knows of a package to judge a greedy run by: the vocabulary and positions it declares, and
+    the package loaded for a replay on its reference (None for a vendor-form package, which only a board runs:
+    its runs are held to its declared vocabulary and, at the runner stage, to the vendor's golden)."""
+
+    vocab: int
+    max_seq_len: int
+    package: Calbin | None
+
+
+def _reference(calbin: Path, result: dict) -> _Reference:
+    """The package as calculet judges its runs, checked against the device the result reports. _NoReference
+    when it cannot be loaded, or a vendor-form package declares no model (its __Tokenizer/config.json)."""
     try:
         with open_package(calbin) as package:
-            if read_meta(package).form == VENDOR_FORM:
-                return None
-        return load_calbin(calbin, _device_versions(result))
+            meta = read_meta(package)
+        if meta.form == VENDOR_FORM:
+            if meta.config is None:
+                raise _NoReference(
+                    "the vendor-form package declares no model config (__Tokenizer/config.json with the prefill's "
+                    "input length): no vocabulary to judge its logits by"
+                )
+            return _Reference(meta.config.vocab, meta.config.max_seq_len, None)
+        loaded = load_calbin(calbin, _device_versions(result))
     except (CalrtError, CalbinError, OSError, KeyError, ValueError) as error:
         raise _NoReference(f"the package cannot be loaded for calculet's reference: {error}") from error
+    return _Reference(loaded.config.vocab, loaded.max_seq_len, loaded)
+
+
+def _run_failures(reference: _Reference, record: dict, rows: np.ndarray) -> list[tuple[str, str]]:
+    """What is wrong with one greedy run (its prompt, its tokens, the logits each token was chosen from): a
+    logit not finite, a token not its row's argmax (first index on ties), rows not as wide as the package's
+    vocabulary, a prompt outside it or longer than the package holds, logits other than calculet's replay on
+    the package's reference (when there is one)."""
+    values = as_float32(rows)
+    if not np.isfinite(values).all():
+        return [("logits_not_finite", f"{int((~np.isfinite(values)).sum())} logits are not finite")]
+    if np.argmax(values, axis=1).tolist() != list(record["tokens"]):
+        return [("not_greedy", "a generated token is not the argmax of the logits it was chosen from")]
+    vocab, positions = reference.vocab, len(record["prompt"]) + len(record["tokens"])
+    if rows.shape[1] != vocab:
+        return [("reference_mismatch", f"logits {rows.shape[1]} wide; the package's vocabulary is {vocab}")]
+    if not record["prompt"] or any(not 0 <= t < vocab for t in record["prompt"]):
+        return [("reference_mismatch", f"prompt token ids outside the vocabulary of {vocab}")]
+    if positions > reference.max_seq_len:
+        return [("reference_mismatch", f"{positions} positions; the package holds {reference.max_seq_len}")]
+    if reference.package is None:
+        return []
+    report = compare(reference.package.reference_logits(record["prompt"], record["tokens"]), rows, Tolerance())
+    return [("reference_mismatch", "; ".join(report["failures"][:3]))] if report["failures"] else []
 
 
 def _device_versions(result: dict) -> dict:
@@ -720,9 +834,11 @@ def _measured_draws(path: Path) -> dict[str, np.ndarray]:
 
 def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgement:
     """The device's sampled tokens judged by calculet: `draws` of them (counters 0..draws-1 with the job's seed)
-    follow the host reference sampler's distribution on the device's measured prefill logits for the golden's
-    prompt (Pearson's chi-square, p-value at least `min_p_value`; no draw outside the reference's support),
-    drawn again they are the same tokens, and the tokens sampled on the golden's request are the golden's."""
+    are exactly the tokens the device's sampling op (`npu_sim.sampling.device_sample` over the counter-based
+    uniforms of the job's seed) draws from the device's measured prefill logits for the golden's prompt, and
+    drawn again they are those tokens again; they follow the host reference sampler's distribution on the same
+    logits (Pearson's chi-square, p-value at least `min_p_value`; no draw outside the reference's support);
+    and the tokens sampled on the golden's request are the golden's."""
     try:
         measured = _measured_draws(workdir / MEASURED_DRAWS)
         row = bits_to_float32(_measured_logits(workdir / MEASURED_LOGITS)["prefill_logits"])[0]
@@ -731,32 +847,53 @@ def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgem
         return Judgement(False, reason, [finding("no_measurement", reason, "measurements.sampling")])
     drawn, repeat, draws = measured["draws"], measured["repeat"], params["draws"]
     sampler = SamplingParams(params["temperature"], params["top_k"], params["top_p"], params["seed"])
-    failures = []
+    failures: list[tuple[str, str]] = []
     if len(drawn) != draws or (len(drawn) and not 0 <= drawn.min() <= drawn.max() < len(row)):
-        failures.append(f"{len(drawn)} draws measured, {draws} token ids in 0..{len(row) - 1} asked for")
+        message = f"{len(drawn)} draws measured, {draws} token ids in 0..{len(row) - 1} asked for"
+        failures.append(("sampling_mismatch", message))
         fit = None
     else:
         probabilities, boundary = reference_probabilities(row, sampler)
         fit = chi_square_test(drawn, probabilities, boundary)
         if not fit.p_value >= params["min_p_value"]:
-            failures.append(
+            message = (
                 f"chi-square {fit.statistic:.1f} on {fit.dof} degrees of freedom over {draws} draws against the "
                 f"reference sampler ({sampler.as_dict()}): p = {fit.p_value:.3g} < {params['min_p_value']}"
             )
+            failures.append(("sampling_mismatch", message))
         if fit.outside_support:
-            failures.append(f"{fit.outside_support} draws of tokens the reference sampler never draws")
+            failures.append(
+                ("sampling_mismatch", f"{fit.outside_support} draws of tokens the reference sampler never draws")
+            )
+        # What the job's seed makes the sampling op draw: another generator's draws may fit the distribution.
+        seeded = device_sample(row, sampler, counter_uniforms(sampler.seed, np.arange(draws)))
+        for name, tokens in (("drawn", drawn), ("drawn again", repeat)):
+            if tokens.shape != seeded.shape:
+                continue  # `repeat` of another length: named below
+            wrong = np.flatnonzero(tokens != seeded)
+            if len(wrong):
+                message = (
+                    f"{name}, {len(wrong)} of {draws} tokens are not the ones seed {sampler.seed} gives at their "
+                    f"counters (the first at counter {wrong[0]})"
+                )
+                failures.append(("draws_not_from_seed", message))
     if not np.array_equal(drawn, repeat):
         differ = int(np.count_nonzero(drawn != repeat)) if drawn.shape == repeat.shape else len(drawn)
-        failures.append(f"drawn again with seed {sampler.seed}, {differ} of {len(drawn)} tokens differ")
-    if golden.sampled is None:
-        failures.append(f"the golden ({golden.source}) holds no sampled tokens to compare")
-    elif measured["golden_sampled"].tolist() != golden.sampled.token_ids.tolist():
         failures.append(
+            ("sampling_mismatch", f"drawn again with seed {sampler.seed}, {differ} of {len(drawn)} tokens differ")
+        )
+    if golden.sampled is None:
+        failures.append(("sampling_mismatch", f"the golden ({golden.source}) holds no sampled tokens to compare"))
+    elif measured["golden_sampled"].tolist() != golden.sampled.token_ids.tolist():
+        message = (
             f"on the golden's request the device sampled {measured['golden_sampled'].tolist()}, "
             f"the golden {golden.sampled.token_ids.tolist()}"
         )
+        failures.append(("sampling_mismatch", message))
     figures = fit.as_dict() if fit is not None else {}
     if failures:
-        reason = "sampling: " + "; ".join(failures)
-        return Judgement(False, reason, [finding("sampling_mismatch", reason, "measurements.sampling")], figures)
-    return Judgement(True, "sampling: the device's draws follow the reference sampler and repeat", [], figures)
+        reason = "sampling: " + "; ".join(message for _, message in failures)
+        findings = [finding(code, f"sampling: {message}", "measurements.sampling") for code, message in failures]
+        return Judgement(False, reason, findings, figures)
+    reason = "sampling: the device's draws are the ones the job's seed gives, follow the reference sampler and repeat"
+    return Judgement(True, reason, [], figures)

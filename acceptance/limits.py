@@ -38,7 +38,21 @@ SOAK_THRESHOLD_KEYS = {
     "soak_golden_samples": "golden_samples",
     "soak_min_duration_s": "min_duration_s",
 }
-INTEGER_PARAMS = {"requests", "concurrency", "prompt_tokens", "output_tokens", "golden_samples", "k"}
+INTEGER_PARAMS = {
+    "requests",
+    "concurrency",
+    "prompt_tokens",
+    "output_tokens",
+    "golden_samples",
+    "k",
+    "min_decode_steps",
+}
+# A golden must hold at least this many decode steps: as many as the runner and failure stages' requests
+# decode (4), or their later steps are compared with nothing (calculet's own; the seed gives no figure). An
+# answer may raise it (`thresholds.golden_min_decode_steps`), up to the longest golden a package can hold.
+MIN_GOLDEN_DECODE_STEPS = 4
+GOLDEN_MIN_STEPS_KEY = "golden_min_decode_steps"
+GOLDEN_MIN_STEPS_LIMITS = (1, 40960)
 # What an answer may ask of the soak: enough to load a runner for minutes, never enough to outlive its limits.
 SOAK_LIMITS = {
     "requests": (1, 512),
@@ -74,7 +88,8 @@ def answer_limit_errors(
     (`golden.tolerances.<name>`, `thresholds.<key>`; a probe threshold's key is `<probe>.<threshold>`).
 
     A value must be a number within its bounds that is at least as strict as the default: the golden
-    tolerances' (`DEFAULT_GOLDEN_TOLERANCES`, per tensor with a `<tensor>.` prefix), the soak's
+    tolerances' (`DEFAULT_GOLDEN_TOLERANCES`, per tensor with a `<tensor>.` prefix), the golden's decode steps
+    (`MIN_GOLDEN_DECODE_STEPS`: more), the soak's
     (`DEFAULT_SOAK`: more requests, more concurrent, longer prompts and outputs, a higher rate) and
     the recipe's probe thresholds (`tightened`). A name calculet does not know is an error too: it would be
     stored and never checked. Empty when the answer only tightens."""
@@ -123,6 +138,8 @@ def _tolerance_error(name: str, value: object) -> str:
 
 
 def _threshold_error(recipe: Recipe | None, key: str, value: object) -> str:
+    if key == GOLDEN_MIN_STEPS_KEY:
+        return _limit_error(value, MIN_GOLDEN_DECODE_STEPS, "higher", GOLDEN_MIN_STEPS_LIMITS, True)
     if key in SOAK_THRESHOLD_KEYS:
         name = SOAK_THRESHOLD_KEYS[key]
         # Every soak limit tightens upwards: more load, longer requests, a higher rate to reach.
@@ -131,7 +148,10 @@ def _threshold_error(recipe: Recipe | None, key: str, value: object) -> str:
     probe, dot, threshold = key.partition(".")
     if not dot:
         soak = ", ".join(SOAK_THRESHOLD_KEYS)
-        return f"No threshold {key!r}; the soak's are {soak}, a probe's are <probe>.<threshold>."
+        return (
+            f"No threshold {key!r}; the golden's is {GOLDEN_MIN_STEPS_KEY}, the soak's are {soak}, "
+            "a probe's are <probe>.<threshold>."
+        )
     if recipe is None:
         return "A probe threshold needs the capability whose recipe it tightens."
     try:

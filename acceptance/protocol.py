@@ -17,8 +17,10 @@ from acceptance import stages
 from acceptance.limits import (
     DEFAULT_GOLDEN_TOLERANCES,
     DEFAULT_SOAK,
+    GOLDEN_MIN_STEPS_KEY,
     GOLDEN_TENSORS,
     INTEGER_PARAMS,
+    MIN_GOLDEN_DECODE_STEPS,
     SOAK_THRESHOLD_KEYS,
 )
 
@@ -73,7 +75,8 @@ def tolerance_rule(name: str, value) -> str:
 def stage_params(stage: str, *, golden_tolerances_given: dict, error_paths: list[dict], thresholds: dict) -> dict:
     """The job parameters of a runner stage, from the answer's structured fields and the defaults above."""
     if stage == stages.GOLDEN:
-        return {"tolerances": golden_tolerances(golden_tolerances_given)}
+        min_steps = _number("min_decode_steps", thresholds.get(GOLDEN_MIN_STEPS_KEY, MIN_GOLDEN_DECODE_STEPS))
+        return {"tolerances": golden_tolerances(golden_tolerances_given), "min_decode_steps": min_steps}
     if stage == stages.FAILURE:
         return {
             "scenarios": [{"fault": path["scenario"], "expect_code": path["expect_code"]} for path in error_paths],

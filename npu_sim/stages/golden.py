@@ -11,7 +11,11 @@ from npu_sim.protocol.context import JobContext, NotExercised, Recorder, Session
 from npu_sim.protocol.job import Param
 from npu_sim.stages.common import compare_goldens, golden_request, golden_steps, tolerances
 
-PARAMS = {"decode_steps": Param("integer", None, minimum=1), "tolerances": Param("object", None)}
+PARAMS = {
+    "decode_steps": Param("integer", None, minimum=1),
+    "tolerances": Param("object", None),
+    "min_decode_steps": Param("integer", None, minimum=1),
+}
 
 
 def routine(rec: Recorder, session: Session, golden: GoldenSet, limits: dict[str, Tolerance], steps: int) -> bool:
@@ -49,4 +53,8 @@ def stage(ctx: JobContext, rec: Recorder, params: dict[str, Any]) -> None:
     session = open_checked_session(ctx, rec)
     golden = session and golden_or_check(ctx, rec, session)
     if session and golden:
-        routine(rec, session, golden, limits, golden_steps(params, golden))
+        minimum = params["min_decode_steps"] or 1
+        if rec.check(
+            "golden_long_enough", golden.decode_steps >= minimum, f"{golden.decode_steps} decode steps; {minimum} asked"
+        ):
+            routine(rec, session, golden, limits, golden_steps(params, golden))

@@ -35,7 +35,13 @@ def routine(rec: Recorder, session: Session, steps: int, sampling: SamplingParam
     if path is not None and result.ok and sampling is None:
         tokens = np.array(generated, dtype=np.int32)
         logits = bf16_to_bits(result.logits_rows())
-        np.savez(path, prompt_ids=np.array(prompt, dtype=np.int32), tokens=tokens, logits=logits)
+        np.savez(
+            path,
+            prompt_ids=np.array(prompt, dtype=np.int32),
+            tokens=tokens,
+            logits=logits,
+            kv_tokens_in_use=np.array(kv.used_tokens, dtype=np.int64),
+        )
         rec.add_file(path)
     rec.metrics.update(
         {

@@ -3,9 +3,9 @@
 `echo` (issue 20's runner): never opens the package, reports the job's target versions as a hardware device
 and marks the stage and every requested probe passed. `<stage>-<how>`: runs the simulator, then, at that
 stage only, changes the measurements it left while keeping its passing verdict and metrics — `tamper`
-(corrupted logits), `prompt` (integration: a prompt of its own), `no-files`, `wrong-code` / `unrecovered`
-(failure), `slow` / `short` / `few` / `errors` (soak: timings ten times slower or faster, half the requests,
-two requests failed).
+(corrupted logits), `prompt` (integration: a prompt of its own), `no-files`, `wrong-code` / `recovery` /
+`unrecovered` (failure: no error, a recovery other than the documented one, no request after it), `slow` /
+`short` / `few` / `errors` (soak: timings ten times slower or faster, half the requests, two requests failed).
 """
 
 import json
@@ -97,6 +97,10 @@ elif how == "no-files":  # the verdict stands, the measurements are gone
 elif how == "wrong-code":  # the first fault produced no error at all
     rows = records("failure-scenarios.jsonl")
     rows[0]["produced_code"] = 0
+    write_records("failure-scenarios.jsonl", rows)
+elif how == "recovery":  # the first fault "recovered" by resetting the whole device, not by its code's recovery
+    rows = records("failure-scenarios.jsonl")
+    rows[0]["recovery"] = ["reset device", "configure calbin"]
     write_records("failure-scenarios.jsonl", rows)
 elif how == "unrecovered":  # the request after the first recovery was never measured
     with np.load(workdir / "failure-actual.npz") as npz:

@@ -13,7 +13,7 @@ from npu_sim.calbin.build import build_calbin
 from npu_sim.calbin.layout import SUBMODEL_MEMORY
 from npu_sim.dtypes import bits_to_float32
 from npu_sim.runner import run_job
-from npu_sim.sampling import SamplingParams, counter_uniforms, device_sample
+from npu_sim.sampling import SamplingParams, counter_uniforms, device_sample, reference_probabilities
 from tests.npu_sim.packages import crushed_s8_package, set_line
 
 S8_THRESHOLDS = {"cosine_min_vs_float": 0.999, "top1_min_vs_float": 0.9, "max_rel_vs_float": 0.05}
@@ -131,7 +131,7 @@ def test_a_package_that_declares_sampling_and_returns_the_argmax_fails(sampling_
     assert judged.reason.startswith("sampling: chi-square ")
     assert "p = 0 < 0.001" in judged.reason
     assert "on the golden's request the device sampled" in judged.reason
-    assert [f["code"] for f in judged.findings] == ["sampling_mismatch"]
+    assert {f["code"] for f in judged.findings} == {"sampling_mismatch", "draws_not_from_seed"}
 
 
 @pytest.mark.parametrize(
@@ -157,6 +157,33 @@ def test_draws_that_do_not_repeat_under_the_same_seed_fail(sampling_package, tmp
     judged = sampling_judgement(sampling_package, tmp_path / "run", tamper=other_seed)
     assert not judged.passed
     assert "drawn again with seed 1234, " in judged.reason and " of 50000 tokens differ" in judged.reason
+
+
+def host_drawn(arrays, workdir):
+    """Draws of the reference distribution from another generator than the job's seed, `repeat` a copy."""
+    params = SamplingParams(0.8, 40, 0.95, 1234)
+    probabilities, _ = reference_probabilities(measured_row(workdir), params)
+    drawn = np.random.default_rng(7).choice(len(probabilities), size=50000, p=probabilities).astype(np.int32)
+    return {**arrays, "draws": drawn, "repeat": drawn.copy()}
+
+
+def test_draws_of_the_right_distribution_from_another_generator_are_not_the_job_s_seed(sampling_package, tmp_path):
+    judged = sampling_judgement(sampling_package, tmp_path / "run", tamper=host_drawn)
+    assert not judged.passed
+    assert judged.metrics["p_value"] >= 0.001  # the distribution test alone would pass them
+    assert [f["code"] for f in judged.findings] == ["draws_not_from_seed", "draws_not_from_seed"]
+    assert "drawn, " in judged.reason and "drawn again, " in judged.reason
+    assert " of 50000 tokens are not the ones seed 1234 gives at their counters (the first at counter " in judged.reason
+
+
+def test_the_right_draws_with_a_repeat_from_another_seed_name_the_repeat(sampling_package, tmp_path):
+    def other_repeat(arrays, workdir):
+        return {**arrays, "repeat": drawn_with(seed=99)(arrays, workdir)["draws"]}
+
+    judged = sampling_judgement(sampling_package, tmp_path / "run", tamper=other_repeat)
+    assert not judged.passed
+    assert [f["code"] for f in judged.findings] == ["draws_not_from_seed", "sampling_mismatch"]
+    assert judged.reason.startswith("sampling: drawn again, ")
 
 
 def test_too_few_draws_or_none_prove_nothing(sampling_package, tmp_path):

@@ -158,6 +158,13 @@ def test_a_vendor_runner_bundle_never_replaces_the_registered_runner(
             "scenario 0 (kv_apply_failure): the device produced SUCCESS (0); the answer expects KV_APPLY_FAILED (15)",
         ),
         (
+            "failure-recovery",
+            stages.FAILURE,
+            "wrong_recovery",
+            "scenario 0 (kv_apply_failure): the runner applied ['reset device', 'configure calbin']; the documented "
+            "recovery for KV_APPLY_FAILED (15) is none",
+        ),
+        (
             "failure-unrecovered",
             stages.FAILURE,
             "not_recovered",

@@ -156,6 +156,8 @@ def test_loosening_or_unknown_overrides_are_refused_by_name(capability, override
         ({}, {"soak_output_tokens": 16}, "thresholds.soak_output_tokens", "lower than the default 32"),
         ({}, {"soak_requests": 1e9}, "thresholds.soak_requests", "from 1 to 512"),
         ({}, {"bogus": 1.0}, "thresholds.bogus", "No threshold 'bogus'"),
+        ({}, {"golden_min_decode_steps": 1}, "thresholds.golden_min_decode_steps", "1 is lower than the default 4"),
+        ({}, {"golden_min_decode_steps": 4.5}, "thresholds.golden_min_decode_steps", "Must be a whole number"),
         ({}, {"decode_batch.worst_lane_cosine": 0.99}, "thresholds.decode_batch.worst_lane_cosine", "no threshold"),
     ],
 )
@@ -167,7 +169,12 @@ def test_an_answer_that_loosens_or_names_an_unknown_limit_is_refused_naming_it(t
 
 def test_an_answer_that_only_tightens_has_no_limit_errors():
     tolerances = {"cosine_min": 0.99995, "max_abs": 0.05, "decode_logits.top1_min": 1, "max_rel": 0.001}
-    thresholds = {"min_decode_tokens_per_s": 12, "soak_requests": 64, "sampling.min_p_value": 0.01}
+    thresholds = {
+        "min_decode_tokens_per_s": 12,
+        "soak_requests": 64,
+        "sampling.min_p_value": 0.01,
+        "golden_min_decode_steps": 8,
+    }
     assert answer_limit_errors(recipe_for("npu-sampling"), tolerances, thresholds) == {}
     assert answer_limit_errors(None, {}, {"soak_requests": 16}) == {}
 

@@ -551,6 +551,11 @@ def test_stage_params_come_from_the_answer_over_the_defaults():
     }
     assert golden["tolerances"]["decode_logits"]["top1_min"] == 1.0
     assert golden["tolerances"]["prefill_logits"]["top1_min"] == protocol.DEFAULT_GOLDEN_TOLERANCES["top1_min"]
+    assert golden["min_decode_steps"] == protocol.MIN_GOLDEN_DECODE_STEPS == 4
+    raised = protocol.stage_params(
+        stages.GOLDEN, golden_tolerances_given={}, error_paths=[], thresholds={"golden_min_decode_steps": 8.0}
+    )
+    assert raised["min_decode_steps"] == 8 and isinstance(raised["min_decode_steps"], int)
     soak = protocol.stage_params(
         stages.SOAK,
         golden_tolerances_given={},

@@ -303,3 +303,10 @@ def test_soak_with_device_sampling_moves_token_ids(package):
     modelled = probe["metrics"]["report"]["modelled_device_ms"]
     assert probe["verdict"] == "pass" and modelled["sampling"]["count"] > 0
     assert probe["metrics"]["report"]["measured_wall"]["host_sampling_ms_per_request"] is None
+
+
+def test_the_golden_stage_refuses_a_golden_shorter_than_the_job_asks(tmp_path: Path):
+    short = build_calbin(tmp_path / "short", decode_batch=1, decode_steps=2)
+    result = run_job(job("golden", short, {"min_decode_steps": 4}))
+    assert failed_checks(result) == ["golden_long_enough"]
+    assert run_job(job("golden", short, {"min_decode_steps": 2}))["verdict"] == "pass"
