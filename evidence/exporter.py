@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from django.db.models import Prefetch
 from django.utils.translation import gettext as _
 
+from calculet import labels
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
 from vendor.models import Deliverable, Question, Section, deliverables_still_owed
 
@@ -68,12 +69,30 @@ def _owed(question) -> list[Deliverable]:
 
 
 def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
-    """`package-batch-4 (calbin, owed; simulator: none, hardware: none)`."""
+    """`package-batch-4 (calbin, owed; simulator: none, hardware: none)`: the codes, for the CSV."""
     parts = [deliverable.kind, deliverable.state]
     where = (progress or {}).get(deliverable.pk)
     if where:
         parts[-1] += "; " + ", ".join(f"{kind}: {state}" for kind, state in where.items())
     return f"{deliverable.key} ({', '.join(parts)})"
+
+
+def _owed_words(deliverable: Deliverable, progress: Progress | None) -> str:
+    """`package-batch-4 (Model package, Owed; Simulator: not run, Hardware: not run)` in the active language,
+    for the Markdown a person reads."""
+    said = _("%(kind)s, %(state)s") % {
+        "kind": labels.label("deliverable_kind", deliverable.kind),
+        "state": labels.label("deliverable_state", deliverable.state),
+    }
+    where = (progress or {}).get(deliverable.pk)
+    if where:
+        per_kind = [
+            _("%(kind)s: %(state)s")
+            % {"kind": labels.label("target_kind", kind), "state": labels.label("deliverable_progress", state)}
+            for kind, state in where.items()
+        ]
+        said = _("%(said)s; %(per_kind)s") % {"said": said, "per_kind": ", ".join(per_kind)}
+    return _("%(key)s (%(said)s)") % {"key": deliverable.key, "said": said}
 
 
 def _deliverable_data(deliverable: Deliverable, progress: Progress | None, proves: Proves | None) -> dict:
@@ -240,7 +259,7 @@ def checklist_markdown(progress: Progress | None = None, proves: Proves | None =
                 owner,
                 q.due_date.isoformat() if q.due_date else "",
                 "、".join(_capability_labels(q)),
-                "；".join(_owed_label(d, progress) for d in _owed(q)),
+                "；".join(_owed_words(d, progress) for d in _owed(q)),
                 _runs_prove_label(q, proves),
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")

@@ -104,7 +104,7 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     v18 = next(line for line in rows if line.startswith("| V18 |"))
     assert "| Asked | P0 |" in v18
     assert "decode-batch-4 C3" in v18
-    assert "package-batch-4 (calbin, owed)" in v18  # no progress: the command cannot read the chains
+    assert "package-batch-4 (calbin package, Owed)" in v18  # no progress: the command cannot read the chains
     assert all(line.count(" | ") == 9 for line in rows)
 
 
@@ -142,7 +142,9 @@ def test_markdown_speaks_the_readers_language_and_keeps_the_documents_text(check
     with translation.override("zh-hans"):
         text = checklist_markdown()
     assert "| # | 必须确认/交付 | 验收形式 | 状态 | 优先级 | 负责 | 截止日期 | 能力状态 |" in text
-    assert "| 已提问 | P0 |" in next(line for line in text.splitlines() if line.startswith("| V18 |"))
+    v18 = next(line for line in text.splitlines() if line.startswith("| V18 |"))
+    assert "| 已提问 | P0 |" in v18
+    assert "package-batch-4（calbin 包，待交付）" in v18 and "(calbin, owed)" not in v18
     assert "## 能力状态" in text and "| 能力 | 状态 | 固定 | 范围 |" in text
     assert not re.search(r"\b(Asked|New|State|Priority|Capability)\b", text)
     target = tmp_path / "checklist.md"

@@ -4,6 +4,7 @@ import datetime
 
 import django_filters
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_noop
 from django_filters.fields import IsoDateTimeField
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -69,5 +70,5 @@ class AuditListApi(Api, ListAPIView):
 
     def get_queryset(self):
         if not may_read_audit(self.request.user):
-            raise ForbiddenError("Only a PM reads the audit log.")
+            raise ForbiddenError(gettext_noop("Only a PM reads the audit log."))
         return audit_entries()
