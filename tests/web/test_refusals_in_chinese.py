@@ -124,3 +124,26 @@ def test_the_same_refusals_through_the_api_follow_accept_language(client, pm, ac
     assert told[1] == "1 is lower than the default 16; an answer may only tighten it."
     assert not any(CHINESE.search(message) for message in told)
     assert english_lines(f"<p>{DIGEST.sub(' ', ' '.join(told))}</p>", given)  # the check fails on English
+
+
+@pytest.mark.django_db
+def test_the_apis_own_input_checks_follow_accept_language(client, pm, acme_engineer, checklist):
+    """The serializers' sentences too: a version and a threshold name of the wrong form."""
+    put_to(pm, Organisation.objects.get(slug="acme"), "V18", ask=True)
+    client.force_login(acme_engineer)
+    body = {"deliverable": "package-batch-8", "version": "not a version", "thresholds": {"no such name!": 1}}
+    said = {}
+    for language in ("zh-hans", "en"):
+        response = client.post(
+            "/api/v1/questions/V18/answers/", body, content_type="application/json", HTTP_ACCEPT_LANGUAGE=language
+        )
+        assert response.status_code == 400
+        said[language] = {error["field"]: error["message"] for error in response.json()["errors"]}
+    assert said["zh-hans"] == {
+        "version": "版本号形如 1.2 或 v0.7.6-rc1。",
+        "thresholds": "名称由 1–100 个字母、数字、“_”、“.”或“-”组成。",
+    }
+    assert said["en"] == {
+        "version": "A version looks like 1.2 or v0.7.6-rc1.",
+        "thresholds": "Names are 1–100 letters, digits, '_', '.' or '-'.",
+    }
