@@ -6,8 +6,9 @@ with their state and, for calbin deliverables when `progress` is given (delivera
 state}, from `acceptance.selectors.deliverables_progress`), where their chains stand per target kind.
 JSON and CSV text fields hold the document's text with Markdown backticks removed and whitespace
 collapsed; the Markdown keeps the document's own Markdown and writes its own words (column headings,
-states) in the active language. The CSV starts with a UTF-8 byte order mark. A fixed number of queries
-whatever the number of rows.
+states, deliverables' kinds and states) in the active language; the CSV's headings are in the active
+language (in English, the columns' codes) over cells of codes. The CSV starts with a UTF-8 byte order
+mark. A fixed number of queries whatever the number of rows.
 """
 
 import csv
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 
 from django.db.models import Prefetch
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from calculet import labels
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
@@ -32,19 +34,21 @@ EXPORT_FORMATS = {
     "md": ("text/markdown; charset=utf-8", "md"),
     "csv": ("text/csv; charset=utf-8", "csv"),
 }
+# The CSV's columns: in English each heading is the column's code; in Chinese its translation. The cells
+# hold codes (states, priorities, kinds) in either language, for a spreadsheet's filters and scripts alike.
 CSV_COLUMNS = [
-    "code",
-    "section",
-    "question",
-    "acceptance",
-    "state",
-    "priority",
-    "organisation",
-    "assignee",
-    "due_date",
-    "capabilities",
-    "deliverables_owed",
-    "runs_prove",
+    pgettext_lazy("CSV column", "code"),
+    pgettext_lazy("CSV column", "section"),
+    pgettext_lazy("CSV column", "question"),
+    pgettext_lazy("CSV column", "acceptance"),
+    pgettext_lazy("CSV column", "state"),
+    pgettext_lazy("CSV column", "priority"),
+    pgettext_lazy("CSV column", "organisation"),
+    pgettext_lazy("CSV column", "assignee"),
+    pgettext_lazy("CSV column", "due_date"),
+    pgettext_lazy("CSV column", "capabilities"),
+    pgettext_lazy("CSV column", "deliverables_owed"),
+    pgettext_lazy("CSV column", "runs_prove"),
 ]
 
 
@@ -281,7 +285,7 @@ def checklist_csv(progress: Progress | None = None, proves: Proves | None = None
     out = io.StringIO()
     out.write(CSV_BOM)
     writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow([str(heading) for heading in CSV_COLUMNS])
     for q in _questions():
         writer.writerow(
             [

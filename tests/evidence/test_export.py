@@ -119,6 +119,15 @@ def test_csv_is_one_row_per_question(checklist):
     assert "decode-batch-16 C3" in rows[17]["capabilities"]
 
 
+def test_the_csv_headings_are_in_the_readers_language_over_cells_of_codes(checklist):
+    english = checklist_csv().removeprefix("\ufeff").splitlines()
+    with translation.override("zh-hans"):
+        chinese = checklist_csv().removeprefix("\ufeff").splitlines()
+    assert english[0].startswith("code,section,question,acceptance,state,priority,")
+    assert chinese[0] == "编号,小节,问题,验收形式,状态,优先级,组织,负责人,截止日期,能力,待交付物,运行证明"
+    assert chinese[1:] == english[1:]  # the same cells: codes, and the document's own text
+
+
 def test_export_command_writes_stdout_or_a_file(checklist, tmp_path):
     out = io.StringIO()
     call_command("export_checklist", "--format", "json", stdout=out)
