@@ -39,6 +39,7 @@ class AcceptanceConfig(AppConfig):
             stages,
         )
         from acceptance.models import Chain, Run, Target
+        from acceptance.selectors import PROGRESS_LABELS
         from acceptance.services.targets import SIMULATOR_NAME
         from acceptance.summaries import deliverable_reason, evidence_conclusion, health_reason, run_summary
         from calculet import audit, labels
@@ -48,6 +49,7 @@ class AcceptanceConfig(AppConfig):
         labels.register("run_state_word", stages.STATE_WORDS.items())
         labels.register("target_kind", Target.KINDS)
         labels.register("health", Target.HEALTH_STATES)
+        labels.register("deliverable_progress", PROGRESS_LABELS.items())
         labels.register(
             "verdict",
             [

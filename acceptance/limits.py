@@ -8,7 +8,7 @@ simulator). Where each default comes from is in docs/acceptance.md ("Thresholds 
 import math
 from collections.abc import Mapping
 
-from acceptance.recipes import Recipe, tightened
+from acceptance.recipes import OverrideError, Recipe, gettext_noop, refusal, tightened
 
 # Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
 # written out so a run's parameters show what it was held to; they apply to each compared tensor. The soak
@@ -83,7 +83,7 @@ GOLDEN_TOLERANCE_LIMITS = {
 
 def answer_limit_errors(
     recipe: Recipe | None, tolerances: Mapping[str, object], thresholds: Mapping[str, object]
-) -> dict[str, str]:
+) -> dict[str, dict]:
     """What in an answer's `golden.tolerances` and `thresholds` would loosen calculet's checks, by field
     (`golden.tolerances.<name>`, `thresholds.<key>`; a probe threshold's key is `<probe>.<threshold>`).
 
@@ -92,7 +92,8 @@ def answer_limit_errors(
     (`MIN_GOLDEN_DECODE_STEPS`: more), the soak's
     (`DEFAULT_SOAK`: more requests, more concurrent, longer prompts and outputs, a higher rate) and
     the recipe's probe thresholds (`tightened`). A name calculet does not know is an error too: it would be
-    stored and never checked. Empty when the answer only tightens."""
+    stored and never checked. Each error is a refusal (`recipes.refusal`) the caller renders in the reader's
+    language. Empty when the answer only tightens."""
     errors = {}
     for name, value in tolerances.items():
         error = _tolerance_error(name, value)
@@ -105,29 +106,50 @@ def answer_limit_errors(
     return errors
 
 
-def _limit_error(value: object, default: float | None, stricter: str, bounds: tuple[float, float], whole: bool) -> str:
-    """Why `value` cannot replace `default` for a limit tightened in the `stricter` direction ("" when it can)."""
+def _limit_error(
+    value: object, default: float | None, stricter: str, bounds: tuple[float, float], whole: bool
+) -> dict | None:
+    """Why `value` cannot replace `default` for a limit tightened in the `stricter` direction (None when it can)."""
     low, high = bounds
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return "Must be a number."
+        return refusal(gettext_noop("Must be a number."))
     if whole and not float(value).is_integer():
-        return f"Must be a whole number from {low:g} to {high:g}."
+        return refusal(
+            gettext_noop("Must be a whole number from %(low)s to %(high)s."), low=f"{low:g}", high=f"{high:g}"
+        )
     if not low <= value <= high:
-        return f"Must be from {low:g} to {high:g}."
+        return refusal(gettext_noop("Must be from %(low)s to %(high)s."), low=f"{low:g}", high=f"{high:g}")
     if default is None:
-        return ""
-    if (value < default) if stricter == "higher" else (value > default):
-        direction = "lower" if stricter == "higher" else "higher"
-        return f"{value:g} is {direction} than the default {default:g}; an answer may only tighten it."
-    return ""
+        return None
+    if stricter == "higher" and value < default:
+        return refusal(
+            gettext_noop("%(value)s is lower than the default %(default)s; an answer may only tighten it."),
+            value=f"{value:g}",
+            default=f"{default:g}",
+        )
+    if stricter != "higher" and value > default:
+        return refusal(
+            gettext_noop("%(value)s is higher than the default %(default)s; an answer may only tighten it."),
+            value=f"{value:g}",
+            default=f"{default:g}",
+        )
+    return None
 
 
-def _tolerance_error(name: str, value: object) -> str:
+def _tolerance_error(name: str, value: object) -> dict | None:
     tensor, dot, key = name.rpartition(".")
     if dot and tensor not in GOLDEN_TENSORS:
-        return f"No compared tensor {tensor!r}; the tensors are {', '.join(GOLDEN_TENSORS)}."
+        return refusal(
+            gettext_noop("No compared tensor %(tensor)r; the tensors are %(tensors)s."),
+            tensor=tensor,
+            tensors=", ".join(GOLDEN_TENSORS),
+        )
     if key not in GOLDEN_TOLERANCE_STRICTER:
-        return f"No golden tolerance {key!r}; the tolerances are {', '.join(GOLDEN_TOLERANCE_STRICTER)}."
+        return refusal(
+            gettext_noop("No golden tolerance %(key)r; the tolerances are %(tolerances)s."),
+            key=key,
+            tolerances=", ".join(GOLDEN_TOLERANCE_STRICTER),
+        )
     return _limit_error(
         value,
         DEFAULT_GOLDEN_TOLERANCES.get(key),
@@ -137,7 +159,7 @@ def _tolerance_error(name: str, value: object) -> str:
     )
 
 
-def _threshold_error(recipe: Recipe | None, key: str, value: object) -> str:
+def _threshold_error(recipe: Recipe | None, key: str, value: object) -> dict | None:
     if key == GOLDEN_MIN_STEPS_KEY:
         return _limit_error(value, MIN_GOLDEN_DECODE_STEPS, "higher", GOLDEN_MIN_STEPS_LIMITS, True)
     if key in SOAK_THRESHOLD_KEYS:
@@ -147,15 +169,19 @@ def _threshold_error(recipe: Recipe | None, key: str, value: object) -> str:
         return _limit_error(value, default, "higher", SOAK_LIMITS[name], name in INTEGER_PARAMS)
     probe, dot, threshold = key.partition(".")
     if not dot:
-        soak = ", ".join(SOAK_THRESHOLD_KEYS)
-        return (
-            f"No threshold {key!r}; the golden's is {GOLDEN_MIN_STEPS_KEY}, the soak's are {soak}, "
-            "a probe's are <probe>.<threshold>."
+        return refusal(
+            gettext_noop(
+                "No threshold %(key)r; the golden's is %(golden)s, the soak's are %(soak)s, "
+                "a probe's are <probe>.<threshold>."
+            ),
+            key=key,
+            golden=GOLDEN_MIN_STEPS_KEY,
+            soak=", ".join(SOAK_THRESHOLD_KEYS),
         )
     if recipe is None:
-        return "A probe threshold needs the capability whose recipe it tightens."
+        return refusal(gettext_noop("A probe threshold needs the capability whose recipe it tightens."))
     try:
         tightened(recipe, {probe: {threshold: value}})  # type: ignore[dict-item]
-    except ValueError as error:
-        return str(error)
-    return ""
+    except OverrideError as error:
+        return error.refusal
+    return None

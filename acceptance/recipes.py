@@ -189,14 +189,37 @@ def recipe_for(slug: str) -> Recipe:
         raise KeyError(f"no proof recipe for capability {slug!r}") from None
 
 
+def gettext_noop(message: str) -> str:
+    """Marks an English template for the catalogue, as Django's `gettext_noop` (the extraction's keyword) does;
+    the pure rules may not import Django, so their refusals carry the template and the callers render it."""
+    return message
+
+
+def refusal(template: str, **params) -> dict:
+    """A refusal as `calculet.sentences.sentence` stores one (plain parameters only)."""
+    return {"template": template, "params": params, "labelled": {}}
+
+
+class OverrideError(ValueError):
+    """An answer's threshold refused: the English sentence, and `refusal` to render it in any language."""
+
+    def __init__(self, template: str, **params):
+        self.refusal = refusal(template, **params)
+        super().__init__(template % params)
+
+
 def tightened(recipe: Recipe, overrides: Mapping[str, Mapping[str, float]]) -> Recipe:
-    """The recipe with an answer's thresholds: `{probe name: {threshold: value}}`. Raises ValueError naming
+    """The recipe with an answer's thresholds: `{probe name: {threshold: value}}`. Raises OverrideError naming
     the probe and threshold when one is unknown, not a number, outside the threshold's bounds, or looser
     than the recipe's."""
     by_name = {probe.name: probe for probe in recipe.probes}
     for probe_name, values in overrides.items():
         if probe_name not in by_name:
-            raise ValueError(f"{recipe.capability}: probe {probe_name!r} is not in its recipe")
+            raise OverrideError(
+                gettext_noop("%(capability)s: probe %(probe)r is not in its recipe"),
+                capability=recipe.capability,
+                probe=probe_name,
+            )
         for threshold, value in values.items():
             _check_override(recipe.capability, by_name[probe_name], threshold, value)
     return replace(
@@ -208,19 +231,51 @@ def tightened(recipe: Recipe, overrides: Mapping[str, Mapping[str, float]]) -> R
 
 
 def _check_override(capability: str, probe: ProbeSpec, threshold: str, value: object) -> None:
-    where = f"{capability}: probe {probe.name} threshold {threshold}"
+    where = {"capability": capability, "probe": probe.name, "threshold": threshold}
     declared = {spec.name: spec for spec in PROBES[probe.name].thresholds}
     if threshold not in probe.thresholds or threshold not in declared:
-        raise ValueError(f"{capability}: probe {probe.name} has no threshold {threshold!r}")
+        raise OverrideError(gettext_noop("%(capability)s: probe %(probe)s has no threshold %(threshold)r"), **where)
     if not isinstance(value, int | float) or isinstance(value, bool):
-        raise ValueError(f"{where} must be a number, not {value!r}")
+        raise OverrideError(
+            gettext_noop("%(capability)s: probe %(probe)s threshold %(threshold)s must be a number, not %(value)r"),
+            **where,
+            value=value,
+        )
     spec = declared[threshold]
-    if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
-        raise ValueError(f"{where} must be {spec.expectation()}, not {value:g}")
+    if spec.minimum is not None and value < spec.minimum:
+        raise OverrideError(
+            gettext_noop(
+                "%(capability)s: probe %(probe)s threshold %(threshold)s is at least %(limit)s, not %(value)s"
+            ),
+            **where,
+            limit=f"{spec.minimum:g}",
+            value=f"{value:g}",
+        )
+    if spec.maximum is not None and value > spec.maximum:
+        raise OverrideError(
+            gettext_noop("%(capability)s: probe %(probe)s threshold %(threshold)s is at most %(limit)s, not %(value)s"),
+            **where,
+            limit=f"{spec.maximum:g}",
+            value=f"{value:g}",
+        )
     default = probe.thresholds[threshold]
-    looser = value < default if spec.stricter == "higher" else value > default
-    if looser:
-        direction = "lower" if spec.stricter == "higher" else "higher"
-        raise ValueError(
-            f"{where}: {value:g} is {direction} than the recipe's {default:g}; an answer may only tighten it"
+    if spec.stricter == "higher" and value < default:
+        raise OverrideError(
+            gettext_noop(
+                "%(capability)s: probe %(probe)s threshold %(threshold)s: %(value)s is lower than the recipe's "
+                "%(default)s; an answer may only tighten it"
+            ),
+            **where,
+            value=f"{value:g}",
+            default=f"{default:g}",
+        )
+    if spec.stricter != "higher" and value > default:
+        raise OverrideError(
+            gettext_noop(
+                "%(capability)s: probe %(probe)s threshold %(threshold)s: %(value)s is higher than the recipe's "
+                "%(default)s; an answer may only tighten it"
+            ),
+            **where,
+            value=f"{value:g}",
+            default=f"{default:g}",
         )

@@ -3,6 +3,7 @@ error format in the schema, a body size limit, strict input."""
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from django.utils.translation import gettext_noop
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import exceptions, serializers
@@ -11,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from calculet import sentences
 from calculet.errors import NO_SPACE, DomainError, FieldErrors, PayloadTooLargeError, StorageFullError
 from calculet.query import Pagination, check_query_parameter_names
 
@@ -80,7 +82,11 @@ class Api(APIView):
         except ValueError:
             length = 0
         if length > self.max_body_bytes:
-            raise PayloadTooLargeError(f"The request body may hold at most {self.max_body_bytes} bytes.", field="body")
+            raise PayloadTooLargeError(
+                gettext_noop("The request body may hold at most %(limit)s bytes."),
+                field="body",
+                params={"limit": self.max_body_bytes},
+            )
 
 
 # The JSON type each kind of field takes, checked before DRF's fields would coerce a value ("16" to 16, true
@@ -215,14 +221,15 @@ def _flatten(detail, field=None):
 def exception_handler(exc, context):
     if isinstance(exc, OSError) and exc.errno in NO_SPACE:
         # Django spooling a multipart file to FILE_UPLOAD_TEMP_DIR found the disk full, before any view ran.
-        exc = StorageFullError("The artifact store is full; nothing of the file was kept.")
+        exc = StorageFullError(gettext_noop("The artifact store is full; nothing of the file was kept."))
     if isinstance(exc, FieldErrors):
-        errors = [{"field": field, "code": exc.code, "message": message} for field, message in exc.errors.items()]
+        errors = [{"field": field, "code": exc.code, "message": message} for field, message in exc.messages().items()]
         return Response({"errors": errors}, status=exc.status_code)
     if isinstance(exc, DomainError):
-        body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.english}]}
+        # The sentences in the client's language (Accept-Language, English by default); codes and fields as stored.
+        body = {"errors": [{"field": exc.field, "code": exc.code, "message": exc.message}]}
         if exc.reasons:
-            body["reasons"] = [{"code": item["code"], "message": item["message"]} for item in exc.reasons]
+            body["reasons"] = [{"code": item["code"], "message": sentences.reason_text(item)} for item in exc.reasons]
         return Response(body, status=exc.status_code)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound()

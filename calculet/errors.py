@@ -12,9 +12,10 @@ from calculet import sentences
 class DomainError(Exception):
     """A business rule refused the request. Subclasses pick the HTTP status.
 
-    With `params`, `message` is a template marked with `gettext_noop` (see calculet.sentences): `english` is
-    the sentence the API gives, `message` the same sentence in the reader's language for the pages. Without
-    them, `message` is a plain English sentence, shown as it is.
+    `message` is an English template marked with `gettext_noop`, filled from `params` by name (see
+    calculet.sentences): `english` is the sentence in English (the exception's text, logs), `message` the same
+    sentence in the active language, which is the reader's on the pages and the client's Accept-Language on
+    the API.
     """
 
     status_code: int = HTTPStatus.BAD_REQUEST
@@ -29,8 +30,8 @@ class DomainError(Exception):
         reasons: list | None = None,
         params: dict | None = None,
     ):
-        self.sentence = sentences.sentence(message, **params) if params is not None else None
-        self.english = sentences.english(self.sentence) if self.sentence else message
+        self.sentence = sentences.sentence(message, **(params or {}))
+        self.english = sentences.english(self.sentence)
         super().__init__(self.english)
         self.field = field
         if code is not None:
@@ -39,7 +40,7 @@ class DomainError(Exception):
 
     @property
     def message(self) -> str:
-        return sentences.text(self.sentence) if self.sentence else self.english
+        return sentences.text(self.sentence)
 
     def about(self, subject: str) -> "DomainError":
         """The same refusal, naming what it is about (one question of a bulk edit)."""
@@ -47,18 +48,22 @@ class DomainError(Exception):
             gettext_noop("%(subject)s: %(error)s"),
             field=self.field,
             code=self.code,
-            params={"subject": subject, "error": self.sentence or self.english},
+            params={"subject": subject, "error": self.sentence},
         )
 
 
 class FieldErrors(DomainError):
-    """Several fields refused at once, each with its English sentence (`errors`, field -> sentence), so a
-    client fixes them in one go; the first is the error's own field and message."""
+    """Several fields refused at once, each with its sentence (`errors`, field -> `sentences.sentence`, with
+    plain parameters), so a client fixes them in one go; the first is the error's own field and message."""
 
-    def __init__(self, errors: dict[str, str]):
-        field, message = next(iter(errors.items()))
-        super().__init__(message, field=field)
+    def __init__(self, errors: dict[str, dict]):
+        field, first = next(iter(errors.items()))
+        super().__init__(first["template"], field=field, params=first["params"])
         self.errors = dict(errors)
+
+    def messages(self) -> dict[str, str]:
+        """Each field's sentence in the active language."""
+        return {field: sentences.text(stored) for field, stored in self.errors.items()}
 
 
 class NotFoundError(DomainError, Http404):

@@ -3,6 +3,7 @@
 import json
 
 from django.conf import settings
+from django.utils.translation import gettext_noop
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
@@ -41,7 +42,12 @@ def _object_without_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
     data: dict = {}
     for key, value in pairs:
         if key in data:
-            raise DomainError(f"The key {key!r} appears more than once in one object.", field=key, code="duplicate_key")
+            raise DomainError(
+                gettext_noop("The key %(key)r appears more than once in one object."),
+                field=key,
+                code="duplicate_key",
+                params={"key": key},
+            )
         data[key] = value
     return data
 

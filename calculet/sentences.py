@@ -52,6 +52,12 @@ def text(stored: dict) -> str:
     return gettext(stored["template"]) % params
 
 
+def reason_text(reason: dict) -> str:
+    """A stored reason (`{"code", "message", ...}`) in the active language; one stored before reasons kept their
+    template is shown as its English message."""
+    return text(reason) if "template" in reason else reason.get("message", "")
+
+
 def _shown(value, kind: str | None):
     if kind is not None:
         return _labels(kind, value)

@@ -25,9 +25,8 @@ def phrase_filter(value, kind):
 
 @register.filter
 def sentence(stored):
-    """`{{ reason|sentence }}`: a stored reason in the reader's language (calculet.sentences); one stored before
-    reasons kept their template is shown as its English message."""
-    return sentences.text(stored) if "template" in stored else stored.get("message", "")
+    """`{{ reason|sentence }}`: a stored reason in the reader's language (`sentences.reason_text`)."""
+    return sentences.reason_text(stored)
 
 
 INLINE_CODE = re.compile(r"`([^`\n]+)`")

@@ -2,6 +2,7 @@
 only through the promotion gate, `acceptance.api.promotions`)."""
 
 import django_filters
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -76,7 +77,7 @@ class EvidenceDetailApi(Api):
     def get(self, request, code):
         item = evidence_list(user=request.user).filter(code=code).first()
         if item is None:
-            raise NotFoundError(f"Evidence {code} not found.")
+            raise NotFoundError(gettext_noop("Evidence %(code)s not found."), params={"code": code})
         return Response(EvidenceOutputSerializer(item).data)
 
 

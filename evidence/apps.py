@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 # The audit log's actions that evidence's services record, as the audit page lists them.
@@ -26,6 +27,9 @@ class EvidenceConfig(AppConfig):
         labels.register("grade", GRADE_MEANINGS.items())
         labels.register("status", STATUS_MEANINGS.items())
         labels.extend("audit_action", AUDIT_ACTIONS)
+        # The seed's deliverable titles are marked for the catalogue (evidence/seed/deliverables.py); a title
+        # a PM wrote reads as written.
+        labels.register_phrases("deliverable_title", gettext)
 
         audit.register_subject("capability", selectors.capability_by_slug)
         audit.register_subject_scope(

@@ -6,18 +6,21 @@ with their state and, for calbin deliverables when `progress` is given (delivera
 state}, from `acceptance.selectors.deliverables_progress`), where their chains stand per target kind.
 JSON and CSV text fields hold the document's text with Markdown backticks removed and whitespace
 collapsed; the Markdown keeps the document's own Markdown and writes its own words (column headings,
-states) in the active language. The CSV starts with a UTF-8 byte order mark. A fixed number of queries
-whatever the number of rows.
+states, deliverables' kinds and states) in the active language; the CSV's headings are in the active
+language (in English, the columns' codes) over cells of codes. The CSV starts with a UTF-8 byte order
+mark. A fixed number of queries whatever the number of rows.
 """
 
 import csv
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from django.db.models import Prefetch
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
+from calculet import labels
 from evidence.models import Archive, Capability, ChecklistDocument, EvidenceItem, PathAlias, SourceReference
 from vendor.models import Deliverable, Question, Section, deliverables_still_owed
 
@@ -31,19 +34,21 @@ EXPORT_FORMATS = {
     "md": ("text/markdown; charset=utf-8", "md"),
     "csv": ("text/csv; charset=utf-8", "csv"),
 }
+# The CSV's columns: in English each heading is the column's code; in Chinese its translation. The cells
+# hold codes (states, priorities, kinds) in either language, for a spreadsheet's filters and scripts alike.
 CSV_COLUMNS = [
-    "code",
-    "section",
-    "question",
-    "acceptance",
-    "state",
-    "priority",
-    "organisation",
-    "assignee",
-    "due_date",
-    "capabilities",
-    "deliverables_owed",
-    "runs_prove",
+    pgettext_lazy("CSV column", "code"),
+    pgettext_lazy("CSV column", "section"),
+    pgettext_lazy("CSV column", "question"),
+    pgettext_lazy("CSV column", "acceptance"),
+    pgettext_lazy("CSV column", "state"),
+    pgettext_lazy("CSV column", "priority"),
+    pgettext_lazy("CSV column", "organisation"),
+    pgettext_lazy("CSV column", "assignee"),
+    pgettext_lazy("CSV column", "due_date"),
+    pgettext_lazy("CSV column", "capabilities"),
+    pgettext_lazy("CSV column", "deliverables_owed"),
+    pgettext_lazy("CSV column", "runs_prove"),
 ]
 
 
@@ -72,12 +77,13 @@ def _alternatives(deliverable: Deliverable, deliverables: list[Deliverable]) -> 
     return [o.key for o in deliverables if deliverable.either and o.either == deliverable.either and o != deliverable]
 
 
-def _owed_labels(question, progress: Progress | None) -> list[str]:
-    """Each owed deliverable's label; alternatives still owed as one, `either A (…) or B (…)`."""
+def _owed_labels(question, progress: Progress | None, label: Callable) -> list[str]:
+    """Each owed deliverable's label (`label`: codes or words); alternatives still owed as one,
+    `either A (…) or B (…)`."""
     groups: dict[tuple[str, str], list[str]] = {}  # ("either", its either) or ("key", its key) -> labels
     for deliverable in _owed(question):
         group = ("either", deliverable.either) if deliverable.either else ("key", deliverable.key)
-        groups.setdefault(group, []).append(_owed_label(deliverable, progress))
+        groups.setdefault(group, []).append(label(deliverable, progress))
     return [
         _("either %(choices)s") % {"choices": _(" or ").join(labels)} if len(labels) > 1 else labels[0]
         for labels in groups.values()
@@ -85,12 +91,30 @@ def _owed_labels(question, progress: Progress | None) -> list[str]:
 
 
 def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
-    """`package-batch-4 (calbin, owed; simulator: none, hardware: none)`."""
+    """`package-batch-4 (calbin, owed; simulator: none, hardware: none)`: the codes, for the CSV."""
     parts = [deliverable.kind, deliverable.state]
     where = (progress or {}).get(deliverable.pk)
     if where:
         parts[-1] += "; " + ", ".join(f"{kind}: {state}" for kind, state in where.items())
     return f"{deliverable.key} ({', '.join(parts)})"
+
+
+def _owed_words(deliverable: Deliverable, progress: Progress | None) -> str:
+    """`package-batch-4 (Model package, Owed; Simulator: not run, Hardware: not run)` in the active language,
+    for the Markdown a person reads."""
+    said = _("%(kind)s, %(state)s") % {
+        "kind": labels.label("deliverable_kind", deliverable.kind),
+        "state": labels.label("deliverable_state", deliverable.state),
+    }
+    where = (progress or {}).get(deliverable.pk)
+    if where:
+        per_kind = [
+            _("%(kind)s: %(state)s")
+            % {"kind": labels.label("target_kind", kind), "state": labels.label("deliverable_progress", state)}
+            for kind, state in where.items()
+        ]
+        said = _("%(said)s; %(per_kind)s") % {"said": said, "per_kind": ", ".join(per_kind)}
+    return _("%(key)s (%(said)s)") % {"key": deliverable.key, "said": said}
 
 
 def _deliverable_data(
@@ -262,7 +286,7 @@ def checklist_markdown(progress: Progress | None = None, proves: Proves | None =
                 owner,
                 q.due_date.isoformat() if q.due_date else "",
                 "、".join(_capability_labels(q)),
-                "；".join(_owed_labels(q, progress)),
+                "；".join(_owed_labels(q, progress, _owed_words)),
                 _runs_prove_label(q, proves),
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
@@ -284,7 +308,7 @@ def checklist_csv(progress: Progress | None = None, proves: Proves | None = None
     out = io.StringIO()
     out.write(CSV_BOM)
     writer = csv.writer(out)
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow([str(heading) for heading in CSV_COLUMNS])
     for q in _questions():
         writer.writerow(
             [
@@ -298,7 +322,7 @@ def checklist_csv(progress: Progress | None = None, proves: Proves | None = None
                 q.assignee.get_username() if q.assignee else "",
                 q.due_date.isoformat() if q.due_date else "",
                 "; ".join(_capability_labels(q)),
-                "; ".join(_owed_labels(q, progress)),
+                "; ".join(_owed_labels(q, progress, _owed_label)),
                 _runs_prove_label(q, proves),
             ]
         )

@@ -2,6 +2,7 @@
 
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext_noop
 
 from calculet.errors import DomainError, NotFoundError
 from evidence.models import (
@@ -97,7 +98,7 @@ def capability_list(*, user, question: str | None = None) -> QuerySet[Capability
 def capability_get(*, user, slug: str) -> Capability:
     capability = capability_list(user=user).filter(slug=slug).first()
     if capability is None:
-        raise NotFoundError(f"Capability {slug} not found.")
+        raise NotFoundError(gettext_noop("Capability %(slug)s not found."), params={"slug": slug})
     return capability
 
 
@@ -105,7 +106,9 @@ def capability_by_slug(slug: str) -> Capability:
     """The capability a slug names, for the audit log's history filter (only its readers get this far)."""
     capability = Capability.objects.filter(slug=slug.strip()).first()
     if capability is None:
-        raise DomainError(f"No capability has the slug {slug.strip()!r}.", field="capability")
+        raise DomainError(
+            gettext_noop("No capability has the slug %(slug)r."), field="capability", params={"slug": slug.strip()}
+        )
     return capability
 
 

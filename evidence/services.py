@@ -4,6 +4,7 @@ recorded. `evidence_record` is the one writer of such rows."""
 from collections.abc import Iterable, Mapping
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from calculet.actors import SYSTEM, Actor
 from calculet.audit import audit_record
@@ -40,13 +41,25 @@ def evidence_record(
     when there is one.
     """
     if origin not in RECORDED_ORIGINS:
-        raise DomainError(f"Evidence of origin {origin!r} is not recorded here.", field="origin")
+        raise DomainError(
+            gettext_noop("Evidence of origin %(origin)r is not recorded here."),
+            field="origin",
+            params={"origin": origin},
+        )
     if grade not in GRADES:
-        raise DomainError(f"Unknown evidence grade {grade!r}; one of: {', '.join(GRADES)}.", field="grade")
+        raise DomainError(
+            gettext_noop("Unknown evidence grade %(grade)r; one of: %(grades)s."),
+            field="grade",
+            params={"grade": grade, "grades": ", ".join(GRADES)},
+        )
     versions = {key: str(value) for key, value in (versions or {}).items() if value}
     unknown = sorted(set(versions) - set(VERSION_KEYS))
     if unknown:
-        raise DomainError(f"Unknown version key {unknown[0]!r}; one of: {', '.join(VERSION_KEYS)}.", field="versions")
+        raise DomainError(
+            gettext_noop("Unknown version key %(key)r; one of: %(keys)s."),
+            field="versions",
+            params={"key": unknown[0], "keys": ", ".join(VERSION_KEYS)},
+        )
     with transaction.atomic():
         item = EvidenceItem.objects.create(
             code=f"{code_prefix}-pending",
@@ -116,9 +129,11 @@ def capability_update(
     """
     unknown = sorted(set(changes) - set(CAPABILITY_TEXT_FIELDS))
     if unknown:
-        raise DomainError(f"{unknown[0]} is not changed here.", field=unknown[0])
+        raise DomainError(
+            gettext_noop("%(field)s is not changed here."), field=unknown[0], params={"field": unknown[0]}
+        )
     if "title" in changes and not str(changes["title"] or "").strip():
-        raise DomainError("A capability needs a title.", field="title")
+        raise DomainError(gettext_noop("A capability needs a title."), field="title")
     with transaction.atomic():
         locked = Capability.objects.select_for_update(of=("self",)).get(pk=capability.pk)
         before: dict = {}

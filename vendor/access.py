@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db.models import Manager, Q, QuerySet
+from django.utils.text import capfirst
+from django.utils.translation import gettext_noop
 
 from calculet.actors import Actor
 from calculet.errors import NotFoundError
@@ -145,6 +147,17 @@ def objects_for_user(user, rows: QuerySet | Manager) -> QuerySet:
     return queryset.filter(visible)
 
 
+# What a page or the API looks up by id, each named in the reader's language.
+NOT_FOUND = {
+    "question": gettext_noop("Question %(value)s not found."),
+    "answer": gettext_noop("Answer %(value)s not found."),
+    "artifact": gettext_noop("Artifact %(value)s not found."),
+    "upload": gettext_noop("Upload %(value)s not found."),
+    "comment": gettext_noop("Comment %(value)s not found."),
+    "run": gettext_noop("Run %(value)s not found."),
+}
+
+
 def object_for_user(user, rows: QuerySet | Manager, **lookup):
     """The one row matching `lookup` that the user may see; NotFoundError for missing and not-yours alike."""
     try:
@@ -152,6 +165,9 @@ def object_for_user(user, rows: QuerySet | Manager, **lookup):
     except (TypeError, ValueError, ValidationError):  # an id of the wrong shape matches nothing
         found = None
     if found is None:
-        model = rows.model._meta.verbose_name.capitalize()
-        raise NotFoundError(f"{model} {' '.join(str(value) for value in lookup.values())} not found.")
+        meta = rows.model._meta
+        raise NotFoundError(
+            NOT_FOUND.get(meta.model_name, gettext_noop("%(model)s %(value)s not found.")),
+            params={"model": capfirst(meta.verbose_name), "value": " ".join(str(value) for value in lookup.values())},
+        )
     return found

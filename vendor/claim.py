@@ -8,7 +8,10 @@ import re
 from dataclasses import dataclass, field
 
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from calculet.sentences import sentence
 
 ELEMENT_LABELS = {
     "version": _("version"),
@@ -40,9 +43,10 @@ def compatibility_specifier(value: str) -> str:
     return value
 
 
-def compatibility_errors(compatibility: dict) -> dict[str, str]:
-    """Each range that is no PEP 440 specifier set, by field (`compatibility.<key>`): "nonsense range" would
-    be stored and only fail when a target's versions are checked against it."""
+def compatibility_errors(compatibility: dict) -> dict[str, dict]:
+    """Each range that is no PEP 440 specifier set, by field (`compatibility.<key>`), as a sentence
+    (calculet.sentences): "nonsense range" would be stored and only fail when a target's versions are checked
+    against it."""
     errors = {}
     for key in RANGE_KEYS:
         value = str(compatibility.get(key, "")).strip()
@@ -51,8 +55,12 @@ def compatibility_errors(compatibility: dict) -> dict[str, str]:
         try:
             SpecifierSet(compatibility_specifier(value))
         except InvalidSpecifier:
-            errors[f"compatibility.{key}"] = (
-                f"{value!r} is not a version range: give specifiers such as >=0.7.6,<0.8, or one version such as 0.7.6."
+            errors[f"compatibility.{key}"] = sentence(
+                gettext_noop(
+                    "%(value)r is not a version range: give specifiers such as >=0.7.6,<0.8, or one version such as "
+                    "0.7.6."
+                ),
+                value=value,
             )
     return errors
 

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from django.utils.translation import gettext_lazy
+
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
@@ -26,7 +28,7 @@ MAX_ERROR_PATH_TEXT = 2000
 MAX_COMPATIBILITY = 200
 ERROR_CODE_RANGE = (-(2**31), 2**31 - 1)
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,100}$")  # a tolerance's or a threshold's name
-NAME_RULE = "Names are 1–100 letters, digits, '_', '.' or '-'."
+NAME_RULE = gettext_lazy("Names are 1–100 letters, digits, '_', '.' or '-'.")
 MAX_LIST = 100
 
 

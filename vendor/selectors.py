@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
@@ -129,7 +130,9 @@ def question_by_code(code: str) -> Question:
     """The question a code names (V18, v18), for the audit log's history filter."""
     question = Question.objects.filter(code=code.strip().upper()).first()
     if question is None:
-        raise DomainError(f"No question has the code {code.strip()!r}.", field="question")
+        raise DomainError(
+            gettext_noop("No question has the code %(code)r."), field="question", params={"code": code.strip()}
+        )
     return question
 
 

@@ -1,4 +1,5 @@
 import django_filters
+from django.utils.translation import gettext
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -88,7 +89,7 @@ class AnswerInputSerializer(StrictSerializer):
 
     def validate_version(self, version: str) -> str:
         if version and not VERSION_PATTERN.match(version):
-            raise serializers.ValidationError("A version looks like 1.2 or v0.7.6-rc1.")
+            raise serializers.ValidationError(gettext("A version looks like 1.2 or v0.7.6-rc1."))
         return version
 
     def validate_thresholds(self, thresholds: dict) -> dict:

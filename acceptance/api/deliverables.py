@@ -1,5 +1,6 @@
 """A question's deliverables and the PM's document reviews."""
 
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -132,7 +133,11 @@ def _question(user, code: str) -> Question:
 def _deliverable(question: Question, key: str) -> Deliverable:
     deliverable = question.deliverables.filter(key=key).first()
     if deliverable is None:
-        raise NotFoundError(f"{question.code} has no deliverable {key}.", field="key")
+        raise NotFoundError(
+            gettext_noop("%(question)s has no deliverable %(key)s."),
+            field="key",
+            params={"question": question.code, "key": key},
+        )
     return deliverable
 
 

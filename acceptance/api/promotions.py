@@ -2,6 +2,7 @@
 approvals some moves need are given and listed beside it."""
 
 from django.db.models import Prefetch
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -58,7 +59,7 @@ class PromotionListApi(Api, ListAPIView):
     def get_queryset(self):
         capability = capability_get(user=self.request.user, slug=self.kwargs["slug"])
         if not may_see_all(self.request.user):
-            raise ForbiddenError("Promotion attempts are for the integration team.")
+            raise ForbiddenError(gettext_noop("Promotion attempts are for the integration team."))
         return (
             PromotionAttempt.objects.filter(capability=capability)
             .select_related("capability")
@@ -70,7 +71,7 @@ class PromotionListApi(Api, ListAPIView):
         """Ask the promotion gate to move the status: 201 when it moved, 409 with the reasons when blocked."""
         capability = capability_get(user=request.user, slug=slug)
         if not may_act_as_pm(request.user):  # before reading the body, as the page does
-            raise ForbiddenError("Only a PM asks the promotion gate.")
+            raise ForbiddenError(gettext_noop("Only a PM asks the promotion gate."))
         serializer = PromotionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         attempt = capability_promote(
@@ -81,10 +82,11 @@ class PromotionListApi(Api, ListAPIView):
         )
         if not attempt.allowed:
             raise ConflictError(
-                f"The gate blocked {capability.slug} from moving to {attempt.to_status}; see reasons.",
+                gettext_noop("The gate blocked %(capability)s from moving to %(to_status)s; see reasons."),
                 field="to",
                 code="blocked",
                 reasons=attempt.reasons,
+                params={"capability": capability.slug, "to_status": attempt.to_status},
             )
         return Response(PromotionOutputSerializer(attempt).data, status=status.HTTP_201_CREATED)
 
@@ -125,7 +127,7 @@ class ApprovalListApi(Api, ListAPIView):
     def get_queryset(self):
         capability = capability_get(user=self.request.user, slug=self.kwargs["slug"])
         if not may_see_all(self.request.user):
-            raise ForbiddenError("Approvals are for the integration team.")
+            raise ForbiddenError(gettext_noop("Approvals are for the integration team."))
         return (
             CapabilityApproval.objects.filter(capability=capability)
             .select_related("capability", "approver")
@@ -138,7 +140,7 @@ class ApprovalListApi(Api, ListAPIView):
         with the approval; 409 with the gate's reasons when the evidence does not support the move."""
         capability = capability_get(user=request.user, slug=slug)
         if not may_approve_moves(request.user):
-            raise ForbiddenError("Only a PM or an operator of the integration team approves a move.")
+            raise ForbiddenError(gettext_noop("Only a PM or an operator of the integration team approves a move."))
         serializer = ApprovalInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         approval = capability_approve(

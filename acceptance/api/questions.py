@@ -1,5 +1,6 @@
 import django_filters
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -191,13 +192,21 @@ def _resolve_changes(data: dict) -> QuestionChanges:
         organisation = organisations().filter(slug=changes["organisation"]).first()
         if organisation is None:
             raise DomainError(
-                f"Organisation {changes['organisation']} not found.", field="organisation", code="not_found"
+                gettext_noop("Organisation %(organisation)s not found."),
+                field="organisation",
+                code="not_found",
+                params={"organisation": changes["organisation"]},
             )
         changes["organisation"] = organisation
     if changes.get("assignee") is not None:
         user = active_users().filter(username=changes["assignee"]).first()
         if user is None:
-            raise DomainError(f"User {changes['assignee']} not found.", field="assignee", code="not_found")
+            raise DomainError(
+                gettext_noop("User %(assignee)s not found."),
+                field="assignee",
+                code="not_found",
+                params={"assignee": changes["assignee"]},
+            )
         changes["assignee"] = user
     return QuestionChanges(**changes)
 
@@ -216,7 +225,7 @@ class QuestionDetailApi(Api):
         """A PM puts the question to an organisation, assigns it, sets its priority, due date or state."""
         question = _question(request.user, code)
         if not may_act_as_pm(request.user):  # before resolving names, which would tell a vendor which exist
-            raise ForbiddenError("Only a PM may change a question.")
+            raise ForbiddenError(gettext_noop("Only a PM may change a question."))
         serializer = QuestionUpdateInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         question_update(actor=request.user, question=question, changes=_resolve_changes(serializer.validated_data))

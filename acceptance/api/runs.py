@@ -2,6 +2,7 @@
 
 import django_filters
 from django.conf import settings
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -187,5 +188,5 @@ class TargetDetailApi(Api):
     def get(self, request, slug):
         target = target_list().filter(slug=slug).first()
         if target is None:
-            raise NotFoundError(f"Target {slug} not found.")
+            raise NotFoundError(gettext_noop("Target %(slug)s not found."), params={"slug": slug})
         return Response(TargetOutputSerializer(target).data)

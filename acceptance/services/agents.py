@@ -18,6 +18,7 @@ from calculet_agent.signing import public_key_valid, signature_valid
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from acceptance import judging, stages
 from acceptance.models import Run, RunResult, RunToken, Target, TargetAgent, TargetToken
@@ -87,7 +88,7 @@ def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[Tar
     The target's runner stages are pulled by agents from now on."""
     name = name.strip()
     if not name:
-        raise DomainError("Name the token (the host it is for).", field="name")
+        raise DomainError(gettext_noop("Name the token (the host it is for)."), field="name")
     key = TARGET_KEY_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         target = lock_rows(Target.objects).get(pk=target.pk)
@@ -151,14 +152,16 @@ def agent_register(*, token: TargetToken, registration: AgentRegistration) -> Ta
     """Register the agent holding `token` by its public key (again at each start: its host and version may
     have changed). A key already registered for another target is refused."""
     if not public_key_valid(registration.public_key):
-        raise DomainError("The public key is the base64 of an Ed25519 key's 32 bytes.", field="public_key")
+        raise DomainError(
+            gettext_noop("The public key is the base64 of an Ed25519 key's 32 bytes."), field="public_key"
+        )
     if TargetAgent.objects.filter(public_key=registration.public_key).exclude(target_id=token.target_id).exists():
-        raise AgentRefusedError("This key is registered for another target.", field="public_key")
+        raise AgentRefusedError(gettext_noop("This key is registered for another target."), field="public_key")
     _target_update(token.target, registration)
     with transaction.atomic():
         agent = lock_rows(TargetAgent.objects).filter(public_key=registration.public_key).first()
         if agent is not None and agent.target_id != token.target_id:
-            raise AgentRefusedError("This key is registered for another target.", field="public_key")
+            raise AgentRefusedError(gettext_noop("This key is registered for another target."), field="public_key")
         if agent is None:
             agent = TargetAgent(target=token.target, public_key=registration.public_key)
         agent.host = registration.host[:200]
@@ -197,7 +200,7 @@ def _target_update(target: Target, registration: AgentRegistration) -> None:
 def agent_for_token(token: TargetToken, agent_id: int) -> TargetAgent:
     agent = TargetAgent.objects.filter(pk=agent_id, target_id=token.target_id).first()
     if agent is None:
-        raise AgentRefusedError("No agent of this target has that id; register first.", field="agent")
+        raise AgentRefusedError(gettext_noop("No agent of this target has that id; register first."), field="agent")
     return agent
 
 
@@ -280,7 +283,11 @@ def run_input_blob(token: RunToken, sha256: str):
     run = token.run
     item = next((i for i in runner_job(run, runner_inputs(run), WORKDIR).inputs if i.sha256 == sha256), None)
     if item is None:
-        raise AgentRefusedError(f"{sha256} is not an input of run {token.run_id}.", field="sha256")
+        raise AgentRefusedError(
+            gettext_noop("%(sha256)s is not an input of run %(run)s."),
+            field="sha256",
+            params={"sha256": sha256, "run": token.run_id},
+        )
     return health_package() if item.artifact is None else item.artifact.stored_blob
 
 
@@ -289,25 +296,41 @@ def _require_holding(token: RunToken) -> Run:
     run = Run.objects.filter(pk=token.run_id).only("state", "attempt", "lease_expires_at").first()
     now = timezone.now()
     if run is None or run.state != stages.RUNNING or run.attempt != token.attempt:
-        raise ConflictError(_lost_reason(token, run), field="run")
+        raise _lost(token, run)
     if run.lease_expires_at is None or run.lease_expires_at <= now:
         raise ConflictError(
-            f"The lease of attempt {token.attempt} of run {token.run_id} expired at "
-            f"{run.lease_expires_at:%Y-%m-%d %H:%M:%S} UTC; the run will be sent again.",
+            gettext_noop(
+                "The lease of attempt %(attempt)s of run %(run)s expired at %(lease_expires_at)s UTC; the run will be "
+                "sent again."
+            ),
             field="run",
+            params={
+                "attempt": token.attempt,
+                "run": token.run_id,
+                "lease_expires_at": f"{run.lease_expires_at:%Y-%m-%d %H:%M:%S}",
+            },
         )
     return run
 
 
-def _lost_reason(token: RunToken, run: Run | None) -> str:
+def _lost(token: RunToken, run: Run | None) -> ConflictError:
+    """The refusal of a token whose attempt no longer holds its run."""
     if run is None:
-        return f"Run {token.run_id} no longer exists."
+        return ConflictError(gettext_noop("Run %(run)s no longer exists."), field="run", params={"run": token.run_id})
     if run.attempt != token.attempt:
-        return (
-            f"Attempt {token.attempt} of run {token.run_id} lost its lease and the run was sent again: attempt "
-            f"{run.attempt} holds it now ({run.state})."
+        return ConflictError(
+            gettext_noop(
+                "Attempt %(attempt)s of run %(run)s lost its lease and the run was sent again: attempt "
+                "%(holder)s holds it now (%(state)s)."
+            ),
+            field="run",
+            params={"attempt": token.attempt, "run": token.run_id, "holder": run.attempt, "state": run.state},
         )
-    return f"Run {token.run_id} is {run.state}: attempt {token.attempt} no longer holds it."
+    return ConflictError(
+        gettext_noop("Run %(run)s is %(state)s: attempt %(attempt)s no longer holds it."),
+        field="run",
+        params={"run": token.run_id, "state": run.state, "attempt": token.attempt},
+    )
 
 
 def _reporter(token: RunToken, chunks: list[dict]) -> RunReporter:
@@ -328,7 +351,7 @@ def run_heartbeat(*, token: RunToken, chunks: list[dict]) -> None:
         token = lock_rows(RunToken.objects).select_related("target_token").get(pk=token.pk)
         reporter = _reporter(token, chunks)
         if not reporter.flush():
-            raise ConflictError(_lost_reason(token, Run.objects.filter(pk=token.run_id).first()), field="run")
+            raise _lost(token, Run.objects.filter(pk=token.run_id).first())
         seen = max([token.next_chunk - 1, *(chunk["index"] for chunk in chunks)]) + 1
         RunToken.objects.filter(pk=token.pk).update(next_chunk=seen)
 
@@ -342,26 +365,39 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
     if not signature or not signature_valid(token.agent.public_key, body, signature):
         _audit_refusal(token, "the signature is missing or is not the registered key's over the body")
         raise AgentRefusedError(
-            f"The result of run {token.run_id} is not signed by the key agent {token.agent.host} registered.",
+            gettext_noop("The result of run %(run)s is not signed by the key agent %(host)s registered."),
             field="signature",
+            params={"run": token.run_id, "host": token.agent.host},
         )
     if (report.run, report.attempt) != (token.run_id, token.attempt):
         _audit_refusal(token, f"the signed result is for run {report.run} attempt {report.attempt}")
         raise AgentRefusedError(
-            f"The result is signed for run {report.run} attempt {report.attempt}, not run {token.run_id} "
-            f"attempt {token.attempt} this token holds.",
+            gettext_noop(
+                "The result is signed for run %(run)s attempt %(attempt)s, not run %(token_run)s attempt "
+                "%(token_attempt)s this token holds."
+            ),
             field="run",
+            params={
+                "run": report.run,
+                "attempt": report.attempt,
+                "token_run": token.run_id,
+                "token_attempt": token.attempt,
+            },
         )
     if RunResult.objects.filter(run_id=token.run_id, attempt=token.attempt).exists():
         return Run.objects.get(pk=token.run_id)  # sent again after a cut connection: already written once
     _require_holding(token)
     if report.end is None:
-        raise DomainError("A result says how the runner ended.", field="end")
+        raise DomainError(gettext_noop("A result says how the runner ended."), field="end")
     run = Run.objects.select_related("target", "answer").get(pk=token.run_id)
     run.attempt = token.attempt  # run_finish writes the verdict only while this attempt holds the run
     unexpected = sorted(set(report.measurements) - set(judging.MEASURED_FILES.get(run.stage, ())))
     if unexpected:
-        raise DomainError(f"A {run.stage} result carries no {', '.join(unexpected)}.", field="measurements")
+        raise DomainError(
+            gettext_noop("A %(stage)s result carries no %(unexpected)s."),
+            field="measurements",
+            params={"stage": run.stage, "unexpected": ", ".join(unexpected)},
+        )
     reporter = _reporter(token, report.chunks)
     reporter.timing.update(report.timing)
     reporter.post_started = received
@@ -373,7 +409,7 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
     if not run_finish(run, worker=_worker_label(token.agent), outcome=outcome, reporter=reporter):
         if RunResult.objects.filter(run_id=token.run_id, attempt=token.attempt).exists():
             return Run.objects.get(pk=token.run_id)
-        raise ConflictError(_lost_reason(token, Run.objects.filter(pk=token.run_id).first()), field="run")
+        raise _lost(token, Run.objects.filter(pk=token.run_id).first())
     TargetAgent.objects.filter(pk=token.agent_id, current_run_id=token.run_id).update(current_run=None)
     return Run.objects.get(pk=token.run_id)
 

@@ -1,6 +1,7 @@
 """A vendor's answer entering acceptance: stored with the capability it claims, and its chains started."""
 
 from django.db import transaction
+from django.utils.translation import gettext_noop
 
 from acceptance import limits, recipes
 from acceptance.models import AnswerClaim
@@ -22,7 +23,12 @@ def _claimed_capability(question: Question, slug: str) -> Capability | None:
         return None
     capability = question.capabilities.filter(slug=slug).first()
     if capability is None:
-        raise DomainError(f"Capability {slug} is not linked to {question.code}.", field="capability", code="not_found")
+        raise DomainError(
+            gettext_noop("Capability %(slug)s is not linked to %(question)s."),
+            field="capability",
+            code="not_found",
+            params={"slug": slug, "question": question.code},
+        )
     return capability
 
 
@@ -54,7 +60,9 @@ def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
     proves = sorted(deliverable.capabilities.values_list("slug", flat=True))
     if proves and capability.slug not in proves:
         raise DomainError(
-            f"Deliverable {deliverable.key} proves {', '.join(proves)}, not {capability.slug}.", field="capability"
+            gettext_noop("Deliverable %(deliverable)s proves %(proves)s, not %(capability)s."),
+            field="capability",
+            params={"deliverable": deliverable.key, "proves": ", ".join(proves), "capability": capability.slug},
         )
 
 

@@ -9,6 +9,7 @@ evaluates the capability under its row lock.
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from acceptance import policy as gate_policy
 from acceptance.models import CapabilityApproval
@@ -98,12 +99,18 @@ def capability_approve(*, actor, capability: Capability, to_status: str, note: s
     move (ConflictError on `to`). Audited in the same transaction.
     """
     if not may_approve_moves(actor):
-        raise ForbiddenError("Only a PM or an operator of the integration team approves a move.")
+        raise ForbiddenError(gettext_noop("Only a PM or an operator of the integration team approves a move."))
     if to_status not in STATUSES:
-        raise DomainError(f"Unknown status {to_status!r}; one of {', '.join(STATUSES)}.", field="to")
+        raise DomainError(
+            gettext_noop("Unknown status %(status)r; one of %(statuses)s."),
+            field="to",
+            params={"status": to_status, "statuses": ", ".join(STATUSES)},
+        )
     note = (note or "").strip()
     if len(note) > NOTE_MAX_CHARS:
-        raise DomainError(f"A note holds at most {NOTE_MAX_CHARS} characters.", field="note")
+        raise DomainError(
+            gettext_noop("A note holds at most %(limit)s characters."), field="note", params={"limit": NOTE_MAX_CHARS}
+        )
     policy = gate_policy.policy_current()
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
@@ -112,21 +119,29 @@ def capability_approve(*, actor, capability: Capability, to_status: str, note: s
             policy, capability=locked.slug, pinned_status=pinned_status, current=locked.status, to=to_status
         ):
             raise DomainError(
-                f"Moving {locked.slug} from {locked.status} to {to_status} needs no approval: ask the gate.",
+                gettext_noop("Moving %(capability)s from %(status)s to %(to_status)s needs no approval: ask the gate."),
                 field="to",
+                params={"capability": locked.slug, "status": locked.status, "to_status": to_status},
             )
         facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
         approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
         decision = _evidence_decision(policy, locked, to_status, facts, probes)
         if not decision.allowed:
             raise ConflictError(
-                f"The evidence does not support moving {locked.slug} to {to_status}: there is nothing to approve.",
+                gettext_noop(
+                    "The evidence does not support moving %(capability)s to %(to_status)s: there is nothing to approve."
+                ),
                 field="to",
                 code="blocked",
                 reasons=decision.reasons,
+                params={"capability": locked.slug, "to_status": to_status},
             )
         if standing_approvals(locked).filter(approver=actor, to_status=to_status).exists():
-            raise ConflictError(f"You have already approved moving {locked.slug} to {to_status}.", field="to")
+            raise ConflictError(
+                gettext_noop("You have already approved moving %(capability)s to %(to_status)s."),
+                field="to",
+                params={"capability": locked.slug, "to_status": to_status},
+            )
         approval = CapabilityApproval.objects.create(
             capability=locked,
             approver=actor,

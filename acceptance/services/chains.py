@@ -311,7 +311,7 @@ def run_rerun(*, actor: Actor, run: Run) -> Run:
     of the stage is waiting or running (ConflictError otherwise).
     """
     if not may_act_as_pm(actor):
-        raise ForbiddenError(gettext_noop("Only a PM may re-run a stage."), params={})
+        raise ForbiddenError(gettext_noop("Only a PM may re-run a stage."))
     if run.state in stages.ACTIVE_STATES:
         raise ConflictError(
             gettext_noop("Run %(run)s is still %(state)s."),

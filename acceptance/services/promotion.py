@@ -49,7 +49,7 @@ def capability_promote(*, actor: Actor, capability: Capability, to_status: str, 
             params={"status": to_status, "statuses": ", ".join(STATUSES)},
         )
     if not _actor_may_promote(actor):
-        raise ForbiddenError(gettext_noop("Only a PM may change a capability's status."), params={})
+        raise ForbiddenError(gettext_noop("Only a PM may change a capability's status."))
     reason = (reason or "").strip()
     if len(reason) > REASON_MAX_CHARS:
         raise DomainError(
@@ -67,7 +67,7 @@ def capability_promote(*, actor: Actor, capability: Capability, to_status: str, 
             )
         demotion = status_rank(to_status) > status_rank(current)
         if demotion and not reason:
-            raise DomainError(gettext_noop("A demotion needs a reason."), field="reason", params={})
+            raise DomainError(gettext_noop("A demotion needs a reason."), field="reason")
         facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
         approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
         decision = gate_policy.evaluate(

@@ -4,6 +4,7 @@ themselves send runs to targets."""
 
 from django.db import transaction
 from django.utils.text import slugify
+from django.utils.translation import gettext_noop
 
 from acceptance.models import Target
 from acceptance.services.chains import chains_lock_for_target, chains_refresh
@@ -12,6 +13,7 @@ from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError
+from calculet.sentences import Labelled
 
 VERSION_FIELDS = ["calrt_version", "driver_version", "firmware_version", "chip"]
 
@@ -38,9 +40,12 @@ def target_register(
     those chains move on.
     """
     if not slug or slugify(slug) != slug or slug == "default":
-        raise DomainError("A target slug is lower-case letters, digits and dashes, and not 'default'.", field="slug")
+        raise DomainError(
+            gettext_noop("A target slug is lower-case letters, digits and dashes, and not 'default'."),
+            field="slug",
+        )
     if kind not in (Target.SIMULATOR, Target.HARDWARE):
-        raise DomainError("A target's kind is simulator or hardware.", field="kind")
+        raise DomainError(gettext_noop("A target's kind is simulator or hardware."), field="kind")
     versions = {
         "calrt_version": calrt_version,
         "driver_version": driver_version,
@@ -49,19 +54,23 @@ def target_register(
     }
     for field, value in versions.items():
         if not str(value or "").strip():
-            raise DomainError(f"Give the target's {field.replace('_', ' ')}.", field=field)
+            raise DomainError(
+                gettext_noop("Give the target's %(field)s."), field=field, params={"field": field.replace("_", " ")}
+            )
     runner_command = (runner_command or "").strip()
     if kind == Target.SIMULATOR and runner_command:
         raise DomainError(
-            "A simulator target runs the bundled simulator; only a hardware target has a runner command.",
+            gettext_noop("A simulator target runs the bundled simulator; only a hardware target has a runner command."),
             field="runner_command",
         )
     with transaction.atomic():
         target = lock_rows(Target.objects).filter(slug=slug).first()
         if kind == Target.HARDWARE and not (runner_command or (target is not None and target.runner_command)):
             raise DomainError(
-                "A hardware target needs the command of its hardware runner: without one it cannot run anything, "
-                "and it never falls back to the bundled simulator.",
+                gettext_noop(
+                    "A hardware target needs the command of its hardware runner: without one it cannot run anything, "
+                    "and it never falls back to the bundled simulator."
+                ),
                 field="runner_command",
             )
         if target is None:
@@ -76,7 +85,11 @@ def target_register(
             audit_record(actor=actor, action="target.register", obj=target, after=target_snapshot(target))
             return target
         if target.kind != kind:
-            raise DomainError(f"Target {slug} is a {target.kind} target; its kind does not change.", field="kind")
+            raise DomainError(
+                gettext_noop("Target %(slug)s is a %(kind)s target; its kind does not change."),
+                field="kind",
+                params={"slug": slug, "kind": Labelled("target_kind", target.kind)},
+            )
         before = target_snapshot(target)
         changed = [field for field, value in versions.items() if getattr(target, field) != value.strip()]
         for field in changed:

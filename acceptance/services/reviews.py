@@ -59,35 +59,54 @@ def _element_verdicts(elements) -> dict[str, dict]:
     """The posted verdict on each of section 13's elements, as stored: {element: {"verdict", "reason"}}.
     An element that does not apply to the document needs the reason why."""
     if not isinstance(elements, dict):
-        raise DomainError(f"Give a verdict on each of section 13's elements: {', '.join(ELEMENTS)}.", field="elements")
+        raise DomainError(
+            gettext_noop("Give a verdict on each of section 13's elements: %(elements)s."),
+            field="elements",
+            params={"elements": ", ".join(ELEMENTS)},
+        )
     unknown = sorted(set(elements) - set(ELEMENTS))
     if unknown:
         raise DomainError(
-            f"Unknown element {unknown[0]}; the elements are {', '.join(ELEMENTS)}.", field=f"elements.{unknown[0]}"
+            gettext_noop("Unknown element %(element)s; the elements are %(elements)s."),
+            field=f"elements.{unknown[0]}",
+            params={"element": unknown[0], "elements": ", ".join(ELEMENTS)},
         )
     verdicts = {}
     for element in ELEMENTS:
         entry = elements.get(element)
         if not isinstance(entry, dict):
             raise DomainError(
-                f"Say whether the answer's {element} is present or does not apply to this document.",
+                gettext_noop("Say whether the answer's %(element)s is present or does not apply to this document."),
                 field=f"elements.{element}",
+                params={"element": Labelled("element", element)},
             )
         unknown = sorted(set(entry) - {"verdict", "reason"})
         if unknown:
-            raise DomainError(f"Unknown key {unknown[0]}.", field=f"elements.{element}.{unknown[0]}")
+            raise DomainError(
+                gettext_noop("Unknown key %(key)s."),
+                field=f"elements.{element}.{unknown[0]}",
+                params={"key": unknown[0]},
+            )
         verdict = entry.get("verdict")
         if verdict not in ELEMENT_VERDICTS:
             raise DomainError(
-                f"The verdict is one of: {', '.join(ELEMENT_VERDICTS)}.", field=f"elements.{element}.verdict"
+                gettext_noop("The verdict is one of: %(verdicts)s."),
+                field=f"elements.{element}.verdict",
+                params={"verdicts": ", ".join(ELEMENT_VERDICTS)},
             )
         reason = entry.get("reason") or ""
         if not isinstance(reason, str) or len(reason) > MAX_NOTE:
-            raise DomainError(f"A reason is text of at most {MAX_NOTE} characters.", field=f"elements.{element}.reason")
+            raise DomainError(
+                gettext_noop("A reason is text of at most %(limit)s characters."),
+                field=f"elements.{element}.reason",
+                params={"limit": MAX_NOTE},
+            )
         reason = reason.strip()
         if verdict == NOT_APPLICABLE and not reason:
             raise DomainError(
-                f"Say why the {element} does not apply to this document.", field=f"elements.{element}.reason"
+                gettext_noop("Say why the %(element)s does not apply to this document."),
+                field=f"elements.{element}.reason",
+                params={"element": Labelled("element", element)},
             )
         verdicts[element] = {"verdict": verdict, "reason": reason}
     return verdicts
@@ -137,7 +156,7 @@ def document_review(*, actor: Actor, deliverable: Deliverable, items, elements, 
     the question's last deliverable closes it.
     """
     if not may_act_as_pm(actor):
-        raise ForbiddenError(gettext_noop("Only a PM reviews a document."), params={})
+        raise ForbiddenError(gettext_noop("Only a PM reviews a document."))
     if deliverable.kind != Deliverable.DOCUMENT:
         raise DomainError(
             gettext_noop("%(deliverable)s is a deliverable of kind %(kind)s: only documents are reviewed by hand."),
@@ -148,7 +167,7 @@ def document_review(*, actor: Actor, deliverable: Deliverable, items, elements, 
     verdicts = _element_verdicts(elements)
     reason = reason.strip() if isinstance(reason, str) else ""
     if not reason:
-        raise DomainError(gettext_noop("Give the reason for the decision."), field="reason", params={})
+        raise DomainError(gettext_noop("Give the reason for the decision."), field="reason")
     if len(reason) > MAX_REASON:
         raise DomainError(
             gettext_noop("The reason is at most %(limit)s characters."), field="reason", params={"limit": MAX_REASON}

@@ -174,7 +174,6 @@ def target_health_check_start(target: Target, *, actor: Actor = SYSTEM, why: str
             stage=stages.HEALTH,
             target=locked,
             inputs_digest="",
-            params={},
             inputs={"target": locked.as_job_target()},
             requested_by=actor_user(actor),
             priority=stages.PRIORITY_HEALTH,
@@ -245,7 +244,7 @@ def target_set_health_schedule(
     number from 1 (DomainError otherwise, and nothing is written)."""
     for field, value in (("health_check_every_runs", every_runs), ("health_check_every_hours", every_hours)):
         if value is not None and value < 1:
-            raise DomainError(gettext_noop("A health check schedule is a whole number from 1."), field=field, params={})
+            raise DomainError(gettext_noop("A health check schedule is a whole number from 1."), field=field)
     with transaction.atomic():
         locked = lock_rows(Target.objects).get(pk=target.pk)
         before = {"every_runs": locked.health_check_every_runs, "every_hours": locked.health_check_every_hours}

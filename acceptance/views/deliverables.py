@@ -3,6 +3,7 @@
 
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext_noop
 
 from acceptance.selectors import document_answer, question_deliverables
 from acceptance.services.reviews import document_review
@@ -16,7 +17,9 @@ from vendor.claim import ELEMENTS
 def _document(question, key):
     deliverable = question.deliverables.filter(key=key).first()
     if deliverable is None:
-        raise NotFoundError(f"{question.code} has no deliverable {key}.")
+        raise NotFoundError(
+            gettext_noop("%(question)s has no deliverable %(key)s."), params={"question": question.code, "key": key}
+        )
     return deliverable
 
 

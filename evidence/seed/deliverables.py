@@ -26,6 +26,8 @@ question's calbin, sdk, container_image or schema deliverables.
 
 from dataclasses import dataclass
 
+from django.utils.translation import gettext_noop
+
 KINDS = ("calbin", "sdk", "container_image", "schema", "document")
 SCHEMA_SUBJECTS = ("package-metadata", "trace")
 
@@ -74,21 +76,23 @@ METADATA = "calbin-metadata-schema"
 
 QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     # 12.1 Compiler and reproducible supply chain
-    "V01": (image("compiler-container", "Compiler container at a fixed digest", COMPILE),),
+    "V01": (image("compiler-container", gettext_noop("Compiler container at a fixed digest"), COMPILE),),
     "V02": (
         document(
             "release-statement",
-            "Whether calcc and TVM may be released to us",
+            gettext_noop("Whether calcc and TVM may be released to us"),
             "States whether calcc 575c2d… may be released, as binary or source",
             "States whether TVM 7aebd1… may be released, as binary or source",
             "Maps each released binary to its source and commit",
         ),
     ),
-    "V03": (image("compile-script", "One-step compile of the current Qwen3 package, reproducible", COMPILE),),
+    "V03": (
+        image("compile-script", gettext_noop("One-step compile of the current Qwen3 package, reproducible"), COMPILE),
+    ),
     "V04": (
         document(
             "original-onnx",
-            "The original ONNX and its SHA-256",
+            gettext_noop("The original ONNX and its SHA-256"),
             "The ONNX file is delivered",
             "Its SHA-256 matches the hash 316f06… both sub-models record (C02)",
             "Any external data files are delivered with their SHA-256",
@@ -97,18 +101,18 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V05": (
         document(
             "onnx-requirements",
-            "ONNX input requirements",
+            gettext_noop("ONNX input requirements"),
             "Names the ONNX dialect and the opsets accepted",
             "Says which dynamic shapes are accepted and how they are declared",
             "Says how external data must be laid out",
         ),
-        image("onnx-checker", "ONNX input checker as a runnable image", COMPILE),
+        image("onnx-checker", gettext_noop("ONNX input checker as a runnable image"), COMPILE),
     ),
     "V06": (
-        image("quantisation-tool", "Quantisation tool with a replayable configuration", COMPILE),
+        image("quantisation-tool", gettext_noop("Quantisation tool with a replayable configuration"), COMPILE),
         document(
             "calibration-description",
-            "Calibration set and quantisation rules",
+            gettext_noop("Calibration set and quantisation rules"),
             "Describes the calibration set's format, size and origin",
             "States the W8A8 rules (which tensors, granularity, scales)",
             "States the W4AF16 rules",
@@ -120,18 +124,18 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V07": (
         image(
             "component-manifest",
-            "Manifest and SBOM of passes, codegen, C oplib and kernels",
+            gettext_noop("Manifest and SBOM of passes, codegen, C oplib and kernels"),
             COMPILE,
             sbom_components=True,
         ),
     ),
     "V08": (
-        schema("metadata-schema", "Package metadata schema", "package-metadata", METADATA),
-        calbin("golden-package", "Package whose golden reads back and reproduces", "golden-readback"),
-        sdk("package-parser", "Package parser and golden reader in the SDK", "golden-readback"),
+        schema("metadata-schema", gettext_noop("Package metadata schema"), "package-metadata", METADATA),
+        calbin("golden-package", gettext_noop("Package whose golden reads back and reproduces"), "golden-readback"),
+        sdk("package-parser", gettext_noop("Package parser and golden reader in the SDK"), "golden-readback"),
         document(
             "package-format",
-            "Versioned package format document and parser",
+            gettext_noop("Versioned package format document and parser"),
             "The document carries a format version",
             "Describes every file of the package and every metadata field",
             "Says how the golden is generated",
@@ -141,7 +145,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V09": (
         document(
             "ci-licence",
-            "Written licence to use the compiler in our CI",
+            gettext_noop("Written licence to use the compiler in our CI"),
             "Written authorisation to run the compiler and its licence in our CI",
             "The deployment method (offline, licence server, host binding)",
             "Limits: hosts, seats, term",
@@ -151,27 +155,31 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V10": (
         document(
             "support-matrix",
-            "Operator, shape, dtype and quantisation support matrix",
+            gettext_noop("Operator, shape, dtype and quantisation support matrix"),
             "Covers every op with its shapes, dtypes and quantisation",
             "Distinguishes prefill from decode",
             "Distinguishes chip models",
         ),
     ),
     "V11": (
-        calbin("cpu-fallback-package", "Package with a CPU-fallback op, visible in the profile", "custom-kernel-sdk"),
+        calbin(
+            "cpu-fallback-package",
+            gettext_noop("Package with a CPU-fallback op, visible in the profile"),
+            "custom-kernel-sdk",
+        ),
         document(
             "fallback-semantics",
-            "CPU fallback semantics",
+            gettext_noop("CPU fallback semantics"),
             "Says whether a CPU fallback exists and when it is taken",
             "Says how a fallback shows in the profile and trace",
             "States its performance and correctness semantics",
         ),
     ),
     "V12": (
-        sdk("kernel-sdk", "Custom op/kernel SDK headers and library", "custom-kernel-sdk"),
+        sdk("kernel-sdk", gettext_noop("Custom op/kernel SDK headers and library"), "custom-kernel-sdk"),
         document(
             "kernel-sdk-guide",
-            "Custom kernel SDK guide",
+            gettext_noop("Custom kernel SDK guide"),
             "A worked example of a custom op",
             "The ABI a kernel must follow",
             "How to use the debugger",
@@ -181,7 +189,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V13": (
         document(
             "fusion-control",
-            "Fusion pass control and A/B",
+            gettext_noop("Fusion pass control and A/B"),
             "The compile flags that enable and disable each fusion",
             "An unfused golden to compare a fused package against",
         ),
@@ -189,7 +197,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V14": (
         document(
             "flash-attention-bounds",
-            "Flash attention bounds and fallback",
+            gettext_noop("Flash attention bounds and fallback"),
             "Supported sequence, batch, head and dtype ranges",
             "What happens outside them (fallback)",
         ),
@@ -197,7 +205,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V15": (
         document(
             "grouped-moe-contract",
-            "Grouped MoE kernel contract",
+            gettext_noop("Grouped MoE kernel contract"),
             "Token bucket sizes",
             "Top-k and expert limits",
             "The kernel's numerical error",
@@ -206,16 +214,16 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V16": (
         document(
             "router-precision",
-            "Router and top-k precision policy",
+            gettext_noop("Router and top-k precision policy"),
             "Whether the router and top-k may stay in BF16 or FP32",
             "The mixed-precision policy and how to select it",
         ),
     ),
     "V17": (
-        calbin("sampling-package", "Package that samples on the NPU", "npu-sampling"),
+        calbin("sampling-package", gettext_noop("Package that samples on the NPU"), "npu-sampling"),
         document(
             "sampling-contract",
-            "Sampling output and parameters",
+            gettext_noop("Sampling output and parameters"),
             "The output format (token ids, per lane)",
             "The random number generator and how it is seeded",
             "The sampling parameters supported and their ranges",
@@ -223,41 +231,51 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     # 12.3 Batch, concurrency and KV
     "V18": (
-        calbin("package-batch-4", "Model package at decode batch 4", "decode-batch-4"),
-        calbin("package-batch-8", "Model package at decode batch 8", "decode-batch-8"),
-        calbin("package-batch-16", "Model package at decode batch 16", "decode-batch-16"),
+        calbin("package-batch-4", gettext_noop("Model package at decode batch 4"), "decode-batch-4"),
+        calbin("package-batch-8", gettext_noop("Model package at decode batch 8"), "decode-batch-8"),
+        calbin("package-batch-16", gettext_noop("Model package at decode batch 16"), "decode-batch-16"),
     ),
     "V19": (
-        calbin("prefill-shape-package", "Package with its prefill shape profile", "prefill-batch-dynamic-shape"),
+        calbin(
+            "prefill-shape-package",
+            gettext_noop("Package with its prefill shape profile"),
+            "prefill-batch-dynamic-shape",
+        ),
         document(
             "shape-profile",
-            "Prefill shape profile and slicing semantics",
+            gettext_noop("Prefill shape profile and slicing semantics"),
             "The prefill batches and lengths (or dynamic ranges) supported",
             "How an input is padded or sliced to them",
         ),
     ),
     "V20": (
         sdk(
-            "parallel-mode-sdk", "Parallel mode and non-blocking C API in the SDK", "parallel-mode", "c-api-nonblocking"
+            "parallel-mode-sdk",
+            gettext_noop("Parallel mode and non-blocking C API in the SDK"),
+            "parallel-mode",
+            "c-api-nonblocking",
         ),
         calbin(
-            "parallel-mode-runs", "Parallel mode exercised from several threads", "parallel-mode", "c-api-nonblocking"
+            "parallel-mode-runs",
+            gettext_noop("Parallel mode exercised from several threads"),
+            "parallel-mode",
+            "c-api-nonblocking",
         ),
     ),
     # The seed does not say what PING/PONG is (V21 asks; A14's command file is named "ping"), so no probe can
     # know it: the runs prove what an overlap is built on, I06's fixed task and I08's SubmitJob in parallel mode,
     # and what PING/PONG is, with its timing diagram, is the document's to say.
     "V21": (
-        sdk("fixed-task-sdk", "Fixed task and SubmitJob in the SDK", "fixed-task-infer", "parallel-mode"),
+        sdk("fixed-task-sdk", gettext_noop("Fixed task and SubmitJob in the SDK"), "fixed-task-infer", "parallel-mode"),
         calbin(
             "overlap-runs",
-            "Fixed-task jobs submitted in parallel mode, overlapping on a runner (not PING/PONG itself)",
+            gettext_noop("Fixed-task jobs submitted in parallel mode, overlapping on a runner (not PING/PONG itself)"),
             "fixed-task-infer",
             "parallel-mode",
         ),
         document(
             "ping-pong",
-            "What PING/PONG is",
+            gettext_noop("What PING/PONG is"),
             "Says whether PING/PONG is a buffer bank, an engine or a command slot",
             "An overlap timing diagram",
             "A worked example, naming the fixed-task and SubmitJob calls it makes",
@@ -266,13 +284,13 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V22": (
         sdk(
             "buffer-counters-sdk",
-            "OutputBuf states and counters in the SDK",
+            gettext_noop("OutputBuf states and counters in the SDK"),
             "output-buffer-wait",
             "device-counters-trace",
         ),
         document(
             "buffer-counter-definitions",
-            "OutputBuf states and counters defined",
+            gettext_noop("OutputBuf states and counters defined"),
             "Each state's meaning and transitions",
             "Each counter's unit",
             "Which reads are atomic",
@@ -280,11 +298,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V23": (
-        sdk("cancel-timeout-sdk", "Job cancel and timeout in the SDK", "job-cancel-timeout"),
-        calbin("cancel-timeout-runs", "Jobs cancelled and timed out on a runner", "job-cancel-timeout"),
+        sdk("cancel-timeout-sdk", gettext_noop("Job cancel and timeout in the SDK"), "job-cancel-timeout"),
+        calbin("cancel-timeout-runs", gettext_noop("Jobs cancelled and timed out on a runner"), "job-cancel-timeout"),
         document(
             "job-lifecycle",
-            "Cancel and timeout lifecycle",
+            gettext_noop("Cancel and timeout lifecycle"),
             "What happens to in-flight DMA on cancel or timeout",
             "What happens to the job's KV",
             "When its buffers may be reused",
@@ -293,24 +311,26 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V24": (
         calbin(
             "lane-mapping-runs",
-            "Lanes and KV slots mapped, masked and reused",
+            gettext_noop("Lanes and KV slots mapped, masked and reused"),
             "kv-manager-api",
             "kv-batch-layout",
             "kv-seq-min-max",
         ),
         document(
             "lane-slot-rules",
-            "Batch lane and KV slot rules",
+            gettext_noop("Batch lane and KV slot rules"),
             "How a sequence maps to a lane and a KV slot",
             "How an inactive lane is masked",
             "When and how a slot is reclaimed",
         ),
     ),
     "V25": (
-        calbin("s8-v-cache-package", "Package with an S8 V cache", "s8-v-cache-calbin", "kv-batch-layout"),
+        calbin(
+            "s8-v-cache-package", gettext_noop("Package with an S8 V cache"), "s8-v-cache-calbin", "kv-batch-layout"
+        ),
         document(
             "s8-cache-spec",
-            "S8 cache specification",
+            gettext_noop("S8 cache specification"),
             "Whether only V or both K and V are quantised",
             "Its accuracy against BF16",
             "Its layout",
@@ -320,21 +340,23 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V26": (
         calbin(
             "kv-shift-runs",
-            "Remove, copy, keep, add, div and state through DoShift, on a package of two lanes or more",
+            gettext_noop("Remove, copy, keep, add, div and state through DoShift, on a package of two lanes or more"),
             "kv-manager-api",
         ),
         document(
             "doshift-table",
-            "DoShift against llama.cpp KV semantics",
+            gettext_noop("DoShift against llama.cpp KV semantics"),
             "A table of remove, copy, keep, add, div and state against DoShift",
             "What is refused and how",
         ),
     ),
     "V27": (
-        calbin("kv-recovery-runs", "KV failure and rollback exercised", "kv-manager-api", "error-mapping"),
+        calbin(
+            "kv-recovery-runs", gettext_noop("KV failure and rollback exercised"), "kv-manager-api", "error-mapping"
+        ),
         document(
             "kv-recovery-contract",
-            "KV failure recovery contract",
+            gettext_noop("KV failure recovery contract"),
             "Which state rolls back after a KV failure",
             "Request-level recovery",
             "Device-level recovery",
@@ -342,10 +364,14 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     # 12.4 Chiplets, memory and topology
     "V28": (
-        sdk("memory-metrics-sdk", "Memory and topology readable through the runtime", "device-counters-trace"),
+        sdk(
+            "memory-metrics-sdk",
+            gettext_noop("Memory and topology readable through the runtime"),
+            "device-counters-trace",
+        ),
         document(
             "memory-topology-spec",
-            "Official memory and topology specification",
+            gettext_noop("Official memory and topology specification"),
             "DRAM and SRAM per chiplet and per board",
             "Bandwidths",
             "The interconnect topology",
@@ -354,7 +380,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V29": (
         document(
             "tensor-parallel-split",
-            "The current two-chiplet TP split",
+            gettext_noop("The current two-chiplet TP split"),
             "The matrix dimensions split in each layer",
             "Where gather, reduce and D2D happen",
         ),
@@ -362,7 +388,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V30": (
         calbin(
             "single-chiplet-package",
-            "Small single-chiplet package with chip affinity",
+            gettext_noop("Small single-chiplet package with chip affinity"),
             "single-chiplet",
             "two-models-one-chiplet",
         ),
@@ -370,12 +396,12 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V31": (
         calbin(
             "two-models-runs",
-            "Two single-chiplet packages, one per chiplet, configured at once with fault isolation",
+            gettext_noop("Two single-chiplet packages, one per chiplet, configured at once with fault isolation"),
             "two-models-two-chiplets",
         ),
         document(
             "isolation-contract",
-            "Two-model isolation contract",
+            gettext_noop("Two-model isolation contract"),
             "Addresses of each model",
             "Queues of each model",
             "What a reset of one does to the other",
@@ -383,11 +409,11 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V32": (
-        calbin("pipeline-parallel-package", "Package laid out pipeline-parallel", "pipeline-parallel"),
-        calbin("expert-parallel-package", "Package laid out expert-parallel", "expert-parallel"),
+        calbin("pipeline-parallel-package", gettext_noop("Package laid out pipeline-parallel"), "pipeline-parallel"),
+        calbin("expert-parallel-package", gettext_noop("Package laid out expert-parallel"), "expert-parallel"),
         document(
             "layout-cost-model",
-            "TP, PP and EP compared",
+            gettext_noop("TP, PP and EP compared"),
             "The same model compiled TP, PP and EP",
             "How the compiler chooses (its cost model)",
         ),
@@ -395,7 +421,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V33": (
         schema(
             "memory-unit-schema",
-            "Metadata schema with device_memory_required's unit fixed",
+            gettext_noop("Metadata schema with device_memory_required's unit fixed"),
             "package-metadata",
             METADATA,
             fixes="A16",
@@ -404,7 +430,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V34": (
         document(
             "reservation-scope",
-            "Reservation scope",
+            gettext_noop("Reservation scope"),
             "Whether a reservation is per chiplet or a board-wide logical address",
             "What a chip mask means",
             "Address aliases and physical allocation",
@@ -413,13 +439,13 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V35": (
         calbin(
             "resident-packages",
-            "Packages loaded and unloaded while another serves",
+            gettext_noop("Packages loaded and unloaded while another serves"),
             "dynamic-resident-multi-model",
             "two-models-one-chiplet",
         ),
         document(
             "residency-contract",
-            "Resident model contract",
+            gettext_noop("Resident model contract"),
             "Model handles",
             "Namespaces",
             "Quotas",
@@ -429,7 +455,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V36": (
         document(
             "multi-device-roadmap",
-            "Multi-device roadmap",
+            gettext_noop("Multi-device roadmap"),
             "The version that supports several physical devices",
             "Its API",
             "How to migrate from 0.7.6",
@@ -439,14 +465,14 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V37": (
         schema(
             "trace-schema",
-            "Trace schema of the vendor's format, a sample trace and its converter to a Chrome trace",
+            gettext_noop("Trace schema of the vendor's format, a sample trace and its converter to a Chrome trace"),
             "trace",
             "device-counters-trace",
         ),
-        sdk("trace-sdk", "Trace and full debug in the SDK", "device-counters-trace", "full-debug"),
+        sdk("trace-sdk", gettext_noop("Trace and full debug in the SDK"), "device-counters-trace", "full-debug"),
         document(
             "trace-format",
-            "Trace format",
+            gettext_noop("Trace format"),
             "Every field and its meaning",
             "The clock and its unit",
             "The overhead of tracing",
@@ -454,10 +480,10 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V38": (
-        sdk("counters-sdk", "Per-op and per-chip counters in the SDK", "device-counters-trace"),
+        sdk("counters-sdk", gettext_noop("Per-op and per-chip counters in the SDK"), "device-counters-trace"),
         document(
             "counter-list",
-            "Counter list",
+            gettext_noop("Counter list"),
             "Per-op and per-chip cycles",
             "D2D, DDR and PCIe bytes",
             "When each counter resets",
@@ -466,7 +492,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V39": (
         document(
             "model-workload-api",
-            "GetModelWorloadByName defined",
+            gettext_noop("GetModelWorloadByName defined"),
             "The formal API definition",
             "The unit of what it returns",
             "How the misspelt name stays compatible",
@@ -475,7 +501,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V40": (
         document(
             "dynamic-d2d",
-            "Static command size against dynamic traffic",
+            gettext_noop("Static command size against dynamic traffic"),
             "How static command dataSize relates to real traffic",
             "How dynamic D2D traffic is computed",
         ),
@@ -483,25 +509,25 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V41": (
         document(
             "telemetry-api",
-            "Temperature, power, frequency and throttle API",
+            gettext_noop("Temperature, power, frequency and throttle API"),
             "The API for each reading",
             "Sampling frequency",
             "Units",
         ),
     ),
-    "V42": (calbin("golden-runs", "The current package's golden passes on a runner", "golden-readback"),),
+    "V42": (calbin("golden-runs", gettext_noop("The current package's golden passes on a runner"), "golden-readback"),),
     # 12.6 Metadata and compatibility defects
     "V43": (
         schema(
             "submodel-type-schema",
-            "Metadata schema that refuses a mislabelled prefill",
+            gettext_noop("Metadata schema that refuses a mislabelled prefill"),
             "package-metadata",
             METADATA,
             fixes="A17",
         ),
         document(
             "submodel-type-fix",
-            "The prefill's smodel_type fixed",
+            gettext_noop("The prefill's smodel_type fixed"),
             "The version that fixes the prefill's label",
             "How runtimes treat packages with the old label",
         ),
@@ -509,7 +535,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V44": (
         document(
             "versioned-api-docs",
-            "API documentation per version",
+            gettext_noop("API documentation per version"),
             "Every name and return type that differs between the PDF and 0.7.6",
             "A document per released version",
         ),
@@ -518,13 +544,13 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V45": (
         sdk(
             "relocation-api",
-            "RelocateTensorAddress and AllocDevMem in the SDK of the version that has them",
+            gettext_noop("RelocateTensorAddress and AllocDevMem in the SDK of the version that has them"),
             "pdf-relocate-alloc",
             either="relocation",
         ),
         document(
             "relocation-erratum",
-            "The erratum removing RelocateTensorAddress and AllocDevMem from the documentation",
+            gettext_noop("The erratum removing RelocateTensorAddress and AllocDevMem from the documentation"),
             "Names both calls and the PDF passages that describe them",
             "States that no released version has them, and what to call instead",
             "The corrected documentation is delivered",
@@ -532,23 +558,25 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V46": (
-        schema("compat-schema", "Machine-readable compatibility rules", "package-metadata", METADATA),
-        calbin("error-code-runs", "The runtime's error codes, each reached on a runner", "error-codes"),
+        schema("compat-schema", gettext_noop("Machine-readable compatibility rules"), "package-metadata", METADATA),
+        calbin("error-code-runs", gettext_noop("The runtime's error codes, each reached on a runner"), "error-codes"),
     ),
     "V47": (
         schema(
             "versioned-metadata-schema",
-            "Versioned metadata schema with required fields",
+            gettext_noop("Versioned metadata schema with required fields"),
             "package-metadata",
             METADATA,
             versioned=True,
         ),
     ),
     "V48": (
-        schema("field-units-schema", "Metadata schema with every field's unit", "package-metadata", METADATA),
+        schema(
+            "field-units-schema", gettext_noop("Metadata schema with every field's unit"), "package-metadata", METADATA
+        ),
         document(
             "field-definitions",
-            "Metadata field definitions",
+            gettext_noop("Metadata field definitions"),
             "Each address, size, workload and memory field's unit",
             "Spelling fixed",
             "Ambiguities resolved",
@@ -556,87 +584,103 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     ),
     # 12.7 Reset, recovery and operations
     "V49": (
-        calbin("exception-recovery-runs", "Recovery after a core exception", "output-buffer-wait", "device-reset"),
+        calbin(
+            "exception-recovery-runs",
+            gettext_noop("Recovery after a core exception"),
+            "output-buffer-wait",
+            "device-reset",
+        ),
         document(
             "recovery-domain",
-            "Minimal recovery domain",
+            gettext_noop("Minimal recovery domain"),
             "Whether KV and DRAM can be trusted after a CCU exception",
             "The smallest domain to reset",
         ),
     ),
     "V50": (
-        calbin("reset-scope-runs", "Each reset's reach exercised", "device-reset"),
+        calbin("reset-scope-runs", gettext_noop("Each reset's reach exercised"), "device-reset"),
         document(
             "reset-scope",
-            "Reset scope",
+            gettext_noop("Reset scope"),
             "Effect of ResetCCU, ResetConfiguration and ResetDevice on in-flight jobs",
             "On the other chiplet and its models",
             "On the driver's state",
         ),
     ),
     "V51": (
-        calbin("reset-drain-runs", "Jobs drained and released, then reset, nothing in flight lost", "device-reset"),
+        calbin(
+            "reset-drain-runs",
+            gettext_noop("Jobs drained and released, then reset, nothing in flight lost"),
+            "device-reset",
+        ),
         document(
             "reset-state-machine",
-            "Reset state machine",
+            gettext_noop("Reset state machine"),
             "Whether drain or Release is required before a reset",
             "The state machine",
             "Its timeouts",
         ),
     ),
-    "V52": (calbin("reconfigure-runs", "Runnable example: reset, configure, load, serve", "device-reset"),),
+    "V52": (
+        calbin("reconfigure-runs", gettext_noop("Runnable example: reset, configure, load, serve"), "device-reset"),
+    ),
     "V53": (
-        calbin("error-classification-runs", "Error codes classified and retried", "error-codes", "error-mapping"),
+        calbin(
+            "error-classification-runs",
+            gettext_noop("Error codes classified and retried"),
+            "error-codes",
+            "error-mapping",
+        ),
         document(
             "retry-policy",
-            "Retry, backoff and isolation",
+            gettext_noop("Retry, backoff and isolation"),
             "Error codes classified (retry, reset, isolate)",
             "The recommended retry and backoff",
             "When to take a device out of service",
         ),
     ),
     "V54": (
-        sdk("clear-memory-sdk", "ClearDynamicMem and ClearAllDevMem in the SDK", "device-reset"),
+        sdk("clear-memory-sdk", gettext_noop("ClearDynamicMem and ClearAllDevMem in the SDK"), "device-reset"),
         document(
             "clear-memory-constraints",
-            "Memory clearing constraints",
+            gettext_noop("Memory clearing constraints"),
             "Thread safety",
             "What data each call destroys",
         ),
     ),
     # 12.8 cal-llm / EngineCore
-    "V55": (sdk("enginecore-sdk", "EngineCore headers, library and package", "enginecore"),),
+    "V55": (sdk("enginecore-sdk", gettext_noop("EngineCore headers, library and package"), "enginecore"),),
     "V56": (
         document(
             "enginecore-architecture",
-            "EngineCore architecture and support",
+            gettext_noop("EngineCore architecture and support"),
             "Whether EngineCore replaces CalRT or wraps it",
             "The support period of each",
         ),
     ),
     "V57": (
-        sdk("enginecore-api", "EngineCore batch, KV, cancel, sampling and profile API", "enginecore"),
+        sdk("enginecore-api", gettext_noop("EngineCore batch, KV, cancel, sampling and profile API"), "enginecore"),
         document(
             "enginecore-contract",
-            "EngineCore API contract",
+            gettext_noop("EngineCore API contract"),
             "Batch, KV, cancel, sampling and profile: what each supports",
             "An example of each",
         ),
     ),
     "V58": (
-        image("conversion-tool", "Package conversion tool", "enginecore"),
+        image("conversion-tool", gettext_noop("Package conversion tool"), "enginecore"),
         document(
             "enginecore-compat",
-            "EngineCore compatibility with current packages",
+            gettext_noop("EngineCore compatibility with current packages"),
             "A compatibility matrix against current packages",
             "How to use the conversion tool",
         ),
     ),
     "V59": (
-        image("migration-image", "Runnable EngineCore image", "enginecore"),
+        image("migration-image", gettext_noop("Runnable EngineCore image"), "enginecore"),
         document(
             "migration-plan",
-            "Migration, A/B and rollback",
+            gettext_noop("Migration, A/B and rollback"),
             "The migration path from the current production",
             "How to run A/B",
             "How to roll back",
@@ -645,7 +689,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V60": (
         document(
             "version-policy",
-            "API/ABI stability and release policy",
+            gettext_noop("API/ABI stability and release policy"),
             "What API and ABI stability is promised, per version",
             "Release dates",
         ),

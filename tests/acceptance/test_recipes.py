@@ -16,6 +16,7 @@ from acceptance.recipes import (
     simulator_proves,
     tightened,
 )
+from calculet.sentences import english
 from evidence.seed.capabilities import CAPABILITIES
 from evidence.seed.deliverables import QUESTION_DELIVERABLES
 from npu_sim.probes import parse_probe_request
@@ -122,7 +123,7 @@ def test_an_answer_tightens_thresholds():
         ("npu-sampling", {"sampling": {"max_p_value": 0.5}}, "probe sampling has no threshold 'max_p_value'"),
         ("npu-sampling", {"sampling": {"top_k": 10}}, "probe sampling has no threshold 'top_k'"),
         ("npu-sampling", {"s8": {"max_rel_vs_float": 0.01}}, "probe 's8' is not in its recipe"),
-        ("npu-sampling", {"sampling": {"min_p_value": 2}}, "min_p_value must be a number in 0..1, not 2"),
+        ("npu-sampling", {"sampling": {"min_p_value": 2}}, "min_p_value is at most 1, not 2"),
         ("npu-sampling", {"sampling": {"min_p_value": "0.5"}}, "min_p_value must be a number, not '0.5'"),
         ("decode-batch-8", {"decode_batch": {"worst_lane_cosine": 0.99}}, "decode_batch has no threshold"),
     ],
@@ -164,7 +165,7 @@ def test_loosening_or_unknown_overrides_are_refused_by_name(capability, override
 def test_an_answer_that_loosens_or_names_an_unknown_limit_is_refused_naming_it(tolerances, thresholds, field, message):
     errors = answer_limit_errors(recipe_for("decode-batch-16"), tolerances, thresholds)
     assert list(errors) == [field]
-    assert message in errors[field]
+    assert message in english(errors[field])
 
 
 def test_an_answer_that_only_tightens_has_no_limit_errors():
@@ -181,9 +182,10 @@ def test_an_answer_that_only_tightens_has_no_limit_errors():
 
 def test_a_probe_threshold_without_a_recipe_is_refused():
     errors = answer_limit_errors(None, {}, {"sampling.min_p_value": 0.01})
-    assert errors == {
-        "thresholds.sampling.min_p_value": "A probe threshold needs the capability whose recipe it tightens."
-    }
+    assert list(errors) == ["thresholds.sampling.min_p_value"]
+    assert english(errors["thresholds.sampling.min_p_value"]) == (
+        "A probe threshold needs the capability whose recipe it tightens."
+    )
 
 
 def test_a_recipe_is_frozen():

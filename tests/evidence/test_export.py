@@ -105,7 +105,7 @@ def test_markdown_regenerates_the_checklist_with_live_columns(checklist):
     v18 = next(line for line in rows if line.startswith("| V18 |"))
     assert "| Asked | P0 |" in v18
     assert "decode-batch-4 C3" in v18
-    assert "package-batch-4 (calbin, owed)" in v18  # no progress: the command cannot read the chains
+    assert "package-batch-4 (calbin package, Owed)" in v18  # no progress: the command cannot read the chains
     assert all(line.count(" | ") == 9 for line in rows)
 
 
@@ -118,6 +118,15 @@ def test_csv_is_one_row_per_question(checklist):
     assert v02["question"] == "calcc 575c2d... 和 TVM 7aebd1... 是否可发布"
     assert (v02["section"], v02["state"], v02["priority"]) == ("12.1", "new", "p2")
     assert "decode-batch-16 C3" in rows[17]["capabilities"]
+
+
+def test_the_csv_headings_are_in_the_readers_language_over_cells_of_codes(checklist):
+    english = checklist_csv().removeprefix("\ufeff").splitlines()
+    with translation.override("zh-hans"):
+        chinese = checklist_csv().removeprefix("\ufeff").splitlines()
+    assert english[0].startswith("code,section,question,acceptance,state,priority,")
+    assert chinese[0] == "编号,小节,问题,验收形式,状态,优先级,组织,负责人,截止日期,能力,待交付物,运行证明"
+    assert chinese[1:] == english[1:]  # the same cells: codes, and the document's own text
 
 
 def test_export_command_writes_stdout_or_a_file(checklist, tmp_path):
@@ -158,7 +167,9 @@ def test_markdown_speaks_the_readers_language_and_keeps_the_documents_text(check
     with translation.override("zh-hans"):
         text = checklist_markdown()
     assert "| # | 必须确认/交付 | 验收形式 | 状态 | 优先级 | 负责 | 截止日期 | 能力状态 |" in text
-    assert "| 已提问 | P0 |" in next(line for line in text.splitlines() if line.startswith("| V18 |"))
+    v18 = next(line for line in text.splitlines() if line.startswith("| V18 |"))
+    assert "| 已提问 | P0 |" in v18
+    assert "package-batch-4（calbin 包，待交付）" in v18 and "(calbin, owed)" not in v18
     assert "## 能力状态" in text and "| 能力 | 状态 | 固定 | 范围 |" in text
     assert not re.search(r"\b(Asked|New|State|Priority|Capability)\b", text)
     target = tmp_path / "checklist.md"

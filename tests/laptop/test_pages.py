@@ -249,8 +249,8 @@ def english_a_chinese_page_may_show() -> set[str]:
     """The checklist's own text; the words the Chinese catalogue itself keeps (runner, golden, Markdown, hook);
     the language names of the switch; the names and words people and runners wrote themselves: the demo's
     inputs (calculet/demo.py), the viewer and the webhook this tier makes, the simulator's messages and file
-    names (npu_sim/). The deliverables' titles and document checklists (evidence/seed/deliverables.py) are
-    allowed too: they are not translated yet."""
+    names (npu_sim/). The document checklists of evidence/seed/deliverables.py are allowed too: they are not
+    translated yet (its titles are, and read in Chinese)."""
     allowed = set(WORD.findall((ROOT / "evidence" / "data" / "checklist.md").read_text(encoding="utf-8")))
     for entry in catalogue_entries("zh_Hans"):
         allowed |= {word for text in entry["msgstr"] for word in WORD.findall(text)}

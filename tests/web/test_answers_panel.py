@@ -19,6 +19,12 @@ NOT_YET = {
 }
 
 
+DELIVERABLE_TITLES = {
+    "en": ("Model package at decode batch 4", "Model package at decode batch 8"),
+    "zh-hans": ("decode batch 4 的模型包", "decode batch 8 的模型包"),
+}
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
 def test_each_answer_names_its_deliverable_and_the_capability_it_claims(
@@ -39,9 +45,11 @@ def test_each_answer_names_its_deliverable_and_the_capability_it_claims(
     )
     body = pm_client.get(reverse("question-detail", args=["V18"]), HTTP_ACCEPT_LANGUAGE=language).content.decode()
     capability = Capability.objects.get(slug="decode-batch-4")
-    assert f'<dd class="answer-deliverable">{batch_4.title} <code>{batch_4.key}</code></dd>' in body
+    # The seed's deliverable titles read in the reader's language; a capability's title is the checklist's.
+    title_4, title_8 = DELIVERABLE_TITLES[language]
+    assert f'<dd class="answer-deliverable">{title_4} <code>{batch_4.key}</code></dd>' in body
     assert f'<dd class="answer-capability">{capability.title} <code>decode-batch-4</code></dd>' in body
-    assert f'<dd class="answer-deliverable">{batch_8.title} <code>{batch_8.key}</code></dd>' in body
+    assert f'<dd class="answer-deliverable">{title_8} <code>{batch_8.key}</code></dd>' in body
     assert body.count('<dd class="answer-capability">') == 2  # r2 names none, and says so
     # A question whose package runs through a chain keeps waiting for one.
     assert NOT_YET[language] in body and NO_CHAIN[language] not in body

@@ -90,7 +90,7 @@ def test_reports_and_both_exports_name_each_deliverable_owed(pm_client, v18_batc
     markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
     row = next(line for line in markdown.splitlines() if line.startswith("| V18 |"))
     owed = row.split(" | ")[-2]  # the last column says what every package's runs prove, the accepted one's too
-    assert "package-batch-4 (calbin, owed; simulator: none, hardware: none)" in owed
+    assert "package-batch-4 (calbin package, Owed; Simulator: not run, Hardware: not run)" in owed
     assert "package-batch-8" not in owed
     assert "| Deliverables owed |" in checklist_markdown()
 

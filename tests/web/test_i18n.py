@@ -1,5 +1,6 @@
 """The two catalogues are complete, compiled, and used by the pages."""
 
+import ast
 import datetime
 import gettext
 import re
@@ -8,12 +9,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.urls import reverse
+from django.urls import get_resolver, reverse
 from django.utils import timezone
 from django.utils.translation.template import templatize
 
 from acceptance.models import PromotionAttempt, Target
 from acceptance.services.targets import targets_refresh_health
+from calculet.errors import DomainError
 from evidence.models import Capability
 
 LOCALE = Path(settings.BASE_DIR) / "locale"
@@ -148,20 +150,25 @@ def test_every_marked_string_is_in_the_catalogue(tmp_path, language):
 
 
 @pytest.mark.django_db
-def test_a_refusal_is_shown_in_the_readers_language_and_the_api_keeps_english(pm_client, checklist):
+def test_a_refusal_is_shown_in_the_readers_language_on_pages_and_api(pm_client, checklist):
     """A service's refusal is a template and its parameters: the page renders it in the reader's language,
-    with labels for the states it names, while the API says the English sentence whatever the language."""
+    with labels for the states it names; the API renders it in the client's Accept-Language (English when it
+    asks for none), with the same field and code."""
     edit = reverse("question-edit", args=["V10"])
     form = {"state": "closed", "priority": "p1", "assignee": ""}
     chinese = pm_client.post(edit, form, HTTP_HX_REQUEST="true", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert "问题不能从“新建”变为“已关闭”" in chinese and "cannot move" not in chinese
     english = pm_client.post(edit, form, HTTP_HX_REQUEST="true", HTTP_ACCEPT_LANGUAGE="en").content.decode()
     assert "A question cannot move from New to Closed" in english
-    api = pm_client.patch(
-        "/api/v1/questions/V10/", {"state": "closed"}, content_type="application/json", HTTP_ACCEPT_LANGUAGE="zh-hans"
-    )
+    url = "/api/v1/questions/V10/"
+    asked = {"data": {"state": "closed"}, "content_type": "application/json"}
+    api = pm_client.patch(url, HTTP_ACCEPT_LANGUAGE="zh-hans", **asked)
     assert api.status_code == 400
-    assert api.json()["errors"][0]["message"].startswith("A question cannot move from New to Closed")
+    [error] = api.json()["errors"]
+    assert error["field"] == "state" and error["code"] == "invalid"
+    assert error["message"].startswith("问题不能从“新建”变为“已关闭”")
+    for plain in (pm_client.patch(url, **asked), pm_client.patch(url, HTTP_ACCEPT_LANGUAGE="en", **asked)):
+        assert plain.json()["errors"][0]["message"].startswith("A question cannot move from New to Closed")
 
 
 @pytest.mark.django_db
@@ -180,4 +187,64 @@ def test_a_gate_refusal_asked_in_chinese_reads_in_english_for_an_english_reader(
     api = pm_client.get(f"/api/v1/capabilities/{slug}/promotions/", HTTP_ACCEPT_LANGUAGE="zh-hans").json()
     assert api["results"][0]["reasons"] == [
         {"code": "no_answer", "message": "No complete answer names this capability: nothing has run."}
+    ]
+
+
+def _domain_errors() -> set[str]:
+    """The names of calculet.errors.DomainError and every subclass the apps define (all imported by now:
+    the URL configuration loads every view and service)."""
+    assert get_resolver().url_patterns
+    found, pending = set(), [DomainError]
+    while pending:
+        cls = pending.pop()
+        found.add(cls.__name__)
+        pending.extend(cls.__subclasses__())
+    return found - {"FieldErrors"}  # built from sentences, each made with a marked template
+
+
+def _refusals_not_marked(source: str, errors: set[str]) -> list[tuple[int, str]]:
+    """(line, first argument) of each construction of a DomainError whose sentence is no marked template:
+    a literal, an f-string, a formatted or concatenated string would reach every reader in English."""
+    unmarked = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        name = getattr(node.func, "id", getattr(node.func, "attr", None))
+        message = node.args[0]
+        marked = isinstance(message, ast.Call) and getattr(message.func, "id", None) == "gettext_noop"
+        text = isinstance(message, ast.Constant | ast.JoinedStr | ast.BinOp) or (
+            isinstance(message, ast.Call) and getattr(message.func, "attr", None) == "format"
+        )
+        if name in errors and text and not marked:
+            unmarked.append((node.lineno, ast.unparse(message)[:80]))
+    return unmarked
+
+
+def test_every_refusal_the_apps_raise_is_a_marked_template():
+    """A rule's refusal reaches pages and API bodies: each is an English template marked for the catalogue
+    (with its parameters by name), so the reader's language decides how it reads."""
+    errors = _domain_errors()
+    assert {"DomainError", "ConflictError", "ForbiddenError", "ArtifactRejectedError", "AgentRefusedError"} <= errors
+    root = Path(settings.BASE_DIR)
+    unmarked = {
+        str(path.relative_to(root)): found
+        for app in ("calculet", "vendor", "evidence", "acceptance")
+        for path in sorted((root / app).rglob("*.py"))
+        if "migrations" not in path.parts and (found := _refusals_not_marked(path.read_text(encoding="utf-8"), errors))
+    }
+    assert not unmarked, unmarked
+
+
+def test_the_refusal_check_catches_plain_english():
+    """The check above names a literal, an f-string and a concatenation, and lets a marked template pass."""
+    source = (
+        "raise DomainError('A plain sentence.')\n"
+        "raise ConflictError(f'Run {run.pk} is busy.', field='run')\n"
+        "raise ForbiddenError('Only ' + role)\n"
+        "raise DomainError(gettext_noop('Run %(run)s is busy.'), params={'run': 1})\n"
+    )
+    assert [line for line, _ in _refusals_not_marked(source, {"DomainError", "ConflictError", "ForbiddenError"})] == [
+        1,
+        2,
+        3,
     ]

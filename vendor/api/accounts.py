@@ -1,3 +1,4 @@
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -94,6 +95,6 @@ class TokenDetailApi(Api):
         """Revoke one of your tokens, for good."""
         token = token_list(user=request.user).filter(pk=token_id).first()
         if token is None:
-            raise NotFoundError(f"Token {token_id} not found.")
+            raise NotFoundError(gettext_noop("Token %(value)s not found."), params={"value": token_id})
         token_revoke(actor=request.user, token=token)
         return Response(status=status.HTTP_204_NO_CONTENT)

@@ -2,6 +2,7 @@ import django_filters
 from django.conf import settings
 from django.http import HttpResponseRedirect
 from django.urls import reverse
+from django.utils.translation import gettext_noop
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -144,7 +145,9 @@ class ArtifactDownloadApi(Api):
         """The verified bytes. Honours a single HTTP Range, and If-None-Match against the ETag (the SHA-256)."""
         artifact = object_for_user(request.user, Artifact.objects, pk=artifact_id)
         if artifact.state != Artifact.VERIFIED:
-            raise NotFoundError(f"Artifact {artifact_id} has no verified bytes.")
+            raise NotFoundError(
+                gettext_noop("Artifact %(artifact_id)s has no verified bytes."), params={"artifact_id": artifact_id}
+            )
         storage = artifact_storage()
         if not _is_local(storage, artifact.blob.storage_name):
             # A remote store (S3) serves the bytes, ranges included, from a short-lived signed URL made only

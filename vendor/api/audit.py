@@ -4,6 +4,7 @@ import datetime
 
 import django_filters
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext, gettext_noop
 from django_filters.fields import IsoDateTimeField
 from rest_framework import serializers
 from rest_framework.generics import ListAPIView
@@ -39,7 +40,7 @@ class UtcDateTimeField(IsoDateTimeField):
         try:
             return value.astimezone(datetime.UTC)
         except OverflowError as error:
-            raise ValidationError("The date and time is out of range.", code="invalid") from error
+            raise ValidationError(gettext("The date and time is out of range."), code="invalid") from error
 
 
 class UtcDateTimeFilter(django_filters.IsoDateTimeFilter):
@@ -69,5 +70,5 @@ class AuditListApi(Api, ListAPIView):
 
     def get_queryset(self):
         if not may_read_audit(self.request.user):
-            raise ForbiddenError("Only a PM reads the audit log.")
+            raise ForbiddenError(gettext_noop("Only a PM reads the audit log."))
         return audit_entries()

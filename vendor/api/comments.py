@@ -1,6 +1,7 @@
 """A question's thread over the API: the same comments the question page shows, for the team and the vendor the
 question is put to."""
 
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -64,7 +65,7 @@ class CommentInputSerializer(StrictSerializer):
 def _check_may_discuss(user) -> None:
     """Before reading the body, so a reader who may not write is told so whatever they sent."""
     if not may_discuss(user):
-        raise ForbiddenError("Only the team's PMs and the question's vendor write in its thread.")
+        raise ForbiddenError(gettext_noop("Only the team's PMs and the question's vendor write in its thread."))
 
 
 def _question(user, code: str) -> Question:

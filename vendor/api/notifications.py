@@ -1,6 +1,7 @@
 """Notifications over the API: your own preferences and what you were told; webhooks for PMs."""
 
 from django.shortcuts import get_object_or_404
+from django.utils.translation import gettext_noop
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
@@ -135,7 +136,7 @@ class WebhookDeliveryOutputSerializer(serializers.Serializer):
 
 def _check(user) -> None:
     if not may_manage_webhooks(user):
-        raise ForbiddenError("Only a PM manages webhooks.")
+        raise ForbiddenError(gettext_noop("Only a PM manages webhooks."))
 
 
 def _hook(user, hook_id) -> Webhook:
@@ -146,7 +147,12 @@ def _hook(user, hook_id) -> Webhook:
 def _organisation(slug: str) -> Organisation:
     organisation = organisations().filter(slug=slug).first()
     if organisation is None:
-        raise DomainError(f"Organisation {slug} not found.", field="organisation", code="not_found")
+        raise DomainError(
+            gettext_noop("Organisation %(organisation)s not found."),
+            field="organisation",
+            code="not_found",
+            params={"organisation": slug},
+        )
     return organisation
 
 
@@ -194,7 +200,10 @@ class WebhookDetailApi(Api):
         serializer.is_valid(raise_exception=True)
         changes = dict(serializer.validated_data)
         if "organisation" in changes:
-            raise DomainError("A hook's organisation does not change; make another hook.", field="organisation")
+            raise DomainError(
+                gettext_noop("A hook's organisation does not change; make another hook."),
+                field="organisation",
+            )
         if "events" in changes:
             changes["kinds"] = changes.pop("events")
         hook = webhook_update(actor=request.user, hook=hook, **changes)

@@ -13,6 +13,7 @@ import io
 from django.conf import settings
 from django.urls import reverse
 from django.utils.http import http_date
+from django.utils.translation import gettext_noop
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -76,34 +77,50 @@ class ChunkParser(BaseParser):
     media_type = CHUNK_CONTENT_TYPE
 
     def parse(self, stream, media_type=None, parser_context=None):
-        raise DomainError("A chunk is not parsed.", field="body")
+        raise DomainError(gettext_noop("A chunk is not parsed."), field="body")
 
 
 def _unsigned(request, header: str) -> int:
     value = request.headers.get(header)
     if value is None:
-        raise DomainError(f"The {header} header is required.", field=header)
+        raise DomainError(gettext_noop("The %(header)s header is required."), field=header, params={"header": header})
     if not (value.isascii() and value.isdigit()) or len(value) > 20:
-        raise DomainError(f"{header} must be a non-negative integer.", field=header)
+        raise DomainError(
+            gettext_noop("%(header)s must be a non-negative integer."), field=header, params={"header": header}
+        )
     return int(value)
 
 
 def metadata_parse(header: str) -> dict[str, str]:
     """Upload-Metadata: comma-separated `key base64(value)` pairs, keys unique."""
     if len(header.encode()) > METADATA_MAX_BYTES:
-        raise HeaderTooLargeError(f"Upload-Metadata holds at most {METADATA_MAX_BYTES} bytes.", field="Upload-Metadata")
+        raise HeaderTooLargeError(
+            gettext_noop("Upload-Metadata holds at most %(limit)s bytes."),
+            field="Upload-Metadata",
+            params={"limit": METADATA_MAX_BYTES},
+        )
     metadata = {}
     for pair in header.split(","):
         parts = pair.strip().split(" ")
         key = parts[0]
         if not key or len(parts) > 2 or not key.isascii() or not key.isprintable():
-            raise DomainError(f"Malformed Upload-Metadata pair {pair.strip()!r}.", field="Upload-Metadata")
+            raise DomainError(
+                gettext_noop("Malformed Upload-Metadata pair %(pair)r."),
+                field="Upload-Metadata",
+                params={"pair": pair.strip()},
+            )
         if key in metadata:
-            raise DomainError(f"Upload-Metadata repeats {key}.", field=f"Upload-Metadata.{key}")
+            raise DomainError(
+                gettext_noop("Upload-Metadata repeats %(key)s."), field=f"Upload-Metadata.{key}", params={"key": key}
+            )
         try:
             value = base64.b64decode(parts[1], validate=True).decode() if len(parts) == 2 else ""
         except (binascii.Error, UnicodeDecodeError) as error:
-            raise DomainError(f"{key} is not base64-encoded UTF-8.", field=f"Upload-Metadata.{key}") from error
+            raise DomainError(
+                gettext_noop("%(key)s is not base64-encoded UTF-8."),
+                field=f"Upload-Metadata.{key}",
+                params={"key": key},
+            ) from error
         metadata[key] = value
     return metadata
 
@@ -119,14 +136,21 @@ def _chunk_checksum(request) -> tuple[str, bytes] | None:
     algorithm, _, encoded = value.strip().partition(" ")
     if algorithm not in CHECKSUM_ALGORITHMS:
         raise DomainError(
-            f"Upload-Checksum supports {', '.join(CHECKSUM_ALGORITHMS)}.", field="Upload-Checksum", code="unsupported"
+            gettext_noop("Upload-Checksum supports %(algorithms)s."),
+            field="Upload-Checksum",
+            code="unsupported",
+            params={"algorithms": ", ".join(CHECKSUM_ALGORITHMS)},
         )
     try:
         digest = base64.b64decode(encoded.strip(), validate=True)
     except binascii.Error:
         digest = b""
     if len(digest) != CHECKSUM_ALGORITHMS[algorithm]:
-        raise DomainError(f"Upload-Checksum is `{algorithm} <base64 digest>`.", field="Upload-Checksum")
+        raise DomainError(
+            gettext_noop("Upload-Checksum is `%(algorithm)s <base64 digest>`."),
+            field="Upload-Checksum",
+            params={"algorithm": algorithm},
+        )
     return algorithm, digest
 
 
@@ -167,14 +191,19 @@ class TusApi(Api):
         super().initial(request, *args, **kwargs)
         if request.method == "POST" and "X-HTTP-Method-Override" in request.headers:  # one it could not take
             raise DomainError(
-                f"X-HTTP-Method-Override names {', '.join(sorted(OVERRIDABLE_METHODS))} on a POST.",
+                gettext_noop("X-HTTP-Method-Override names %(methods)s on a POST."),
                 field="X-HTTP-Method-Override",
+                params={"methods": ", ".join(sorted(OVERRIDABLE_METHODS))},
             )
         # A method the URL does not take is 405 whatever the tus headers say.
         if not hasattr(self, request.method.lower()) or request.method.lower() not in self.http_method_names:
             raise MethodNotAllowed(request.method)
         if request.method in TUS_METHODS and request.headers.get("Tus-Resumable") != TUS_VERSION:
-            raise TusVersionError(f"This server speaks tus {TUS_VERSION}.", field="Tus-Resumable")
+            raise TusVersionError(
+                gettext_noop("This server speaks tus %(version)s."),
+                field="Tus-Resumable",
+                params={"version": TUS_VERSION},
+            )
 
     def finalize_response(self, request, response, *args, **kwargs):
         response = super().finalize_response(request, response, *args, **kwargs)
@@ -231,10 +260,14 @@ class UploadListApi(TusApi, ListAPIView):
     )
     def post(self, request):
         if "Upload-Defer-Length" in request.headers:
-            raise DomainError("Give the length with Upload-Length.", field="Upload-Defer-Length", code="unsupported")
+            raise DomainError(
+                gettext_noop("Give the length with Upload-Length."),
+                field="Upload-Defer-Length",
+                code="unsupported",
+            )
         length = _unsigned(request, "Upload-Length")
         if length == 0:
-            raise DomainError("An artifact has at least one byte.", field="Upload-Length")
+            raise DomainError(gettext_noop("An artifact has at least one byte."), field="Upload-Length")
         metadata = metadata_parse(request.headers.get("Upload-Metadata", ""))
         upload = upload_create(actor=request.user, length=length, metadata=metadata)
         response = _upload_headers(Response(status=status.HTTP_201_CREATED), upload)
@@ -281,9 +314,13 @@ class UploadDetailApi(TusApi):
         while the chunk is sent ends it with 404."""
         upload = object_for_user(request.user, Upload.objects, pk=upload_id)
         if request.content_type.split(";")[0].strip() != CHUNK_CONTENT_TYPE:
-            raise UnsupportedMediaTypeError(f"A chunk is sent as {CHUNK_CONTENT_TYPE}.", field="Content-Type")
+            raise UnsupportedMediaTypeError(
+                gettext_noop("A chunk is sent as %(content_type)s."),
+                field="Content-Type",
+                params={"content_type": CHUNK_CONTENT_TYPE},
+            )
         if not request.META.get("CONTENT_LENGTH"):
-            raise LengthRequiredError("Give the chunk's Content-Length.", field="Content-Length")
+            raise LengthRequiredError(gettext_noop("Give the chunk's Content-Length."), field="Content-Length")
         content_length = _unsigned(request, "Content-Length")
         offset = _unsigned(request, "Upload-Offset")
         checksum = _chunk_checksum(request)

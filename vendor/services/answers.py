@@ -2,11 +2,13 @@
 
 from django.db import transaction
 from django.db.models import Max
+from django.utils.translation import gettext_noop
 
 from calculet.actors import Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
+from calculet.sentences import Labelled
 from vendor import events, states
 from vendor.access import may_answer, user_organisation
 from vendor.claim import ClaimData, claim_missing
@@ -23,12 +25,27 @@ def _artifact(organisation: Organisation, artifact_id: int, field: str, kinds: s
     """One of the organisation's verified artifacts; another organisation's id is "not found"."""
     artifact = Artifact.objects.filter(pk=artifact_id, organisation=organisation).first()
     if artifact is None:
-        raise DomainError(f"Artifact {artifact_id} not found.", field=field, code="not_found")
+        raise DomainError(
+            gettext_noop("Artifact %(value)s not found."),
+            field=field,
+            code="not_found",
+            params={"value": artifact_id},
+        )
     if artifact.state != Artifact.VERIFIED:
-        raise DomainError(f"Artifact {artifact_id} is {artifact.state}, not verified.", field=field)
+        raise DomainError(
+            gettext_noop("Artifact %(artifact)s is %(state)s, not verified."),
+            field=field,
+            params={"artifact": artifact_id, "state": Labelled("artifact_state", artifact.state)},
+        )
     if artifact.kind not in kinds:
         raise DomainError(
-            f"Artifact {artifact_id} is a {artifact.kind}; expected one of: {', '.join(sorted(kinds))}.", field=field
+            gettext_noop("Artifact %(artifact)s is a %(kind)s; expected one of: %(kinds)s."),
+            field=field,
+            params={
+                "artifact": artifact_id,
+                "kind": Labelled("artifact_kind", artifact.kind),
+                "kinds": Labelled("artifact_kind", sorted(kinds)),
+            },
         )
     return artifact
 
@@ -46,15 +63,24 @@ def _deliverable(question: Question, key: str) -> Deliverable:
         if len(deliverables) == 1:
             return deliverables[0]
         if not deliverables:
-            raise DomainError(f"{question.code} has no deliverable to answer.", field="deliverable")
+            raise DomainError(
+                gettext_noop("%(question)s has no deliverable to answer."),
+                field="deliverable",
+                params={"question": question.code},
+            )
         raise DomainError(
-            f"Name the deliverable this answer delivers: {question.code} has several ({keys}).", field="deliverable"
+            gettext_noop("Name the deliverable this answer delivers: %(question)s has several (%(keys)s)."),
+            field="deliverable",
+            params={"question": question.code, "keys": keys},
         )
     for deliverable in deliverables:
         if deliverable.key == key:
             return deliverable
     raise DomainError(
-        f"{question.code} has no deliverable {key!r}; one of: {keys or 'none'}.", field="deliverable", code="not_found"
+        gettext_noop("%(question)s has no deliverable %(key)r; one of: %(keys)s."),
+        field="deliverable",
+        code="not_found",
+        params={"question": question.code, "key": key, "keys": keys or "—"},
     )
 
 
@@ -71,10 +97,10 @@ def answer_store(*, actor: Actor, question: Question, draft: AnswerDraft) -> Ans
     and starts the answer's chains.
     """
     if not may_answer(actor):
-        raise ForbiddenError("Only a vendor engineer answers questions.")
+        raise ForbiddenError(gettext_noop("Only a vendor engineer answers questions."))
     organisation = user_organisation(actor)
     if organisation is None or question.organisation_id != organisation.pk:
-        raise NotFoundError(f"Question {question.code} not found.")
+        raise NotFoundError(gettext_noop("Question %(value)s not found."), params={"value": question.code})
     deliverable = _deliverable(question, draft.deliverable)
     executable_assets = _artifacts(organisation, draft.executable_assets, "executable_assets", EXECUTABLE_KINDS)
     example_artifact = None
@@ -99,7 +125,7 @@ def answer_store(*, actor: Actor, question: Question, draft: AnswerDraft) -> Ans
     with transaction.atomic():
         locked = lock_rows(Question.objects).get(pk=question.pk)
         if locked.organisation_id != organisation.pk:
-            raise NotFoundError(f"Question {question.code} not found.")
+            raise NotFoundError(gettext_noop("Question %(value)s not found."), params={"value": question.code})
         latest = Answer.objects.filter(question=locked, organisation=organisation).aggregate(top=Max("revision"))
         answer = Answer.objects.create(
             question=locked,

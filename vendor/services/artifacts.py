@@ -27,6 +27,7 @@ from typing import IO, cast
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
@@ -39,6 +40,7 @@ from calculet.errors import (
     PayloadTooLargeError,
     StorageFullError,
 )
+from calculet.sentences import english, sentence
 from vendor.access import user_membership
 from vendor.models import Artifact, Blob, Membership, Organisation
 from vendor.services.dispatch import artifact_check_queue
@@ -62,20 +64,24 @@ CHECK_RESEND_AFTER = timedelta(minutes=10)
 class ArtifactRejectedError(DomainError):
     """The bytes arrived but failed verification; `artifact` is the rejected record (no bytes kept)."""
 
-    def __init__(self, message: str, *, artifact: Artifact, field: str, code: str):
-        super().__init__(message, field=field, code=code)
+    def __init__(self, message: str, *, artifact: Artifact, field: str, code: str, params: dict):
+        super().__init__(message, field=field, code=code, params=params)
         self.artifact = artifact
 
 
 class UnsafeArchiveError(Exception):
-    pass
+    """An archive refused: its English sentence, and `sentence` to show it in the reader's language."""
+
+    def __init__(self, template: str, *, params: dict | None = None):
+        self.sentence = sentence(template, **(params or {}))
+        super().__init__(english(self.sentence))
 
 
 def artifact_uploader_organisation(actor: Actor) -> Organisation:
     """The organisation an upload belongs to. Vendor engineers upload; nobody else does."""
     membership = user_membership(actor)
     if membership is None or membership.role != Membership.VENDOR:
-        raise ForbiddenError("Only a vendor engineer uploads artifacts.")
+        raise ForbiddenError(gettext_noop("Only a vendor engineer uploads artifacts."))
     return membership.organisation
 
 
@@ -85,14 +91,18 @@ def artifact_metadata_clean(*, kind, version, file_name, sha256, size, field_nam
     names = {"kind": "kind", "version": "version", "filename": "file_name", "sha256": "sha256", "size": "size"}
     names.update(field_names or {})
     if kind not in KIND_CODES:
-        raise DomainError(f"Unknown artifact kind {kind!r}; one of: {', '.join(KIND_CODES)}.", field=names["kind"])
+        raise DomainError(
+            gettext_noop("Unknown artifact kind %(kind)r; one of: %(kinds)s."),
+            field=names["kind"],
+            params={"kind": kind, "kinds": ", ".join(KIND_CODES)},
+        )
     if not isinstance(version, str) or not VERSION_PATTERN.match(version):
         raise DomainError(
-            "A version is 1–100 letters, digits, '.', '_', '+' or '-', starting with a letter or digit.",
+            gettext_noop("A version is 1–100 letters, digits, '.', '_', '+' or '-', starting with a letter or digit."),
             field=names["version"],
         )
     if not isinstance(file_name, str) or not file_name.strip():
-        raise DomainError("Give the file name.", field=names["filename"])
+        raise DomainError(gettext_noop("Give the file name."), field=names["filename"])
     if (
         len(file_name) > 255
         or FILE_NAME_FORBIDDEN.search(file_name)
@@ -100,16 +110,20 @@ def artifact_metadata_clean(*, kind, version, file_name, sha256, size, field_nam
         or file_name != file_name.strip()
     ):
         raise DomainError(
-            "A file name is a plain name of at most 255 characters: no path, no '..', no control characters.",
+            gettext_noop(
+                "A file name is a plain name of at most 255 characters: no path, no '..', no control characters."
+            ),
             field=names["filename"],
         )
     if not isinstance(sha256, str) or not SHA256_PATTERN.fullmatch(sha256):
-        raise DomainError("The SHA-256 is 64 lowercase hexadecimal digits.", field=names["sha256"])
+        raise DomainError(gettext_noop("The SHA-256 is 64 lowercase hexadecimal digits."), field=names["sha256"])
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise DomainError("The size is a whole number of bytes.", field=names["size"])
+        raise DomainError(gettext_noop("The size is a whole number of bytes."), field=names["size"])
     if size > settings.UPLOAD_MAX_BYTES:
         raise PayloadTooLargeError(
-            f"At most {settings.UPLOAD_MAX_BYTES} bytes may be uploaded; {size} declared.", field=names["size"]
+            gettext_noop("At most %(limit)s bytes may be uploaded; %(size)s declared."),
+            field=names["size"],
+            params={"limit": settings.UPLOAD_MAX_BYTES, "size": size},
         )
     return {"kind": kind, "version": version, "filename": file_name, "sha256": sha256, "size": size}
 
@@ -132,9 +146,11 @@ def artifact_version_check(organisation: Organisation, metadata: dict, *, field:
         return None
     if existing.declared_sha256 != metadata["sha256"]:
         raise ConflictError(
-            f"{metadata['filename']} version {metadata['version']} already exists with other content; "
-            "give the new bytes a new version.",
+            gettext_noop(
+                "%(filename)s version %(version)s already exists with other content; give the new bytes a new version."
+            ),
             field=field,
+            params={"filename": metadata["filename"], "version": metadata["version"]},
         )
     return existing
 
@@ -153,14 +169,14 @@ def archive_compressed(path: Path) -> bool:
 class _Budgeted:
     """A decompressed stream that refuses to give more than `limit` bytes."""
 
-    def __init__(self, stream, limit: int, message: str):
-        self.stream, self.limit, self.message, self.given = stream, limit, message, 0
+    def __init__(self, stream, limit: int, refusal: "UnsafeArchiveError"):
+        self.stream, self.limit, self.refusal, self.given = stream, limit, refusal, 0
 
     def read(self, size: int = -1) -> bytes:
         data = self.stream.read(size)
         self.given += len(data)
         if self.given > self.limit:
-            raise UnsafeArchiveError(self.message)
+            raise self.refusal
         return data
 
 
@@ -186,10 +202,13 @@ def _archive_open(path: Path) -> Iterator[tarfile.TarFile]:
         )
     else:
         limit = total
-        message = f"The archive decompresses to more than ARCHIVE_MAX_UNPACKED_BYTES ({total}) bytes."
+        message = gettext_noop("The archive decompresses to more than ARCHIVE_MAX_UNPACKED_BYTES (%(total)s) bytes.")
     with (
         decompress(path, "rb") as stream,
-        tarfile.open(fileobj=cast(IO[bytes], _Budgeted(stream, limit, message)), mode="r|") as archive,
+        tarfile.open(
+            fileobj=cast(IO[bytes], _Budgeted(stream, limit, UnsafeArchiveError(message, params={"total": total}))),
+            mode="r|",
+        ) as archive,
     ):
         yield archive
 
@@ -214,20 +233,27 @@ def archive_check(path: Path) -> None:
                 members += 1
                 if members > max_members:
                     raise UnsafeArchiveError(
-                        f"The archive holds more than ARCHIVE_MAX_MEMBERS ({max_members}) members."
+                        gettext_noop("The archive holds more than ARCHIVE_MAX_MEMBERS (%(max_members)s) members."),
+                        params={"max_members": max_members},
                     )
                 unpacked += member.size
                 if unpacked > max_bytes:
                     raise UnsafeArchiveError(
-                        f"The archive unpacks to more than ARCHIVE_MAX_UNPACKED_BYTES ({max_bytes}) bytes."
+                        gettext_noop(
+                            "The archive unpacks to more than ARCHIVE_MAX_UNPACKED_BYTES (%(max_bytes)s) bytes."
+                        ),
+                        params={"max_bytes": max_bytes},
                     )
                 archive_member_check(member, tree, str(destination))
     except tarfile.ReadError as error:
         raise UnsafeArchiveError(
-            f"The file is not a tar archive (optionally gzip, bzip2 or xz compressed): {error}."
+            gettext_noop("The file is not a tar archive (optionally gzip, bzip2 or xz compressed): %(error)s."),
+            params={"error": str(error)},
         ) from error
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as error:
-        raise UnsafeArchiveError(f"The archive cannot be read: {error}.") from error
+        raise UnsafeArchiveError(
+            gettext_noop("The archive cannot be read: %(error)s."), params={"error": str(error)}
+        ) from error
 
 
 def archive_extract(path: Path, destination: Path) -> None:
@@ -295,39 +321,57 @@ def archive_member_check(member: tarfile.TarInfo, tree: ArchiveTree, destination
     """
     name = member.name
     if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
-        raise UnsafeArchiveError(f"Member {name!r} has an absolute path.")
+        raise UnsafeArchiveError(gettext_noop("Member %(name)r has an absolute path."), params={"name": name})
     # A Windows tool unpacks `..\x` as `../x`: a backslash is never a safe part of a name.
     if "\\" in name or "\\" in member.linkname:
-        raise UnsafeArchiveError(f"Member {name!r} has a backslash in its name or link target.")
+        raise UnsafeArchiveError(
+            gettext_noop("Member %(name)r has a backslash in its name or link target."), params={"name": name}
+        )
     if ".." in PurePosixPath(name).parts:
-        raise UnsafeArchiveError(f"Member {name!r} contains '..'.")
+        raise UnsafeArchiveError(gettext_noop("Member %(name)r contains '..'."), params={"name": name})
     if member.ischr() or member.isblk() or member.isfifo():
-        raise UnsafeArchiveError(f"Member {name!r} is a device file or FIFO.")
+        raise UnsafeArchiveError(gettext_noop("Member %(name)r is a device file or FIFO."), params={"name": name})
     if member.mode & SPECIAL_BITS:
-        raise UnsafeArchiveError(f"Member {name!r} has the setuid, setgid or sticky bit (mode {member.mode:o}).")
+        raise UnsafeArchiveError(
+            gettext_noop("Member %(name)r has the setuid, setgid or sticky bit (mode %(mode)s)."),
+            params={"name": name, "mode": f"{member.mode:o}"},
+        )
     place = tree.resolve(name, follow_last=False)
     if place is None:
-        raise UnsafeArchiveError(f"Member {name!r} would be written outside the archive through a link before it.")
+        raise UnsafeArchiveError(
+            gettext_noop("Member %(name)r would be written outside the archive through a link before it."),
+            params={"name": name},
+        )
     tree.links.pop(place, None)
     if member.issym() or member.islnk():
         target = member.linkname
         if target.startswith("/"):
-            raise UnsafeArchiveError(f"Link {name!r} points to the absolute path {target!r}.")
+            raise UnsafeArchiveError(
+                gettext_noop("Link %(name)r points to the absolute path %(target)r."),
+                params={"name": name, "target": target},
+            )
         # A symbolic link is resolved from its own directory; a hard link names a member from the top.
         reached = tree.resolve(str(place.parent / target) if member.issym() else target, follow_last=True)
         if reached is None:
-            raise UnsafeArchiveError(f"Link {name!r} points outside the archive ({target!r}).")
+            raise UnsafeArchiveError(
+                gettext_noop("Link %(name)r points outside the archive (%(target)r)."),
+                params={"name": name, "target": target},
+            )
         if member.issym():
             tree.links[place] = target
     try:
         return tarfile.data_filter(member, destination)
     except tarfile.FilterError as error:
-        raise UnsafeArchiveError(f"Member {name!r} refused: {error}.") from error
+        raise UnsafeArchiveError(
+            gettext_noop("Member %(name)r refused: %(error)s."), params={"name": name, "error": str(error)}
+        ) from error
 
 
 def _reject(
-    *, actor: Actor, organisation, metadata: dict, message: str, field: str, code: str
+    *, actor: Actor, organisation, metadata: dict, refusal: dict, field: str, code: str
 ) -> ArtifactRejectedError:
+    """The artifact stored as rejected with the English reason, and the refusal in the reader's language."""
+    message = english(refusal)
     with transaction.atomic():
         artifact = Artifact.objects.create(
             organisation=organisation,
@@ -341,7 +385,9 @@ def _reject(
             uploaded_by=actor_user(actor),
         )
         audit_record(actor=actor, action="artifact.reject", obj=artifact, after={"reason": message, **metadata})
-    return ArtifactRejectedError(message, artifact=artifact, field=field, code=code)
+    return ArtifactRejectedError(
+        refusal["template"], artifact=artifact, field=field, code=code, params=refusal["params"]
+    )
 
 
 def artifact_ingest(
@@ -370,7 +416,11 @@ def artifact_ingest(
                 actor=actor,
                 organisation=organisation,
                 metadata=metadata,
-                message=f"Received {size} bytes; {metadata['size']} were declared.",
+                refusal=sentence(
+                    gettext_noop("Received %(size)s bytes; %(declared)s were declared."),
+                    size=size,
+                    declared=metadata["size"],
+                ),
                 field=names["size"],
                 code="size_mismatch",
             )
@@ -379,7 +429,11 @@ def artifact_ingest(
                 actor=actor,
                 organisation=organisation,
                 metadata=metadata,
-                message=f"The received bytes have SHA-256 {sha256}; {metadata['sha256']} was declared.",
+                refusal=sentence(
+                    gettext_noop("The received bytes have SHA-256 %(sha256)s; %(declared)s was declared."),
+                    sha256=sha256,
+                    declared=metadata["sha256"],
+                ),
                 field=names["sha256"],
                 code="digest_mismatch",
             )
@@ -392,7 +446,7 @@ def artifact_ingest(
                     actor=actor,
                     organisation=organisation,
                     metadata=metadata,
-                    message=str(error),
+                    refusal=error.sentence,
                     field=names["file"],
                     code="unsafe_archive",
                 ) from error
@@ -505,9 +559,12 @@ def artifact_upload(*, actor: Actor, stream, kind, version, file_name, sha256) -
                 size += len(chunk)
                 if size > settings.UPLOAD_PLAIN_MAX_BYTES:
                     raise PayloadTooLargeError(
-                        f"At most {settings.UPLOAD_PLAIN_MAX_BYTES} bytes in one request; use the tus endpoint "
-                        "/api/v1/uploads/ for larger files.",
+                        gettext_noop(
+                            "At most %(limit)s bytes in one request; use the tus endpoint /api/v1/uploads/ for larger "
+                            "files."
+                        ),
                         field="file",
+                        params={"limit": settings.UPLOAD_PLAIN_MAX_BYTES},
                     )
                 digest.update(chunk)
                 target.write(chunk)
@@ -516,7 +573,7 @@ def artifact_upload(*, actor: Actor, stream, kind, version, file_name, sha256) -
     except BaseException as error:
         Path(name).unlink(missing_ok=True)
         if isinstance(error, OSError) and error.errno in NO_SPACE:
-            raise StorageFullError("The artifact store is full; nothing of the file was kept.") from error
+            raise StorageFullError(gettext_noop("The artifact store is full; nothing of the file was kept.")) from error
         raise
     metadata["size"] = size
     return artifact_ingest(actor=actor, path=Path(name), metadata=metadata, sha256=digest.hexdigest(), size=size)

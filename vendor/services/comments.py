@@ -22,7 +22,7 @@ EXCERPT_CHARS = 500
 
 def _clean_body(body) -> str:
     if not isinstance(body, str) or not body.strip():
-        raise DomainError(gettext_noop("Write something."), field="body", params={})
+        raise DomainError(gettext_noop("Write something."), field="body")
     body = body.strip()
     if len(body) > BODY_MAX_CHARS:
         raise DomainError(
@@ -38,7 +38,7 @@ def _attachments(organisation_id: int | None, ids) -> list[Artifact]:
     if ids is None:
         return []
     if not isinstance(ids, list | tuple) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-        raise DomainError(gettext_noop("Give a list of artifact ids."), field="artifacts", params={})
+        raise DomainError(gettext_noop("Give a list of artifact ids."), field="artifacts")
     if len(ids) > ATTACHMENTS_MAX:
         raise DomainError(
             gettext_noop("Link at most %(limit)s artifacts."), field="artifacts", params={"limit": ATTACHMENTS_MAX}
@@ -75,9 +75,7 @@ def _mentioned(body: str, organisation_id: int | None) -> list:
 def _thread_question(actor: Actor, question: Question) -> Question:
     """The question as the actor may see it, fresh: the thread is with the vendor it is put to now."""
     if not may_discuss(actor):
-        raise ForbiddenError(
-            gettext_noop("Only the team's PMs and the question's vendor write in its thread."), params={}
-        )
+        raise ForbiddenError(gettext_noop("Only the team's PMs and the question's vendor write in its thread."))
     return object_for_user(actor, Question.objects.select_related("organisation"), pk=question.pk)
 
 
@@ -150,7 +148,7 @@ def comment_edit(*, actor: Actor, comment: Comment, body: str, artifact_ids=None
     _thread_question(actor, comment.question)
     author = actor_user(actor)
     if author is None or comment.author_id != author.pk:
-        raise ForbiddenError(gettext_noop("Only its author edits a comment."), params={})
+        raise ForbiddenError(gettext_noop("Only its author edits a comment."))
     body = _clean_body(body)
     artifacts = _attachments(comment.organisation_id, artifact_ids)
     mentioned = _mentioned(body, comment.organisation_id)

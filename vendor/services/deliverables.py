@@ -4,6 +4,7 @@ question opens it again, since something is owed once more — unless an accepte
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
@@ -21,7 +22,9 @@ CLOSABLE_STATES = frozenset({states.ANSWERED, states.VERIFYING})
 
 def _check_actor(actor: Actor) -> None:
     if actor != SYSTEM and not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM, or the system after a check, may accept or reject a deliverable.")
+        raise ForbiddenError(
+            gettext_noop("Only a PM, or the system after a check, may accept or reject a deliverable.")
+        )
 
 
 def deliverable_lock(deliverable: Deliverable) -> Deliverable:
@@ -37,9 +40,12 @@ def _check_answer_is_owed(locked: Deliverable, answer: Answer | None) -> None:
     an organisation the question was moved away from decides nothing (ConflictError naming `answer`)."""
     if answer is not None and answer.organisation_id != locked.question.organisation_id:
         raise ConflictError(
-            f"Answer {answer.pk} is not from the organisation {locked.question.code} is put to now: it decides "
-            f"nothing about {locked.key}.",
+            gettext_noop(
+                "Answer %(answer)s is not from the organisation %(question)s is put to now: it decides nothing about "
+                "%(deliverable)s."
+            ),
             field="answer",
+            params={"answer": answer.pk, "question": locked.question.code, "deliverable": locked.key},
         )
 
 
@@ -47,7 +53,7 @@ def _decide(deliverable: Deliverable, *, actor: Actor, reason: str, state: str, 
     _check_actor(actor)
     reason = (reason or "").strip()
     if not reason:
-        raise DomainError("Give the reason for the decision.", field="reason")
+        raise DomainError(gettext_noop("Give the reason for the decision."), field="reason")
     with transaction.atomic():
         locked = deliverable_lock(deliverable)
         _check_answer_is_owed(locked, answer)

@@ -17,6 +17,7 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
+from django.utils.translation import gettext_noop
 
 from calculet.actors import SYSTEM, Actor, actor_label, actor_user
 from calculet.audit import audit_record
@@ -202,22 +203,34 @@ def notification_preferences_update(
     empty or valid and at most 254 characters. DomainError names the field; one audit row.
     """
     if actor != user or user_membership(user) is None:
-        raise DomainError("Only you change your notification preferences.")
+        raise DomainError(gettext_noop("Only you change your notification preferences."))
     if not isinstance(muted, list) or any(not isinstance(kind, str) for kind in muted):
-        raise DomainError("Give a list of event kinds.", field="muted")
+        raise DomainError(gettext_noop("Give a list of event kinds."), field="muted")
     unknown = sorted(set(muted) - set(events.CHOOSABLE))
     if unknown:
-        raise DomainError(f"Unknown event kind {unknown[0]!r}; one of: {', '.join(events.CHOOSABLE)}.", field="muted")
+        raise DomainError(
+            gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
+            field="muted",
+            params={"kind": unknown[0], "kinds": ", ".join(events.CHOOSABLE)},
+        )
     if language not in LANGUAGE_CODES:
-        raise DomainError(f"The language is one of: {', '.join(LANGUAGE_CODES)}.", field="language")
+        raise DomainError(
+            gettext_noop("The language is one of: %(languages)s."),
+            field="language",
+            params={"languages": ", ".join(LANGUAGE_CODES)},
+        )
     email = (email or "").strip()
     if len(email) > EMAIL_MAX_CHARS:
-        raise DomainError(f"An e-mail address holds at most {EMAIL_MAX_CHARS} characters.", field="email")
+        raise DomainError(
+            gettext_noop("An e-mail address holds at most %(limit)s characters."),
+            field="email",
+            params={"limit": EMAIL_MAX_CHARS},
+        )
     if email:
         try:
             validate_email(email)
         except ValidationError as error:
-            raise DomainError("Enter a valid e-mail address.", field="email") from error
+            raise DomainError(gettext_noop("Enter a valid e-mail address."), field="email") from error
     muted = [kind for kind in events.CHOOSABLE if kind in set(muted)]
     with transaction.atomic():
         preference, _ = NotificationPreference.objects.select_for_update().get_or_create(user=user)

@@ -6,11 +6,13 @@ import re
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from calculet.actors import SYSTEM, Actor, Machine
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
+from calculet.sentences import Labelled
 from vendor.access import may_act_as_pm
 from vendor.models import ApiToken, Membership, Organisation
 from vendor.tokens import token_generate_key, token_hash
@@ -29,22 +31,24 @@ def _role_organisation_kind(role: str) -> str:
 def _organisation_name(name) -> str:
     name = (name or "").strip() if isinstance(name, str) else ""
     if not name or len(name) > 200:
-        raise DomainError("Give a name of at most 200 characters.", field="name")
+        raise DomainError(gettext_noop("Give a name of at most 200 characters."), field="name")
     return name
 
 
 def organisation_create(*, actor: Actor, slug: str, name: str, kind: str) -> Organisation:
     """Create an organisation. `actor` is a PM, or a command run at the shell."""
     if not isinstance(actor, Machine) and not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM creates organisations.")
+        raise ForbiddenError(gettext_noop("Only a PM creates organisations."))
     if not isinstance(slug, str) or not SLUG_PATTERN.match(slug):
-        raise DomainError("A slug is 1–50 lowercase letters, digits and inner hyphens.", field="slug")
+        raise DomainError(gettext_noop("A slug is 1–50 lowercase letters, digits and inner hyphens."), field="slug")
     if kind not in {Organisation.INTEGRATOR, Organisation.VENDOR}:
-        raise DomainError("The kind is integrator or vendor.", field="kind")
+        raise DomainError(gettext_noop("The kind is integrator or vendor."), field="kind")
     name = _organisation_name(name)
     with transaction.atomic():
         if lock_rows(Organisation.objects).filter(slug=slug).exists():
-            raise ConflictError(f"Organisation {slug} already exists.", field="slug")
+            raise ConflictError(
+                gettext_noop("Organisation %(slug)s already exists."), field="slug", params={"slug": slug}
+            )
         organisation = Organisation.objects.create(slug=slug, name=name, kind=kind)
         audit_record(actor=actor, action="organisation.create", obj=organisation, after={"slug": slug, "kind": kind})
     return organisation
@@ -53,7 +57,7 @@ def organisation_create(*, actor: Actor, slug: str, name: str, kind: str) -> Org
 def organisation_rename(*, actor: Actor, organisation: Organisation, name: str) -> Organisation:
     """Give an organisation a new name; its slug and kind never change. `actor` is a PM."""
     if not may_act_as_pm(actor):
-        raise ForbiddenError("Only a PM renames organisations.")
+        raise ForbiddenError(gettext_noop("Only a PM renames organisations."))
     name = _organisation_name(name)
     with transaction.atomic():
         locked = lock_rows(Organisation.objects).get(pk=organisation.pk)
@@ -73,17 +77,21 @@ def token_create(*, actor: Actor, user, name: str, expires_at: datetime.datetime
     TOKEN_DEFAULT_LIFETIME, at most after TOKEN_MAX_LIFETIME.
     """
     if not isinstance(actor, Machine) and actor.pk != user.pk:
-        raise ForbiddenError("Tokens are created by their own user.")
+        raise ForbiddenError(gettext_noop("Tokens are created by their own user."))
     name = (name or "").strip()
     if not name or len(name) > 100:
-        raise DomainError("Give the token a name of at most 100 characters.", field="name")
+        raise DomainError(gettext_noop("Give the token a name of at most 100 characters."), field="name")
     now = timezone.now()
     if expires_at is None:
         expires_at = now + TOKEN_DEFAULT_LIFETIME
     if expires_at <= now:
-        raise DomainError("The expiry must be in the future.", field="expires_at")
+        raise DomainError(gettext_noop("The expiry must be in the future."), field="expires_at")
     if expires_at > now + TOKEN_MAX_LIFETIME:
-        raise DomainError(f"A token lives at most {TOKEN_MAX_LIFETIME.days} days.", field="expires_at")
+        raise DomainError(
+            gettext_noop("A token lives at most %(days)s days."),
+            field="expires_at",
+            params={"days": TOKEN_MAX_LIFETIME.days},
+        )
     key = token_generate_key()
     with transaction.atomic():
         token = ApiToken.objects.create(
@@ -101,7 +109,7 @@ def token_create(*, actor: Actor, user, name: str, expires_at: datetime.datetime
 def token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
     """Revoke a token for good. Its own user, a PM or a command run at the shell may."""
     if not isinstance(actor, Machine) and actor.pk != token.user_id and not may_act_as_pm(actor):
-        raise NotFoundError(f"Token {token.pk} not found.")
+        raise NotFoundError(gettext_noop("Token %(value)s not found."), params={"value": token.pk})
     with transaction.atomic():
         locked = lock_rows(ApiToken.objects).get(pk=token.pk)
         if locked.revoked_at is not None:
@@ -129,26 +137,41 @@ def api_user_create(
     integration team's).
     """
     if not isinstance(username, str) or not USERNAME_PATTERN.match(username):
-        raise DomainError("A username is 1–150 letters, digits and @.+-_ characters.", field="username")
+        raise DomainError(gettext_noop("A username is 1–150 letters, digits and @.+-_ characters."), field="username")
     if role not in ROLE_CODES:
-        raise DomainError(f"The role is one of: {', '.join(ROLE_CODES)}.", field="role")
+        raise DomainError(
+            gettext_noop("The role is one of: %(roles)s."), field="role", params={"roles": ", ".join(ROLE_CODES)}
+        )
     user_model = get_user_model()
     with transaction.atomic():
         organisation = Organisation.objects.filter(slug=org_slug).first()
         if organisation is None:
             if not create_org:
-                raise NotFoundError(f"Organisation {org_slug} not found.", field="org")
+                raise NotFoundError(
+                    gettext_noop("Organisation %(organisation)s not found."),
+                    field="org",
+                    params={"organisation": org_slug},
+                )
             organisation = organisation_create(
                 actor=SYSTEM, slug=org_slug, name=org_name or org_slug, kind=_role_organisation_kind(role)
             )
         if organisation.kind != _role_organisation_kind(role):
             raise DomainError(
-                f"A {role} belongs to an organisation of kind {_role_organisation_kind(role)}; "
-                f"{organisation.slug} is {organisation.kind}.",
+                gettext_noop(
+                    "A %(role)s belongs to an organisation of kind %(wanted_kind)s; %(organisation)s is %(kind)s."
+                ),
                 field="role",
+                params={
+                    "role": Labelled("role", role),
+                    "wanted_kind": Labelled("organisation_kind", _role_organisation_kind(role)),
+                    "organisation": organisation.slug,
+                    "kind": Labelled("organisation_kind", organisation.kind),
+                },
             )
         if user_model.objects.filter(username=username).exists():
-            raise ConflictError(f"User {username} already exists.", field="username")
+            raise ConflictError(
+                gettext_noop("User %(username)s already exists."), field="username", params={"username": username}
+            )
         user = user_model.objects.create_user(username=username)
         membership = Membership.objects.create(user=user, organisation=organisation, role=role)
         audit_record(

@@ -53,9 +53,7 @@ def _clean_organisation(value: Organisation | None) -> Organisation | None:
     if value is None:
         return None
     if value.kind != Organisation.VENDOR:
-        raise DomainError(
-            gettext_noop("Questions are put to vendor organisations only."), field="organisation", params={}
-        )
+        raise DomainError(gettext_noop("Questions are put to vendor organisations only."), field="organisation")
     return value
 
 
@@ -103,9 +101,7 @@ def _check_transition(question: Question, target: str, organisation: Organisatio
             params={**params, "allowed": Labelled("state", allowed)},
         )
     if target == states.ASKED and organisation is None:
-        raise DomainError(
-            gettext_noop("Put the question to an organisation before asking it."), field="state", params={}
-        )
+        raise DomainError(gettext_noop("Put the question to an organisation before asking it."), field="state")
     if target == states.CLOSED:
         _check_nothing_owed(question)
 
@@ -267,7 +263,7 @@ def question_update(*, actor: Actor, question: Question, changes: QuestionChange
     changes nothing. One audit row records before and after.
     """
     if not may_act_as_pm(actor):
-        raise ForbiddenError(gettext_noop("Only a PM may change a question."), params={})
+        raise ForbiddenError(gettext_noop("Only a PM may change a question."))
     with transaction.atomic():
         locked = _lock(question)
         cleaned = _cleaned_changes(locked, changes)
@@ -305,7 +301,7 @@ def _bulk_rows(questions: list[Question], changes: QuestionChanges) -> list[Bulk
 
 def _check_bulk(actor: Actor, changes: QuestionChanges) -> None:
     if not may_act_as_pm(actor):
-        raise ForbiddenError(gettext_noop("Only a PM may change questions."), params={})
+        raise ForbiddenError(gettext_noop("Only a PM may change questions."))
     if changes.organisation is not KEEP:
         raise DomainError(
             gettext_noop("%(field)s cannot be changed for many questions at once."),
@@ -313,7 +309,7 @@ def _check_bulk(actor: Actor, changes: QuestionChanges) -> None:
             params={"field": "organisation"},
         )
     if not changes.given():
-        raise DomainError(gettext_noop("Choose at least one thing to change."), params={})
+        raise DomainError(gettext_noop("Choose at least one thing to change."))
 
 
 def question_bulk_preview(*, actor: Actor, questions, changes: QuestionChanges) -> list[BulkRow]:

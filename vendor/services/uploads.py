@@ -21,6 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 from rehashes import PySha256
 
 from calculet.actors import SYSTEM, Actor, actor_user
@@ -103,7 +104,9 @@ def upload_create(*, actor: Actor, length, metadata: dict) -> Upload:
     organisation = artifact_uploader_organisation(actor)
     for key in METADATA_KEYS:
         if key not in metadata:
-            raise DomainError(f"Upload-Metadata lacks {key}.", field=f"Upload-Metadata.{key}")
+            raise DomainError(
+                gettext_noop("Upload-Metadata lacks %(key)s."), field=f"Upload-Metadata.{key}", params={"key": key}
+            )
     cleaned = artifact_metadata_clean(
         kind=metadata["kind"],
         version=metadata["version"],
@@ -131,19 +134,19 @@ def upload_create(*, actor: Actor, length, metadata: dict) -> Upload:
 def _exclusive(path: Path):
     """One writer per upload across threads and processes; a second one is told the upload is busy."""
     if not path.exists():
-        raise UploadExpiredError("The upload's bytes are gone; start a new upload.")
+        raise UploadExpiredError(gettext_noop("The upload's bytes are gone; start a new upload."))
     # Unbuffered: a write that fails leaves nothing in a buffer to be written (or fail again) later.
     with open(path, "r+b", buffering=0) as handle:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:
-            raise UploadBusyError("Another request is writing to this upload.") from error
+            raise UploadBusyError(gettext_noop("Another request is writing to this upload.")) from error
         yield handle
 
 
 def upload_check_open(upload: Upload) -> None:
     if upload.artifact_id is None and upload.expires_at <= timezone.now():
-        raise UploadExpiredError("The upload expired; start a new upload.")
+        raise UploadExpiredError(gettext_noop("The upload expired; start a new upload."))
 
 
 def upload_append(
@@ -167,25 +170,32 @@ def upload_append(
     """
     upload_check_open(upload)
     if upload.artifact_id is not None:
-        raise ConflictError("The upload is complete.", field="Upload-Offset", code="complete")
+        raise ConflictError(gettext_noop("The upload is complete."), field="Upload-Offset", code="complete")
     if offset + content_length > upload.length:
         raise DomainError(
-            f"The chunk ends at byte {offset + content_length}, past the upload's length {upload.length}.",
+            gettext_noop("The chunk ends at byte %(offset)s, past the upload's length %(length)s."),
             field="Content-Length",
+            params={"offset": offset + content_length, "length": upload.length},
         )
     path = upload_path(upload)
     with _exclusive(path) as handle:
         upload.refresh_from_db(fields=["offset", "artifact", "hash_state"])
         if upload.artifact_id is not None:
-            raise ConflictError("The upload is complete.", field="Upload-Offset", code="complete")
+            raise ConflictError(gettext_noop("The upload is complete."), field="Upload-Offset", code="complete")
         if offset != upload.offset:
             raise ConflictError(
-                f"Upload-Offset {offset} does not match the upload's offset {upload.offset}.", field="Upload-Offset"
+                gettext_noop("Upload-Offset %(offset)s does not match the upload's offset %(upload_offset)s."),
+                field="Upload-Offset",
+                params={"offset": offset, "upload_offset": upload.offset},
             )
         on_disk = os.fstat(handle.fileno()).st_size
         if on_disk < offset:
             Upload.objects.filter(pk=upload.pk).update(offset=on_disk, hash_state=b"")
-            raise ConflictError(f"Only {on_disk} bytes are stored; resume from there.", field="Upload-Offset")
+            raise ConflictError(
+                gettext_noop("Only %(on_disk)s bytes are stored; resume from there."),
+                field="Upload-Offset",
+                params={"on_disk": on_disk},
+            )
         handle.truncate(offset)  # bytes past the recorded offset were never acknowledged
         chunk = _Chunk(upload, handle, offset, _hash_resume(upload, path), chunk_checksum)
         try:
@@ -226,7 +236,8 @@ class _Chunk:
             _discard(stream, content_length - self.read)
             kept = "nothing of this chunk was kept" if self.recorded == self.start else "the chunk was kept in part"
             raise StorageFullError(
-                f"The artifact store is full; {kept}. Resume at Upload-Offset {self.recorded} later."
+                gettext_noop("The artifact store is full; %(kept)s. Resume at Upload-Offset %(recorded)s later."),
+                params={"kept": kept, "recorded": self.recorded},
             ) from error
 
     def _copy(self, stream, content_length: int) -> None:
@@ -263,7 +274,8 @@ class _Chunk:
             if not hmac.compare_digest(self.chunk_digest.digest(), self.chunk_checksum[1]):
                 self.handle.truncate(self.start)
                 raise ChecksumMismatchError(
-                    "The chunk's digest does not match Upload-Checksum; it was discarded.", field="Upload-Checksum"
+                    gettext_noop("The chunk's digest does not match Upload-Checksum; it was discarded."),
+                    field="Upload-Checksum",
                 )
         self._record(self.start + received)
 
@@ -282,12 +294,12 @@ class _Chunk:
         _fsync(self.handle)
         state = self.digest.serialize()
         if not Upload.objects.filter(pk=self.upload.pk, offset=self.recorded).update(offset=end, hash_state=state):
-            raise UploadTerminatedError("The upload was terminated while this chunk was being sent.")
+            raise UploadTerminatedError(gettext_noop("The upload was terminated while this chunk was being sent."))
         self.recorded, self.hash_state = end, state
 
     def _check_not_terminated(self) -> None:
         if not Upload.objects.filter(pk=self.upload.pk).exists():
-            raise UploadTerminatedError("The upload was terminated while this chunk was being sent.")
+            raise UploadTerminatedError(gettext_noop("The upload was terminated while this chunk was being sent."))
 
 
 def _fsync(handle) -> None:

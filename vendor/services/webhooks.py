@@ -22,11 +22,13 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone, translation
+from django.utils.translation import gettext_noop
 
 from calculet.actors import Actor, actor_label, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
+from calculet.sentences import english, sentence
 from vendor import events
 from vendor.access import may_manage_webhooks
 from vendor.models import NotificationEvent, Organisation, Webhook, WebhookDelivery
@@ -66,9 +68,11 @@ def _snapshot(hook: Webhook) -> dict:
 def _clean_name(name) -> str:
     name = name.strip() if isinstance(name, str) else ""
     if not name:
-        raise DomainError("Give the hook a name.", field="name")
+        raise DomainError(gettext_noop("Give the hook a name."), field="name")
     if len(name) > NAME_MAX_CHARS:
-        raise DomainError(f"A name holds at most {NAME_MAX_CHARS} characters.", field="name")
+        raise DomainError(
+            gettext_noop("A name holds at most %(limit)s characters."), field="name", params={"limit": NAME_MAX_CHARS}
+        )
     return name
 
 
@@ -79,58 +83,70 @@ def _is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def webhook_address_refusal(url: str, *, resolve: bool) -> str:
-    """Why calculet may not post to `url`'s host ("" when it may): a loopback, link-local, private or other
-    non-public address would let a hook reach the server's own network. With `resolve`, a host name is
-    looked up and every address it has is checked, as at delivery; WEBHOOK_ALLOW_PRIVATE_ADDRESSES lifts it."""
+def webhook_address_refusal(url: str, *, resolve: bool) -> dict | None:
+    """Why calculet may not post to `url`'s host, as a sentence (calculet.sentences; None when it may): a
+    loopback, link-local, private or other non-public address would let a hook reach the server's own network.
+    With `resolve`, a host name is looked up and every address it has is checked, as at delivery;
+    WEBHOOK_ALLOW_PRIVATE_ADDRESSES lifts it."""
     if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
-        return ""
+        return None
     host = (urllib.parse.urlsplit(url).hostname or "").lower()
     try:
         addresses = {str(ipaddress.ip_address(host))}
     except ValueError:
         if host == "localhost" or host.endswith(".localhost"):
-            return f"{host} is this machine; webhooks go to public addresses only."
+            return sentence(gettext_noop("%(host)s is this machine; webhooks go to public addresses only."), host=host)
         if not resolve:
-            return ""
+            return None
         try:
             addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
         except OSError:
-            return ""  # the post itself reports that the name does not resolve
+            return None  # the post itself reports that the name does not resolve
     private = sorted(address for address in addresses if not _is_public(address))
     if private:
-        return (
-            f"{host} is {private[0]}, a loopback, link-local or private address; webhooks go to public addresses only."
+        return sentence(
+            gettext_noop(
+                "%(host)s is %(address)s, a loopback, link-local or private address; webhooks go to public "
+                "addresses only."
+            ),
+            host=host,
+            address=private[0],
         )
-    return ""
+    return None
 
 
 def _clean_url(url) -> str:
     url = url.strip() if isinstance(url, str) else ""
     if len(url) > URL_MAX_CHARS:
-        raise DomainError(f"An address holds at most {URL_MAX_CHARS} characters.", field="url")
+        raise DomainError(
+            gettext_noop("An address holds at most %(limit)s characters."), field="url", params={"limit": URL_MAX_CHARS}
+        )
     try:
         _url_validator(url)
     except ValidationError as error:
-        raise DomainError("Give an http:// or https:// address.", field="url") from error
+        raise DomainError(gettext_noop("Give an http:// or https:// address."), field="url") from error
     refusal = webhook_address_refusal(url, resolve=False)
     if refusal:
-        raise DomainError(refusal, field="url")
+        raise DomainError(refusal["template"], field="url", params=refusal["params"])
     return url
 
 
 def _clean_events(kinds) -> list[str]:
     if not isinstance(kinds, list) or any(not isinstance(kind, str) for kind in kinds):
-        raise DomainError("Give a list of event kinds (empty for all).", field="events")
+        raise DomainError(gettext_noop("Give a list of event kinds (empty for all)."), field="events")
     unknown = sorted(set(kinds) - set(events.CHOOSABLE))
     if unknown:
-        raise DomainError(f"Unknown event kind {unknown[0]!r}; one of: {', '.join(events.CHOOSABLE)}.", field="events")
+        raise DomainError(
+            gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
+            field="events",
+            params={"kind": unknown[0], "kinds": ", ".join(events.CHOOSABLE)},
+        )
     return [kind for kind in events.CHOOSABLE if kind in set(kinds)]
 
 
 def _check_actor(actor: Actor) -> None:
     if not may_manage_webhooks(actor):
-        raise ForbiddenError("Only a PM manages webhooks.")
+        raise ForbiddenError(gettext_noop("Only a PM manages webhooks."))
 
 
 def webhook_create(*, actor: Actor, organisation: Organisation, name: str, url: str, kinds: list) -> Webhook:
@@ -143,7 +159,7 @@ def webhook_create(*, actor: Actor, organisation: Organisation, name: str, url: 
     """
     _check_actor(actor)
     if not isinstance(organisation, Organisation) or organisation.pk is None:
-        raise DomainError("Give an organisation.", field="organisation")
+        raise DomainError(gettext_noop("Give an organisation."), field="organisation")
     hook = Webhook(
         organisation=organisation,
         name=_clean_name(name),
@@ -164,7 +180,7 @@ def webhook_update(*, actor: Actor, hook: Webhook, **changes) -> Webhook:
     _check_actor(actor)
     unknown = sorted(set(changes) - {"name", "url", "kinds", "active"})
     if unknown:
-        raise DomainError(f"{unknown[0]} cannot be changed.", field=unknown[0])
+        raise DomainError(gettext_noop("%(field)s cannot be changed."), field=unknown[0], params={"field": unknown[0]})
     cleaned: dict = {}
     if "name" in changes:
         cleaned["name"] = _clean_name(changes["name"])
@@ -174,7 +190,7 @@ def webhook_update(*, actor: Actor, hook: Webhook, **changes) -> Webhook:
         cleaned["events"] = _clean_events(changes["kinds"])
     if "active" in changes:
         if not isinstance(changes["active"], bool):
-            raise DomainError("Give true or false.", field="active")
+            raise DomainError(gettext_noop("Give true or false."), field="active")
         cleaned["active"] = changes["active"]
     with transaction.atomic():
         locked = lock_rows(Webhook.objects).get(pk=hook.pk)
@@ -304,9 +320,9 @@ def webhook_deliver(delivery_id: int) -> float | None:
     hook = delivery.hook
     started = time.monotonic()
     # Checked again after DNS: a public name may have come to point at a private address since it was given.
-    refusal = webhook_address_refusal(hook.url, resolve=True) if hook.active else ""
+    refusal = webhook_address_refusal(hook.url, resolve=True) if hook.active else None
     if refusal:
-        status, error, delivered = None, refusal, False
+        status, error, delivered = None, english(refusal), False
     elif hook.active:
         body = delivery.body.encode()
         status, error = _post(

@@ -6,6 +6,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from acceptance import stages
 from acceptance.models import Run, RunResult
@@ -23,12 +24,24 @@ class RunStateError(ConflictError):
 def _check(run: Run, current: str | None, state: str, outcome: StageOutcome | None, now: datetime) -> None:
     if not run_can_move(current, state):
         where = f"run {run.pk} from {current}" if current else "a new run"
-        raise RunStateError(f"The run state table has no move for {where} to {state}.", field="state")
+        raise RunStateError(
+            gettext_noop("The run state table has no move for %(where)s to %(state)s."),
+            field="state",
+            params={"where": where, "state": state},
+        )
     if (current, state) in RUN_MOVES_AFTER_LEASE and run.lease_expires_at and run.lease_expires_at > now:
-        raise RunStateError(f"Run {run.pk} is held by attempt {run.attempt} until its lease expires.", field="state")
+        raise RunStateError(
+            gettext_noop("Run %(run)s is held by attempt %(attempt)s until its lease expires."),
+            field="state",
+            params={"run": run.pk, "attempt": run.attempt},
+        )
     verdict_state = stages.VERDICT_STATES[outcome.verdict] if outcome is not None else None
     if (state in stages.VERDICT_STATES.values() or outcome is not None) and verdict_state != state:
-        raise RunStateError(f"Run {run.pk} ends {state} only with a verdict that says so.", field="state")
+        raise RunStateError(
+            gettext_noop("Run %(run)s ends %(state)s only with a verdict that says so."),
+            field="state",
+            params={"run": run.pk, "state": state},
+        )
 
 
 def run_state_move(
