@@ -14,7 +14,7 @@ mark. A fixed number of queries whatever the number of rows.
 import csv
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from django.db.models import Prefetch
 from django.utils.translation import gettext as _
@@ -77,17 +77,31 @@ def _alternatives(deliverable: Deliverable, deliverables: list[Deliverable]) -> 
     return [o.key for o in deliverables if deliverable.either and o.either == deliverable.either and o != deliverable]
 
 
-def _owed_labels(question, progress: Progress | None, label: Callable) -> list[str]:
-    """Each owed deliverable's label (`label`: codes or words); alternatives still owed as one,
-    `either A (…) or B (…)`."""
-    groups: dict[tuple[str, str], list[str]] = {}  # ("either", its either) or ("key", its key) -> labels
+def _owed_groups(question) -> list[list[Deliverable]]:
+    """The deliverables still owed, alternatives of each other (the same `either`) together."""
+    groups: dict[tuple[str, str], list[Deliverable]] = {}  # ("either", its either) or ("key", its key)
     for deliverable in _owed(question):
         group = ("either", deliverable.either) if deliverable.either else ("key", deliverable.key)
-        groups.setdefault(group, []).append(label(deliverable, progress))
-    return [
-        _("either %(choices)s") % {"choices": _(" or ").join(labels)} if len(labels) > 1 else labels[0]
-        for labels in groups.values()
-    ]
+        groups.setdefault(group, []).append(deliverable)
+    return list(groups.values())
+
+
+def _owed_codes(question, progress: Progress | None) -> str:
+    """The CSV's cell: each deliverable still owed in codes, alternatives as `either A (…) or B (…)`."""
+    cells = []
+    for group in _owed_groups(question):
+        labels = [_owed_label(deliverable, progress) for deliverable in group]
+        cells.append(labels[0] if len(labels) == 1 else "either " + " or ".join(labels))
+    return "; ".join(cells)
+
+
+def _owed_sentence(question, progress: Progress | None) -> str:
+    """The Markdown's cell: the same in the active language."""
+    cells = []
+    for group in _owed_groups(question):
+        labels = [_owed_words(deliverable, progress) for deliverable in group]
+        cells.append(labels[0] if len(labels) == 1 else _("either %(choices)s") % {"choices": _(" or ").join(labels)})
+    return "；".join(cells)
 
 
 def _owed_label(deliverable: Deliverable, progress: Progress | None) -> str:
@@ -286,7 +300,7 @@ def checklist_markdown(progress: Progress | None = None, proves: Proves | None =
                 owner,
                 q.due_date.isoformat() if q.due_date else "",
                 "、".join(_capability_labels(q)),
-                "；".join(_owed_labels(q, progress, _owed_words)),
+                _owed_sentence(q, progress),
                 _runs_prove_label(q, proves),
             ]
             lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
@@ -322,7 +336,7 @@ def checklist_csv(progress: Progress | None = None, proves: Proves | None = None
                 q.assignee.get_username() if q.assignee else "",
                 q.due_date.isoformat() if q.due_date else "",
                 "; ".join(_capability_labels(q)),
-                "; ".join(_owed_labels(q, progress, _owed_label)),
+                _owed_codes(q, progress),
                 _runs_prove_label(q, proves),
             ]
         )

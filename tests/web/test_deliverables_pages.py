@@ -162,8 +162,9 @@ def test_both_exports_give_what_the_runs_prove_as_a_code_and_a_label_in_the_read
         ("board", "板卡"),
     ]
     exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
-    [v18] = [row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V18"]
-    assert v18["runs_prove"].startswith(
+    # The Chinese CSV's headings are translated; the code comes first and runs_prove last.
+    [v18] = [row for row in csv.reader(io.StringIO(exported)) if row[0] == "V18"]
+    assert v18[-1].startswith(
         "package-batch-4: simulator package (厂商的包在模拟器上), hardware board (板卡)"
     )
 
@@ -202,7 +203,7 @@ def test_both_exports_and_the_api_give_alternatives_as_either_or(pm_client, pm, 
     )
     assert not rows["V18"]["deliverables_owed"].startswith("either")
     markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
-    assert "either relocation-api (sdk, owed) or relocation-erratum (document, owed)" in markdown
+    assert "either relocation-api (SDK headers and library, Owed) or relocation-erratum (document, Owed)" in markdown
     data = json.loads(pm_client.get(reverse("report-checklist", args=["json"])).content)
     [v45] = [q for q in data["questions"] if q["code"] == "V45"]
     assert {d["key"]: d["alternatives"] for d in v45["deliverables"]} == {
@@ -218,13 +219,13 @@ def test_both_exports_and_the_api_give_alternatives_as_either_or(pm_client, pm, 
     }
     pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
     markdown = pm_client.get(reverse("report-checklist", args=["md"])).content.decode()
-    assert "relocation-api (sdk, owed) 或 relocation-erratum (document, owed)（任选其一）" in markdown
+    assert "relocation-api（SDK 头文件与库，待交付） 或 relocation-erratum（文档，待交付）（任选其一）" in markdown
     deliverable_accept(
         Question.objects.get(code="V45").deliverables.get(key="relocation-api"), actor=SYSTEM, reason="chain passed"
     )
     exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
-    [v45_row] = [row for row in csv.DictReader(io.StringIO(exported)) if row["code"] == "V45"]
-    assert v45_row["deliverables_owed"] == ""  # the SDK accepted: the erratum is owed no longer
+    [v45_row] = [row for row in csv.reader(io.StringIO(exported)) if row[0] == "V45"]
+    assert v45_row[-2] == ""  # the SDK accepted: the erratum is owed no longer
 
 
 def test_the_vendor_page_and_the_reports_mark_alternatives_still_owed(
