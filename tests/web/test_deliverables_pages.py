@@ -164,9 +164,7 @@ def test_both_exports_give_what_the_runs_prove_as_a_code_and_a_label_in_the_read
     exported = pm_client.get(reverse("report-checklist", args=["csv"])).content.decode("utf-8-sig")
     # The Chinese CSV's headings are translated; the code comes first and runs_prove last.
     [v18] = [row for row in csv.reader(io.StringIO(exported)) if row[0] == "V18"]
-    assert v18[-1].startswith(
-        "package-batch-4: simulator package (厂商的包在模拟器上), hardware board (板卡)"
-    )
+    assert v18[-1].startswith("package-batch-4: simulator package (厂商的包在模拟器上), hardware board (板卡)")
 
 
 def _row(body: str, key: str) -> str:
