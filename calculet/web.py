@@ -43,7 +43,7 @@ def render_page(request, template: str, context: dict, *, partial: str | None = 
 def answer_post(
     request,
     template: str,
-    context: dict,
+    context: Callable[[], dict],
     *,
     partial: str,
     nav: str = "",
@@ -54,11 +54,12 @@ def answer_post(
 ) -> HttpResponse:
     """How every page action answers its post. With htmx: the `partial`, in place. A plain post: a redirect to
     `redirect_to` when given (post/redirect/get, so a reload does not post again), `message` shown there;
-    otherwise the whole page again, status 400 when `refused` (with what was typed and why it was refused)."""
+    otherwise the whole page again, status 400 when `refused` (with what was typed and why it was refused).
+    `context` builds the template's context, only when a page is rendered."""
     if not wants_partial(request):
         if redirect_to:
             if message:
                 messages.add_message(request, message_level, message)
             return HttpResponseRedirect(redirect_to)
-        return render_page(request, template, context, nav=nav, status=400 if refused else 200)
-    return render_page(request, template, context, partial=partial, nav=nav)
+        return render_page(request, template, context(), nav=nav, status=400 if refused else 200)
+    return render_page(request, template, context(), partial=partial, nav=nav)

@@ -1,11 +1,14 @@
-"""The forms of the question pages' actions: each parses what a page posts into the typed change the service
-takes (`vendor.inputs.QuestionChanges`), once. The service then checks the business rules (which priorities
-and moves exist, who may be assigned, dates not in the past). People are named by username, as in the API."""
+"""The forms of the pages' actions: each parses what a page posts into the typed input the service takes
+(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest`), once. The service then checks the
+business rules (which priorities and moves exist, who may be assigned, dates not in the past). People are
+named by username, as in the API."""
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from acceptance.inputs import promotion_request
 from acceptance.selectors import NOBODY
+from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
 from vendor.inputs import KEEP, QuestionChanges
 
@@ -107,3 +110,18 @@ class QuestionBulkForm(forms.Form):
     def typed(self) -> dict[str, str]:
         """What was posted, to show again and to carry into the confirming post."""
         return {name: self.data.get(name, "") for name in self.INPUTS}
+
+
+class CapabilityPromoteForm(forms.Form):
+    """The capability page's request to the promotion gate: the status asked for and why."""
+
+    to = forms.CharField(required=False)
+    reason = forms.CharField(required=False, strip=False)  # stripped by the parse, which checks its length
+
+    def clean(self):
+        data = super().clean()
+        try:
+            self.request = promotion_request(data.get("to", ""), data.get("reason", ""))
+        except DomainError as error:
+            self.add_error(error.field, error.message)
+        return data

@@ -341,12 +341,15 @@ def question_edit(request, code):
         else:
             question = question_page(request, code)
     next_url = _safe_next(request, reverse("question-list"))
-    # htmx gets the row again; without it the whole list comes back, with the errors beside the row.
-    context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
-    context.update(
-        _row_context(question, errors=errors, saved=bool(changes.given()) and not errors, list_url=next_url),
-        row_errors={question.code: errors},
-    )
+
+    def context() -> dict:
+        # htmx gets the row again; without it the whole list comes back, with the errors beside the row.
+        return {
+            **_question_list_context(request, QueryDict(urlsplit(next_url).query)),
+            **_row_context(question, errors=errors, saved=bool(changes.given()) and not errors, list_url=next_url),
+            "row_errors": {question.code: errors},
+        }
+
     return web.answer_post(
         request,
         "acceptance/question-list.html",
@@ -419,12 +422,13 @@ def question_bulk_edit(request):
         else:
             done = ngettext("Changed %(count)d question.", "Changed %(count)d questions.", changed) % {"count": changed}
             bulk = {"done": done}
-    context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
-    context.update(bulk=bulk, list_url=next_url)
     return web.answer_post(
         request,
         "acceptance/question-list.html",
-        context,
+        lambda: (
+            {**_question_list_context(request, QueryDict(urlsplit(next_url).query)), "bulk": bulk}
+            | {"list_url": next_url}
+        ),
         partial="question-table",
         nav="questions",
         refused=bool(errors),
@@ -544,12 +548,11 @@ def question_ticket(request, code):
             errors[_refused_field(error, TICKET_FIELDS)] = error.message
         else:
             question = question_page(request, code)
-    context = question_page_context(request, question)
-    context.update(_ticket_context(question, errors, saved=bool(changes.given()) and not errors))
+    saved = bool(changes.given()) and not errors
     return web.answer_post(
         request,
         "acceptance/question-detail.html",
-        context,
+        lambda: {**question_page_context(request, question), **_ticket_context(question, errors, saved=saved)},
         partial="question-ticket",
         nav="questions",
         refused=bool(errors),
@@ -588,11 +591,10 @@ def run_rerun_view(request, run_id):
     except DomainError as error:
         refusal = error.message
     rerun_errors = {(run.chain_id, run.stage): refusal} if refusal else {}
-    context = {"question": question, **_chain_context(question, request.user, rerun_errors=rerun_errors)}
     return web.answer_post(
         request,
         "acceptance/question-detail.html",
-        context,
+        lambda: {"question": question, **_chain_context(question, request.user, rerun_errors=rerun_errors)},
         partial="question-chain",
         redirect_to=reverse("question-detail", args=[question.code]),
         message=refusal,

@@ -16,7 +16,7 @@ The seed's rules, written out here as the specification the policy is held to (n
 import pytest
 
 from acceptance import stages
-from acceptance.policy import DEFAULT_POLICY, AnswerFacts, ChainFacts, evaluate
+from acceptance.policy import DEFAULT_POLICY, AnswerFacts, ChainFacts, GateSubject, evaluate
 from acceptance.recipes import PROVES_INTEGRATION, RECIPES, simulator_proves
 from evidence.seed.capabilities import CAPABILITIES
 from evidence.seed.deliverables import QUESTION_DELIVERABLES
@@ -97,16 +97,13 @@ def _chain(chain_id: int, kind: str, states: dict, probes: set[str]) -> ChainFac
 
 def decide(seed, status: str, answer: AnswerFacts):
     recipe = RECIPES[seed.slug]
-    return evaluate(
-        DEFAULT_POLICY,
-        current="C4",
-        to=status,
-        pinned_status=seed.status if seed.pinned else "",
-        answers=[answer],
-        recipe_probes=[probe.name for probe in recipe.probes],
+    subject = GateSubject(
         capability=seed.slug,
+        pinned_status=seed.status if seed.pinned else "",
+        recipe_probes=tuple(probe.name for probe in recipe.probes),
         sdk_calls=bool(recipe.sdk_entry_points),
     )
+    return evaluate(DEFAULT_POLICY, subject=subject, current="C4", to=status, answers=[answer])
 
 
 CASES = [(seed, status) for seed in CAPABILITIES for status in allowed(seed.slug, seed.status if seed.pinned else "")]
