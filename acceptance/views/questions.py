@@ -27,6 +27,7 @@ from acceptance.selectors import (
     ATTENTION_LABELS,
     NOBODY,
     SEARCH_MAX_CHARS,
+    AnswerElements,
     QuestionFilters,
     answers_claims,
     answers_elements,
@@ -42,6 +43,7 @@ from acceptance.views.forms import QuestionBulkForm, QuestionRowForm, QuestionTi
 from acceptance.views.plots import run_plots
 from calculet import labels, pagecache, web
 from calculet.errors import DomainError
+from evidence.models import Capability
 from evidence.selectors import question_capabilities
 from vendor import due
 from vendor import selectors as vendor_selectors
@@ -54,7 +56,7 @@ from vendor.access import (
     object_for_user,
 )
 from vendor.inputs import QuestionChanges
-from vendor.models import Deliverable, Question
+from vendor.models import Answer, Deliverable, Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
@@ -437,15 +439,32 @@ def question_bulk_edit(request):
     )
 
 
+@dataclass(frozen=True)
+class AnswerPanel:
+    """An answer as the question page shows it: the row, section 13's elements as its reviews judged them, the
+    capability it claims (None: none named), and its golden tolerances as the runner applies them."""
+
+    answer: Answer
+    section13: AnswerElements
+    claimed_capability: Capability | None
+    tolerance_rules: list[str]
+
+
 def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
     elements, claims = answers_elements(answers), answers_claims(answers)
+    panels = [
+        AnswerPanel(
+            answer=answer,
+            section13=elements[answer.pk],
+            claimed_capability=claims.get(answer.pk),
+            tolerance_rules=[tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()],
+        )
+        for answer in answers
+    ]
     artifacts = {}
     for answer in answers:
-        answer.section13 = elements[answer.pk]
-        answer.claimed_capability = claims.get(answer.pk)
-        answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:
             linked.append(answer.minimal_example_artifact)
@@ -457,15 +476,16 @@ def question_page_context(request, question):
         **_chain_context(question, request.user),
         **thread_context(request, question),
         "question": question,
-        "answers": answers,
+        "due_status": _due_status(question),
+        "answers": panels,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
         "capabilities": question_capabilities(question, user=request.user) if sees_all else [],
         "deliverables": deliverables,
         "owed_count": sum(1 for view in deliverables if view.owed),
         # Only a model package runs through the chain; the other kinds are checked statically or reviewed.
         "checked_without_chain": any(
-            answer.section13.closes and answer.deliverable and answer.deliverable.kind != Deliverable.CALBIN
-            for answer in answers
+            panel.section13.closes and panel.answer.deliverable and panel.answer.deliverable.kind != Deliverable.CALBIN
+            for panel in panels
         ),
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
@@ -505,11 +525,11 @@ def _ticket_context(question, errors=None, saved=False):
 
 
 def question_page(request, code) -> Question:
-    question = object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
-    question.due_status = due.due_status(
-        question.due_date, question.state, timezone.localdate(), vendor_selectors.due_soon_days()
-    )
-    return question
+    return object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
+
+
+def _due_status(question) -> str:
+    return due.due_status(question.due_date, question.state, timezone.localdate(), vendor_selectors.due_soon_days())
 
 
 @web.page_for(may_open_pages)

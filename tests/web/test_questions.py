@@ -307,6 +307,11 @@ def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(
     counted = dict(dashboard.context["due_counts"])
     assert (counted["overdue"], counted["due_soon"]) == (1, 2)
     assert 'href="/questions/?due=overdue&amp;sort=due"' in dashboard.content.decode()
+    overdue = '<span class="badge due due-overdue">Overdue</span>'
+    ticket = pm_client.get(reverse("question-detail", args=["V01"])).content.decode().split('id="question-ticket"')[1]
+    assert overdue in ticket.split("</section>")[0]
+    control = pm_client.get(reverse("question-edit", args=["V01"]), {"field": "due_date"}, **HTMX).content.decode()
+    assert overdue in control
     pm_client.force_login(acme_engineer)  # the vendor sees its own overdue question marked
     vendor_home = pm_client.get(reverse("vendor-home")).content.decode()
     assert (
