@@ -46,20 +46,23 @@ def answer_post(
     context: Callable[[], dict],
     *,
     partial: str,
+    partial_template: str = "",
+    page_context: Callable[[], dict] | None = None,
     nav: str = "",
-    refused: bool = False,
+    status: int = 200,
     redirect_to: str = "",
     message: str = "",
     message_level: int = messages.SUCCESS,
 ) -> HttpResponse:
-    """How every page action answers its post. With htmx: the `partial`, in place. A plain post: a redirect to
-    `redirect_to` when given (post/redirect/get, so a reload does not post again), `message` shown there;
-    otherwise the whole page again, status 400 when `refused` (with what was typed and why it was refused).
-    `context` builds the template's context, only when a page is rendered."""
+    """How every page action answers its post. With htmx: the `partial` (of `partial_template` when it is not
+    the page's), in place, from `context()`. A plain post: a redirect to `redirect_to` when given
+    (post/redirect/get, so a reload does not post again), `message` shown there; otherwise the whole page again
+    from `page_context()` (or `context()`) with `status`: 400 when refused, showing what was typed and why.
+    The contexts are built only when a page is rendered."""
     if not wants_partial(request):
         if redirect_to:
             if message:
                 messages.add_message(request, message_level, message)
             return HttpResponseRedirect(redirect_to)
-        return render_page(request, template, context(), nav=nav, status=400 if refused else 200)
-    return render_page(request, template, context(), partial=partial, nav=nav)
+        return render_page(request, template, (page_context or context)(), nav=nav, status=status)
+    return render_page(request, partial_template or template, context(), partial=partial, nav=nav)

@@ -116,7 +116,7 @@ def capability_promote_view(request, slug):
         context,
         partial="capability-promotion",
         nav="capabilities",
-        refused=bool(errors),
+        status=400 if errors else 200,
         redirect_to=f"{url}?attempt={attempt.pk}#capability-promotion" if attempt is not None else "",
     )
 
@@ -151,6 +151,6 @@ def capability_approve_view(request, slug):
         context,
         partial="capability-promotion",
         nav="capabilities",
-        refused=bool(errors),
+        status=400 if errors else 200,
         redirect_to=f"{url}#capability-approvals" if approval is not None else "",
     )

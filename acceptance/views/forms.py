@@ -125,3 +125,28 @@ class CapabilityPromoteForm(forms.Form):
         except DomainError as error:
             self.add_error(error.field, error.message)
         return data
+
+
+class IdListField(forms.Field):
+    """A list of row ids, posted as one value each (ticked boxes, a multiple select)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value) -> list[int]:
+        values = list(value or [])
+        if not all(str(item).isdigit() for item in values):
+            raise forms.ValidationError(_("Choose artifacts from the list."))
+        return [int(item) for item in values]
+
+
+class CommentForm(forms.Form):
+    """A comment added to a question's thread or edited: its text (its limit and its rich-text rules are the
+    service's) and the ids of the artifacts it links (whose they are is the service's to check)."""
+
+    body = forms.CharField(required=False, strip=False)
+    artifacts = IdListField(required=False)
+
+    def typed(self) -> dict:
+        """What was posted, as the form shows it again."""
+        ids = self.data.getlist("artifacts")
+        return {"body": self.data.get("body", ""), "artifacts": [int(value) for value in ids if value.isdigit()]}

@@ -344,21 +344,22 @@ def question_edit(request, code):
             question = question_page(request, code)
     next_url = _safe_next(request, reverse("question-list"))
 
-    def context() -> dict:
-        # htmx gets the row again; without it the whole list comes back, with the errors beside the row.
-        return {
-            **_question_list_context(request, QueryDict(urlsplit(next_url).query)),
-            **_row_context(question, errors=errors, saved=bool(changes.given()) and not errors, list_url=next_url),
-            "row_errors": {question.code: errors},
-        }
+    def row() -> dict:
+        return _row_context(question, errors=errors, saved=bool(changes.given()) and not errors, list_url=next_url)
+
+    def whole_list() -> dict:
+        # Without htmx the whole list comes back, with the errors beside the row that caused them.
+        context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
+        return {**context, "row_errors": {question.code: errors}, "list_url": next_url}
 
     return web.answer_post(
         request,
         "acceptance/question-list.html",
-        context,
+        row,
+        page_context=whole_list,
         partial="question-row",
         nav="questions",
-        refused=bool(errors),
+        status=400 if errors else 200,
         redirect_to="" if errors else next_url,
     )
 
@@ -433,7 +434,7 @@ def question_bulk_edit(request):
         ),
         partial="question-table",
         nav="questions",
-        refused=bool(errors),
+        status=400 if errors else 200,
         redirect_to=next_url if done else "",
         message=done,
     )
@@ -543,14 +544,22 @@ def question_detail(request, code):
     return render_question_page(request, question)
 
 
-def render_question_page(request, question, *, status=200, thread: dict | None = None):
-    """The whole question page; `thread` replaces the discussion's context (a refused comment, an edit)."""
+def whole_question_page_context(request, question, *, thread: dict | None = None) -> dict:
+    """The whole question page's context; `thread` replaces the discussion's (a refused comment, an edit)."""
     context = question_page_context(request, question)
     if context["can_edit"]:
         context.update(_ticket_context(question))
-    context.update(thread or {})
-    nav = "questions" if context["sees_all"] else "vendor"
-    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav, status=status)
+    return {**context, **(thread or {})}
+
+
+def question_nav(user) -> str:
+    """The menu entry the question page sits under: the team's question list, or a vendor's own page."""
+    return "questions" if may_see_all(user) else "vendor"
+
+
+def render_question_page(request, question, *, thread: dict | None = None):
+    context = whole_question_page_context(request, question, thread=thread)
+    return web.render_page(request, "acceptance/question-detail.html", context, nav=question_nav(request.user))
 
 
 @require_POST
@@ -575,7 +584,7 @@ def question_ticket(request, code):
         lambda: {**question_page_context(request, question), **_ticket_context(question, errors, saved=saved)},
         partial="question-ticket",
         nav="questions",
-        refused=bool(errors),
+        status=400 if errors else 200,
         redirect_to="" if errors else reverse("question-detail", args=[question.code]),
     )
 
