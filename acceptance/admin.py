@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest
 from acceptance.models import CapabilityApproval, Chain, PromotionAttempt, Run, Target, TargetAgent, TargetToken
 from acceptance.services import (
     capability_promote,
@@ -11,7 +12,6 @@ from acceptance.services import (
     target_set_maintenance,
 )
 from acceptance.services.agents import target_token_create, target_token_revoke
-from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.admin import ReadOnlyAdmin, ServiceAdmin
 from calculet.errors import DomainError
 from evidence.grades import STATUS_CHOICES
@@ -22,6 +22,10 @@ from evidence.services import CAPABILITY_TEXT_FIELDS, capability_update
 class PromotionForm(forms.Form):
     to = forms.ChoiceField(choices=STATUS_CHOICES, label="New status")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=REASON_MAX_CHARS)
+
+    def promotion_request(self) -> PromotionRequest:
+        """Call only after `is_valid()` held."""
+        return PromotionRequest(to=self.cleaned_data["to"], reason=self.cleaned_data["reason"])
 
 
 @admin.register(Capability)
@@ -56,10 +60,7 @@ class CapabilityAdmin(ServiceAdmin):
             for capability in queryset:
                 try:
                     attempt = capability_promote(
-                        actor=request.user,
-                        capability=capability,
-                        to_status=form.cleaned_data["to"],
-                        reason=form.cleaned_data["reason"],
+                        actor=request.user, capability=capability, request=form.promotion_request()
                     )
                 except DomainError as error:
                     self.message_user(request, f"{capability.slug}: {error.message}", messages.ERROR)

@@ -138,6 +138,18 @@ class ApprovalFacts:
     run_ids: frozenset[int]
 
 
+@dataclass(frozen=True)
+class GateSubject:
+    """What the gate needs of the capability itself, beside its status and its answers: its slug, the status it
+    is pinned at (empty: not pinned), the probe names of its recipe, and whether that recipe names SDK entry
+    points (without any, `sdk` holds by itself). Built from a capability by `selectors.capability_gate_subject`."""
+
+    capability: str = ""
+    pinned_status: str = ""
+    recipe_probes: tuple[str, ...] = ()
+    sdk_calls: bool = True
+
+
 @dataclass
 class Decision:
     allowed: bool
@@ -176,13 +188,14 @@ def policy_check(policy: dict) -> None:
         raise ValueError("two_person_approval lists the slugs of the capabilities whose promotion needs approvals")
 
 
-def approval_required(policy: dict, *, capability: str, pinned_status: str, current: str, to: str) -> bool:
-    """Whether moving `capability` from `current` to `to` needs the approvals: a promotion of a capability the
+def approval_required(policy: dict, *, subject: GateSubject, current: str, to: str) -> bool:
+    """Whether moving the capability from `current` to `to` needs the approvals: a promotion of a capability the
     policy names, and a pinned capability's demotion to C4 or its way back from C4 to its pin."""
     if to == current:
         return False
-    if capability in policy.get("two_person_approval", []) and status_rank(to) < status_rank(current):
+    if subject.capability in policy.get("two_person_approval", []) and status_rank(to) < status_rank(current):
         return True
+    pinned_status = subject.pinned_status
     return bool(pinned_status) and (to == "C4" or (current == "C4" and to == pinned_status))
 
 
@@ -500,49 +513,33 @@ def _run_ids(answer: AnswerFacts, requirements: list[str], recipe_probes: list[s
 def evaluate(
     policy: dict,
     *,
+    subject: GateSubject,
     current: str,
     to: str,
-    pinned_status: str,
     answers: list[AnswerFacts],
-    recipe_probes: list[str] | None = None,
-    capability: str = "",
     approvals: list[ApprovalFacts] | None = None,
-    sdk_calls: bool = True,
 ) -> Decision:
-    """Whether a capability at `current` may move to `to`, and why not.
+    """Whether the capability `subject` names, at `current`, may move to `to`, and why not.
 
     Demotions (away from C0) are allowed, save a pinned capability's to C4, which needs the approvals; their
     reason is checked by the caller. `answers` are the candidate answers, newest first: the promotion is
     allowed when one of them meets every requirement, and, where `approval_required`, the standing
-    `approvals` of members bind enough of them to the move and that answer's runs. `recipe_probes` are the
-    probe names of the capability's recipe; `sdk_calls` whether it names SDK entry points (without any, `sdk`
-    holds by itself). `approvals=None` judges the evidence alone.
+    `approvals` of members bind enough of them to the move and that answer's runs. `approvals=None` judges
+    the evidence alone.
     """
-    decision = _evaluate(
-        policy, current=current, to=to, pinned_status=pinned_status, answers=answers, recipe_probes=recipe_probes,
-        capability=capability, sdk_calls=sdk_calls,
-    )  # fmt: skip
+    decision = _evaluate(policy, subject=subject, current=current, to=to, answers=answers)
     if (
         decision.allowed
         and approvals is not None
-        and approval_required(policy, capability=capability, pinned_status=pinned_status, current=current, to=to)
+        and approval_required(policy, subject=subject, current=current, to=to)
     ):
-        return _approved(decision, approvals, current=current, to=to, capability=capability)
+        return _approved(decision, approvals, current=current, to=to, capability=subject.capability)
     return decision
 
 
-def _evaluate(
-    policy: dict,
-    *,
-    current: str,
-    to: str,
-    pinned_status: str,
-    answers: list[AnswerFacts],
-    recipe_probes: list[str] | None,
-    capability: str,
-    sdk_calls: bool,
-) -> Decision:
-    probes = list(recipe_probes or [])
+def _evaluate(policy: dict, *, subject: GateSubject, current: str, to: str, answers: list[AnswerFacts]) -> Decision:
+    probes, sdk_calls = list(subject.recipe_probes), subject.sdk_calls
+    capability, pinned_status = subject.capability, subject.pinned_status
     if to == current:
         return Decision(False, [reason("no_change", gettext_noop("The capability is already %(status)s."), status=to)])
     if status_rank(to) > status_rank(current):
@@ -611,14 +608,7 @@ def _evaluate(
 
 
 def supported_status(
-    policy: dict,
-    *,
-    current: str,
-    pinned_status: str,
-    answers: list[AnswerFacts],
-    recipe_probes: list[str],
-    capability: str = "",
-    sdk_calls: bool = True,
+    policy: dict, *, subject: GateSubject, current: str, answers: list[AnswerFacts]
 ) -> tuple[str, dict[str, str]]:
     """The most mature status, no more mature than `current`, that the current evidence supports, and the
     versions it rests on; C3 when none above it is supported, or C4 for a capability whose promotion needs
@@ -627,16 +617,7 @@ def supported_status(
     if status_rank(current) >= status_rank("C3"):
         return current, {}
     for status in STATUSES[status_rank(current) : status_rank("C3")]:
-        decision = evaluate(
-            policy,
-            current="C4",
-            to=status,
-            pinned_status=pinned_status,
-            answers=answers,
-            recipe_probes=recipe_probes,
-            capability=capability,
-            sdk_calls=sdk_calls,
-        )
+        decision = evaluate(policy, subject=subject, current="C4", to=status, answers=answers)
         if decision.allowed:
             return status, decision.versions
-    return ("C4" if capability in policy.get("two_person_approval", []) else "C3"), {}
+    return ("C4" if subject.capability in policy.get("two_person_approval", []) else "C3"), {}

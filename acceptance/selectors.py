@@ -18,7 +18,7 @@ from django.utils.translation import gettext_lazy as _
 
 from acceptance import proof_labels, stages
 from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target, TargetAgent
-from acceptance.policy import AnswerFacts, ChainFacts
+from acceptance.policy import AnswerFacts, ChainFacts, GateSubject
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
 from evidence.exporter import checklist_export
@@ -595,17 +595,16 @@ def _first_finding_code(probe: dict) -> str:
     return str(code or probe.get("verdict") or "failed")
 
 
-def capability_recipe_probes(capability) -> list[str]:
-    """The probe names of the capability's recipe (none when it has no recipe)."""
+def capability_gate_subject(capability) -> GateSubject:
+    """What the gate needs of the capability itself: its slug, its pin, its recipe's probe names (none when it
+    has no recipe) and whether that recipe names SDK entry points (the policy's `sdk` applies only then)."""
     recipe = RECIPES.get(capability.slug)
-    return [probe.name for probe in recipe.probes] if recipe else []
-
-
-def capability_recipe_sdk_calls(capability) -> bool:
-    """Whether the capability's recipe names SDK calls, by name or by role (the policy's `sdk` applies only
-    then)."""
-    recipe = RECIPES.get(capability.slug)
-    return bool(recipe and recipe.names_sdk_calls)
+    return GateSubject(
+        capability=capability.slug,
+        pinned_status=capability.pinned_status if capability.pinned else "",
+        recipe_probes=tuple(probe.name for probe in recipe.probes) if recipe else (),
+        sdk_calls=bool(recipe and recipe.names_sdk_calls),
+    )
 
 
 # What a calbin deliverable's chains on one kind of target have shown.

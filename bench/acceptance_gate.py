@@ -18,6 +18,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, Run
 from acceptance.services import capability_promote, chain_start_for_answer
 from tests.factories import make_capability, make_user
@@ -55,7 +56,7 @@ def measure(capability, pm) -> tuple[float, int, str]:
     for _ in range(REPEAT):
         with CaptureQueriesContext(connection) as queries:
             started = time.perf_counter()
-            attempt = capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+            attempt = capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C0"))
             times.append(time.perf_counter() - started)
     return statistics.median(times) * 1000, len(queries), ",".join(r["code"] for r in attempt.reasons)
 

@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, Run, Target
 from acceptance.services import capability_promote, target_ensure_simulator
 from calculet.models import AuditEntry, AuditHead
@@ -319,7 +320,7 @@ def build(*, artifacts: int = 5_000, runs: int = 50_000, audit_rows: int = 100_0
         run_count = _runs(chains, runs, rng)
         _audit_rows(audit_rows, users, questions, rng)
     for capability in Capability.objects.filter(status__in=["C1", "C2", "C3"]).order_by("position")[:12]:
-        capability_promote(actor=users["ada"], capability=capability, to_status="C0", reason="")
+        capability_promote(actor=users["ada"], capability=capability, request=PromotionRequest(to="C0"))
     return {
         "questions": len(questions),
         "artifacts": Artifact.objects.count(),

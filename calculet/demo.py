@@ -44,6 +44,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, PromotionAttempt, Target
 from acceptance.recipes import RECIPES
 from acceptance.selectors import chain_stages, target_health_state
@@ -470,7 +471,7 @@ def _promote(pm, slug: str, to_status: str, reason: str, report: DemoReport) -> 
         or PromotionAttempt.objects.filter(capability=capability, to_status=to_status).exists()
     ):
         return None
-    attempt = capability_promote(actor=pm, capability=capability, to_status=to_status, reason=reason)
+    attempt = capability_promote(actor=pm, capability=capability, request=PromotionRequest(to=to_status, reason=reason))
     if attempt.allowed:
         report.steps.append(f"promoted {slug} to {to_status}")
     else:

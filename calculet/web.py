@@ -1,11 +1,12 @@
-"""What the browser pages share: opening a page only to whom it is for, and rendering a page or one of its
-partials."""
+"""What the browser pages share: opening a page only to whom it is for, rendering a page or one of its
+partials, and answering a page action's post the same way with htmx and without."""
 
 from collections.abc import Callable
 from functools import wraps
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
@@ -37,3 +38,31 @@ def render_page(request, template: str, context: dict, *, partial: str | None = 
     response = render(request, name, {**context, "nav": nav}, status=status)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def answer_post(
+    request,
+    template: str,
+    context: Callable[[], dict],
+    *,
+    partial: str,
+    partial_template: str = "",
+    page_context: Callable[[], dict] | None = None,
+    nav: str = "",
+    status: int = 200,
+    redirect_to: str = "",
+    message: str = "",
+    message_level: int = messages.SUCCESS,
+) -> HttpResponse:
+    """How every page action answers its post. With htmx: the `partial` (of `partial_template` when it is not
+    the page's), in place, from `context()`. A plain post: a redirect to `redirect_to` when given
+    (post/redirect/get, so a reload does not post again), `message` shown there; otherwise the whole page again
+    from `page_context()` (or `context()`) with `status`: 400 when refused, showing what was typed and why.
+    The contexts are built only when a page is rendered."""
+    if not wants_partial(request):
+        if redirect_to:
+            if message:
+                messages.add_message(request, message_level, message)
+            return HttpResponseRedirect(redirect_to)
+        return render_page(request, template, (page_context or context)(), nav=nav, status=status)
+    return render_page(request, partial_template or template, context(), partial=partial, nav=nav)

@@ -8,10 +8,10 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
+from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest
 from acceptance.models import CapabilityApproval, PromotionAttempt, Run
 from acceptance.services import capability_promote
 from acceptance.services.approvals import NOTE_MAX_CHARS, capability_approve
-from acceptance.services.promotion import REASON_MAX_CHARS
 from calculet.api import Api, ReasonSerializer, StrictSerializer
 from calculet.errors import ConflictError, ForbiddenError
 from evidence.grades import STATUS_CHOICES
@@ -24,6 +24,11 @@ class PromotionInputSerializer(StrictSerializer):
     reason = serializers.CharField(
         allow_blank=True, required=False, max_length=REASON_MAX_CHARS, help_text="Required to demote."
     )
+
+    def promotion_request(self) -> PromotionRequest:
+        """The validated body as the gate takes it; call only after `is_valid()` held."""
+        data = self.validated_data
+        return PromotionRequest(to=data["to"], reason=data.get("reason", ""))
 
 
 class PromotionOutputSerializer(serializers.Serializer):
@@ -74,12 +79,7 @@ class PromotionListApi(Api, ListAPIView):
             raise ForbiddenError(gettext_noop("Only a PM asks the promotion gate."))
         serializer = PromotionInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        attempt = capability_promote(
-            actor=request.user,
-            capability=capability,
-            to_status=serializer.validated_data["to"],
-            reason=serializer.validated_data.get("reason", ""),
-        )
+        attempt = capability_promote(actor=request.user, capability=capability, request=serializer.promotion_request())
         if not attempt.allowed:
             raise ConflictError(
                 gettext_noop("The gate blocked %(capability)s from moving to %(to_status)s; see reasons."),

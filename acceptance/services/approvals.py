@@ -13,7 +13,7 @@ from django.utils.translation import gettext_noop
 
 from acceptance import policy as gate_policy
 from acceptance.models import CapabilityApproval
-from acceptance.selectors import capability_gate_facts, capability_recipe_probes, capability_recipe_sdk_calls
+from acceptance.selectors import capability_gate_facts, capability_gate_subject
 from calculet.actors import SYSTEM
 from calculet.audit import audit_record
 from calculet.db import lock_rows
@@ -48,21 +48,9 @@ def standing_approvals(capability: Capability):
     )
 
 
-def _evidence_decision(policy: dict, locked: Capability, to_status: str, facts, probes) -> gate_policy.Decision:
-    """The gate's decision on the evidence alone (no approvals counted): what an approval binds to."""
-    return gate_policy.evaluate(
-        policy,
-        current=locked.status,
-        to=to_status,
-        pinned_status=locked.pinned_status if locked.pinned else "",
-        answers=facts,
-        recipe_probes=probes,
-        capability=locked.slug,
-        sdk_calls=capability_recipe_sdk_calls(locked),
-    )
-
-
-def approvals_revoke_lapsed(*, locked: Capability, policy: dict, facts, probes, cause: str = "") -> int:
+def approvals_revoke_lapsed(
+    *, locked: Capability, policy: dict, subject: gate_policy.GateSubject, facts, cause: str = ""
+) -> int:
     """Revoke the capability's standing approvals that no longer bind: given at another status than its own,
     or on evidence that is no longer what the move rests on. One audit row each; returns how many.
     Precondition: this transaction holds the capability's row lock."""
@@ -71,7 +59,10 @@ def approvals_revoke_lapsed(*, locked: Capability, policy: dict, facts, probes, 
         if approval.from_status != locked.status:
             why = cause or f"the capability is {locked.status} now, not {approval.from_status}"
         else:
-            decision = _evidence_decision(policy, locked, approval.to_status, facts, probes)
+            # On the evidence alone (no approvals counted): what an approval binds to.
+            decision = gate_policy.evaluate(
+                policy, subject=subject, current=locked.status, to=approval.to_status, answers=facts
+            )
             bound = (approval.answer_id, {run.pk for run in approval.runs.all()})
             if decision.allowed and bound == (decision.answer_id, set(decision.run_ids)):
                 continue
@@ -114,18 +105,16 @@ def capability_approve(*, actor, capability: Capability, to_status: str, note: s
     policy = gate_policy.policy_current()
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
-        pinned_status = locked.pinned_status if locked.pinned else ""
-        if not gate_policy.approval_required(
-            policy, capability=locked.slug, pinned_status=pinned_status, current=locked.status, to=to_status
-        ):
+        subject = capability_gate_subject(locked)
+        if not gate_policy.approval_required(policy, subject=subject, current=locked.status, to=to_status):
             raise DomainError(
                 gettext_noop("Moving %(capability)s from %(status)s to %(to_status)s needs no approval: ask the gate."),
                 field="to",
                 params={"capability": locked.slug, "status": locked.status, "to_status": to_status},
             )
-        facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
-        approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
-        decision = _evidence_decision(policy, locked, to_status, facts, probes)
+        facts = capability_gate_facts(locked)
+        approvals_revoke_lapsed(locked=locked, policy=policy, subject=subject, facts=facts)
+        decision = gate_policy.evaluate(policy, subject=subject, current=locked.status, to=to_status, answers=facts)
         if not decision.allowed:
             raise ConflictError(
                 gettext_noop(

@@ -6,9 +6,10 @@ from django.utils.translation import gettext_noop
 
 from acceptance import policy as gate_policy
 from acceptance import stages
+from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest
 from acceptance.models import PromotionAttempt, Run, Target
 from acceptance.policy import policy_current
-from acceptance.selectors import capability_gate_facts, capability_recipe_probes, capability_recipe_sdk_calls
+from acceptance.selectors import capability_gate_facts, capability_gate_subject
 from acceptance.services.approvals import approval_facts, approvals_revoke_lapsed, standing_approvals
 from acceptance.services.targets import target_accepts_runs
 from calculet.actors import SYSTEM, Actor, Machine, actor_label, actor_user
@@ -22,41 +23,26 @@ from vendor import events
 from vendor.access import may_act_as_pm
 from vendor.services.notifications import notify_on_commit
 
-REASON_MAX_CHARS = 2000
-
 
 def _actor_may_promote(actor: Actor) -> bool:
     """A PM, a superuser in the admin, or a person at the server's shell (a command's actor)."""
     return isinstance(actor, Machine) or may_act_as_pm(actor)
 
 
-def capability_promote(*, actor: Actor, capability: Capability, to_status: str, reason: str) -> PromotionAttempt:
-    """Ask the gate to move `capability` to `to_status`, and store the attempt whatever the answer.
+def capability_promote(*, actor: Actor, capability: Capability, request: PromotionRequest) -> PromotionAttempt:
+    """Ask the gate to move `capability` to `request.to`, and store the attempt whatever the answer.
 
-    Preconditions: `to_status` is one of C0–C4 (DomainError on field "to" otherwise) and not the status the
-    capability already has (ConflictError on field "to", and no attempt is stored); a demotion (away from
-    C0) gives a reason, and no reason is longer than REASON_MAX_CHARS (DomainError on field "reason"); the
-    actor is a PM, a superuser, or a shell label (ForbiddenError otherwise). Never raises for a blocked
-    promotion: the returned attempt has `allowed=False` and machine-readable `reasons`. The capability's
-    row is locked while the policy is evaluated, so of two concurrent attempts exactly one takes effect and
-    the other sees the new status. The status is written inside `gate_writes()`, with an audit row, in the
-    same transaction.
+    Preconditions: `request.to` is not the status the capability already has (ConflictError on field "to",
+    and no attempt is stored); a demotion (away from C0) gives a reason (DomainError on field "reason"); the
+    actor is a PM, a superuser, or a shell label (ForbiddenError otherwise). The request's shape was checked
+    where it was built (`acceptance.inputs`). Never raises for a blocked promotion: the returned attempt has
+    `allowed=False` and machine-readable `reasons`. The capability's row is locked while the policy is
+    evaluated, so of two concurrent attempts exactly one takes effect and the other sees the new status. The
+    status is written inside `gate_writes()`, with an audit row, in the same transaction.
     """
-    if to_status not in STATUSES:
-        raise DomainError(
-            gettext_noop("Unknown status %(status)r; one of %(statuses)s."),
-            field="to",
-            params={"status": to_status, "statuses": ", ".join(STATUSES)},
-        )
     if not _actor_may_promote(actor):
-        raise ForbiddenError(gettext_noop("Only a PM may change a capability's status."))
-    reason = (reason or "").strip()
-    if len(reason) > REASON_MAX_CHARS:
-        raise DomainError(
-            gettext_noop("A reason holds at most %(limit)s characters."),
-            field="reason",
-            params={"limit": REASON_MAX_CHARS},
-        )
+        raise ForbiddenError(gettext_noop("Only a PM may change a capability's status."), params={})
+    to_status, reason = request.to, request.reason
     policy = policy_current()
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
@@ -67,27 +53,24 @@ def capability_promote(*, actor: Actor, capability: Capability, to_status: str, 
             )
         demotion = status_rank(to_status) > status_rank(current)
         if demotion and not reason:
-            raise DomainError(gettext_noop("A demotion needs a reason."), field="reason")
-        facts, probes = capability_gate_facts(locked), capability_recipe_probes(locked)
-        approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
+            raise DomainError(gettext_noop("A demotion needs a reason."), field="reason", params={})
+        facts, subject = capability_gate_facts(locked), capability_gate_subject(locked)
+        approvals_revoke_lapsed(locked=locked, policy=policy, subject=subject, facts=facts)
         decision = gate_policy.evaluate(
             policy,
+            subject=subject,
             current=current,
             to=to_status,
-            pinned_status=locked.pinned_status if locked.pinned else "",
             answers=facts,
-            recipe_probes=probes,
-            capability=locked.slug,
             approvals=approval_facts(standing_approvals(locked)),
-            sdk_calls=capability_recipe_sdk_calls(locked),
         )
         attempt = _attempt_record(actor, locked, current, to_status, reason, decision, policy)
         if decision.allowed:  # the approvals of the move made are spent, those of any other lapse with it
             approvals_revoke_lapsed(
                 locked=locked,
                 policy=policy,
+                subject=subject,
                 facts=facts,
-                probes=probes,
                 cause=f"spent or lapsed by attempt {attempt.pk}",
             )
     attempt.capability = locked
@@ -168,23 +151,13 @@ def capability_gate_preview(capability: Capability) -> list[tuple[str, gate_poli
     """What the gate would say now for each status more mature than the capability's: the same evaluation as
     `capability_promote`, with nothing stored and nothing locked."""
     policy = policy_current()
-    facts = capability_gate_facts(capability)
-    probes = capability_recipe_probes(capability)
+    facts, subject = capability_gate_facts(capability), capability_gate_subject(capability)
     approvals = approval_facts(standing_approvals(capability))
-    sdk_calls = capability_recipe_sdk_calls(capability)
     return [
         (
             status,
             gate_policy.evaluate(
-                policy,
-                current=capability.status,
-                to=status,
-                pinned_status=capability.pinned_status if capability.pinned else "",
-                answers=facts,
-                recipe_probes=probes,
-                capability=capability.slug,
-                approvals=approvals,
-                sdk_calls=sdk_calls,
+                policy, subject=subject, current=capability.status, to=status, answers=facts, approvals=approvals
             ),
         )
         for status in STATUSES[: status_rank(capability.status)]
@@ -202,35 +175,15 @@ def capability_reverify(capability: Capability, *, cause: str) -> PromotionAttem
         current = locked.status
         if status_rank(current) >= status_rank("C3"):
             return None
-        facts = capability_gate_facts(locked)
-        probes = capability_recipe_probes(locked)
-        pinned_status = locked.pinned_status if locked.pinned else ""
-        sdk_calls = capability_recipe_sdk_calls(locked)
-        supported, versions = gate_policy.supported_status(
-            policy,
-            current=current,
-            pinned_status=pinned_status,
-            answers=facts,
-            recipe_probes=probes,
-            capability=locked.slug,
-            sdk_calls=sdk_calls,
-        )
+        facts, subject = capability_gate_facts(locked), capability_gate_subject(locked)
+        supported, versions = gate_policy.supported_status(policy, subject=subject, current=current, answers=facts)
         if supported == current:
             return None
-        lapsed = gate_policy.evaluate(
-            policy,
-            current="C4",
-            to=current,
-            pinned_status=pinned_status,
-            answers=facts,
-            recipe_probes=probes,
-            capability=locked.slug,
-            sdk_calls=sdk_calls,
-        )
+        lapsed = gate_policy.evaluate(policy, subject=subject, current="C4", to=current, answers=facts)
         decision = gate_policy.Decision(True, lapsed.reasons, answer_id=lapsed.answer_id, run_ids=[], versions=versions)
         reason = f"re-verification: {cause}; the current evidence supports {supported}, not {current}"
         attempt = _attempt_record(SYSTEM, locked, current, supported, reason[:REASON_MAX_CHARS], decision, policy)
-        approvals_revoke_lapsed(locked=locked, policy=policy, facts=facts, probes=probes)
+        approvals_revoke_lapsed(locked=locked, policy=policy, subject=subject, facts=facts)
     attempt.capability = locked
     return attempt
 

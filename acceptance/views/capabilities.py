@@ -1,16 +1,17 @@
 """The capability page: its evidence, the questions that can move it, its promotion history, and the
 promotion gate asked in place."""
 
-from django.http import HttpResponseRedirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from acceptance import proof_labels
+from acceptance.inputs import REASON_MAX_CHARS
 from acceptance.policy import approval_required, policy_current
-from acceptance.selectors import capability_status_basis, promotion_history
+from acceptance.selectors import capability_gate_subject, capability_status_basis, promotion_history
 from acceptance.services import capability_promote
 from acceptance.services.approvals import NOTE_MAX_CHARS, capability_approve, standing_approvals
-from acceptance.services.promotion import REASON_MAX_CHARS, capability_gate_preview
+from acceptance.services.promotion import capability_gate_preview
+from acceptance.views.forms import CapabilityPromoteForm, errors_by_field
 from calculet import labels, web
 from calculet.errors import DomainError
 from evidence.grades import STATUSES
@@ -23,15 +24,12 @@ CAPABILITY_EVIDENCE_LIMIT = 200
 
 def _approval_moves(capability) -> list[str]:
     """The statuses the capability's move to would need approvals, from where it is now."""
-    pinned_status = capability.pinned_status if capability.pinned else ""
+    policy, subject = policy_current(), capability_gate_subject(capability)
     return [
         status
         for status in STATUSES
-        if approval_required(
-            policy_current(), capability=capability.slug, pinned_status=pinned_status, current=capability.status,
-            to=status,
-        )
-    ]  # fmt: skip
+        if approval_required(policy, subject=subject, current=capability.status, to=status)
+    ]
 
 
 def _run_meaning(capability) -> list[tuple[str, str]]:
@@ -90,34 +88,36 @@ def capability_detail(request, slug):
 def capability_promote_view(request, slug):
     """Ask the promotion gate; its decision, and its reasons when it blocks, are shown in place."""
     capability = capability_get(user=request.user, slug=slug)
-    to_status = request.POST.get("to", "")
-    reason = request.POST.get("reason", "")
+    form = CapabilityPromoteForm(request.POST)
     attempt = None
-    errors = {}
-    try:
-        attempt = capability_promote(actor=request.user, capability=capability, to_status=to_status, reason=reason)
-    except DomainError as error:
-        errors[error.field if error.field in ("to", "reason") else "form"] = error.message
-    if attempt is not None and not web.wants_partial(request):
-        # Post/redirect/get: a reload shows the decision again instead of asking the gate a second time.
-        url = reverse("capability-detail", args=[capability.slug])
-        return HttpResponseRedirect(f"{url}?attempt={attempt.pk}#capability-promotion")
-    capability.refresh_from_db()
-    context = _capability_page_context(
-        request,
-        capability,
-        attempt=attempt,
-        promotion_errors=errors,
-        promotion_input={"to": to_status, "reason": "" if attempt and attempt.allowed else reason},
-    )
-    status = 400 if errors and not web.wants_partial(request) else 200
-    return web.render_page(
+    if form.is_valid():
+        try:
+            attempt = capability_promote(actor=request.user, capability=capability, request=form.request)
+        except DomainError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+    errors = errors_by_field(form)
+
+    def context() -> dict:
+        capability.refresh_from_db()
+        reason = "" if attempt and attempt.allowed else form.data.get("reason", "")
+        return _capability_page_context(
+            request,
+            capability,
+            attempt=attempt,
+            promotion_errors=errors,
+            promotion_input={"to": form.data.get("to", ""), "reason": reason},
+        )
+
+    # Post/redirect/get: a reload shows the decision again instead of asking the gate a second time.
+    url = reverse("capability-detail", args=[capability.slug])
+    return web.answer_post(
         request,
         "acceptance/capability-detail.html",
         context,
         partial="capability-promotion",
         nav="capabilities",
-        status=status,
+        status=400 if errors else 200,
+        redirect_to=f"{url}?attempt={attempt.pk}#capability-promotion" if attempt is not None else "",
     )
 
 
@@ -137,17 +137,20 @@ def capability_approve_view(request, slug):
     except DomainError as error:
         errors[error.field if error.field in ("to", "note") else "form"] = error.message
         reasons = error.reasons
-    if approval is not None and not web.wants_partial(request):
-        return HttpResponseRedirect(reverse("capability-detail", args=[capability.slug]) + "#capability-approvals")
-    capability.refresh_from_db()
-    context = _capability_page_context(
-        request, capability, approval=approval, approval_errors=errors, approval_reasons=reasons
-    )
-    return web.render_page(
+
+    def context() -> dict:
+        capability.refresh_from_db()
+        return _capability_page_context(
+            request, capability, approval=approval, approval_errors=errors, approval_reasons=reasons
+        )
+
+    url = reverse("capability-detail", args=[capability.slug])
+    return web.answer_post(
         request,
         "acceptance/capability-detail.html",
         context,
         partial="capability-promotion",
         nav="capabilities",
-        status=400 if errors and not web.wants_partial(request) else 200,
+        status=400 if errors else 200,
+        redirect_to=f"{url}#capability-approvals" if approval is not None else "",
     )

@@ -6,7 +6,14 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from acceptance.views.questions import question_page, render_question_page, thread_context
+from acceptance.views.forms import CommentForm, errors_by_field
+from acceptance.views.questions import (
+    question_nav,
+    question_page,
+    render_question_page,
+    thread_context,
+    whole_question_page_context,
+)
 from calculet import web
 from calculet.errors import DomainError
 from vendor.access import may_discuss, may_open_pages, object_for_user
@@ -16,31 +23,45 @@ from vendor.services.comments import comment_create, comment_edit
 THREAD_TEMPLATE = "vendor/comment-thread.html"
 
 
-def _posted(request) -> tuple[dict, dict]:
-    """What the form sent, as it will be shown again, and the input errors found."""
-    ids = request.POST.getlist("artifacts")
-    errors = {}
-    if not all(value.isdigit() for value in ids):
-        errors["artifacts"] = _("Choose artifacts from the list.")
-    form = {"body": request.POST.get("body", ""), "artifacts": [int(v) for v in ids if v.isdigit()]}
-    return form, errors
-
-
 def _refused(error: DomainError) -> dict:
     field = error.field.split("[", 1)[0] if error.field else "form"
     return {field if field in ("body", "artifacts") else "form": error.message}
 
 
-def _thread(request, question, *, status=200, **thread):
+def _thread_context(request, question, **thread) -> dict:
+    return {"question": question, **thread_context(request, question, **thread)}
+
+
+def _thread(request, question, **thread):
     """The thread alone for htmx, the whole question page otherwise."""
-    context = {"question": question, **thread_context(request, question, **thread)}
+    context = _thread_context(request, question, **thread)
     if web.wants_partial(request):
         return web.render_page(request, THREAD_TEMPLATE, context, partial="comment-thread")
-    return render_question_page(request, question, status=status, thread=context)
+    return render_question_page(request, question, thread=context)
 
 
-def _back_to(question, comment_id: int) -> HttpResponseRedirect:
-    return HttpResponseRedirect(reverse("question-detail", args=[question.code]) + f"#comment-{comment_id}")
+def _answered(request, question, *, status=200, redirect_to="", **thread):
+    """A post's answer: the thread in place for htmx; without it the redirect to `redirect_to` once saved, or
+    the whole question page with the thread as it was refused."""
+
+    def context() -> dict:
+        return _thread_context(request, question, **thread)
+
+    return web.answer_post(
+        request,
+        "acceptance/question-detail.html",
+        context,
+        page_context=lambda: whole_question_page_context(request, question, thread=context()),
+        partial="comment-thread",
+        partial_template=THREAD_TEMPLATE,
+        nav=question_nav(request.user),
+        status=status,
+        redirect_to=redirect_to,
+    )
+
+
+def _back_to(question, comment_id: int) -> str:
+    return reverse("question-detail", args=[question.code]) + f"#comment-{comment_id}"
 
 
 @require_http_methods(["GET", "POST"])
@@ -53,25 +74,27 @@ def comment_thread(request, code):
             return HttpResponseRedirect(reverse("question-detail", args=[question.code]) + "#comment-thread")
         return _thread(request, question)
     if not may_discuss(request.user):
-        return _thread(
+        return _answered(
             request,
             question,
             status=403,
             errors={"form": _("Only the team's PMs and the question's vendor write here.")},
         )
-    form, errors = _posted(request)
+    form = CommentForm(request.POST)
+    errors = errors_by_field(form)
     if not errors:
         try:
             comment = comment_create(
-                actor=request.user, question=question, body=form["body"], artifact_ids=form["artifacts"]
+                actor=request.user,
+                question=question,
+                body=form.cleaned_data["body"],
+                artifact_ids=form.cleaned_data["artifacts"],
             )
         except DomainError as error:
             errors = _refused(error)
         else:
-            if not web.wants_partial(request):
-                return _back_to(question, comment.pk)
-            return _thread(request, question)
-    return _thread(request, question, status=400, form=form, errors=errors)
+            return _answered(request, question, redirect_to=_back_to(question, comment.pk))
+    return _answered(request, question, status=400, form=form.typed(), errors=errors)
 
 
 @require_http_methods(["GET", "POST"])
@@ -86,15 +109,25 @@ def comment_edit_view(request, code, comment_id):
             context = {"question": question, "comment": comment, **thread_context(request, question, edit_form=form)}
             return web.render_page(request, THREAD_TEMPLATE, context, partial="comment-edit")
         return _thread(request, question, editing=comment.pk, edit_form=form)
-    form, errors = _posted(request)
+    posted = CommentForm(request.POST)
+    errors = errors_by_field(posted)
     if not errors:
         try:
-            comment_edit(actor=request.user, comment=comment, body=form["body"], artifact_ids=form["artifacts"])
+            comment_edit(
+                actor=request.user,
+                comment=comment,
+                body=posted.cleaned_data["body"],
+                artifact_ids=posted.cleaned_data["artifacts"],
+            )
         except DomainError as error:
             errors = _refused(error)
         else:
-            if not web.wants_partial(request):
-                return _back_to(question, comment.pk)
-            return _thread(request, question)
-    status = 403 if "form" in errors else 400
-    return _thread(request, question, status=status, editing=comment.pk, edit_form=form, edit_errors=errors)
+            return _answered(request, question, redirect_to=_back_to(question, comment.pk))
+    return _answered(
+        request,
+        question,
+        status=403 if "form" in errors else 400,
+        editing=comment.pk,
+        edit_form=posted.typed(),
+        edit_errors=errors,
+    )

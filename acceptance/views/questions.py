@@ -6,9 +6,10 @@ from urllib.parse import urlsplit
 
 from django import forms
 from django.contrib import messages
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import Http404, HttpResponseRedirect, QueryDict
+from django.http import Http404, QueryDict
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +27,7 @@ from acceptance.selectors import (
     ATTENTION_LABELS,
     NOBODY,
     SEARCH_MAX_CHARS,
+    AnswerElements,
     QuestionFilters,
     answers_claims,
     answers_elements,
@@ -37,9 +39,11 @@ from acceptance.selectors import (
     questions_filter,
 )
 from acceptance.services import run_rerun
+from acceptance.views.forms import QuestionBulkForm, QuestionRowForm, QuestionTicketForm, errors_by_field
 from acceptance.views.plots import run_plots
 from calculet import labels, pagecache, web
 from calculet.errors import DomainError
+from evidence.models import Capability
 from evidence.selectors import question_capabilities
 from vendor import due
 from vendor import selectors as vendor_selectors
@@ -52,7 +56,7 @@ from vendor.access import (
     object_for_user,
 )
 from vendor.inputs import QuestionChanges
-from vendor.models import Deliverable, Question
+from vendor.models import Answer, Deliverable, Question
 from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
@@ -165,36 +169,73 @@ def _row_texts() -> dict:
     }
 
 
-def _annotate_row(question, *, standings: dict[int, tuple[str, str]], people, today, texts: dict) -> None:
-    """What a row of the list shows beside the stored fields: its chains' worst standing, due status, who may take
-    it, and its cells as text (prepared here, with `_row_texts`: the list renders 25 rows of them)."""
+@dataclass(frozen=True)
+class QuestionRow:
+    """A row of the list as the template shows it: the question's own fields it needs, its chains' worst
+    standing, due status, who may take it, and its cells as text (prepared here, with `_row_texts`: the list
+    renders 25 rows of them)."""
+
+    code: str
+    section_code: str
+    text: str
+    state: str
+    priority: str
+    due_date: datetime.date | None
+    due_status: str
+    assignee: User | None
+    assignee_name: str
+    organisation_name: str
+    contacts: list
+    standing: str
+    position_label: str
+    detail_url: str
+    edit_url: str
+    tick_label: str
+    cells: list[RowCell]
+
+
+def _question_row(question, *, standings: dict[int, tuple[str, str]], people, today, texts: dict) -> QuestionRow:
     code = question.code
     standing = standings.get(question.pk)
-    question.standing = f"{standing[0]}-{standing[1]}" if standing else ""
-    question.position_label = stages.standing_label(standing)
-    question.due_status = due.due_status(question.due_date, question.state, today, vendor_selectors.due_soon_days())
-    question.contacts = people.for_organisation(question.organisation_id)
-    question.detail_url = reverse("question-detail", args=[code])
-    question.edit_url = reverse("question-edit", args=[code])
-    question.tick_label = _("Tick %(code)s") % {"code": code}
+    due_status = due.due_status(question.due_date, question.state, today, vendor_selectors.due_soon_days())
+    assignee_name = question.assignee.username if question.assignee else ""
+    organisation_name = question.organisation.name if question.organisation else ""
     fields = texts["fields"]
     due_badge = (
-        format_html('<span class="badge due due-{}">{}</span>', question.due_status, texts["due"][question.due_status])
-        if question.due_status
+        format_html('<span class="badge due due-{}">{}</span>', due_status, texts["due"][due_status])
+        if due_status
         else ""
     )
-    question.cells = [
-        RowCell(texts["state"][question.state], "state", f"{fields['state']} {code}", question.state),
-        RowCell(texts["priority"][question.priority], "priority", f"{fields['priority']} {code}"),
-        RowCell(question.assignee.username if question.assignee else "—", "assignee", f"{fields['assignee']} {code}"),
-        RowCell(question.organisation.name if question.organisation else "—"),
-        RowCell(
-            question.due_date.isoformat() if question.due_date else "—",
-            "due_date",
-            f"{fields['due_date']} {code}",
-            badge=due_badge,
-        ),
-    ]
+    return QuestionRow(
+        code=code,
+        section_code=question.section.code,
+        text=question.question,
+        state=question.state,
+        priority=question.priority,
+        due_date=question.due_date,
+        due_status=due_status,
+        assignee=question.assignee,
+        assignee_name=assignee_name,
+        organisation_name=organisation_name,
+        contacts=people.for_organisation(question.organisation_id),
+        standing=f"{standing[0]}-{standing[1]}" if standing else "",
+        position_label=stages.standing_label(standing),
+        detail_url=reverse("question-detail", args=[code]),
+        edit_url=reverse("question-edit", args=[code]),
+        tick_label=_("Tick %(code)s") % {"code": code},
+        cells=[
+            RowCell(texts["state"][question.state], "state", f"{fields['state']} {code}", question.state),
+            RowCell(texts["priority"][question.priority], "priority", f"{fields['priority']} {code}"),
+            RowCell(assignee_name or "—", "assignee", f"{fields['assignee']} {code}"),
+            RowCell(organisation_name or "—"),
+            RowCell(
+                question.due_date.isoformat() if question.due_date else "—",
+                "due_date",
+                f"{fields['due_date']} {code}",
+                badge=due_badge,
+            ),
+        ],
+    )
 
 
 def _row_choices() -> dict:
@@ -219,8 +260,9 @@ def _question_list_context(request, params: QueryDict):
             questions = questions.none()
         page = Paginator(questions, PAGE_SIZE).get_page(params.get("page"))
         texts = _row_texts()
-        for question in page:
-            _annotate_row(question, standings=worst, people=people, today=today, texts=texts)
+        page.object_list = [
+            _question_row(question, standings=worst, people=people, today=today, texts=texts) for question in page
+        ]
         return page
 
     return {
@@ -259,55 +301,22 @@ def _safe_next(request, fallback: str) -> str:
     return fallback
 
 
-def _parse_person(value: str, errors: dict, field: str = "assignee"):
-    """A posted person id: the active user, or None (with an error) when there is no such person."""
-    person = vendor_selectors.active_users().filter(pk=value).first() if value.isdigit() else None
-    if person is None:
-        errors[field] = _("Choose a person from the list.")
-    return person
-
-
-def _parse_date(value: str, errors: dict, field: str = "due_date") -> datetime.date | None:
-    try:
-        return datetime.date.fromisoformat(value.strip()) if value.strip() else None
-    except ValueError:
-        errors[field] = _("Enter a date as YYYY-MM-DD.")
-        return None
-
-
-def _parse_row_changes(post, question) -> tuple[dict, dict]:
-    """The posted row turned into changes against the stored question, and the input errors found."""
-    errors: dict = {}
-    wanted = {}
-    if "assignee" in post:
-        wanted["assignee"] = _parse_person(post["assignee"], errors) if post["assignee"] else None
-    for field in ("priority", "state", "state_reason"):
-        if field in post:
-            wanted[field] = post[field]
-    if "due_date" in post:
-        wanted["due_date"] = _parse_date(post["due_date"], errors)
-    current = {
-        "assignee": question.assignee,
-        "priority": question.priority,
-        "state": question.state,
-        "state_reason": question.state_reason,
-        "due_date": question.due_date,
-    }
-    changes = {field: value for field, value in wanted.items() if field not in errors and value != current[field]}
-    return changes, errors
-
-
 def _row_context(question, **extra) -> dict:
-    """What a row of the list (or one of its cells' controls) needs beyond the question."""
+    """What a row of the list (or one of its cells' controls) needs: the row, and the choices of its controls."""
     people = vendor_selectors.assignees()
-    _annotate_row(
+    row = _question_row(
         question,
         standings=question_worst_standings(),
         people=people,
         today=timezone.localdate(),
         texts=_row_texts(),
     )
-    return {"question": question, "assignees": people.team, **_row_choices(), "can_edit": True, **extra}
+    return {"question": row, "assignees": people.team, **_row_choices(), "can_edit": True, **extra}
+
+
+def _refused_field(error: DomainError, fields: frozenset) -> str:
+    """Where a service's refusal is shown: beside the field it names when the form has it, else for the form."""
+    return error.field if error.field in fields else "form"
 
 
 @require_http_methods(["GET", "POST"])
@@ -322,47 +331,39 @@ def question_edit(request, code):
             raise Http404
         context = _row_context(question, field=field, errors={})
         return web.render_page(request, "acceptance/question-list.html", context, partial="question-control")
-    changes, errors = _parse_row_changes(request.POST, question)
-    if changes and not errors:
+    form = QuestionRowForm(request.POST, question=question)
+    changes = form.changes() if form.is_valid() else QuestionChanges()
+    errors = errors_by_field(form)
+    if changes.given() and not errors:
         try:
-            question_update(actor=request.user, question=question, changes=QuestionChanges(**changes))
+            question_update(actor=request.user, question=question, changes=changes)
         except DomainError as error:
             # The row has no reason box: a missing reason is shown under the state it is needed for.
-            field = "state" if error.field == "state_reason" else error.field
-            errors[field if field in ROW_FIELDS else "form"] = error.message
+            errors["state" if error.field == "state_reason" else _refused_field(error, ROW_FIELDS)] = error.message
+        else:
+            question = question_page(request, code)
     next_url = _safe_next(request, reverse("question-list"))
-    if not web.wants_partial(request):
-        if not errors:
-            return HttpResponseRedirect(next_url)
+
+    def row() -> dict:
+        return _row_context(question, errors=errors, saved=bool(changes.given()) and not errors, list_url=next_url)
+
+    def whole_list() -> dict:
         # Without htmx the whole list comes back, with the errors beside the row that caused them.
         context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
-        context.update(row_errors={question.code: errors}, list_url=next_url)
-        return web.render_page(request, "acceptance/question-list.html", context, nav="questions", status=400)
-    if not errors:
-        question = question_page(request, code)
-    context = _row_context(question, errors=errors, saved=bool(changes) and not errors, list_url=next_url)
-    return web.render_page(request, "acceptance/question-list.html", context, partial="question-row", nav="questions")
+        return {**context, "row_errors": {question.code: errors}, "list_url": next_url}
+
+    return web.answer_post(
+        request,
+        "acceptance/question-list.html",
+        row,
+        page_context=whole_list,
+        partial="question-row",
+        nav="questions",
+        status=400 if errors else 200,
+        redirect_to="" if errors else next_url,
+    )
 
 
-def _parse_bulk_changes(post) -> tuple[dict, dict]:
-    """The bulk form's choices as service changes; a field left blank is left as it is on every question."""
-    errors: dict = {}
-    changes: dict = {}
-    if post.get("assignee") == "none":
-        changes["assignee"] = None
-    elif post.get("assignee"):
-        changes["assignee"] = _parse_person(post["assignee"], errors)
-    for field in ("priority", "state", "state_reason"):
-        if post.get(field):
-            changes[field] = post[field]
-    if post.get("clear_due"):
-        changes["due_date"] = None
-    elif post.get("due_date", "").strip():
-        changes["due_date"] = _parse_date(post["due_date"], errors)
-    return changes, errors
-
-
-BULK_INPUTS = ("assignee", "priority", "state", "state_reason", "due_date", "clear_due")
 BULK_LABELS = {
     "assignee": _("Assignee"),
     "priority": _("Priority"),
@@ -372,16 +373,25 @@ BULK_LABELS = {
 }
 
 
-def _bulk_lines(row) -> list[tuple[str, str, str]]:
-    """A previewed question's changes as (field, before, after), in words."""
+@dataclass(frozen=True)
+class PreviewRow:
+    """A ticked question in the bulk edit's preview: why it refuses, or its changes as (field, before, after)
+    in words."""
 
+    code: str
+    error: DomainError | None
+    lines: list[tuple[str, str, str]]
+
+
+def _preview_row(row) -> PreviewRow:
     def shown(field, value) -> str:
         if value is None or value == "":
             return "—"
         return labels.label(field, value) if field in ("priority", "state") else value
 
     before, after = row.before, row.after
-    return [(BULK_LABELS[name], shown(name, before[name]), shown(name, after[name])) for name in row.changes]
+    lines = [(BULK_LABELS[name], shown(name, before[name]), shown(name, after[name])) for name in row.changes]
+    return PreviewRow(code=row.question.code, error=row.error, lines=lines)
 
 
 @require_POST
@@ -394,55 +404,68 @@ def question_bulk_edit(request):
     questions = list(vendor_selectors.question_list(user=request.user).filter(code__in=codes))
     if len(questions) != len(set(codes)):
         raise Http404
-    changes, errors = _parse_bulk_changes(request.POST)
-    bulk = {"codes": codes, "input": {name: request.POST.get(name, "") for name in BULK_INPUTS}, "errors": errors}
-    if not codes:
-        errors["form"] = _("Tick at least one question.")
-    elif not changes and not errors:
-        errors["form"] = _("Choose at least one thing to change.")
-    elif not errors and request.POST.get("confirm") != "yes":
+    form = QuestionBulkForm(request.POST)
+    valid = form.is_valid()
+    errors = errors_by_field(form)
+    bulk = {"codes": codes, "input": form.typed(), "errors": errors}
+    done = ""
+    if valid and request.POST.get("confirm") != "yes":
         try:
-            bulk["preview"] = question_bulk_preview(
-                actor=request.user, questions=questions, changes=QuestionChanges(**changes)
-            )
+            preview = question_bulk_preview(actor=request.user, questions=questions, changes=form.changes())
         except DomainError as error:
-            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
+            errors[_refused_field(error, ROW_FIELDS)] = error.message
         else:
-            for row in bulk["preview"]:
-                row.lines = _bulk_lines(row)
-            bulk["refused"] = any(row.error for row in bulk["preview"])
-    elif not errors:
+            bulk["preview"] = [_preview_row(row) for row in preview]
+            bulk["refused"] = any(row.error for row in preview)
+    elif valid:
         try:
-            changed = question_bulk_update(actor=request.user, questions=questions, changes=QuestionChanges(**changes))
+            changed = question_bulk_update(actor=request.user, questions=questions, changes=form.changes())
         except DomainError as error:
-            errors[error.field if error.field in ROW_FIELDS else "form"] = error.message
+            errors[_refused_field(error, ROW_FIELDS)] = error.message
         else:
             done = ngettext("Changed %(count)d question.", "Changed %(count)d questions.", changed) % {"count": changed}
-            if not web.wants_partial(request):
-                messages.success(request, done)
-                return HttpResponseRedirect(next_url)
             bulk = {"done": done}
-    context = _question_list_context(request, QueryDict(urlsplit(next_url).query))
-    context.update(bulk=bulk, list_url=next_url)
-    return web.render_page(
+    return web.answer_post(
         request,
         "acceptance/question-list.html",
-        context,
+        lambda: (
+            {**_question_list_context(request, QueryDict(urlsplit(next_url).query)), "bulk": bulk}
+            | {"list_url": next_url}
+        ),
         partial="question-table",
         nav="questions",
-        status=400 if errors and not web.wants_partial(request) else 200,
+        status=400 if errors else 200,
+        redirect_to=next_url if done else "",
+        message=done,
     )
+
+
+@dataclass(frozen=True)
+class AnswerPanel:
+    """An answer as the question page shows it: the row, section 13's elements as its reviews judged them, the
+    capability it claims (None: none named), and its golden tolerances as the runner applies them."""
+
+    answer: Answer
+    section13: AnswerElements
+    claimed_capability: Capability | None
+    tolerance_rules: list[str]
 
 
 def question_page_context(request, question):
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
     elements, claims = answers_elements(answers), answers_claims(answers)
+    panels = [
+        AnswerPanel(
+            answer=answer,
+            section13=elements[answer.pk],
+            claimed_capability=claims.get(answer.pk),
+            tolerance_rules=[tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()],
+        )
+        for answer in answers
+    ]
     artifacts = {}
     for answer in answers:
-        answer.section13 = elements[answer.pk]
-        answer.claimed_capability = claims.get(answer.pk)
-        answer.tolerance_rules = [tolerance_rule(name, value) for name, value in answer.golden_tolerances.items()]
         linked = [*answer.executable_assets.all(), *answer.golden_artifacts.all()]
         if answer.minimal_example_artifact:
             linked.append(answer.minimal_example_artifact)
@@ -454,7 +477,8 @@ def question_page_context(request, question):
         **_chain_context(question, request.user),
         **thread_context(request, question),
         "question": question,
-        "answers": answers,
+        "due_status": _due_status(question),
+        "answers": panels,
         "artifacts": sorted(artifacts.values(), key=lambda artifact: (artifact.kind, artifact.version, artifact.pk)),
         "capabilities": question_capabilities(question, user=request.user) if sees_all else [],
         "deliverables": deliverables,
@@ -462,8 +486,8 @@ def question_page_context(request, question):
         "owed_count": len({view.owed_as for view in deliverables if view.owed}),
         # Only a model package runs through the chain; the other kinds are checked statically or reviewed.
         "checked_without_chain": any(
-            answer.section13.closes and answer.deliverable and answer.deliverable.kind != Deliverable.CALBIN
-            for answer in answers
+            panel.section13.closes and panel.answer.deliverable and panel.answer.deliverable.kind != Deliverable.CALBIN
+            for panel in panels
         ),
         "sees_all": sees_all,
         "can_edit": may_act_as_pm(request.user),
@@ -503,11 +527,11 @@ def _ticket_context(question, errors=None, saved=False):
 
 
 def question_page(request, code) -> Question:
-    question = object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
-    question.due_status = due.due_status(
-        question.due_date, question.state, timezone.localdate(), vendor_selectors.due_soon_days()
-    )
-    return question
+    return object_for_user(request.user, vendor_selectors.question_list(user=request.user), code=str(code).upper())
+
+
+def _due_status(question) -> str:
+    return due.due_status(question.due_date, question.state, timezone.localdate(), vendor_selectors.due_soon_days())
 
 
 @web.page_for(may_open_pages)
@@ -521,14 +545,22 @@ def question_detail(request, code):
     return render_question_page(request, question)
 
 
-def render_question_page(request, question, *, status=200, thread: dict | None = None):
-    """The whole question page; `thread` replaces the discussion's context (a refused comment, an edit)."""
+def whole_question_page_context(request, question, *, thread: dict | None = None) -> dict:
+    """The whole question page's context; `thread` replaces the discussion's (a refused comment, an edit)."""
     context = question_page_context(request, question)
     if context["can_edit"]:
         context.update(_ticket_context(question))
-    context.update(thread or {})
-    nav = "questions" if context["sees_all"] else "vendor"
-    return web.render_page(request, "acceptance/question-detail.html", context, nav=nav, status=status)
+    return {**context, **(thread or {})}
+
+
+def question_nav(user) -> str:
+    """The menu entry the question page sits under: the team's question list, or a vendor's own page."""
+    return "questions" if may_see_all(user) else "vendor"
+
+
+def render_question_page(request, question, *, thread: dict | None = None):
+    context = whole_question_page_context(request, question, thread=thread)
+    return web.render_page(request, "acceptance/question-detail.html", context, nav=question_nav(request.user))
 
 
 @require_POST
@@ -536,32 +568,25 @@ def render_question_page(request, question, *, status=200, thread: dict | None =
 def question_ticket(request, code):
     """The question page's ticket form: organisation, assignee, priority, due date and state."""
     question = question_page(request, code)
-    changes, errors = _parse_row_changes(request.POST, question)
-    if "organisation" in request.POST:
-        slug = request.POST["organisation"]
-        organisation = vendor_selectors.vendor_organisations().filter(slug=slug).first() if slug else None
-        if slug and organisation is None:
-            errors["organisation"] = _("Choose an organisation from the list.")
-        elif organisation != question.organisation:
-            changes["organisation"] = organisation
-    if changes and not errors:
+    form = QuestionTicketForm(request.POST, question=question)
+    changes = form.changes() if form.is_valid() else QuestionChanges()
+    errors = errors_by_field(form)
+    if changes.given() and not errors:
         try:
-            question_update(actor=request.user, question=question, changes=QuestionChanges(**changes))
+            question_update(actor=request.user, question=question, changes=changes)
         except DomainError as error:
-            errors[error.field if error.field in TICKET_FIELDS else "form"] = error.message
-    if not errors and not web.wants_partial(request):
-        return HttpResponseRedirect(reverse("question-detail", args=[question.code]))
-    if not errors:
-        question = question_page(request, code)
-    context = question_page_context(request, question)
-    context.update(_ticket_context(question, errors, saved=bool(changes) and not errors))
-    return web.render_page(
+            errors[_refused_field(error, TICKET_FIELDS)] = error.message
+        else:
+            question = question_page(request, code)
+    saved = bool(changes.given()) and not errors
+    return web.answer_post(
         request,
         "acceptance/question-detail.html",
-        context,
+        lambda: {**question_page_context(request, question), **_ticket_context(question, errors, saved=saved)},
         partial="question-ticket",
         nav="questions",
-        status=200 if not errors or web.wants_partial(request) else 400,
+        status=400 if errors else 200,
+        redirect_to="" if errors else reverse("question-detail", args=[question.code]),
     )
 
 
@@ -584,18 +609,24 @@ def _chain_context(question, user, *, rerun_errors: dict | None = None) -> dict:
 @require_POST
 @web.page_for(may_act_as_pm)
 def run_rerun_view(request, run_id):
+    """Run a chain's stage again; what refused it is shown beside the stage (in place), or after the redirect
+    back to the question page."""
     run = object_for_user(request.user, Run.objects.select_related("chain__question", "target"), pk=run_id)
     if run.chain is None:
         raise Http404
     question = run.chain.question
-    errors = {}
+    refusal = ""
     try:
         run_rerun(actor=request.user, run=run)
     except DomainError as error:
-        errors[(run.chain_id, run.stage)] = error.message
-    if not web.wants_partial(request):
-        for message in errors.values():
-            messages.error(request, message)
-        return redirect("question-detail", question.code)
-    context = {"question": question, **_chain_context(question, request.user, rerun_errors=errors)}
-    return web.render_page(request, "acceptance/question-detail.html", context, partial="question-chain")
+        refusal = error.message
+    rerun_errors = {(run.chain_id, run.stage): refusal} if refusal else {}
+    return web.answer_post(
+        request,
+        "acceptance/question-detail.html",
+        lambda: {"question": question, **_chain_context(question, request.user, rerun_errors=rerun_errors)},
+        partial="question-chain",
+        redirect_to=reverse("question-detail", args=[question.code]),
+        message=refusal,
+        message_level=messages.ERROR,
+    )

@@ -9,6 +9,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from acceptance import stages
+from acceptance.inputs import promotion_request
 from acceptance.models import CapabilityApproval, Chain, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
 from acceptance.services.approvals import capability_approve
@@ -57,7 +58,8 @@ def status_of(capability) -> str:
 
 
 def promote(capability, to, actor, reason=""):
-    return capability_promote(actor=actor, capability=capability, to_status=to, reason=reason)
+    """Through the parse a page or a command makes, so a status or reason that cannot be one is refused."""
+    return capability_promote(actor=actor, capability=capability, request=promotion_request(to, reason))
 
 
 def test_device_reset_opens_only_with_two_members_approving_on_the_evidence(

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from acceptance.inputs import PromotionRequest
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
 from acceptance.selectors import question_deliverables
 from acceptance.services import answer_submit, capability_promote, deliverable_checks, dispatch
@@ -724,10 +725,10 @@ def test_a_passed_schema_check_is_what_moves_its_probeless_capability(engineer, 
     proves nothing."""
     answer, _deliverable, capability = schema_answer(engineer, acme, golden, tmp_path)
     pm = make_user("pam", "team", "pm")
-    blocked = capability_promote(actor=pm, capability=capability, to_status="C2", reason="")
+    blocked = capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C2"))
     assert [r["code"] for r in blocked.reasons] == ["no_answer"]
     assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
-    attempt = capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+    attempt = capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C0"))
     assert attempt.allowed, attempt.reasons
     assert attempt.answer_id == answer.pk
 

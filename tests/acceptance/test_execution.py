@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from acceptance import selectors, stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, Run
 from acceptance.recipes import recipe_for
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
@@ -43,14 +44,14 @@ def test_a_complete_answer_passes_all_seven_stages_and_reaches_c2_then_c1_with_t
     # The passing chain accepts V18's one deliverable, the package: the question closes on it.
     assert answer.question.deliverables.get().state == "accepted"
     assert answer.question.state == "closed"
-    blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="")
+    blocked = capability_promote(actor=pm_user, capability=chain.capability, request=PromotionRequest(to="C1"))
     assert [r["code"] for r in blocked.reasons] == ["no_sdk_evidence"]
-    attempt = capability_promote(actor=pm_user, capability=chain.capability, to_status="C2", reason="")
+    attempt = capability_promote(actor=pm_user, capability=chain.capability, request=PromotionRequest(to="C2"))
     assert attempt.allowed, attempt.reasons
     assert attempt.versions == {"calrt": "0.7.6", "driver": "2.3.0", "firmware": "1.8.0", "chip": "calculet-2c"}
     sdk_checked(chain.capability)
-    assert capability_promote(actor=pm_user, capability=chain.capability, to_status="C1", reason="").allowed
-    blocked = capability_promote(actor=pm_user, capability=chain.capability, to_status="C0", reason="")
+    assert capability_promote(actor=pm_user, capability=chain.capability, request=PromotionRequest(to="C1")).allowed
+    blocked = capability_promote(actor=pm_user, capability=chain.capability, request=PromotionRequest(to="C0"))
     assert not blocked.allowed
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
     # Every runner verdict on the simulator is evidence of grade E4.

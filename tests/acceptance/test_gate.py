@@ -11,6 +11,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from acceptance import stages
+from acceptance.inputs import promotion_request
 from acceptance.models import Chain, PromotionAttempt, Target
 from acceptance.selectors import capability_status_basis
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
@@ -63,7 +64,8 @@ def hardware_chain(answer, chain):
 
 
 def promote(capability, to, actor, reason=""):
-    return capability_promote(actor=actor, capability=capability, to_status=to, reason=reason)
+    """Through the parse a page or a command makes, so a status or reason that cannot be one is refused."""
+    return capability_promote(actor=actor, capability=capability, request=promotion_request(to, reason))
 
 
 def status_of(capability) -> str:

@@ -7,6 +7,7 @@ import pytest
 from django.utils import timezone, translation
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, Run, Target
 from acceptance.protocol import StageOutcome
 from acceptance.services import capability_promote, chain_start_for_answer, target_register
@@ -114,9 +115,14 @@ def test_a_passed_run_tells_nobody(chain, pm_user, question, told):
 
 def test_the_gates_decisions_are_told_to_the_team_and_never_to_a_vendor(capability, pm_user, vendor_user, told):
     other_pm = make_user("quinn", "team", "pm")
-    told(capability_promote, actor=pm_user, capability=capability, to_status="C0", reason="")
+    told(capability_promote, actor=pm_user, capability=capability, request=PromotionRequest(to="C0"))
     assert recipients("promotion_blocked") == ["quinn"]
-    told(capability_promote, actor=pm_user, capability=capability, to_status="C4", reason="not supported after all")
+    told(
+        capability_promote,
+        actor=pm_user,
+        capability=capability,
+        request=PromotionRequest(to="C4", reason="not supported after all"),
+    )
     assert recipients("promotion_granted") == ["quinn"]
     event = NotificationEvent.objects.get(kind="promotion_granted")
     assert (event.organisation, event.data["from_status"], event.data["to_status"]) == (None, "C3", "C4")

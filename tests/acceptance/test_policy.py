@@ -9,6 +9,7 @@ from acceptance.policy import (
     AnswerFacts,
     ApprovalFacts,
     ChainFacts,
+    GateSubject,
     approval_required,
     evaluate,
     policy_check,
@@ -52,15 +53,8 @@ def answer(*chains, answer_id=1, version="0.7.6", sdk=False, complete=True, own=
 
 
 def gate(to, answers, *, current="C3", pinned="", probes=PROBES):
-    return evaluate(
-        DEFAULT_POLICY,
-        current=current,
-        to=to,
-        pinned_status=pinned,
-        answers=answers,
-        recipe_probes=list(probes),
-        capability="decode-batch-16",
-    )
+    subject = GateSubject(capability="decode-batch-16", pinned_status=pinned, recipe_probes=tuple(probes))
+    return evaluate(DEFAULT_POLICY, subject=subject, current=current, to=to, answers=answers)
 
 
 def passed_up_to(last: str) -> dict:
@@ -225,17 +219,13 @@ def test_supported_status_is_what_the_current_evidence_still_holds():
     sim = chain("simulator", ALL_PASSED, 1)
     stale_board = chain("hardware", {**passed_up_to(stages.ARTIFACT), stages.RUNNER: stages.FAILED}, 2)
     answers = [answer(sim, stale_board, sdk=True)]
-    assert supported_status(DEFAULT_POLICY, current="C0", pinned_status="", answers=answers, recipe_probes=PROBES) == (
-        "C1",
-        BOARD,
+    probed, pinned = (
+        GateSubject(recipe_probes=tuple(PROBES)),
+        GateSubject(pinned_status="C3", recipe_probes=tuple(PROBES)),
     )
-    assert supported_status(
-        DEFAULT_POLICY, current="C0", pinned_status="C3", answers=answers, recipe_probes=PROBES
-    ) == ("C3", {})
-    assert supported_status(DEFAULT_POLICY, current="C3", pinned_status="", answers=[], recipe_probes=PROBES) == (
-        "C3",
-        {},
-    )
+    assert supported_status(DEFAULT_POLICY, subject=probed, current="C0", answers=answers) == ("C1", BOARD)
+    assert supported_status(DEFAULT_POLICY, subject=pinned, current="C0", answers=answers) == ("C3", {})
+    assert supported_status(DEFAULT_POLICY, subject=probed, current="C3", answers=[]) == ("C3", {})
 
 
 def test_a_configured_policy_changes_what_c2_needs():
@@ -247,8 +237,8 @@ def test_a_configured_policy_changes_what_c2_needs():
     policy_check(lenient)
     answers = [answer(chain("simulator", passed_up_to(stages.ARTIFACT)))]
     assert not gate("C2", answers).allowed
-    kwargs = {"current": "C3", "to": "C2", "pinned_status": "", "answers": answers, "recipe_probes": PROBES}
-    assert evaluate(lenient, **kwargs).allowed
+    subject = GateSubject(recipe_probes=tuple(PROBES))
+    assert evaluate(lenient, subject=subject, current="C3", to="C2", answers=answers).allowed
 
 
 @pytest.mark.parametrize(
@@ -301,14 +291,13 @@ def approval(who, *, from_status="C4", to="C3", answer_id=1, runs=()):
 def test_a_c4_decision_moves_only_with_two_members_approving_that_move_on_that_evidence():
     proven = answer(chain("simulator", ALL_PASSED), sdk=True)
 
-    def reset_gate(to, approvals, current="C4"):
-        return evaluate(
-            DEFAULT_POLICY, current=current, to=to, pinned_status="", answers=[proven], recipe_probes=PROBES,
-            capability="device-reset", approvals=approvals,
-        )  # fmt: skip
+    reset = GateSubject(capability="device-reset", recipe_probes=tuple(PROBES))
 
-    assert approval_required(DEFAULT_POLICY, capability="device-reset", pinned_status="", current="C4", to="C3")
-    assert not approval_required(DEFAULT_POLICY, capability="device-reset", pinned_status="", current="C3", to="C4")
+    def reset_gate(to, approvals, current="C4"):
+        return evaluate(DEFAULT_POLICY, subject=reset, current=current, to=to, answers=[proven], approvals=approvals)
+
+    assert approval_required(DEFAULT_POLICY, subject=reset, current="C4", to="C3")
+    assert not approval_required(DEFAULT_POLICY, subject=reset, current="C3", to="C4")
     blocked = reset_gate("C3", [approval("ada")])
     assert [r["code"] for r in blocked.reasons] == ["approval_missing"]
     assert "from C4 to C3 needs the approval of 2 different members" in blocked.reasons[0]["message"]
@@ -327,21 +316,16 @@ def test_a_c4_decision_moves_only_with_two_members_approving_that_move_on_that_e
     # Without the evidence no approval moves it; the evidence alone (no approvals counted) is what they bind to.
     assert [r["code"] for r in reset_gate("C3", [approval("ada"), approval("bo")]).reasons] == []
     assert not evaluate(
-        DEFAULT_POLICY, current="C4", to="C3", pinned_status="", answers=[], capability="device-reset",
-        approvals=[approval("ada"), approval("bo")],
-    ).allowed  # fmt: skip
+        DEFAULT_POLICY, subject=reset, current="C4", to="C3", answers=[], approvals=[approval("ada"), approval("bo")]
+    ).allowed
     # Lapsed evidence takes it back to C4, not C3.
-    assert supported_status(
-        DEFAULT_POLICY, current="C2", pinned_status="", answers=[], recipe_probes=PROBES, capability="device-reset"
-    ) == ("C4", {})
+    assert supported_status(DEFAULT_POLICY, subject=reset, current="C2", answers=[]) == ("C4", {})
 
 
 def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals():
     def pinned_gate(current, to, approvals):
-        return evaluate(
-            DEFAULT_POLICY, current=current, to=to, pinned_status="C3", answers=[], capability="npu-sampling",
-            approvals=approvals,
-        )  # fmt: skip
+        subject = GateSubject(capability="npu-sampling", pinned_status="C3")
+        return evaluate(DEFAULT_POLICY, subject=subject, current=current, to=to, answers=[], approvals=approvals)
 
     two = [
         approval("ada", from_status="C3", to="C4", answer_id=None),
@@ -359,9 +343,13 @@ def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals():
     assert "pinned_needs_full_proof" in {r["code"] for r in pinned_gate("C4", "C2", back).reasons}
     # A capability pinned at C4 never moves, approvals or not.
     never = evaluate(
-        DEFAULT_POLICY, current="C4", to="C3", pinned_status="C4", answers=[], capability="multi-physical-device",
+        DEFAULT_POLICY,
+        subject=GateSubject(capability="multi-physical-device", pinned_status="C4"),
+        current="C4",
+        to="C3",
+        answers=[],
         approvals=back,
-    )  # fmt: skip
+    )
     assert [r["code"] for r in never.reasons] == ["pinned_never_promoted"]
 
 

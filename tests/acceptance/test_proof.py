@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, PromotionAttempt, Run, Target
 from acceptance.services import (
     answer_submit,
@@ -98,7 +99,7 @@ def test_a_package_that_does_not_exercise_the_capability_fails_and_proves_nothin
     assert not chain.runs.filter(stage=stages.GOLDEN).exists()  # the chain stops there
     assert list(runner.evidence.grades.values_list("grade", flat=True)) == ["E4"]
 
-    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    attempt = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C2"))
     assert not attempt.allowed
     messages = [r["message"] for r in attempt.reasons]
     if pinned:  # a pinned capability moves on a board's runs only: the simulator's are not asked for
@@ -126,7 +127,7 @@ def test_the_same_probe_passes_on_the_package_that_has_the_feature(
     soak = chain.runs.get(stage=stages.SOAK)
     assert soak.probes[0]["params"]["cosine_min_vs_float"] == 0.9991
     assert soak.result["probes"][0]["params"]["cosine_min_vs_float"] == 0.9991
-    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    attempt = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C2"))
     assert attempt.allowed, attempt.reasons
     assert attempt.versions == VERSIONS
 
@@ -304,7 +305,7 @@ def test_the_board_double_says_what_it_is_and_its_evidence_is_e4(
 def test_c4_to_c3_without_an_answer_is_blocked(pm_user, organisation):
     question = make_question("V50", organisation=organisation, state="asked")
     capability = make_capability("device-reset", status="C4", questions=[question])
-    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C3", reason="")
+    attempt = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C3"))
     assert not attempt.allowed
     assert [r["code"] for r in attempt.reasons] == ["no_answer"]
     assert Capability.objects.get(pk=capability.pk).status == "C4"
@@ -314,10 +315,10 @@ def _promoted_to_c1(vendor_user, question, capability, pm_user, tmp_path) -> Cha
     capability.deliverables.add(*question.deliverables.all())  # the package it proves, accepted on its proof
     calbin, golden = package(vendor_user, tmp_path)
     chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden))
-    promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    promoted = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C2"))
     assert promoted.allowed and promoted.versions["calrt"] == "0.7.6"
     sdk_checked(capability)
-    assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
+    assert capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C1")).allowed
     return chain
 
 

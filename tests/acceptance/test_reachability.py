@@ -17,7 +17,7 @@ The seed's rules, written out here as the specification the policy is held to (n
 import pytest
 
 from acceptance import stages
-from acceptance.policy import DEFAULT_POLICY, AnswerFacts, ChainFacts, evaluate
+from acceptance.policy import DEFAULT_POLICY, AnswerFacts, ChainFacts, GateSubject, evaluate
 from acceptance.recipes import PROVES_INTEGRATION, RECIPES, simulator_proves
 from evidence.seed.capabilities import CAPABILITIES
 from evidence.seed.deliverables import QUESTION_DELIVERABLES
@@ -98,16 +98,13 @@ def _chain(chain_id: int, kind: str, states: dict, probes: set[str]) -> ChainFac
 
 def decide(seed, status: str, answer: AnswerFacts):
     recipe = RECIPES[seed.slug]
-    return evaluate(
-        DEFAULT_POLICY,
-        current="C4",
-        to=status,
-        pinned_status=seed.status if seed.pinned else "",
-        answers=[answer],
-        recipe_probes=[probe.name for probe in recipe.probes],
+    subject = GateSubject(
         capability=seed.slug,
+        pinned_status=seed.status if seed.pinned else "",
+        recipe_probes=tuple(probe.name for probe in recipe.probes),
         sdk_calls=recipe.names_sdk_calls,
     )
+    return evaluate(DEFAULT_POLICY, subject=subject, current="C4", to=status, answers=[answer])
 
 
 CASES = [(seed, status) for seed in CAPABILITIES for status in allowed(seed.slug, seed.status if seed.pinned else "")]
@@ -182,12 +179,12 @@ def test_the_cancel_and_timeout_roles_are_the_sdk_requirement_of_v23():
     """V23's recipe names no call, only the roles cancel and timeout: the SDK must still have been checked to
     name a call for each before the capability moves to C1 (an SDK without a cancel call fails that check,
     `sdk_role_not_named`, and so leaves no E2 evidence)."""
-    from acceptance.selectors import capability_recipe_sdk_calls
+    from acceptance.selectors import capability_gate_subject
     from evidence.models import Capability
 
     [seed] = [seed for seed in CAPABILITIES if seed.slug == "job-cancel-timeout"]
     assert RECIPES[seed.slug].sdk_roles and not RECIPES[seed.slug].sdk_entry_points
-    assert capability_recipe_sdk_calls(Capability(slug=seed.slug))
+    assert capability_gate_subject(Capability(slug=seed.slug)).sdk_calls
     proof = ["answer", "artifacts", "probes_simulator"]
     without_sdk = decide(seed, "C1", facts(seed.slug, proof))
     assert not without_sdk.allowed

@@ -6,6 +6,7 @@ docs/vendor-guide.md's is)."""
 import pytest
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
@@ -69,7 +70,7 @@ def deliver_sdk(kv_manager, tmp_path):
 
 
 def c1_reasons(capability, pm_user) -> list[str]:
-    attempt = capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="")
+    attempt = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C1"))
     return [reason["code"] for reason in attempt.reasons]
 
 

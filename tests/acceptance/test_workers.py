@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from acceptance import selectors, stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, Run, RunResult, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
 from acceptance.services.dispatch import queue_length
@@ -57,12 +58,12 @@ def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_a_board_double_nev
         lambda: all_passed(chain_on(answer, "simulator")), timeout=180, what="the simulator chain", workers=[simulator]
     )
 
-    promoted = capability_promote(actor=pm_user, capability=capability, to_status="C2", reason="")
+    promoted = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C2"))
     assert promoted.allowed, promoted.reasons
     assert promoted.runs.count() == 7 and promoted.artifacts.filter(pk=calbin.pk).exists()
     sdk_checked(capability)
-    assert capability_promote(actor=pm_user, capability=capability, to_status="C1", reason="").allowed
-    blocked = capability_promote(actor=pm_user, capability=capability, to_status="C0", reason="")
+    assert capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C1")).allowed
+    blocked = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C0"))
     assert not blocked.allowed
     assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
     assert "No E0 runs" in blocked.reasons[0]["message"]
@@ -97,7 +98,7 @@ def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_a_board_double_nev
 
     # The double says what it is: every stage passed on it, and all of it is E4, so C0 stays blocked.
     assert all(run.result["device"]["double"] for run in hardware.runs.filter(stage__in=stages.RUNNER_STAGES))
-    c0 = capability_promote(actor=pm_user, capability=capability, to_status="C0", reason="")
+    c0 = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C0"))
     assert [r["code"] for r in c0.reasons] == ["no_hardware_runs"]
     capability.refresh_from_db()
     assert capability.status == "C1"

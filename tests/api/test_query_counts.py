@@ -4,6 +4,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from acceptance.inputs import PromotionRequest
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer
 from calculet.actors import SYSTEM
 from evidence.models import Capability, EvidenceItem, EvidenceTable, SourceReference
@@ -75,7 +76,7 @@ def add_runs(env, count):
 
 def add_attempts(env, count):
     for _ in range(count):
-        capability_promote(actor=env["pm"].user, capability=env["capability"], to_status="C2", reason="")
+        capability_promote(actor=env["pm"].user, capability=env["capability"], request=PromotionRequest(to="C2"))
 
 
 def count_queries(client, url) -> int:

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import expect
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit, capability_promote
 from evidence.models import Capability, EvidenceItem
@@ -105,7 +106,9 @@ def test_history_is_one_click_from_an_object_and_a_blocked_promotion_reads_asked
     page, pm, acme, acme_engineer, checklist, language
 ):
     chain = v18_with_proof(pm, acme, acme_engineer)
-    capability_promote(actor=pm, capability=Capability.objects.get(slug="multi-board"), to_status="C0", reason="")
+    capability_promote(
+        actor=pm, capability=Capability.objects.get(slug="multi-board"), request=PromotionRequest(to="C0")
+    )
     log_in(page, "ada")
     page.goto("/questions/V18/")
     in_language(page, language)

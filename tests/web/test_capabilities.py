@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.test import APIClient
 
+from acceptance.inputs import PromotionRequest
 from acceptance.models import PromotionAttempt
 from acceptance.services import capability_promote
 from evidence.models import Capability, EvidenceItem, EvidenceTable, PathAlias
@@ -172,7 +173,7 @@ def _one_of_each():
 @pytest.mark.django_db
 def test_evidence_and_capability_pages_query_counts_do_not_grow_with_rows(pm_client, pm, django_assert_num_queries):
     capability = _one_of_each()
-    capability_promote(actor=pm, capability=capability, to_status="C1", reason="")
+    capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C1"))
     urls = [reverse("evidence-register"), reverse("capability-matrix"), reverse("capability-detail", args=["few"])]
     counts = []
     for url in urls:
@@ -184,7 +185,7 @@ def test_evidence_and_capability_pages_query_counts_do_not_grow_with_rows(pm_cli
     capability.evidence.set(EvidenceItem.objects.all()[:40])
     capability.questions.set(Question.objects.all()[:20])
     for to_status in ["C0", "C1", "C0", "C1"]:
-        capability_promote(actor=pm, capability=capability, to_status=to_status, reason="")
+        capability_promote(actor=pm, capability=capability, request=PromotionRequest(to=to_status))
     for url, count in zip(urls, counts, strict=True):
         with django_assert_num_queries(count):
             pm_client.get(url)

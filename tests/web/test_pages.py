@@ -10,6 +10,7 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from acceptance import stages
+from acceptance.inputs import PromotionRequest
 from acceptance.models import PromotionAttempt, Run
 from acceptance.services import capability_promote, run_rerun
 from calculet.audit import audit_record
@@ -85,9 +86,9 @@ def test_dashboard_polls_runs_in_progress_and_stops_when_none_are(pm_client, pm,
 @pytest.mark.django_db
 def test_dashboard_lists_recent_blocked_promotions_with_reasons(pm_client, pm, checklist):
     capability = Capability.objects.get(slug="expert-parallel")
-    attempt = capability_promote(actor=pm, capability=capability, to_status="C1", reason="")
+    attempt = capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C1"))
     assert not attempt.allowed
-    old = capability_promote(actor=pm, capability=capability, to_status="C2", reason="")
+    old = capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C2"))
     PromotionAttempt.objects.filter(pk=old.pk).update(created_at=timezone.now() - timezone.timedelta(days=8))
     blocked = list(pm_client.get(reverse("dashboard")).context["blocked"])
     assert blocked == [attempt]
@@ -99,10 +100,10 @@ def test_dashboard_lists_recent_blocked_promotions_with_reasons(pm_client, pm, c
 def test_dashboard_shows_the_latest_blocked_attempt_per_capability_not_every_click(pm_client, pm, checklist):
     expert = Capability.objects.get(slug="expert-parallel")
     sampling = Capability.objects.get(slug="npu-sampling")
-    capability_promote(actor=pm, capability=expert, to_status="C1", reason="")
-    capability_promote(actor=pm, capability=expert, to_status="C2", reason="")
-    latest_expert = capability_promote(actor=pm, capability=expert, to_status="C0", reason="")
-    latest_sampling = capability_promote(actor=pm, capability=sampling, to_status="C0", reason="")
+    capability_promote(actor=pm, capability=expert, request=PromotionRequest(to="C1"))
+    capability_promote(actor=pm, capability=expert, request=PromotionRequest(to="C2"))
+    latest_expert = capability_promote(actor=pm, capability=expert, request=PromotionRequest(to="C0"))
+    latest_sampling = capability_promote(actor=pm, capability=sampling, request=PromotionRequest(to="C0"))
     assert list(pm_client.get(reverse("dashboard")).context["blocked"]) == [latest_sampling, latest_expert]
 
 
@@ -111,7 +112,9 @@ def test_dashboard_query_count_does_not_grow_with_rows(pm_client, pm, acme, acme
     put_to(pm, acme, "V18", "V19", "V20")
     chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
     make_run(chain, stages.CLAIM, stages.RUNNING)
-    capability_promote(actor=pm, capability=Capability.objects.get(slug="expert-parallel"), to_status="C1", reason="")
+    capability_promote(
+        actor=pm, capability=Capability.objects.get(slug="expert-parallel"), request=PromotionRequest(to="C1")
+    )
     few = count_queries(pm_client, reverse("dashboard"))
     for code in ("V19", "V20"):
         other = make_chain(Question.objects.get(code=code), acme_engineer)
@@ -119,7 +122,7 @@ def test_dashboard_query_count_does_not_grow_with_rows(pm_client, pm, acme, acme
             make_run(other, stage, stages.PASSED)
         make_run(other, stages.FAILURE, stages.QUEUED)
     for capability in Capability.objects.all()[:10]:
-        capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+        capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C0"))
     assert count_queries(pm_client, reverse("dashboard")) == few
 
 
@@ -232,7 +235,7 @@ def test_audit_log_refuses_an_unknown_question_capability_or_action(pm_client, p
 @pytest.mark.django_db
 def test_audit_log_lists_actions_by_name_and_shows_a_blocked_promotion_as_asked_and_stayed(pm_client, pm, checklist):
     capability = Capability.objects.order_by("slug").first()
-    capability_promote(actor=pm, capability=capability, to_status="C0", reason="")
+    capability_promote(actor=pm, capability=capability, request=PromotionRequest(to="C0"))
     response = pm_client.get(
         reverse("audit-log"), {"capability": capability.slug, "action": "capability.promotion_blocked"}
     )

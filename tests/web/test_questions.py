@@ -98,7 +98,7 @@ def test_htmx_asks_for_the_table_alone(pm_client, checklist):
 def test_edit_in_place_changes_the_row_and_records_it(pm_client, pm, checklist):
     response = pm_client.post(
         reverse("question-edit", args=["V10"]),
-        {"state": "new", "priority": "p0", "assignee": str(pm.pk), "due_date": days(30).isoformat()},
+        {"state": "new", "priority": "p0", "assignee": pm.username, "due_date": days(30).isoformat()},
         **HTMX,
     )
     assert response.status_code == 200
@@ -172,7 +172,7 @@ def test_bulk_edit_shows_the_change_then_makes_it_once_confirmed(pm_client, pm, 
     colleague = make_user("cleo", "team", "operator")
     back = reverse("question-list") + "?section=12.5"
     ticked = {"code": ["V37", "V38", "V41"], "next": back}
-    choices = {"assignee": str(colleague.pk), "priority": "p0", "due_date": days(14).isoformat()}
+    choices = {"assignee": colleague.username, "priority": "p0", "due_date": days(14).isoformat()}
     preview = pm_client.post(reverse("question-bulk-edit"), {**ticked, **choices}, **HTMX)
     body = preview.content.decode()
     assert preview.status_code == 200
@@ -215,7 +215,7 @@ def test_bulk_edit_with_nothing_ticked_or_chosen_says_so(pm_client, checklist):
 @pytest.mark.django_db
 def test_bulk_edit_preview_names_the_questions_that_refuse(pm_client, pm, acme, other_engineer, checklist):
     put_to(pm, acme, "V01", "V02")
-    form = {"code": ["V01", "V02"], "assignee": str(other_engineer.pk)}
+    form = {"code": ["V01", "V02"], "assignee": other_engineer.username}
     body = pm_client.post(reverse("question-bulk-edit"), form, **HTMX).content.decode()
     assert body.count("belongs to another organisation") == 2
     assert ">Confirm</button>" not in body
@@ -232,7 +232,7 @@ def test_bulk_edit_preview_names_the_questions_that_refuse(pm_client, pm, acme, 
         ({"due_date": "1900-01-01"}, "The due date 1900-01-01 is in the past"),
         ({"due_date": "01/02/2030"}, "Enter a date as YYYY-MM-DD."),
         ({"priority": "p9"}, "Priority is one of: P0 — blocking, P1 — high, P2 — normal, P3 — low."),
-        ({"assignee": "99999"}, "Choose a person from the list."),
+        ({"assignee": "nobody-of-that-name"}, "Choose a person from the list."),
     ],
 )
 def test_bulk_edit_refuses_bad_input_and_changes_nothing(pm_client, checklist, choice, message):
@@ -247,15 +247,15 @@ def test_a_vendor_contact_is_offered_only_on_the_questions_of_their_organisation
     pm_client, pm, acme, other_engineer, checklist
 ):
     put_to(pm, acme, "V01")
-    colleague = make_user("cleo", "team", "viewer")
+    make_user("cleo", "team", "viewer")
     edit = reverse("question-edit", args=["V01"])
     v01 = pm_client.get(edit, {"field": "assignee"}, **HTMX).content.decode()
     v02 = pm_client.get(reverse("question-edit", args=["V02"]), {"field": "assignee"}, **HTMX).content.decode()
     assert ">ann</option>" in v01 and ">bob</option>" not in v01
     assert ">ann</option>" not in v02
-    assert f'<option value="{colleague.pk}" >cleo</option>' in v02
+    assert '<option value="cleo" >cleo</option>' in v02
     ann = Question.objects.get(code="V01").organisation.memberships.get().user
-    response = pm_client.post(reverse("question-edit", args=["V01"]), {"assignee": str(ann.pk)}, **HTMX)
+    response = pm_client.post(reverse("question-edit", args=["V01"]), {"assignee": ann.username}, **HTMX)
     assert "Saved" in response.content.decode()
     assert Question.objects.get(code="V01").assignee == ann
 
@@ -307,6 +307,11 @@ def test_overdue_and_due_soon_are_highlighted_filtered_and_counted(
     counted = dict(dashboard.context["due_counts"])
     assert (counted["overdue"], counted["due_soon"]) == (1, 2)
     assert 'href="/questions/?due=overdue&amp;sort=due"' in dashboard.content.decode()
+    overdue = '<span class="badge due due-overdue">Overdue</span>'
+    ticket = pm_client.get(reverse("question-detail", args=["V01"])).content.decode().split('id="question-ticket"')[1]
+    assert overdue in ticket.split("</section>")[0]
+    control = pm_client.get(reverse("question-edit", args=["V01"]), {"field": "due_date"}, **HTMX).content.decode()
+    assert overdue in control
     pm_client.force_login(acme_engineer)  # the vendor sees its own overdue question marked
     vendor_home = pm_client.get(reverse("vendor-home")).content.decode()
     assert (
@@ -449,3 +454,18 @@ def test_a_state_reason_over_its_limit_is_refused_in_the_ticket_not_cut(pm_clien
     )
     assert response.status_code == 302
     assert len(Question.objects.get(code="V10").state_reason) == 2000
+
+
+@pytest.mark.django_db
+def test_the_edit_forms_name_the_assignee_by_username_as_the_api_does(pm_client, pm, checklist):
+    """The row's control and the ticket offer usernames; a person's id (what they sent before) names nobody."""
+    control = pm_client.get(reverse("question-edit", args=["V10"]), {"field": "assignee"}, **HTMX).content.decode()
+    assert '<option value="ada" >ada</option>' in control
+    ticket = pm_client.get(reverse("question-detail", args=["V10"])).content.decode()
+    assert '<option value="ada" >ada</option>' in ticket
+    response = pm_client.post(reverse("question-ticket", args=["V10"]), {"assignee": str(pm.pk)})
+    assert response.status_code == 400 and "Choose a person from the list." in response.content.decode()
+    assert Question.objects.get(code="V10").assignee is None
+    response = pm_client.post(reverse("question-ticket", args=["V10"]), {"assignee": "ada"})
+    assert response.status_code == 302
+    assert Question.objects.get(code="V10").assignee == pm

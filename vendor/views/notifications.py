@@ -177,9 +177,11 @@ def webhook_test_view(request, hook_id):
     """Send the hook a test event; its delivery appears in the log like any other."""
     hook = get_object_or_404(webhook_list(), pk=hook_id)
     webhook_test(actor=request.user, hook=hook)
-    if web.wants_partial(request):
-        return web.render_page(
-            request, "vendor/webhook-detail.html", _detail_context(request, hook), partial="deliveries"
-        )
-    messages.success(request, _("A test event is on its way; its delivery is logged below."))
-    return HttpResponseRedirect(reverse("webhook-detail", args=[hook.pk]))
+    return web.answer_post(
+        request,
+        "vendor/webhook-detail.html",
+        lambda: _detail_context(request, hook),
+        partial="deliveries",
+        redirect_to=reverse("webhook-detail", args=[hook.pk]),
+        message=_("A test event is on its way; its delivery is logged below."),
+    )

@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from acceptance.inputs import promotion_request
 from acceptance.services import capability_promote
 from calculet.actors import Actor, command
 from calculet.errors import DomainError
@@ -31,7 +32,7 @@ class Command(BaseCommand):
                 raise CommandError(f"No user {user!r}.")
             actor = person
         try:
-            attempt = capability_promote(actor=actor, capability=capability, to_status=status, reason=reason)
+            attempt = capability_promote(actor=actor, capability=capability, request=promotion_request(status, reason))
         except DomainError as error:
             raise CommandError(f"{error.field or 'error'}: {error.message}") from error
         if not attempt.allowed:

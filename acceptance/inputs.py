@@ -1,0 +1,42 @@
+"""Typed inputs of acceptance's writes, parsed once at the edge. No ORM here.
+
+The API's serializers, the pages' forms, the admin and the commands build these; the services take them as they
+are and check only what needs the database or a permission (where the capability is now, who asks).
+"""
+
+from dataclasses import dataclass
+
+from django.utils.translation import gettext_noop
+
+from calculet.errors import DomainError
+from evidence.grades import STATUSES
+
+REASON_MAX_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class PromotionRequest:
+    """A move of a capability's status asked of the promotion gate: `to` one of C0–C4, `reason` stripped and
+    at most REASON_MAX_CHARS (empty: none given; a demotion needs one, which the gate checks)."""
+
+    to: str
+    reason: str = ""
+
+
+def promotion_request(to: str, reason: str = "") -> PromotionRequest:
+    """The request from the words a page or a command was given; DomainError on field "to" or "reason" when
+    they cannot be one (the API's serializer and the admin's form make the same checks themselves)."""
+    if to not in STATUSES:
+        raise DomainError(
+            gettext_noop("Unknown status %(status)r; one of %(statuses)s."),
+            field="to",
+            params={"status": to, "statuses": ", ".join(STATUSES)},
+        )
+    reason = reason.strip()
+    if len(reason) > REASON_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("A reason holds at most %(limit)s characters."),
+            field="reason",
+            params={"limit": REASON_MAX_CHARS},
+        )
+    return PromotionRequest(to=to, reason=reason)

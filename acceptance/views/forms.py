@@ -1,0 +1,152 @@
+"""The forms of the pages' actions: each parses what a page posts into the typed input the service takes
+(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest`), once. The service then checks the
+business rules (which priorities and moves exist, who may be assigned, dates not in the past). People are
+named by username, as in the API."""
+
+from django import forms
+from django.utils.translation import gettext_lazy as _
+
+from acceptance.inputs import promotion_request
+from acceptance.selectors import NOBODY
+from calculet.errors import DomainError
+from vendor import selectors as vendor_selectors
+from vendor.inputs import KEEP, QuestionChanges
+
+DATE_ERROR = {"invalid": _("Enter a date as YYYY-MM-DD.")}
+
+
+def _person(username: str):
+    """The active user of that username; a form error naming the field when there is none."""
+    person = vendor_selectors.active_users().filter(username=username).first()
+    if person is None:
+        raise forms.ValidationError(_("Choose a person from the list."))
+    return person
+
+
+def errors_by_field(form: forms.Form) -> dict[str, str]:
+    """A refused form's first error for each field, as the pages show them; "form" for the whole form's."""
+    return {
+        ("form" if name == forms.forms.NON_FIELD_ERRORS else name): str(found[0]) for name, found in form.errors.items()
+    }
+
+
+class QuestionRowForm(forms.Form):
+    """A row of the list changed in place: only the fields posted change, and of those only the ones that
+    differ from the question as stored. An empty assignee or due date clears it."""
+
+    assignee = forms.CharField(required=False)
+    priority = forms.CharField(required=False, strip=False)
+    state = forms.CharField(required=False, strip=False)
+    state_reason = forms.CharField(required=False, strip=False)  # its limit is the service's rule
+    due_date = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages=DATE_ERROR)
+
+    def __init__(self, data, *, question):
+        super().__init__(data)
+        self.question = question
+
+    def clean_assignee(self):
+        username = self.cleaned_data["assignee"]
+        return _person(username) if username else None
+
+    def changes(self) -> QuestionChanges:
+        """Call only after `is_valid()` held."""
+        posted = {name: value for name, value in self.cleaned_data.items() if name in self.data}
+        return QuestionChanges(
+            **{name: value for name, value in posted.items() if value != getattr(self.question, name)}
+        )
+
+
+class QuestionTicketForm(QuestionRowForm):
+    """The question page's ticket: a row's fields and the organisation the question is put to (by slug; empty:
+    none yet)."""
+
+    organisation = forms.ModelChoiceField(
+        queryset=vendor_selectors.vendor_organisations(),
+        to_field_name="slug",
+        required=False,
+        error_messages={"invalid_choice": _("Choose an organisation from the list.")},
+    )
+
+
+class QuestionBulkForm(forms.Form):
+    """The bulk edit's choices for every ticked question (`code`, posted as a list): a field left blank is left as
+    it is; the assignee NOBODY unassigns, `clear_due` clears the due date."""
+
+    assignee = forms.CharField(required=False)
+    priority = forms.CharField(required=False, strip=False)
+    state = forms.CharField(required=False, strip=False)
+    state_reason = forms.CharField(required=False, strip=False)
+    due_date = forms.DateField(required=False, input_formats=["%Y-%m-%d"], error_messages=DATE_ERROR)
+    clear_due = forms.BooleanField(required=False)
+
+    INPUTS = ("assignee", "priority", "state", "state_reason", "due_date", "clear_due")
+
+    def clean_assignee(self):
+        username = self.cleaned_data["assignee"]
+        if not username:
+            return KEEP
+        return None if username == NOBODY else _person(username)
+
+    def clean(self):
+        data = super().clean()
+        if not self.data.getlist("code"):
+            self.add_error(None, _("Tick at least one question."))
+        elif not self.errors and not self.changes().given():
+            self.add_error(None, _("Choose at least one thing to change."))
+        return data
+
+    def changes(self) -> QuestionChanges:
+        """Call only after `is_valid()` held."""
+        data = self.cleaned_data
+        due_date = None if data["clear_due"] else data["due_date"] or KEEP
+        return QuestionChanges(
+            assignee=data["assignee"],
+            priority=data["priority"] or KEEP,
+            state=data["state"] or KEEP,
+            state_reason=data["state_reason"] or KEEP,
+            due_date=due_date,
+        )
+
+    def typed(self) -> dict[str, str]:
+        """What was posted, to show again and to carry into the confirming post."""
+        return {name: self.data.get(name, "") for name in self.INPUTS}
+
+
+class CapabilityPromoteForm(forms.Form):
+    """The capability page's request to the promotion gate: the status asked for and why."""
+
+    to = forms.CharField(required=False)
+    reason = forms.CharField(required=False, strip=False)  # stripped by the parse, which checks its length
+
+    def clean(self):
+        data = super().clean()
+        try:
+            self.request = promotion_request(data.get("to", ""), data.get("reason", ""))
+        except DomainError as error:
+            self.add_error(error.field, error.message)
+        return data
+
+
+class IdListField(forms.Field):
+    """A list of row ids, posted as one value each (ticked boxes, a multiple select)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value) -> list[int]:
+        values = list(value or [])
+        if not all(str(item).isdigit() for item in values):
+            raise forms.ValidationError(_("Choose artifacts from the list."))
+        return [int(item) for item in values]
+
+
+class CommentForm(forms.Form):
+    """A comment added to a question's thread or edited: its text (its limit and its rich-text rules are the
+    service's) and the ids of the artifacts it links (whose they are is the service's to check)."""
+
+    body = forms.CharField(required=False, strip=False)
+    artifacts = IdListField(required=False)
+
+    def typed(self) -> dict:
+        """What was posted, as the form shows it again."""
+        ids = self.data.getlist("artifacts")
+        return {"body": self.data.get("body", ""), "artifacts": [int(value) for value in ids if value.isdigit()]}
