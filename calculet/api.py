@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from calculet.errors import NO_SPACE, DomainError, FieldErrors, PayloadTooLargeError, StorageFullError
-from calculet.query import Pagination, check_query_parameter_names
+from calculet.query import Pagination, check_query_parameters
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
 ERROR_STATUSES_READ = ["400", "401", "403", "404", "429"]
@@ -72,7 +72,7 @@ class Api(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        check_query_parameter_names(self, request)
+        check_query_parameters(self, request)
         if self.max_body_bytes is None:
             return
         try:

@@ -113,25 +113,34 @@ class IdFilter(NumberFilter):
 
 class StrictFilterBackend(DjangoFilterBackend):
     """django-filter's backend, except that a boolean filter takes only `true` or `false` and a choice filter
-    no empty value (its own reads either as "no filter")."""
+    no empty value (its own reads either as "no filter"), and every filter's error is reported at once."""
 
-    def get_filterset(self, request, queryset, view):
-        filterset = super().get_filterset(request, queryset, view)
-        if filterset is not None:
-            wrong = {}
-            for name, item in filterset.filters.items():
-                value = request.query_params.get(name)
-                if value is None:
-                    continue
-                if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
-                    wrong[name] = ["Either true or false."]
-                # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
-                # a choice's enum, a number's or a date's format do not.
-                elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
-                    wrong[name] = ["Give a value, or leave the parameter out."]
-            if wrong:
-                raise serializers.ValidationError(wrong)
-        return filterset
+    def filter_queryset(self, request, queryset, view):
+        filterset = self.get_filterset(request, queryset, view)
+        if filterset is None:
+            return queryset
+        errors = filter_value_errors(filterset, request)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return filterset.qs
+
+
+def filter_value_errors(filterset, request) -> dict[str, list[str]]:
+    """What is wrong with the values given to the filterset's filters, by parameter."""
+    errors = {}
+    for name, item in filterset.filters.items():
+        value = request.query_params.get(name)
+        if value is None:
+            continue
+        if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
+            errors[name] = ["Either true or false."]
+        # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
+        # a choice's enum, a number's or a date's format do not.
+        elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
+            errors[name] = ["Give a value, or leave the parameter out."]
+    if not filterset.is_valid():
+        errors = {**{name: list(messages) for name, messages in filterset.errors.items()}, **errors}
+    return errors
 
 
 def _filter_names(view) -> set[str]:
@@ -157,9 +166,42 @@ def query_parameter_names(view, method: str) -> set[str]:
     return names
 
 
-def check_query_parameter_names(view, request) -> None:
-    """Refuses, all at once, every query parameter the operation does not read and every one given twice. A
-    method the view does not take is left to its 405."""
+def _value_errors(view, request) -> dict[str, list[str]]:
+    """What a list's pagination, filters and ordering find wrong in the values given, by parameter: the same
+    checks they make when they run, made first so that one response names every wrong parameter."""
+    if request.method not in ("GET", "HEAD") or not isinstance(view, ListModelMixin):
+        return {}
+    checks = []
+    if view.pagination_class is not None:
+        paginator = view.pagination_class()
+        checks.append(lambda: paginator.get_page_size(request))
+        checks.append(lambda: query_integer(request, paginator.page_query_param))
+    for backend in view.filter_backends:
+        if issubclass(backend, StrictFilterBackend):
+            filterset = backend().get_filterset(request, view.queryset, view)
+            if filterset is not None:
+                errors = filter_value_errors(filterset, request)
+                checks.append(lambda errors=errors: _refuse_all(errors))
+        elif issubclass(backend, StrictOrderingFilter):
+            checks.append(lambda backend=backend: backend().get_ordering(request, view.queryset, view))
+    found: dict[str, list[str]] = {}
+    for check in checks:
+        try:
+            check()
+        except serializers.ValidationError as error:
+            found.update({name: [str(message) for message in messages] for name, messages in error.detail.items()})
+    return found
+
+
+def _refuse_all(errors: dict[str, list[str]]) -> None:
+    if errors:
+        raise serializers.ValidationError(errors)
+
+
+def check_query_parameters(view, request) -> None:
+    """Refuses, all at once and in the order given, every query parameter the operation does not read, every
+    one given twice and every value its pagination, filters or ordering do not take. A method the view does
+    not take is left to its 405."""
     method = request.method.lower()
     if method not in view.http_method_names or not hasattr(view, method):
         return
@@ -170,5 +212,8 @@ def check_query_parameter_names(view, request) -> None:
             errors[name] = [UNKNOWN_PARAMETER]
         elif len(values) > 1:
             errors[name] = [REPEATED_PARAMETER]
+    errors |= {name: messages for name, messages in _value_errors(view, request).items() if name not in errors}
+    order = list(request.query_params)
+    errors = dict(sorted(errors.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
     if errors:
         raise serializers.ValidationError(errors)

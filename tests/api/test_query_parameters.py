@@ -66,6 +66,30 @@ def test_list_parameters_out_of_their_declaration_are_refused(vendor_a, question
     assert message in text
 
 
+def test_unknown_parameters_and_bad_values_are_refused_in_one_response_in_their_order(vendor_a, question_a):
+    """Each check alone used to stop the request: the unknown names first, then the first filter, the
+    ordering, the page size, one per response."""
+    response = vendor_a.client().get(
+        "/api/v1/questions/?state=maybe&bogus=1&page_size=0&ordering=nope&page=x&priority=&state_x=2"
+    )
+    assert [name for name, _ in _errors(response)] == [
+        "state",
+        "bogus",
+        "page_size",
+        "ordering",
+        "page",
+        "priority",
+        "state_x",
+    ]
+
+
+def test_the_organisation_filter_is_checked_with_the_others(pm):
+    assert [name for name, _ in _errors(pm.client().get("/api/v1/organisations/?kind=planet&bogus=1"))] == [
+        "kind",
+        "bogus",
+    ]
+
+
 def test_list_parameters_within_their_declaration_are_read(vendor_a, question_a):
     response = vendor_a.client().get("/api/v1/questions/?page_size=200&page=1&ordering=-priority,number")
     assert response.status_code == 200
