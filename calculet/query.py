@@ -5,6 +5,7 @@ default". Each consumer here declares in the schema exactly what it accepts.
 Its own module, not calculet.api: DRF imports the default filter backends while its generic views load."""
 
 import re
+from decimal import Decimal
 
 from django import forms
 from django_filters import BooleanFilter, CharFilter, ModelChoiceFilter, NumberFilter
@@ -19,10 +20,23 @@ BOOLEAN_VALUES = ("true", "false")
 ID_MAX = 2**63 - 1  # PostgreSQL's bigint
 UNKNOWN_PARAMETER = "Unknown query parameter."
 REPEATED_PARAMETER = "Given more than once."
+# Digits, or a decimal or exponent notation (exponents up to 99, past every bound here) whose value may be whole.
+_NUMBER = re.compile(r"^[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]{1,2})?$")
+# What a text filter's schema allows: Django's form fields refuse a NUL character, PostgreSQL could not store it.
+TEXT_PATTERN = "^[^\\x00]*$"
 
 
 def _refuse(name: str, message: str):
     raise serializers.ValidationError({name: [message]})
+
+
+def whole_number(raw: str) -> int | None:
+    """The text as a whole number, None when it is none. The schema's integer is a value, not a spelling: a
+    client may write a large one as `2.3e+16` (as JSON does) or `5.0`; `0.5`, `-1` and `1e999` are refused."""
+    if not _NUMBER.match(raw):
+        return None
+    value = Decimal(raw)
+    return int(value) if value == value.to_integral_value() else None
 
 
 def query_integer(request, name: str, maximum: int | None = None) -> int | None:
@@ -31,9 +45,10 @@ def query_integer(request, name: str, maximum: int | None = None) -> int | None:
     if raw is None:
         return None
     upper = f" to {maximum}" if maximum else ""
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or (maximum is not None and int(raw) > maximum):
+    value = whole_number(raw)
+    if value is None or value < 1 or (maximum is not None and value > maximum):
         _refuse(name, f"A whole number from 1{upper}.")
-    return int(raw)
+    return value
 
 
 class Pagination(PageNumberPagination):
@@ -47,9 +62,9 @@ class Pagination(PageNumberPagination):
         size = query_integer(request, self.page_size_query_param, maximum=self.max_page_size)
         return self.page_size if size is None else size
 
-    def paginate_queryset(self, queryset, request, view=None):
-        query_integer(request, self.page_query_param)
-        return super().paginate_queryset(queryset, request, view)
+    def get_page_number(self, request, paginator):
+        number = query_integer(request, self.page_query_param)
+        return 1 if number is None else number
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
@@ -100,12 +115,24 @@ class StrictOrderingFilter(OrderingFilter):
         ]
 
 
+class WholeNumberField(forms.IntegerField):
+    """Django's IntegerField, reading the number as `whole_number` does (its own refuses `2.3e+16`)."""
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        number = whole_number(str(value))
+        if number is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return number
+
+
 @extend_schema_field({"type": "integer", "minimum": 0, "maximum": ID_MAX})
 class IdFilter(NumberFilter):
     """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5), that a database id
     can be (a larger one would fail in the query)."""
 
-    field_class = forms.IntegerField
+    field_class = WholeNumberField
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, min_value=0, max_value=ID_MAX, **kwargs)
