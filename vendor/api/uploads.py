@@ -33,9 +33,10 @@ TUS_VERSION = "1.0.0"
 TUS_EXTENSIONS = "creation,checksum,termination,expiration"
 CHUNK_CONTENT_TYPE = "application/offset+octet-stream"
 METADATA_MAX_BYTES = 4096
-# A pair: a key of printable ASCII without space or comma, then optionally a space and its value in base64.
-_METADATA_PAIR = r" *[!-+\--~]+( (?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)? *"
-METADATA_PATTERN = f"^{_METADATA_PAIR}(,{_METADATA_PAIR})*$"
+# A pair: a key of printable ASCII without space or comma, then optionally a space and its value in base64;
+# pairs separated by commas (spaces around them allowed). No space leads or ends the value: HTTP drops them.
+_METADATA_PAIR = r"[!-+\--~]+( (?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)?"
+METADATA_PATTERN = f"^{_METADATA_PAIR}( *, *{_METADATA_PAIR})*$"
 # sha1 because the checksum extension requires every server to support it; sha256 because we want it.
 CHECKSUM_ALGORITHMS = {"sha1": 20, "sha256": 32}
 # The protocol's own requests carry Tus-Resumable; GET (progress as JSON) is plain REST.
