@@ -20,8 +20,8 @@ worker_connections = 1000
 timeout = 30
 graceful_timeout = 30
 keepalive = 5
-# gunicorn refuses a longer header line with an HTML 431; below it the API answers 431 in its own error format
-# for any header over calculet.api.HEADER_MAX_BYTES (a long Upload-Metadata among them).
+# gunicorn refuses a longer header line with an HTML 431; below it the tus endpoint answers 431 in the API's
+# error format for an Upload-Metadata over vendor.api.uploads.METADATA_MAX_BYTES.
 limit_request_field_size = 32768
 
 # One gunicorn per host in production, several at once on a test machine: none needs the control socket.

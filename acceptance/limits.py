@@ -7,8 +7,10 @@ simulator). Where each default comes from is in docs/acceptance.md ("Thresholds 
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from acceptance.recipes import OverrideError, Recipe, gettext_noop, refusal, tightened
+from acceptance.recipes import RECIPES, OverrideError, Recipe, gettext_noop, refusal, tightened
+from npu_sim.probes import PROBES
 
 # Used when the answer does not say (docs/acceptance.md). Golden tolerances are the simulator's defaults,
 # written out so a run's parameters show what it was held to; they apply to each compared tensor. The soak
@@ -79,6 +81,63 @@ GOLDEN_TOLERANCE_LIMITS = {
     "top1_min": (0, 1),
     "topk_min": (0, 1),
 }
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values an answer may give a limit: from `low` to `high` (None: unbounded), whole numbers only when
+    `whole`. The API's schema declares these (acceptance/api/answers.py)."""
+
+    low: float | None
+    high: float | None
+    whole: bool = False
+
+
+def _tightening(default: float | None, stricter: str, limits: tuple[float, float], whole: bool) -> Bounds:
+    low, high = limits
+    if default is not None:
+        low, high = (default, high) if stricter == "higher" else (low, default)
+    return Bounds(low, high, whole)
+
+
+def tolerance_bounds() -> dict[str, Bounds]:
+    """Every name `golden.tolerances` takes (bare, or for one tensor `<tensor>.<name>`) and its values: within
+    the tolerance's limits, on the strict side of its default."""
+    bounds = {}
+    for key, stricter in GOLDEN_TOLERANCE_STRICTER.items():
+        allowed = _tightening(
+            DEFAULT_GOLDEN_TOLERANCES.get(key), stricter, GOLDEN_TOLERANCE_LIMITS[key], key in INTEGER_PARAMS
+        )
+        for name in (key, *(f"{tensor}.{key}" for tensor in GOLDEN_TENSORS)):
+            bounds[name] = allowed
+    return bounds
+
+
+def threshold_bounds() -> dict[str, Bounds]:
+    """Every key `thresholds` takes and its values. The golden's decode steps and the soak's: within their
+    limits, no lower than their defaults. A probe's (`<probe>.<threshold>`, for each threshold a recipe's
+    probe runs with): within the catalogue's bounds and no looser than the loosest recipe's default; the
+    capability's own recipe may ask more, which only the check itself knows."""
+    bounds = {
+        GOLDEN_MIN_STEPS_KEY: _tightening(MIN_GOLDEN_DECODE_STEPS, "higher", GOLDEN_MIN_STEPS_LIMITS, True),
+        **{
+            key: _tightening(float(DEFAULT_SOAK[name]), "higher", SOAK_LIMITS[name], name in INTEGER_PARAMS)
+            for key, name in SOAK_THRESHOLD_KEYS.items()
+        },
+    }
+    defaults: dict[str, list[float]] = {}
+    for recipe in RECIPES.values():
+        for probe in recipe.probes:
+            for threshold, default in probe.thresholds.items():
+                defaults.setdefault(f"{probe.name}.{threshold}", []).append(default)
+    for key, values in sorted(defaults.items()):
+        probe, _, threshold = key.partition(".")
+        spec = {spec.name: spec for spec in PROBES[probe].thresholds}[threshold]
+        if spec.stricter == "higher":
+            bounds[key] = Bounds(min(values), spec.maximum, spec.type == "integer")
+        else:
+            bounds[key] = Bounds(spec.minimum, max(values), spec.type == "integer")
+    return bounds
 
 
 def answer_limit_errors(

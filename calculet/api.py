@@ -4,6 +4,7 @@ error format in the schema, a body size limit, strict input."""
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.utils.translation import gettext_noop
+from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 from rest_framework import exceptions, serializers
@@ -14,7 +15,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from calculet import sentences
 from calculet.errors import NO_SPACE, DomainError, FieldErrors, PayloadTooLargeError, StorageFullError
-from calculet.query import Pagination, check_query_parameter_names
+from calculet.query import TEXT_PATTERN, Pagination, StrictFilterBackend, check_query_parameters
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
 ERROR_STATUSES_READ = ["400", "401", "403", "404", "429"]
@@ -74,7 +75,7 @@ class Api(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        check_query_parameter_names(self, request)
+        check_query_parameters(self, request)
         if self.max_body_bytes is None:
             return
         try:
@@ -177,6 +178,23 @@ class StrictSerializerSchema(OpenApiSerializerExtension):
     def map_serializer(self, auto_schema, direction):
         schema = auto_schema._map_basic_serializer(self.target, direction)
         return {**schema, "additionalProperties": False}
+
+
+class StrictFilterSchema(DjangoFilterExtension):
+    """In the schema, a text filter takes no NUL character, as its form field does (a 400 naming it), so a
+    client or a fuzzer does not count one as valid."""
+
+    target_class = StrictFilterBackend
+    match_subclasses = True
+    priority = 1
+
+    def resolve_filter_field(self, auto_schema, model, filterset_class, field_name, filter_field):
+        parameters = super().resolve_filter_field(auto_schema, model, filterset_class, field_name, filter_field)
+        for parameter in parameters:
+            schema = parameter["schema"]
+            if schema.get("type") == "string" and not {"enum", "pattern", "format"} & set(schema):
+                schema["pattern"] = TEXT_PATTERN
+        return parameters
 
 
 class BinaryRenderer(JSONRenderer):

@@ -5,6 +5,7 @@ default". Each consumer here declares in the schema exactly what it accepts.
 Its own module, not calculet.api: DRF imports the default filter backends while its generic views load."""
 
 import re
+from decimal import Decimal
 
 from django import forms
 from django_filters import BooleanFilter, CharFilter, ModelChoiceFilter, NumberFilter
@@ -19,10 +20,23 @@ BOOLEAN_VALUES = ("true", "false")
 ID_MAX = 2**63 - 1  # PostgreSQL's bigint
 UNKNOWN_PARAMETER = "Unknown query parameter."
 REPEATED_PARAMETER = "Given more than once."
+# Digits, or a decimal or exponent notation (exponents up to 99, past every bound here) whose value may be whole.
+_NUMBER = re.compile(r"^[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]{1,2})?$")
+# What a text filter's schema allows: Django's form fields refuse a NUL character, PostgreSQL could not store it.
+TEXT_PATTERN = "^[^\\x00]*$"
 
 
 def _refuse(name: str, message: str):
     raise serializers.ValidationError({name: [message]})
+
+
+def whole_number(raw: str) -> int | None:
+    """The text as a whole number, None when it is none. The schema's integer is a value, not a spelling: a
+    client may write a large one as `2.3e+16` (as JSON does) or `5.0`; `0.5`, `-1` and `1e999` are refused."""
+    if not _NUMBER.match(raw):
+        return None
+    value = Decimal(raw)
+    return int(value) if value == value.to_integral_value() else None
 
 
 def query_integer(request, name: str, maximum: int | None = None) -> int | None:
@@ -31,9 +45,10 @@ def query_integer(request, name: str, maximum: int | None = None) -> int | None:
     if raw is None:
         return None
     upper = f" to {maximum}" if maximum else ""
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1 or (maximum is not None and int(raw) > maximum):
+    value = whole_number(raw)
+    if value is None or value < 1 or (maximum is not None and value > maximum):
         _refuse(name, f"A whole number from 1{upper}.")
-    return int(raw)
+    return value
 
 
 class Pagination(PageNumberPagination):
@@ -47,9 +62,9 @@ class Pagination(PageNumberPagination):
         size = query_integer(request, self.page_size_query_param, maximum=self.max_page_size)
         return self.page_size if size is None else size
 
-    def paginate_queryset(self, queryset, request, view=None):
-        query_integer(request, self.page_query_param)
-        return super().paginate_queryset(queryset, request, view)
+    def get_page_number(self, request, paginator):
+        number = query_integer(request, self.page_query_param)
+        return 1 if number is None else number
 
     def get_schema_operation_parameters(self, view):
         parameters = super().get_schema_operation_parameters(view)
@@ -100,12 +115,24 @@ class StrictOrderingFilter(OrderingFilter):
         ]
 
 
+class WholeNumberField(forms.IntegerField):
+    """Django's IntegerField, reading the number as `whole_number` does (its own refuses `2.3e+16`)."""
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        number = whole_number(str(value))
+        if number is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return number
+
+
 @extend_schema_field({"type": "integer", "minimum": 0, "maximum": ID_MAX})
 class IdFilter(NumberFilter):
     """An object's id: a whole number, as the schema says (NumberFilter's own takes 0.5), that a database id
     can be (a larger one would fail in the query)."""
 
-    field_class = forms.IntegerField
+    field_class = WholeNumberField
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, min_value=0, max_value=ID_MAX, **kwargs)
@@ -113,25 +140,34 @@ class IdFilter(NumberFilter):
 
 class StrictFilterBackend(DjangoFilterBackend):
     """django-filter's backend, except that a boolean filter takes only `true` or `false` and a choice filter
-    no empty value (its own reads either as "no filter")."""
+    no empty value (its own reads either as "no filter"), and every filter's error is reported at once."""
 
-    def get_filterset(self, request, queryset, view):
-        filterset = super().get_filterset(request, queryset, view)
-        if filterset is not None:
-            wrong = {}
-            for name, item in filterset.filters.items():
-                value = request.query_params.get(name)
-                if value is None:
-                    continue
-                if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
-                    wrong[name] = ["Either true or false."]
-                # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
-                # a choice's enum, a number's or a date's format do not.
-                elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
-                    wrong[name] = ["Give a value, or leave the parameter out."]
-            if wrong:
-                raise serializers.ValidationError(wrong)
-        return filterset
+    def filter_queryset(self, request, queryset, view):
+        filterset = self.get_filterset(request, queryset, view)
+        if filterset is None:
+            return queryset
+        errors = filter_value_errors(filterset, request)
+        if errors:
+            raise serializers.ValidationError(errors)
+        return filterset.qs
+
+
+def filter_value_errors(filterset, request) -> dict[str, list[str]]:
+    """What is wrong with the values given to the filterset's filters, by parameter."""
+    errors = {}
+    for name, item in filterset.filters.items():
+        value = request.query_params.get(name)
+        if value is None:
+            continue
+        if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
+            errors[name] = ["Either true or false."]
+        # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
+        # a choice's enum, a number's or a date's format do not.
+        elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
+            errors[name] = ["Give a value, or leave the parameter out."]
+    if not filterset.is_valid():
+        errors = {**{name: list(messages) for name, messages in filterset.errors.items()}, **errors}
+    return errors
 
 
 def _filter_names(view) -> set[str]:
@@ -157,9 +193,42 @@ def query_parameter_names(view, method: str) -> set[str]:
     return names
 
 
-def check_query_parameter_names(view, request) -> None:
-    """Refuses, all at once, every query parameter the operation does not read and every one given twice. A
-    method the view does not take is left to its 405."""
+def _value_errors(view, request) -> dict[str, list[str]]:
+    """What a list's pagination, filters and ordering find wrong in the values given, by parameter: the same
+    checks they make when they run, made first so that one response names every wrong parameter."""
+    if request.method not in ("GET", "HEAD") or not isinstance(view, ListModelMixin):
+        return {}
+    checks = []
+    if view.pagination_class is not None:
+        paginator = view.pagination_class()
+        checks.append(lambda: paginator.get_page_size(request))
+        checks.append(lambda: query_integer(request, paginator.page_query_param))
+    for backend in view.filter_backends:
+        if issubclass(backend, StrictFilterBackend):
+            filterset = backend().get_filterset(request, view.queryset, view)
+            if filterset is not None:
+                errors = filter_value_errors(filterset, request)
+                checks.append(lambda errors=errors: _refuse_all(errors))
+        elif issubclass(backend, StrictOrderingFilter):
+            checks.append(lambda backend=backend: backend().get_ordering(request, view.queryset, view))
+    found: dict[str, list[str]] = {}
+    for check in checks:
+        try:
+            check()
+        except serializers.ValidationError as error:
+            found.update({name: [str(message) for message in messages] for name, messages in error.detail.items()})
+    return found
+
+
+def _refuse_all(errors: dict[str, list[str]]) -> None:
+    if errors:
+        raise serializers.ValidationError(errors)
+
+
+def check_query_parameters(view, request) -> None:
+    """Refuses, all at once and in the order given, every query parameter the operation does not read, every
+    one given twice and every value its pagination, filters or ordering do not take. A method the view does
+    not take is left to its 405."""
     method = request.method.lower()
     if method not in view.http_method_names or not hasattr(view, method):
         return
@@ -170,5 +239,8 @@ def check_query_parameter_names(view, request) -> None:
             errors[name] = [UNKNOWN_PARAMETER]
         elif len(values) > 1:
             errors[name] = [REPEATED_PARAMETER]
+    errors |= {name: messages for name, messages in _value_errors(view, request).items() if name not in errors}
+    order = list(request.query_params)
+    errors = dict(sorted(errors.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
     if errors:
         raise serializers.ValidationError(errors)

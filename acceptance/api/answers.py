@@ -5,6 +5,7 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
+from acceptance.limits import Bounds, threshold_bounds, tolerance_bounds
 from acceptance.services import answer_submit
 from calculet.api import Api, StrictSerializer
 from vendor.access import object_for_user
@@ -45,9 +46,45 @@ def _named_numbers(numbers: dict) -> dict:
     return numbers
 
 
+def _limits_schema(bounds: dict[str, Bounds], description: str) -> dict:
+    """The schema of a map of limits: the names acceptance.limits knows, each with its bounds, nothing else."""
+    properties = {}
+    for name, allowed in bounds.items():
+        number = int if allowed.whole else float
+        declared: dict[str, object] = {"type": "integer" if allowed.whole else "number"}
+        if allowed.low is not None:
+            declared["minimum"] = number(allowed.low)
+        if allowed.high is not None:
+            declared["maximum"] = number(allowed.high)
+        properties[name] = declared
+    return {"type": "object", "properties": properties, "additionalProperties": False, "description": description}
+
+
+@extend_schema_field(
+    _limits_schema(
+        tolerance_bounds(),
+        "Golden tolerances, for every compared tensor or for one (`<tensor>.<name>`); each may only tighten its "
+        "default (docs/acceptance.md).",
+    )
+)
+class TolerancesField(serializers.DictField):
+    child = serializers.FloatField(min_value=0)
+
+
+@extend_schema_field(
+    _limits_schema(
+        threshold_bounds(),
+        "The soak's limits, and probe thresholds as `<probe>.<threshold>` for a probe of the capability's recipe; "
+        "each may only tighten its default (the recipe's for a probe).",
+    )
+)
+class ThresholdsField(serializers.DictField):
+    child = serializers.FloatField()
+
+
 class GoldenSerializer(StrictSerializer):
     artifacts = serializers.ListField(child=serializers.IntegerField(), required=False, max_length=MAX_LIST)
-    tolerances = serializers.DictField(child=serializers.FloatField(min_value=0), required=False)
+    tolerances = TolerancesField(required=False)
 
     def validate_tolerances(self, tolerances: dict) -> dict:
         return _named_numbers(tolerances)
@@ -85,7 +122,7 @@ class AnswerInputSerializer(StrictSerializer):
     error_paths = ErrorPathSerializer(many=True, required=False, max_length=MAX_LIST)
     golden = GoldenSerializer(required=False)
     compatibility = CompatibilitySerializer(required=False)
-    thresholds = serializers.DictField(child=serializers.FloatField(), required=False)
+    thresholds = ThresholdsField(required=False)
 
     def validate_version(self, version: str) -> str:
         if version and not VERSION_PATTERN.match(version):

@@ -1,10 +1,12 @@
 """Query parameters are as strict as bodies (calculet.query): one the operation does not read, one given twice,
 or a value outside its declaration is a 400 naming it, and the schema declares exactly what each reads."""
 
+import re
+
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
-from calculet.query import query_parameter_names
+from calculet.query import TEXT_PATTERN, query_parameter_names, whole_number
 from tests.factories import make_capability
 
 
@@ -64,6 +66,30 @@ def test_list_parameters_out_of_their_declaration_are_refused(vendor_a, question
     [(name, text)] = _errors(vendor_a.client().get(f"/api/v1/questions/?{query}"))
     assert name == field
     assert message in text
+
+
+def test_unknown_parameters_and_bad_values_are_refused_in_one_response_in_their_order(vendor_a, question_a):
+    """Each check alone used to stop the request: the unknown names first, then the first filter, the
+    ordering, the page size, one per response."""
+    response = vendor_a.client().get(
+        "/api/v1/questions/?state=maybe&bogus=1&page_size=0&ordering=nope&page=x&priority=&state_x=2"
+    )
+    assert [name for name, _ in _errors(response)] == [
+        "state",
+        "bogus",
+        "page_size",
+        "ordering",
+        "page",
+        "priority",
+        "state_x",
+    ]
+
+
+def test_the_organisation_filter_is_checked_with_the_others(pm):
+    assert [name for name, _ in _errors(pm.client().get("/api/v1/organisations/?kind=planet&bogus=1"))] == [
+        "kind",
+        "bogus",
+    ]
 
 
 def test_list_parameters_within_their_declaration_are_read(vendor_a, question_a):
@@ -150,3 +176,48 @@ def test_the_schema_bounds_pages_and_patterns_orderings(db):
     assert "question.update" in audit["action"]["enum"]
     runs = {item["name"]: item["schema"] for item in schema["paths"]["/api/v1/runs/"]["get"]["parameters"]}
     assert runs["artifact"] == {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+
+
+def test_a_nul_in_any_text_filter_is_a_400_naming_it_as_the_schema_says(pm, question_a):
+    """Schemathesis counted `?version=a%00b` as valid (the schema said only "string") and got a 400; every text
+    filter now declares TEXT_PATTERN, and each refuses a NUL naming itself, never a 500 or an unfiltered list."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    assert not re.match(TEXT_PATTERN, "a\x00b") and re.match(TEXT_PATTERN, "any text")
+    checked = []
+    for path, operations in schema["paths"].items():
+        for item in operations.get("get", {}).get("parameters", []):
+            if item["in"] == "query" and item["schema"].get("pattern") == TEXT_PATTERN:
+                url = path.replace("{code}", question_a.code) + f"?{item['name']}=a%00b"
+                assert _errors(pm.client().get(url)) == [(item["name"], "Null characters are not allowed.")], url
+                checked.append(item["name"])
+    assert len(checked) >= 18  # every text filter of every list (q, version, actor, organisation, ...)
+    text_filters = [
+        (path, item["name"])
+        for path, operations in schema["paths"].items()
+        for item in operations.get("get", {}).get("parameters", [])
+        if item["in"] == "query" and item["schema"] == {"type": "string"}
+    ]
+    assert text_filters == []  # a text filter without the pattern
+
+
+@pytest.mark.parametrize(("raw", "number"), [("17", 17), ("2.3e+16", 23_000_000_000_000_000), ("5e1", 50), ("4.0", 4)])
+def test_a_whole_number_may_be_written_in_any_notation_a_json_number_has(raw, number):
+    assert whole_number(raw) == number
+
+
+@pytest.mark.parametrize("raw", ["0.5", "2.5e-1", "-1", "1e999", "0x10", " 5", "5 ", "", "e5", "1e", "٣"])
+def test_what_is_not_a_whole_number_is_refused(raw):
+    assert whole_number(raw) is None
+
+
+def test_an_integer_parameter_written_as_schemathesis_writes_a_large_one_is_read(pm, question_a):
+    """`2.315685896671196e+16` is an integer by the schema's rules (a JSON number with no fraction): it was a
+    400 "whole number" from the id filters and the pages."""
+    assert pm.client().get("/api/v1/runs/?artifact=2.315685896671196e%2B16").status_code == 200
+    response = pm.client().get("/api/v1/questions/?page_size=2e0&page=1.0")
+    assert response.status_code == 200
+    assert response.json()["count"] == 1
+    [(name, _)] = _errors(pm.client().get("/api/v1/runs/?artifact=2.5e-1"))
+    assert name == "artifact"
+    [(name, _)] = _errors(pm.client().get("/api/v1/questions/?page_size=2.01e2"))
+    assert name == "page_size"

@@ -5,6 +5,7 @@ import datetime
 import hashlib
 import hmac
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -376,3 +377,50 @@ def test_a_delivery_is_refused_when_the_name_has_come_to_point_inside(pm, questi
     assert posted == []
     assert delivery.state == "pending"
     assert "10.1.2.3, a loopback, link-local or private address" in delivery.log[0]["error"]
+
+
+def test_a_delivery_connects_to_the_address_it_checked_not_to_a_later_answer(pm, question_a, monkeypatch):
+    """DNS rebinding: the name answers a public address to the check and another one a moment later. The post
+    goes to the checked one (here the local receiver, counted as public for the test), with the name as Host."""
+    endpoint = Receiver()
+    port = endpoint.server.server_port
+    hook = webhook_create(
+        actor=pm.user, organisation=team(pm), name="rebinding", url=f"http://hooks.example.org:{port}/in", kinds=[]
+    )
+    real_getaddrinfo = socket.getaddrinfo
+    answers = iter(["127.0.0.1"])  # the first answer; every later one is 127.0.0.2, where nothing listens
+
+    def getaddrinfo(host, *args, **kwargs):
+        if host != "hooks.example.org":
+            return real_getaddrinfo(host, *args, **kwargs)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers, "127.0.0.2"), args[0] if args else 0))]
+
+    monkeypatch.setattr("vendor.services.webhooks.socket.getaddrinfo", getaddrinfo)
+    monkeypatch.setattr("vendor.services.webhooks._is_public", lambda address: address == "127.0.0.1")
+    try:
+        [delivery] = WebhookDelivery.objects.filter(event=tell("overdue", question_a), hook=hook)
+        assert webhook_deliver(delivery.pk) is None
+        delivery.refresh_from_db()
+        assert (delivery.state, delivery.log[0]["status"]) == ("delivered", 204)
+        [received] = endpoint.received
+        assert received["headers"]["Host"] == f"hooks.example.org:{port}"
+    finally:
+        endpoint.close()
+
+
+def test_a_name_that_does_not_resolve_at_delivery_is_no_post(pm, question_a, monkeypatch):
+    hook = webhook_create(
+        actor=pm.user, organisation=team(pm), name="gone", url="https://hooks.example.org/in", kinds=[]
+    )
+
+    def getaddrinfo(host, *args, **kwargs):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr("vendor.services.webhooks.socket.getaddrinfo", getaddrinfo)
+    posted = []
+    monkeypatch.setattr("vendor.services.webhooks._post", lambda *args: posted.append(args) or (204, ""))
+    [delivery] = WebhookDelivery.objects.filter(event=tell("overdue", question_a), hook=hook)
+    assert webhook_deliver(delivery.pk) is not None
+    delivery.refresh_from_db()
+    assert posted == [] and delivery.state == "pending"
+    assert delivery.log[0]["error"] == "hooks.example.org does not resolve (Name or service not known)."

@@ -42,6 +42,7 @@ class OrganisationOutputSerializer(serializers.Serializer):
 class OrganisationListApi(Api, ListAPIView):
     """Every organisation for the integration team; your own for a vendor."""
 
+    queryset = Organisation.objects.none()  # names the model for the filters; get_queryset scopes it
     serializer_class = OrganisationOutputSerializer
     filterset_fields = ["kind"]
     ordering_fields = ["slug", "name"]

@@ -34,6 +34,10 @@ TUS_VERSION = "1.0.0"
 TUS_EXTENSIONS = "creation,checksum,termination,expiration"
 CHUNK_CONTENT_TYPE = "application/offset+octet-stream"
 METADATA_MAX_BYTES = 4096
+# A pair: a key of printable ASCII without space or comma, then optionally a space and its value in base64;
+# pairs separated by commas (spaces around them allowed). No space leads or ends the value: HTTP drops them.
+_METADATA_PAIR = r"[!-+\--~]+( (?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?)?"
+METADATA_PATTERN = f"^{_METADATA_PAIR}( *, *{_METADATA_PAIR})*$"
 # sha1 because the checksum extension requires every server to support it; sha256 because we want it.
 CHECKSUM_ALGORITHMS = {"sha1": 20, "sha256": 32}
 # The protocol's own requests carry Tus-Resumable; GET (progress as JSON) is plain REST.
@@ -250,10 +254,11 @@ class UploadListApi(TusApi, ListAPIView):
             ),
             OpenApiParameter(
                 "Upload-Metadata",
-                OpenApiTypes.STR,
+                {"type": "string", "maxLength": METADATA_MAX_BYTES, "pattern": METADATA_PATTERN},
                 OpenApiParameter.HEADER,
                 required=True,
-                description="kind, version, filename and sha256 (hex), each value base64-encoded.",
+                description="Comma-separated `key base64(value)` pairs, each key once: kind, version, filename and "
+                f"sha256 (hex) are required. At most {METADATA_MAX_BYTES} bytes (431 beyond).",
             ),
         ],
         responses={201: OpenApiResponse(description="Created; the upload's URL is in the Location header.")},
@@ -268,7 +273,9 @@ class UploadListApi(TusApi, ListAPIView):
         length = _unsigned(request, "Upload-Length")
         if length == 0:
             raise DomainError(gettext_noop("An artifact has at least one byte."), field="Upload-Length")
-        metadata = metadata_parse(request.headers.get("Upload-Metadata", ""))
+        if "Upload-Metadata" not in request.headers:
+            raise DomainError(gettext_noop("The Upload-Metadata header is required."), field="Upload-Metadata")
+        metadata = metadata_parse(request.headers["Upload-Metadata"])
         upload = upload_create(actor=request.user, length=length, metadata=metadata)
         response = _upload_headers(Response(status=status.HTTP_201_CREATED), upload)
         response["Location"] = request.build_absolute_uri(reverse("api:upload-detail", kwargs={"upload_id": upload.pk}))

@@ -7,6 +7,7 @@ Deliveries are at least once: a receiver tells a repeat by its X-Calculet-Delive
 import datetime
 import hashlib
 import hmac
+import http.client
 import ipaddress
 import json
 import secrets
@@ -47,7 +48,32 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_opener = urllib.request.build_opener(_NoRedirects)
+def _pinned(connection_class, address: str | None, host: str, **kwargs):
+    """An HTTP(S) connection to `host` that connects to `address`, the one checked, when given: looking the
+    name up again to connect would let it point elsewhere by then (DNS rebinding). TLS still checks the
+    certificate against `host`, and Host names it."""
+    connection = connection_class(host, **kwargs)
+    if address is not None:
+        connection._create_connection = lambda where, *args: socket.create_connection((address, where[1]), *args)
+    return connection
+
+
+class _PinnedHTTPHandler(urllib.request.HTTPHandler):
+    def __init__(self, address: str | None):
+        super().__init__()
+        self.address = address
+
+    def http_open(self, req):
+        return self.do_open(partial(_pinned, http.client.HTTPConnection, self.address), req)
+
+
+class _PinnedHTTPSHandler(urllib.request.HTTPSHandler):
+    def __init__(self, address: str | None):
+        super().__init__()
+        self.address = address
+
+    def https_open(self, req):
+        return self.do_open(partial(_pinned, http.client.HTTPSConnection, self.address), req, context=self._context)
 
 
 def webhook_signature(secret: str, body: bytes) -> str:
@@ -83,28 +109,41 @@ def _is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
-def webhook_address_refusal(url: str, *, resolve: bool) -> dict | None:
-    """Why calculet may not post to `url`'s host, as a sentence (calculet.sentences; None when it may): a
+def webhook_address_check(url: str, *, resolve: bool) -> tuple[dict | None, str | None]:
+    """Why calculet may not post to `url`'s host, as a sentence (calculet.sentences; None when it may), and the
+    address it checked (None when none was: a name not looked up, or WEBHOOK_ALLOW_PRIVATE_ADDRESSES). A
     loopback, link-local, private or other non-public address would let a hook reach the server's own network.
-    With `resolve`, a host name is looked up and every address it has is checked, as at delivery;
-    WEBHOOK_ALLOW_PRIVATE_ADDRESSES lifts it."""
+    With `resolve`, a host name is looked up and every address it has is checked, as at delivery, which then
+    connects to the first of them."""
     if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
-        return None
+        return None, None
     host = (urllib.parse.urlsplit(url).hostname or "").lower()
     try:
-        addresses = {str(ipaddress.ip_address(host))}
+        addresses = [str(ipaddress.ip_address(host))]
     except ValueError:
         if host == "localhost" or host.endswith(".localhost"):
-            return sentence(gettext_noop("%(host)s is this machine; webhooks go to public addresses only."), host=host)
+            return (
+                sentence(gettext_noop("%(host)s is this machine; webhooks go to public addresses only."), host=host),
+                None,
+            )
         if not resolve:
-            return None
+            return None, None
         try:
-            addresses = {str(info[4][0]) for info in socket.getaddrinfo(host, None)}
-        except OSError:
-            return None  # the post itself reports that the name does not resolve
+            addresses = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, None)))
+        except OSError as error:
+            return (
+                sentence(
+                    gettext_noop("%(host)s does not resolve (%(error)s)."),
+                    host=host,
+                    error=str(error.strerror or error),
+                ),
+                None,
+            )
+        if not addresses:
+            return sentence(gettext_noop("%(host)s does not resolve."), host=host), None
     private = sorted(address for address in addresses if not _is_public(address))
     if private:
-        return sentence(
+        refusal = sentence(
             gettext_noop(
                 "%(host)s is %(address)s, a loopback, link-local or private address; webhooks go to public "
                 "addresses only."
@@ -112,7 +151,8 @@ def webhook_address_refusal(url: str, *, resolve: bool) -> dict | None:
             host=host,
             address=private[0],
         )
-    return None
+        return refusal, None
+    return None, addresses[0]
 
 
 def _clean_url(url) -> str:
@@ -125,7 +165,7 @@ def _clean_url(url) -> str:
         _url_validator(url)
     except ValidationError as error:
         raise DomainError(gettext_noop("Give an http:// or https:// address."), field="url") from error
-    refusal = webhook_address_refusal(url, resolve=False)
+    refusal, _ = webhook_address_check(url, resolve=False)
     if refusal:
         raise DomainError(refusal["template"], field="url", params=refusal["params"])
     return url
@@ -299,10 +339,12 @@ def webhook_deliveries_resend(*, now: datetime.datetime | None = None) -> int:
     return len(overdue)
 
 
-def _post(url: str, body: bytes, headers: dict) -> tuple[int | None, str]:
+def _post(url: str, address: str | None, body: bytes, headers: dict) -> tuple[int | None, str]:
+    """POST to `url`, connecting to `address` when given (see `_pinned`)."""
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    opener = urllib.request.build_opener(_NoRedirects, _PinnedHTTPHandler(address), _PinnedHTTPSHandler(address))
     try:
-        with _opener.open(request, timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as response:
+        with opener.open(request, timeout=settings.WEBHOOK_TIMEOUT_SECONDS) as response:
             return response.status, ""
     except urllib.error.HTTPError as error:
         return error.code, f"HTTP {error.code} {error.reason}"
@@ -320,13 +362,15 @@ def webhook_deliver(delivery_id: int) -> float | None:
     hook = delivery.hook
     started = time.monotonic()
     # Checked again after DNS: a public name may have come to point at a private address since it was given.
-    refusal = webhook_address_refusal(hook.url, resolve=True) if hook.active else None
+    # The post connects to the address checked, not to what the name points at a moment later.
+    refusal, address = webhook_address_check(hook.url, resolve=True) if hook.active else (None, None)
     if refusal:
         status, error, delivered = None, english(refusal), False
     elif hook.active:
         body = delivery.body.encode()
         status, error = _post(
             hook.url,
+            address,
             body,
             {
                 "Content-Type": "application/json",
