@@ -30,6 +30,14 @@ class Target(models.Model):
     # with one, and without it its runs end in error: it never falls back to the bundled simulator. Not a
     # database constraint, so targets registered before this rule can still be loaded and fixed.
     runner_command = models.CharField(max_length=1000, blank=True)
+    # The SHA-256 of the runner's executable as the agent on the board's host read it; "" until one said.
+    runner_digest = models.CharField(max_length=64, blank=True)
+    # What an agent registered that a PM or operator has not approved yet, or {} when nothing waits:
+    # {"agent", "host", "first", "changes": {field: [registered, sent]}, "reason"}. The target's fields keep
+    # the approved values meanwhile, and none of its runs is claimed (docs/deploy.md, "What the host says").
+    registration_pending = models.JSONField(default=dict, blank=True)
+    # When an agent's registration of the target was last approved; None: never (a board's first needs one).
+    registration_approved_at = models.DateTimeField(null=True, blank=True)
     health = models.CharField(max_length=20, choices=HEALTH_STATES, default=OFFLINE)
     health_reason = models.CharField(max_length=500, blank=True)
     maintenance = models.BooleanField(default=False)
