@@ -212,12 +212,11 @@ class Run(models.Model):
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
-    # Since when it has waited for its target (queued or pending, made so or sent back): what a re-send of its
-    # message does not reset, so a run waiting for a target that cannot take it times out.
+    # Since when it has waited to be claimed: set as it becomes queued or pending from anything else (sent back
+    # after a lost attempt: since that attempt's lease lapsed), never by a re-send of its message or a move
+    # between queued and pending. The time split's queue wait and the queue timeout both count from it.
     waiting_since = models.DateTimeField(null=True, blank=True)
     send_count = models.PositiveIntegerField(default=0)
-    # When it last became free to claim: queued, or (sent again) the moment its last attempt's lease lapsed.
-    queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # The last attempt's time split, in seconds: `queue_wait`, `fetch`, `runner`, `example`, `post`
     # (docs/performance.md, "A run's time split").

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -25,8 +26,10 @@ from acceptance.services import (
     targets_health_check,
 )
 from acceptance.services.agents import target_token_create
+from acceptance.services.locking import run_lock
 from acceptance.services.runs.claiming import CLAIMED, run_claim
 from acceptance.services.runs.finishing import run_finish
+from acceptance.services.runs.state import run_state_move
 from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
@@ -397,3 +400,24 @@ def test_the_health_schedule_command_sets_it_and_refuses_a_bad_value_naming_the_
     simulator.refresh_from_db()
     assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (None, None)
     assert AuditEntry.objects.filter(action="target.health_schedule", actor_label__contains="manage.py").count() == 2
+
+
+def test_the_queue_wait_counts_from_when_the_run_began_to_wait_as_the_queue_timeout_does(agent, simulator, chain):
+    """One moment for both: a run sent back to pending and queued again, or sent again after its attempt lost
+    its lease, has waited since it began to (or since the lease lapsed), not since its last return to the queue."""
+    began = timezone.now() - timedelta(minutes=10)
+    run = make_run(chain, stages.RUNNER, stages.QUEUED, sent_at=began, waiting_since=began)
+    for state in (stages.PENDING, stages.QUEUED):  # out of rotation for a while, then back in the queue
+        with transaction.atomic():
+            run_state_move(run_lock(run.pk), state)
+    status, claimed = run_claim(run.pk, "worker-1")
+    assert status == CLAIMED and claimed.waiting_since == began
+    assert claimed.timing["queue_wait"] >= 600, claimed.timing
+
+    lapsed = timezone.now() - timedelta(seconds=90)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=lapsed)
+    runs_sweep()  # the attempt's worker is gone: the run is sent again
+    run.refresh_from_db()
+    assert run.state == stages.QUEUED and run.waiting_since == lapsed
+    status, claimed = run_claim(run.pk, "worker-2")
+    assert status == CLAIMED and claimed.timing["queue_wait"] >= 90, claimed.timing
