@@ -8,6 +8,7 @@ from acceptance.services import (
     capability_promote,
     run_rerun,
     target_register,
+    target_registration_approve,
     target_set_health_schedule,
     target_set_maintenance,
 )
@@ -100,6 +101,9 @@ class TargetAdmin(ServiceAdmin):
         "firmware_version",
         "chip",
         "runner_command",
+        "runner_digest",
+        "registration_pending",
+        "registration_approved_at",
         "health_check_every_runs",
         "health_check_every_hours",
         "health",
@@ -112,6 +116,9 @@ class TargetAdmin(ServiceAdmin):
         "last_health_run",
     ]
     readonly_fields = [
+        "runner_digest",
+        "registration_pending",
+        "registration_approved_at",
         "health",
         "health_reason",
         "maintenance",
@@ -121,7 +128,7 @@ class TargetAdmin(ServiceAdmin):
         "last_health_check_passed",
         "last_health_run",
     ]
-    actions = ["enter_maintenance", "leave_maintenance", "make_agent_token"]
+    actions = ["enter_maintenance", "leave_maintenance", "make_agent_token", "approve_registration"]
 
     def get_readonly_fields(self, request, obj=None):
         return [*self.readonly_fields, "slug", "kind", "queue"] if obj else self.readonly_fields
@@ -156,6 +163,16 @@ class TargetAdmin(ServiceAdmin):
     def leave_maintenance(self, request, queryset):
         for target in queryset:
             target_set_maintenance(actor=request.user, target=target, maintenance=False, reason="admin")
+
+    @admin.action(description="Approve what the agent registered (back in rotation)")
+    def approve_registration(self, request, queryset):
+        for target in queryset:
+            try:
+                target_registration_approve(actor=request.user, target=target)
+            except DomainError as error:
+                self.message_user(request, f"{target.slug}: {error.message}", messages.ERROR)
+                continue
+            self.message_user(request, f"{target.slug}: registration approved.")
 
     @admin.action(description="Make a calculet-agent token (its key is shown once)")
     def make_agent_token(self, request, queryset):

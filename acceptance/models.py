@@ -30,6 +30,14 @@ class Target(models.Model):
     # with one, and without it its runs end in error: it never falls back to the bundled simulator. Not a
     # database constraint, so targets registered before this rule can still be loaded and fixed.
     runner_command = models.CharField(max_length=1000, blank=True)
+    # The SHA-256 of the runner's executable as the agent on the board's host read it; "" until one said.
+    runner_digest = models.CharField(max_length=64, blank=True)
+    # What an agent registered that a PM or operator has not approved yet, or {} when nothing waits:
+    # {"agent", "host", "first", "changes": {field: [registered, sent]}, "reason"}. The target's fields keep
+    # the approved values meanwhile, and none of its runs is claimed (docs/deploy.md, "What the host says").
+    registration_pending = models.JSONField(default=dict, blank=True)
+    # When an agent's registration of the target was last approved; None: never (a board's first needs one).
+    registration_approved_at = models.DateTimeField(null=True, blank=True)
     health = models.CharField(max_length=20, choices=HEALTH_STATES, default=OFFLINE)
     health_reason = models.CharField(max_length=500, blank=True)
     maintenance = models.BooleanField(default=False)
@@ -204,12 +212,11 @@ class Run(models.Model):
     rerun_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reruns")
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True)
-    # Since when it has waited for its target (queued or pending, made so or sent back): what a re-send of its
-    # message does not reset, so a run waiting for a target that cannot take it times out.
+    # Since when it has waited to be claimed: set as it becomes queued or pending from anything else (sent back
+    # after a lost attempt: since that attempt's lease lapsed), never by a re-send of its message or a move
+    # between queued and pending. The time split's queue wait and the queue timeout both count from it.
     waiting_since = models.DateTimeField(null=True, blank=True)
     send_count = models.PositiveIntegerField(default=0)
-    # When it last became free to claim: queued, or (sent again) the moment its last attempt's lease lapsed.
-    queued_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     # The last attempt's time split, in seconds: `queue_wait`, `fetch`, `runner`, `example`, `post`
     # (docs/performance.md, "A run's time split").

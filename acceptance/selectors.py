@@ -349,6 +349,8 @@ def target_health_state(target: Target, now: datetime) -> tuple[str, str]:
     silent = (now - target.last_heartbeat_at).total_seconds()
     if silent > settings.ACCEPTANCE_TARGET_OFFLINE_AFTER:
         return Target.OFFLINE, f"no worker heartbeat for {int(silent)} s"
+    if target.registration_pending:
+        return Target.DEGRADED, target.registration_pending["reason"]
     if target.last_health_check_passed is False:
         return (
             Target.DEGRADED,

@@ -169,7 +169,29 @@ HEALTH_REASONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
             % {"run": match["run"], "detail": run_summary(match["detail"])}
         ),
     ),
+    (
+        re.compile(
+            r"^out of rotation until a PM or operator approves the (?P<first>first )?registration agent (?P<host>.+?) "
+            r"sent(?:: (?P<changes>.*))?$",
+            re.S,
+        ),
+        lambda match: _registration_reason(match),
+    ),
 ]
+
+
+def _registration_reason(match: re.Match) -> str:
+    if not match["changes"]:
+        template = gettext("out of rotation until a PM or operator approves the first registration agent %(host)s sent")
+    elif match["first"]:
+        template = gettext(
+            "out of rotation until a PM or operator approves the first registration agent %(host)s sent: %(changes)s"
+        )
+    else:
+        template = gettext(
+            "out of rotation until a PM or operator approves the registration agent %(host)s sent: %(changes)s"
+        )
+    return template % {"host": match["host"], "changes": match["changes"]}
 
 
 def _stage_conclusion(match: re.Match) -> str:

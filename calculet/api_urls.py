@@ -85,6 +85,11 @@ urlpatterns = [
     path("agent/runs/<int:run_id>/heartbeat/", agent.AgentHeartbeatApi.as_view(), name="agent-run-heartbeat"),
     path("agent/runs/<int:run_id>/result/", agent.AgentResultApi.as_view(), name="agent-run-result"),
     path("targets/<slug:slug>/", runs.TargetDetailApi.as_view(), name="target-detail"),
+    path(
+        "targets/<slug:slug>/registration/approve/",
+        runs.TargetRegistrationApproveApi.as_view(),
+        name="target-registration-approve",
+    ),
     path("audit/", audit.AuditListApi.as_view(), name="audit-list"),
     path("webhooks/", notifications.WebhookListApi.as_view(), name="webhook-list"),
     path("webhooks/<int:hook_id>/", notifications.WebhookDetailApi.as_view(), name="webhook-detail"),

@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from acceptance.views import capabilities, comments, dashboard, deliverables, questions, reports
+from acceptance.views import capabilities, comments, dashboard, deliverables, questions, reports, targets
 from evidence import views as evidence_views
 from vendor.views import audit, notifications
 
@@ -35,6 +35,12 @@ urlpatterns = [
     path("capabilities/<slug:slug>/promote", capabilities.capability_promote_view, name="capability-promote"),
     path("capabilities/<slug:slug>/approve", capabilities.capability_approve_view, name="capability-approve"),
     path("runs/<int:run_id>/rerun", questions.run_rerun_view, name="run-rerun"),
+    path(
+        "targets/<slug:slug>/registration/approve",
+        targets.target_registration_approve_view,
+        name="target-registration-approve",
+    ),
+    path("targets/<slug:slug>/health-schedule", targets.target_health_schedule_view, name="target-health-schedule"),
     path("audit/", audit.audit_log, name="audit-log"),
     path("notifications/", notifications.notification_preferences, name="notifications"),
     path("webhooks/", notifications.webhook_list_page, name="webhook-list"),

@@ -290,8 +290,8 @@ def workers(transactional_db, tmp_path):
             started.append(Worker.serve_target(slug, options, log_dir, **env))
             return started[-1]
 
-        def agent(self, server: str, token: str, name: str = "agent", runner: str = ""):
-            started.append(Worker.agent(server, token, tmp_path / f"{name}-state", log_dir, name, runner))
+        def agent(self, server: str, token: str, name: str = "agent", runner: str = "", options: tuple = ()):
+            started.append(Worker.agent(server, token, tmp_path / f"{name}-state", log_dir, name, runner, options))
             return started[-1]
 
     yield Starter()

@@ -142,6 +142,13 @@ class AgentRegisterApi(_TargetApi):
             default="",
             help_text="A hardware target's: the runner the host runs.",
         )
+        runner_digest = serializers.CharField(
+            allow_blank=True,
+            max_length=64,
+            required=False,
+            default="",
+            help_text="A hardware target's: the SHA-256 of the runner's executable as the host reads it.",
+        )
 
     class AgentRegisterOutputSerializer(serializers.Serializer):
         agent = serializers.IntegerField(source="pk")
@@ -150,8 +157,9 @@ class AgentRegisterApi(_TargetApi):
 
     @extend_schema(request=AgentRegisterInputSerializer, responses=AgentRegisterOutputSerializer)
     def post(self, request):
-        """Register this host's agent by its public key (each start: its host and version may change); the
-        versions and runner command it gives become the target's registration."""
+        """Register this host's agent by its public key (each start: its host and version may change). A board's
+        first registration, and versions, chip or runner that differ from the target's, wait for a PM's or
+        operator's approval, the target out of rotation meanwhile (the targets API's `registration_pending`)."""
         data = self.AgentRegisterInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         agent = agent_register(token=request.auth, registration=AgentRegistration(**data.validated_data))

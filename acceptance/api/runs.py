@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from acceptance.models import Run, Target
 from acceptance.selectors import run_list, target_list
-from acceptance.services import run_rerun
+from acceptance.services import run_rerun, target_registration_approve
 from acceptance.services.targets import target_accepts_runs
 from calculet.api import Api
 from calculet.errors import NotFoundError
@@ -135,6 +135,12 @@ class TargetOutputSerializer(serializers.Serializer):
     driver_version = serializers.CharField()
     firmware_version = serializers.CharField()
     chip = serializers.CharField()
+    runner_digest = serializers.CharField(help_text="A board's runner's SHA-256 as its agent read it; may be empty.")
+    registration_pending = serializers.JSONField(
+        help_text="What an agent registered that waits for a PM's or operator's approval ({} when nothing waits): "
+        "`host`, `first` (a board's first agent registration), `changes` (field: [registered, sent]), `reason`. "
+        "While it waits the target is out of rotation and none of its runs is claimed."
+    )
     hardware_runner = serializers.SerializerMethodField(
         help_text="Whether a hardware target has its runner command registered; without one it runs nothing "
         "(it never falls back to the simulator). Always false for a simulator."
@@ -146,8 +152,9 @@ class TargetOutputSerializer(serializers.Serializer):
     last_health_check_at = serializers.DateTimeField(allow_null=True)
     last_health_check_passed = serializers.BooleanField(allow_null=True)
     in_rotation = serializers.SerializerMethodField(
-        help_text="Whether the target is given runs now: out of maintenance, its last health check did not fail, "
-        "and an agent or worker serving it reported lately. health_reason says why not."
+        help_text="Whether the target is given runs now: out of maintenance, no agent registration waits for "
+        "approval, its last health check did not fail, and an agent or worker serving it reported lately. "
+        "health_reason says why not."
     )
     health_check_every_runs = serializers.SerializerMethodField(
         help_text="A health check is due after this many runner-stage runs since the last one."
@@ -181,6 +188,18 @@ class TargetListApi(Api, ListAPIView):
 
     def get_queryset(self):
         return target_list()
+
+
+class TargetRegistrationApproveApi(Api):
+    @extend_schema(request=None, responses=TargetOutputSerializer)
+    def post(self, request, slug):
+        """Approve what an agent registered of the target (PMs and operators): its values become the target's
+        and the target is back in rotation. 409 when nothing waits."""
+        target = target_list().filter(slug=slug).first()
+        if target is None:
+            raise NotFoundError(gettext_noop("Target %(slug)s not found."), params={"slug": slug})
+        target_registration_approve(actor=request.user, target=target)
+        return Response(TargetOutputSerializer(target_list().get(pk=target.pk)).data)
 
 
 class TargetDetailApi(Api):

@@ -4,7 +4,7 @@ browser, admin, tasks, management commands) calls these."""
 from acceptance.services.answers import answer_submit
 from acceptance.services.chains import chain_advance, chain_start, chain_start_for_answer, run_create, run_rerun
 from acceptance.services.promotion import capability_promote, policy_current
-from acceptance.services.registration import target_register
+from acceptance.services.registration import target_register, target_registration_approve
 from acceptance.services.runs.execute import run_execute
 from acceptance.services.sweeper import runs_sweep
 from acceptance.services.targets import (
@@ -31,6 +31,7 @@ __all__ = [
     "target_health_check_start",
     "target_heartbeat",
     "target_register",
+    "target_registration_approve",
     "target_set_health_schedule",
     "target_set_maintenance",
     "targets_health_check",

@@ -23,7 +23,7 @@ from django.utils.translation import gettext_noop
 from acceptance import judging, stages
 from acceptance.models import Run, RunResult, RunToken, Target, TargetAgent, TargetToken
 from acceptance.protocol import RunnerEnd, StageOutcome, parse_result, runner_verdict
-from acceptance.services.registration import VERSION_FIELDS, target_register
+from acceptance.services.registration import AGENT_FIELDS, VERSION_FIELDS, target_registration_propose
 from acceptance.services.runs.claiming import CLAIMED, run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.jobs import CALBIN, GOLDEN, health_package, runner_inputs, runner_job
@@ -54,8 +54,8 @@ class AgentRefusedError(ForbiddenError):
 
 @dataclass(frozen=True)
 class AgentRegistration:
-    """Who the agent is, and what its host says of the target: its versions and the runner it runs (a
-    hardware target's; "" for what the host does not say)."""
+    """Who the agent is, and what its host says of the target: its versions and the runner it runs and that
+    runner's SHA-256 (a hardware target's; "" for what the host does not say)."""
 
     host: str
     public_key: str
@@ -66,6 +66,7 @@ class AgentRegistration:
     firmware_version: str = ""
     chip: str = ""
     runner_command: str = ""
+    runner_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,14 +151,14 @@ def run_token_for_key(key: str) -> RunToken | None:
 
 def agent_register(*, token: TargetToken, registration: AgentRegistration) -> TargetAgent:
     """Register the agent holding `token` by its public key (again at each start: its host and version may
-    have changed). A key already registered for another target is refused."""
+    have changed). A key already registered for another target is refused. What the host says of the target
+    waits for approval when it needs one (`target_registration_propose`), never applied on its word."""
     if not public_key_valid(registration.public_key):
         raise DomainError(
             gettext_noop("The public key is the base64 of an Ed25519 key's 32 bytes."), field="public_key"
         )
     if TargetAgent.objects.filter(public_key=registration.public_key).exclude(target_id=token.target_id).exists():
         raise AgentRefusedError(gettext_noop("This key is registered for another target."), field="public_key")
-    _target_update(token.target, registration)
     with transaction.atomic():
         agent = lock_rows(TargetAgent.objects).filter(public_key=registration.public_key).first()
         if agent is not None and agent.target_id != token.target_id:
@@ -174,27 +175,16 @@ def agent_register(*, token: TargetToken, registration: AgentRegistration) -> Ta
             obj=token.target,
             after={"agent": agent.pk, "host": agent.host, "version": agent.agent_version, "key": agent.public_key},
         )
+    target_registration_propose(
+        target=token.target, agent_id=agent.pk, host=agent.host, sent=_sent(token.target, registration)
+    )
     return agent
 
 
-def _target_update(target: Target, registration: AgentRegistration) -> None:
-    """The versions and runner the host reports become the target's registration (`target_register`: changed
-    versions make the target's chains' stages stale, as a re-registration by hand does)."""
-    given = {
-        field: getattr(registration, field).strip()
-        for field in ("calrt_version", "driver_version", "firmware_version", "chip")
-        if getattr(registration, field).strip()
-    }
-    runner = registration.runner_command.strip() if target.kind == Target.HARDWARE else ""
-    if all(getattr(target, field) == value for field, value in given.items()) and runner in ("", target.runner_command):
-        return
-    target_register(
-        actor=Machine(f"agent {registration.host[:100]}"),
-        slug=target.slug,
-        kind=target.kind,
-        **{field: given.get(field, getattr(target, field)) for field in VERSION_FIELDS},
-        runner_command=runner,
-    )
+def _sent(target: Target, registration: AgentRegistration) -> dict[str, str]:
+    """What the registration says of the target: the fields it gave, the runner's only for a board's."""
+    fields = AGENT_FIELDS if target.kind == Target.HARDWARE else VERSION_FIELDS
+    return {field: getattr(registration, field).strip() for field in fields if getattr(registration, field).strip()}
 
 
 def agent_for_token(token: TargetToken, agent_id: int) -> TargetAgent:

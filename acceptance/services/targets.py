@@ -43,6 +43,7 @@ def target_snapshot(target: Target) -> dict:
         "firmware_version": target.firmware_version,
         "chip": target.chip,
         "runner_command": target.runner_command,
+        "runner_digest": target.runner_digest,
         "maintenance": target.maintenance,
         "health": target.health,
     }
@@ -72,17 +73,17 @@ def target_ensure_simulator() -> Target:
 
 
 def target_accepts_runs(target: Target, now: datetime.datetime | None = None, *, claiming: bool = False) -> bool:
-    """Whether a chain run may be sent to the target now: it is out of maintenance, its last health check did
-    not fail, and a worker serving it has reported lately. `claiming`: whether a worker that took one of its
-    runs may start it — that worker is the live one."""
-    if target.maintenance or target.last_health_check_passed is False:
+    """Whether a chain run may be sent to the target now: it is out of maintenance, no agent registration of it
+    waits for approval, its last health check did not fail, and a worker serving it has reported lately.
+    `claiming`: whether a worker that took one of its runs may start it — that worker is the live one."""
+    if target.maintenance or target.registration_pending or target.last_health_check_passed is False:
         return False
     if claiming:
         return True
     return target_health_state(target, now or timezone.now())[0] == Target.OK
 
 
-def _set_health(target: Target, now: datetime.datetime) -> bool:
+def target_health_refresh(target: Target, now: datetime.datetime) -> bool:
     """Store the target's derived health; True when it changed."""
     health, reason = target_health_state(target, now)
     if (health, reason[:500]) == (target.health, target.health_reason):
@@ -110,7 +111,7 @@ def target_heartbeat(*, queues: list[str], worker: str) -> list[Target]:
             target.last_heartbeat_at = now
             target.last_heartbeat_worker = worker[:200]
             target.save(update_fields=["last_heartbeat_at", "last_heartbeat_worker"])
-            _set_health(target, now)
+            target_health_refresh(target, now)
             touched.append(target)
         for target in touched:
             runs_dispatch_pending(target)
@@ -122,7 +123,7 @@ def targets_refresh_health() -> None:
     now = timezone.now()
     with transaction.atomic():
         for target in lock_rows(Target.objects, skip_locked=True).order_by("pk"):
-            _set_health(target, now)
+            target_health_refresh(target, now)
 
 
 def runs_dispatch_pending(target: Target) -> int:
@@ -237,14 +238,28 @@ def target_after_run(target_id: int, *, errored_run: int | None = None) -> Run |
     return target_health_check_start(target, why=why) if why else None
 
 
+SCHEDULE_NOT_A_NUMBER = gettext_noop("%(field)s: a health check schedule is a whole number from 1, or empty.")
+
+
+def health_schedule_number(text: str, field: str) -> int | None:
+    """One schedule field as typed on the page or the command line: empty for the settings' default, else a
+    whole number from 1 (DomainError naming `field` otherwise)."""
+    text = text.strip()
+    if not text:
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise DomainError(SCHEDULE_NOT_A_NUMBER, field=field, params={"field": field})
+    return int(text)
+
+
 def target_set_health_schedule(
     *, actor: Actor, target: Target, every_runs: int | None, every_hours: int | None
 ) -> Target:
     """Set how often the target's health check is due (None: the settings' defaults). Each is a whole
-    number from 1 (DomainError otherwise, and nothing is written)."""
+    number from 1 (DomainError naming the field otherwise, and nothing is written). Audited."""
     for field, value in (("health_check_every_runs", every_runs), ("health_check_every_hours", every_hours)):
         if value is not None and value < 1:
-            raise DomainError(gettext_noop("A health check schedule is a whole number from 1."), field=field)
+            raise DomainError(SCHEDULE_NOT_A_NUMBER, field=field, params={"field": field})
     with transaction.atomic():
         locked = lock_rows(Target.objects).get(pk=target.pk)
         before = {"every_runs": locked.health_check_every_runs, "every_hours": locked.health_check_every_hours}
@@ -282,6 +297,6 @@ def target_health_record(target: Target, run: Run) -> None:
             before=before,
             after={"last_health_check_passed": locked.last_health_check_passed, "run": run.pk, "reason": run.reason},
         )
-    _set_health(locked, now)
+    target_health_refresh(locked, now)
     if locked.last_health_check_passed:
         transaction.on_commit(lambda: runs_dispatch_pending(locked))

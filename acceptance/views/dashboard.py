@@ -2,6 +2,7 @@
 
 import datetime
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect
 from django.utils import timezone
@@ -23,7 +24,7 @@ from calculet import labels, pagecache, web
 from evidence.grades import STATUSES
 from evidence.selectors import capabilities_with_grades
 from vendor import due
-from vendor.access import is_vendor_member, may_see_all, user_organisation
+from vendor.access import is_vendor_member, may_approve_moves, may_see_all, user_organisation
 from vendor.selectors import due_counts, due_soon_days
 
 LIVE_RUN_LIMIT = 50
@@ -66,6 +67,9 @@ def _team_dashboard(request):
         "statuses": STATUSES,
         "blocked": SimpleLazyObject(lambda: list(promotions_blocked_since(blocked_since)[:BLOCKED_LIMIT])),
         "targets": target_list(),
+        "can_manage_targets": may_approve_moves(request.user),
+        "health_check_every_runs": settings.ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS,
+        "health_check_every_hours": settings.ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS,
         **_runs_in_progress_context(),
     }
     return web.render_page(request, "acceptance/dashboard.html", context, nav="dashboard")

@@ -9,11 +9,13 @@ target token (unknown or revoked), and polling again cannot help; 1: it refused 
 """
 
 import argparse
+import hashlib
 import json
 import logging
 import os
 import platform
 import shlex
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -51,6 +53,20 @@ def _retrying(call, what: str):
             raise
 
 
+def runner_digest(command: str) -> str:
+    """The SHA-256 of the file the runner command's first word names on this host ("" when there is none): a
+    changed runner is a changed registration, which waits for the integration team's approval."""
+    words = shlex.split(command)
+    path = shutil.which(words[0]) if words else None
+    if path is None:
+        return ""
+    digest = hashlib.sha256()
+    with open(path, "rb") as executable:
+        for block in iter(lambda: executable.read(1024 * 1024), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def serve(args) -> None:
     state = Path(args.state_dir)
     key = key_load_or_create(state)
@@ -68,6 +84,7 @@ def serve(args) -> None:
         "firmware_version": args.firmware,
         "chip": args.chip,
         "runner_command": args.runner_command,
+        "runner_digest": runner_digest(args.runner_command),
     }
     try:
         agent = _retrying(lambda: client.post("register/", registration).json(), "register")

@@ -2,16 +2,25 @@
 server's URL and the simulator target's token, and the chain still runs to its verdicts. This process plays
 Celery beat by calling the sweeper; a default-queue worker does the server's own checks."""
 
+import hashlib
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from acceptance import selectors, stages
-from acceptance.models import Chain, Run, RunResult, RunToken, Target
-from acceptance.services import answer_submit, target_ensure_simulator
+from acceptance.models import Chain, Run, RunResult, RunToken, Target, TargetAgent
+from acceptance.services import (
+    answer_submit,
+    target_ensure_simulator,
+    target_health_check_start,
+    target_register,
+    target_registration_approve,
+)
 from acceptance.services.agents import EXAMPLE_NOT_RUN, target_token_create, target_token_revoke
 from calculet.actors import SYSTEM
+from npu_sim import device as npu_device
 from tests.acceptance.workers import processes_with, wait_until
 from tests.factories import answer_draft, complete_answer_data
 
@@ -185,3 +194,49 @@ def test_the_server_restarted_mid_run_the_agent_retries_and_the_result_lands_onc
     # Whether the restart outlived the lease (then the run was sent again and claimed again) or not, the run
     # has one verdict.
     assert RunResult.objects.filter(run=run).count() == 1
+
+
+def test_a_board_s_agent_registering_changed_versions_is_given_no_run_until_a_pm_approves(
+    workers, gunicorn_server, pm_user
+):
+    """The host says which firmware and runner the board has; calculet does not take its word. Through the real
+    agent process: what it registers waits, its polls claim nothing (not even the health check), and once a PM
+    approves, the values are the board's and its runs flow."""
+    board = target_register(
+        actor=SYSTEM, slug="board-1", kind=Target.HARDWARE, calrt_version=npu_device.CALRT_VERSION,
+        driver_version=npu_device.DRIVER_VERSION, firmware_version="0.0.1", chip="calculet-2c",
+        runner_command="/opt/board-runner/run",
+    )  # fmt: skip
+    _, key = target_token_create(actor=SYSTEM, target=board, name="board host")
+    runner = f"{sys.executable} -m npu_sim run"
+    with gunicorn_server() as (url, _):
+        agent = workers.agent(url, key, runner=runner, options=("--firmware", npu_device.FIRMWARE_VERSION))
+        wait_until(
+            lambda: Target.objects.get(pk=board.pk).registration_pending, timeout=60, what="the registration",
+            workers=[agent],
+        )  # fmt: skip
+        health = target_health_check_start(board)
+        # Polls well after the health check was queued: none of them claimed it.
+        later = health.created_at + timedelta(seconds=2)
+        wait_until(
+            lambda: TargetAgent.objects.filter(target=board, last_poll_at__gt=later).exists(),
+            timeout=60, what="the agent's polls", workers=[agent],
+        )  # fmt: skip
+        health.refresh_from_db()
+        assert health.state in (stages.QUEUED, stages.PENDING) and health.attempt == 0
+        assert not RunToken.objects.filter(run__target=board).exists()
+        board.refresh_from_db()
+        assert board.firmware_version == "0.0.1" and board.runner_command == "/opt/board-runner/run"
+        assert f"firmware_version 0.0.1 -> {npu_device.FIRMWARE_VERSION}" in board.health_reason
+
+        target_registration_approve(actor=pm_user, target=board)
+        finished = wait_until(
+            lambda: Run.objects.filter(pk=health.pk, state__in=stages.FINISHED_STATES).first(),
+            timeout=120, what="the health check", workers=[agent],
+        )  # fmt: skip
+    assert finished.state == stages.PASSED, finished.reason
+    assert finished.worker.startswith("agent ")
+    board.refresh_from_db()
+    assert (board.firmware_version, board.runner_command) == (npu_device.FIRMWARE_VERSION, runner)
+    assert board.runner_digest == hashlib.sha256(Path(sys.executable).read_bytes()).hexdigest()
+    assert board.registration_pending == {} and board.last_health_check_passed is True

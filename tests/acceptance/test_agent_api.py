@@ -242,28 +242,143 @@ def test_a_passing_result_of_the_runner_is_judged_by_the_server(agent, health_ru
     assert answer.json()["verdict"] == stages.ERROR and "firmware 9.9.9" in answer.json()["reason"]
 
 
-def test_registration_makes_the_hosts_versions_and_runner_the_targets(simulator):
-    board = target_register(
-        actor=SYSTEM, slug="board-1", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
-        firmware_version="1.8.0", chip="calculet-2c", runner_command="/opt/runner",
-    )  # fmt: skip
+BOARD = {
+    "calrt_version": "0.7.6", "driver_version": "2.3.0", "firmware_version": "1.8.0", "chip": "calculet-2c",
+    "runner_command": "/opt/runner",
+}  # fmt: skip
+
+
+def board_agent() -> tuple[Target, Agent]:
+    board = target_register(actor=SYSTEM, slug="board-1", kind=Target.HARDWARE, **BOARD)
     _, key = target_token_create(actor=SYSTEM, target=board, name="board host")
-    agent = Agent(key)
-    answer = agent.post(
-        "register/",
-        {"host": "lab-3", "public_key": public_key_text(agent.key), "agent_version": "t", "firmware_version": "1.9.0",
-         "runner_command": "/opt/runner-2 --fast"},
-    )  # fmt: skip
+    return board, Agent(key)
+
+
+def register_board(agent: Agent, **sent):
+    payload = {"host": "lab-3", "public_key": public_key_text(agent.key), "agent_version": "t", **sent}
+    answer = agent.post("register/", payload)
     assert answer.status_code == 200, answer.json()
+    agent.agent_id = answer.json()["agent"]
+    return answer
+
+
+def test_what_the_host_registers_waits_for_a_pm_s_approval_and_no_run_is_claimed_before(pm_client, vendor_user):
+    """The host is the vendor's: the versions and runner it says the board has are not taken on its word. Its
+    first registration and every change wait, the board out of rotation, until a PM or operator approves."""
+    board, agent = board_agent()
+    digest = "ab" * 32
+    register_board(agent, firmware_version="1.9.0", runner_command="/opt/runner-2 --fast", runner_digest=digest)
     board.refresh_from_db()
-    assert (board.firmware_version, board.calrt_version, board.runner_command) == (
-        "1.9.0",
-        "0.7.6",
-        "/opt/runner-2 --fast",
-    )
-    assert AuditEntry.objects.filter(action="target.update", object_id=str(board.pk)).exists()
+    # Nothing the host said is applied yet: the board keeps what the team registered.
+    assert (board.firmware_version, board.runner_command, board.runner_digest) == ("1.8.0", "/opt/runner", "")
+    pending = board.registration_pending
+    assert pending["first"] is True and pending["host"] == "lab-3"
+    assert pending["changes"] == {
+        "runner_command": ["/opt/runner", "/opt/runner-2 --fast"],
+        "runner_digest": ["", digest],
+        "firmware_version": ["1.8.0", "1.9.0"],
+    }
+    health = target_health_check_start(board)
+    assert agent.claim().status_code == 204  # not even the health check runs on what is not approved
+    health.refresh_from_db()
+    assert health.state == stages.PENDING and health.attempt == 0
+    shown = pm_client.get("/api/v1/targets/board-1/").json()
+    assert shown["in_rotation"] is False and shown["health"] == Target.DEGRADED
+    assert shown["health_reason"].startswith("out of rotation until a PM or operator approves the first registration")
+    assert "firmware_version 1.8.0 -> 1.9.0" in shown["health_reason"]
+    assert "runner_command /opt/runner -> /opt/runner-2 --fast" in shown["health_reason"]
+    assert AuditEntry.objects.filter(action="target.registration_pending", object_id=str(board.pk)).count() == 1
+
+    # A vendor cannot approve what its own host said.
+    vendor = APIClient()
+    vendor.force_login(vendor_user)
+    refused = vendor.post("/api/v1/targets/board-1/registration/approve/")
+    assert refused.status_code == 403
+    approved = pm_client.post("/api/v1/targets/board-1/registration/approve/")
+    assert approved.status_code == 200, approved.json()
+    assert approved.json()["registration_pending"] == {}
+    board.refresh_from_db()
+    assert (board.firmware_version, board.runner_command, board.runner_digest) == (
+        "1.9.0", "/opt/runner-2 --fast", digest,
+    )  # fmt: skip
+    assert board.registration_approved_at is not None
+    approval = AuditEntry.objects.get(action="target.registration_approve", object_id=str(board.pk))
+    assert approval.actor_label == "pam" and approval.after["firmware_version"] == "1.9.0"
+    assert pm_client.post("/api/v1/targets/board-1/registration/approve/").status_code == 409  # nothing waits
+    # Approved, the health check that waited is claimed.
+    claimed = agent.claim()
+    assert claimed.status_code == 200 and claimed.json()["run"] == health.pk
+
+    # The same registration again needs nothing; a changed runner (the same command, another file) does.
+    register_board(agent, firmware_version="1.9.0", runner_command="/opt/runner-2 --fast", runner_digest=digest)
+    board.refresh_from_db()
+    assert board.registration_pending == {}
+    register_board(agent, runner_command="/opt/runner-2 --fast", runner_digest="cd" * 32)
+    board.refresh_from_db()
+    assert board.registration_pending["first"] is False
+    assert board.registration_pending["changes"] == {"runner_digest": [digest, "cd" * 32]}
+    assert pm_client.get("/api/v1/targets/board-1/").json()["in_rotation"] is False
+    # Sent back to what was approved, it waits no more (and is audited as withdrawn).
+    register_board(agent, runner_command="/opt/runner-2 --fast", runner_digest=digest)
+    board.refresh_from_db()
+    assert board.registration_pending == {}
+    assert AuditEntry.objects.filter(action="target.registration_withdrawn", object_id=str(board.pk)).count() == 1
     bad = agent.post("register/", {"host": "lab-3", "public_key": "not a key", "agent_version": "t"})
     assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "public_key"
+    bad = agent.post(
+        "register/", {"host": "lab-3", "public_key": public_key_text(agent.key), "agent_version": "t",
+                      "runner_digest": "not hex"},
+    )  # fmt: skip
+    assert bad.status_code == 400 and bad.json()["errors"][0]["field"] == "runner_digest"
+
+
+def test_the_simulator_s_agent_changing_its_versions_waits_for_approval_too(agent, simulator, pm_user):
+    """The simulator's versions are calculet's own, so its agent's first registration needs no approval; a
+    version it says differs does, as a board's."""
+    simulator.refresh_from_db()
+    assert simulator.registration_pending == {}
+    answer = agent.post(
+        "register/", {"host": "board-host-1", "public_key": public_key_text(agent.key), "agent_version": "t",
+                      "calrt_version": "9.9.9", "runner_command": "ignored: the simulator runs its own"},
+    )  # fmt: skip
+    assert answer.status_code == 200
+    simulator.refresh_from_db()
+    assert simulator.registration_pending["changes"] == {"calrt_version": [simulator.calrt_version, "9.9.9"]}
+    health = target_health_check_start(simulator)
+    assert agent.claim().status_code == 204
+    health.refresh_from_db()
+    assert health.state == stages.PENDING
+
+
+def test_the_admin_and_the_command_approve_a_registration_and_only_a_pm_or_operator_may(
+    client, capsys, pm_user, vendor_user
+):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    board, agent = board_agent()
+    register_board(agent)  # a board's first agent registration waits even when it says nothing new
+    call_command("target_registration", "show", "board-1")
+    shown = capsys.readouterr().out.strip()
+    assert shown == "out of rotation until a PM or operator approves the first registration agent lab-3 sent"
+    register_board(agent, chip="calculet-3")
+    call_command("target_registration", "show", "board-1")
+    assert "chip calculet-2c -> calculet-3" in capsys.readouterr().out
+    with pytest.raises(CommandError, match="Only a PM or an operator"):
+        call_command("target_registration", "approve", "board-1", "--user", vendor_user.username)
+    call_command("target_registration", "approve", "board-1", "--user", pm_user.username)
+    assert "approved by pam" in capsys.readouterr().out
+    board.refresh_from_db()
+    assert board.chip == "calculet-3" and board.registration_pending == {}
+
+    register_board(agent, chip="calculet-4")
+    pm_user.is_staff = pm_user.is_superuser = True  # the admin, as the PM
+    pm_user.save()
+    client.force_login(pm_user)
+    client.post("/admin/acceptance/target/", {"action": "approve_registration", "_selected_action": [board.pk]})
+    board.refresh_from_db()
+    assert board.chip == "calculet-4" and board.registration_pending == {}
+    assert AuditEntry.objects.filter(action="target.registration_approve").count() == 2
 
 
 def test_the_integration_team_makes_and_revokes_tokens_in_the_admin_and_with_the_command(simulator, client, capsys):
@@ -383,3 +498,25 @@ def test_a_malformed_sandbox_record_is_a_400_naming_it_and_changes_nothing(agent
     assert answer.json()["errors"][0]["field"] == field
     health_run.refresh_from_db()
     assert health_run.state == stages.RUNNING and not RunResult.objects.filter(run=health_run).exists()
+
+
+def test_a_pm_approves_a_registration_with_the_dashboard_s_button(pm_client, vendor_user):
+    board, agent = board_agent()
+    register_board(agent, driver_version="2.4.0")
+    page = pm_client.get("/").content.decode()
+    assert "driver_version 2.3.0 -&gt; 2.4.0" in page
+    assert 'action="/targets/board-1/registration/approve"' in page
+    chinese = pm_client.get("/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "暂停接收运行，直到 PM 或操作员批准 agent lab-3 发来的首次注册：driver_version 2.3.0 -&gt; 2.4.0" in chinese
+    vendor = APIClient()
+    vendor.force_login(vendor_user)
+    assert vendor.post("/targets/board-1/registration/approve").status_code == 404
+    board.refresh_from_db()
+    assert board.registration_pending
+    done = pm_client.post("/targets/board-1/registration/approve", follow=True).content.decode()
+    assert "The registration of board-1 is approved." in done
+    board.refresh_from_db()
+    assert board.driver_version == "2.4.0" and board.registration_pending == {}
+    assert 'action="/targets/board-1/registration/approve"' not in done
+    chinese = pm_client.post("/targets/board-1/registration/approve", follow=True, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    assert "目标 board-1 没有等待批准的 agent 注册。" in chinese.content.decode()

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
@@ -25,8 +26,10 @@ from acceptance.services import (
     targets_health_check,
 )
 from acceptance.services.agents import target_token_create
+from acceptance.services.locking import run_lock
 from acceptance.services.runs.claiming import CLAIMED, run_claim
 from acceptance.services.runs.finishing import run_finish
+from acceptance.services.runs.state import run_state_move
 from calculet.actors import SYSTEM
 from calculet.errors import DomainError
 from calculet.models import AuditEntry
@@ -351,3 +354,70 @@ def test_run_send_gives_the_broker_the_runs_priority(simulator, monkeypatch, dja
     with django_capture_on_commit_callbacks(execute=True):
         health = target_health_check_start(simulator)
     assert sent == [(health.pk, stages.PRIORITY_HEALTH)]
+
+
+def test_a_pm_sets_the_health_schedule_on_the_dashboard_and_bad_input_names_the_field(simulator, pm_user, vendor_user):
+    page = Client()
+    page.force_login(pm_user)
+    shown = page.get("/").content.decode()
+    assert f'action="/targets/{simulator.slug}/health-schedule"' in shown
+    schedule = f"/targets/{simulator.slug}/health-schedule"
+    answer = page.post(schedule, {"every_runs": "20", "every_hours": ""}, follow=True)
+    simulator.refresh_from_db()
+    assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (20, None)
+    assert "The health check schedule of simulator is saved." in answer.content.decode()
+    entry = AuditEntry.objects.get(action="target.health_schedule")
+    assert entry.actor_label == "pam" and entry.after == {"every_runs": 20, "every_hours": None}
+    for typed, field in (
+        ({"every_runs": "x"}, "health_check_every_runs"),
+        ({"every_hours": "0"}, "health_check_every_hours"),
+    ):
+        answer = page.post(schedule, typed, follow=True)
+        assert f"{field}: a health check schedule is a whole number from 1, or empty." in answer.content.decode()
+    simulator.refresh_from_db()
+    assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (20, None)  # unchanged
+    chinese = page.post(
+        f"/targets/{simulator.slug}/health-schedule", {"every_runs": "-3"}, follow=True, HTTP_ACCEPT_LANGUAGE="zh-hans"
+    )
+    assert "health_check_every_runs：健康检查计划是从 1 起的整数" in chinese.content.decode()
+    # A vendor neither sees the form nor may post it.
+    vendor = Client()
+    vendor.force_login(vendor_user)
+    assert vendor.post(f"/targets/{simulator.slug}/health-schedule", {"every_runs": "1"}).status_code == 404
+    simulator.refresh_from_db()
+    assert simulator.health_check_every_runs == 20
+
+
+def test_the_health_schedule_command_sets_it_and_refuses_a_bad_value_naming_the_field(simulator):
+    out = io.StringIO()
+    call_command("target_health_schedule", "simulator", "--every-runs", "7", "--every-hours", "2", stdout=out)
+    assert out.getvalue().strip() == "simulator: a health check every 7 runs or 2 h"
+    simulator.refresh_from_db()
+    assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (7, 2)
+    with pytest.raises(CommandError, match="^health_check_every_hours: health_check_every_hours: a health check"):
+        call_command("target_health_schedule", "simulator", "--every-hours", "two")
+    call_command("target_health_schedule", "simulator", stdout=out)  # empty: back to the defaults
+    simulator.refresh_from_db()
+    assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (None, None)
+    assert AuditEntry.objects.filter(action="target.health_schedule", actor_label__contains="manage.py").count() == 2
+
+
+def test_the_queue_wait_counts_from_when_the_run_began_to_wait_as_the_queue_timeout_does(agent, simulator, chain):
+    """One moment for both: a run sent back to pending and queued again, or sent again after its attempt lost
+    its lease, has waited since it began to (or since the lease lapsed), not since its last return to the queue."""
+    began = timezone.now() - timedelta(minutes=10)
+    run = make_run(chain, stages.RUNNER, stages.QUEUED, sent_at=began, waiting_since=began)
+    for state in (stages.PENDING, stages.QUEUED):  # out of rotation for a while, then back in the queue
+        with transaction.atomic():
+            run_state_move(run_lock(run.pk), state)
+    status, claimed = run_claim(run.pk, "worker-1")
+    assert status == CLAIMED and claimed.waiting_since == began
+    assert claimed.timing["queue_wait"] >= 600, claimed.timing
+
+    lapsed = timezone.now() - timedelta(seconds=90)
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=lapsed)
+    runs_sweep()  # the attempt's worker is gone: the run is sent again
+    run.refresh_from_db()
+    assert run.state == stages.QUEUED and run.waiting_since == lapsed
+    status, claimed = run_claim(run.pk, "worker-2")
+    assert status == CLAIMED and claimed.timing["queue_wait"] >= 90, claimed.timing

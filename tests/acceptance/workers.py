@@ -85,12 +85,20 @@ class Worker:
 
     @classmethod
     def agent(
-        cls, server: str, token: str, state_dir: Path, log_dir: Path, name: str = "agent", runner: str = ""
+        cls,
+        server: str,
+        token: str,
+        state_dir: Path,
+        log_dir: Path,
+        name: str = "agent",
+        runner: str = "",
+        options: tuple[str, ...] = (),
     ) -> "Worker":
-        """calculet-agent serving the simulator's target (with `runner`, or the simulator's own), its environment
-        holding only the server's URL and the target's token: no database, broker, storage or signing key."""
+        """calculet-agent serving the target of `token` (with `runner`, or the simulator's own; `options` more of
+        its command line), its environment holding only the server's URL and the target's token: no database,
+        broker, storage or signing key."""
         argv = [sys.executable, "-m", "calculet_agent", "--state-dir", str(state_dir), "--poll-seconds", "0.5"]
-        argv += ["--runner-command", runner or f"{sys.executable} -m npu_sim run"]
+        argv += ["--runner-command", runner or f"{sys.executable} -m npu_sim run", *options]
         env = {"CALCULET_SERVER": server, "CALCULET_TARGET_TOKEN": token}
         # Started in agent/, `-m calculet_agent` is this checkout's agent, whatever the environment installed.
         return cls(argv, env, log_dir / f"{name}.log", cwd=ROOT / "agent")

@@ -40,7 +40,10 @@ def run_claim(run_id: int, worker: str, *, skip_locked: bool = False) -> tuple[s
             return HELD, run
         if run.state not in (stages.QUEUED, stages.RUNNING):
             return GONE, run
-        if run.stage != stages.HEALTH and not target_accepts_runs(run.target, now, claiming=True):
+        # A health run goes to a target whose last check failed (passing one is how it recovers), never to
+        # one whose registration waits for approval: nothing runs on what the team has not approved.
+        exempt = run.stage == stages.HEALTH and not run.target.registration_pending
+        if not exempt and not target_accepts_runs(run.target, now, claiming=True):
             run_state_move(run, stages.PENDING)
             return GONE, run
         if run.attempt >= settings.ACCEPTANCE_RUN_MAX_ATTEMPTS:

@@ -59,9 +59,9 @@ def run_state_move(
     move is in `acceptance.run_states.RUN_TRANSITIONS`; a move that takes a running run from its attempt comes
     after that attempt's lease expired (RunStateError otherwise, and nothing is written). With each move:
 
-    - queued or pending from anything else: waiting since now (`waiting_since`)
-    - queued: sent now (`sent_at`, `send_count` + 1, `queued_at`); coming from running, the expired lease is
-      logged
+    - queued or pending from anything else: waiting since now (`waiting_since`; coming from running, since the
+      lost attempt's lease lapsed)
+    - queued: sent now (`sent_at`, `send_count` + 1); coming from running, the expired lease is logged
     - pending: no lease
     - running: a new attempt by `worker`, with a fresh lease, `started_at` now, its progress reset and its
       time split begun with how long it waited to be claimed
@@ -76,21 +76,22 @@ def run_state_move(
     _check(run, previous, state, outcome, now)
     changed = ["state", *fields]
     if state in stages.WAITING_STATES and previous not in stages.WAITING_STATES:
-        run.waiting_since = now
+        # Sent back from an attempt that lost its lease: it has been free to claim since the lease lapsed.
+        run.waiting_since = (run.lease_expires_at if previous == stages.RUNNING else None) or now
         changed.append("waiting_since")
     if state == stages.QUEUED:
         if previous == stages.RUNNING:
             run.log += f"\n[calculet] the lease of attempt {run.attempt} on {run.worker} expired; sent again\n"
             changed.append("log")
         run.sent_at, run.send_count, run.lease_expires_at = now, run.send_count + 1, None
-        run.queued_at = now
-        changed += ["sent_at", "send_count", "lease_expires_at", "queued_at"]
+        changed += ["sent_at", "send_count", "lease_expires_at"]
     elif state == stages.PENDING:
         run.lease_expires_at = None
         changed.append("lease_expires_at")
     elif state == stages.RUNNING:
-        # Free to claim since it was queued, or since the lease of the attempt that lost it lapsed.
-        free_since = (run.lease_expires_at if previous == stages.RUNNING else run.queued_at) or run.created_at
+        # Free to claim since it began to wait, or (taken straight from the attempt that lost it) since that
+        # attempt's lease lapsed.
+        free_since = (run.lease_expires_at if previous == stages.RUNNING else run.waiting_since) or run.created_at
         run.timing = {"queue_wait": round(max(0.0, (now - free_since).total_seconds()), 3)}
         changed.append("timing")
         run.attempt += 1

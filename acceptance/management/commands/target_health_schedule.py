@@ -1,0 +1,39 @@
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from acceptance.models import Target
+from acceptance.services import target_set_health_schedule
+from acceptance.services.targets import health_schedule_number
+from calculet.actors import command
+from calculet.errors import DomainError
+
+ACTOR = command("target_health_schedule")
+
+
+class Command(BaseCommand):
+    help = (
+        "Set how often a target's health check is due: every N runner-stage runs and every H hours since the last "
+        "one (an empty value: the settings' default). Prints the schedule in force."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("slug")
+        parser.add_argument("--every-runs", default="", help="runs between checks; empty for the default")
+        parser.add_argument("--every-hours", default="", help="hours between checks; empty for the default")
+
+    def handle(self, *args, slug, every_runs, every_hours, **options):
+        target = Target.objects.filter(slug=slug).first()
+        if target is None:
+            raise CommandError(f"no target {slug}")
+        try:
+            target = target_set_health_schedule(
+                actor=ACTOR,
+                target=target,
+                every_runs=health_schedule_number(every_runs, "health_check_every_runs"),
+                every_hours=health_schedule_number(every_hours, "health_check_every_hours"),
+            )
+        except DomainError as error:
+            raise CommandError(f"{error.field}: {error.english}") from error
+        runs = target.health_check_every_runs or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_RUNS
+        hours = target.health_check_every_hours or settings.ACCEPTANCE_HEALTH_CHECK_EVERY_HOURS
+        self.stdout.write(f"{slug}: a health check every {runs} runs or {hours} h")

@@ -1,0 +1,43 @@
+"""The dashboard's targets panel's forms: a PM or operator approves what an agent registered of a target, and
+sets how often its health check is due."""
+
+from django.contrib import messages
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from acceptance.models import Target
+from acceptance.services import target_registration_approve, target_set_health_schedule
+from acceptance.services.targets import health_schedule_number
+from calculet import web
+from calculet.errors import DomainError
+from vendor.access import may_approve_moves
+
+
+@require_POST
+@web.page_for(may_approve_moves)
+def target_registration_approve_view(request, slug):
+    target = get_object_or_404(Target, slug=slug)
+    try:
+        target_registration_approve(actor=request.user, target=target)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, _("The registration of %(target)s is approved.") % {"target": target.slug})
+    return redirect(reverse("dashboard") + "#targets")
+
+
+@require_POST
+@web.page_for(may_approve_moves)
+def target_health_schedule_view(request, slug):
+    target = get_object_or_404(Target, slug=slug)
+    try:
+        every_runs = health_schedule_number(request.POST.get("every_runs", ""), "health_check_every_runs")
+        every_hours = health_schedule_number(request.POST.get("every_hours", ""), "health_check_every_hours")
+        target_set_health_schedule(actor=request.user, target=target, every_runs=every_runs, every_hours=every_hours)
+    except DomainError as error:
+        messages.error(request, error.message)
+    else:
+        messages.success(request, _("The health check schedule of %(target)s is saved.") % {"target": target.slug})
+    return redirect(reverse("dashboard") + "#targets")
