@@ -91,6 +91,11 @@ def may_discuss(user) -> bool:
     return may_act_as_pm(user) or may_answer(user)
 
 
+def may_edit_comment(user, comment) -> bool:
+    """Only its author edits a comment (whether they may still write in its thread is `may_discuss`'s)."""
+    return comment.author_id is not None and comment.author_id == getattr(user, "pk", None)
+
+
 def may_be_told(user, *, organisation_id: int | None) -> bool:
     """Whether the user may be told of an event about a vendor's work (`organisation_id`; None for the team's
     own decisions): the integration team of everything, a vendor's members only of their own organisation's."""

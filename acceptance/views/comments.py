@@ -1,7 +1,7 @@
 """The question page's discussion: adding to the thread and editing one's own comments, in place with htmx and
 as plain forms without it. The thread's rules are `vendor.services.comments`'."""
 
-from django.http import HttpResponseRedirect
+from django.http import Http404, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
@@ -16,7 +16,7 @@ from acceptance.views.questions import (
 )
 from calculet import web
 from calculet.errors import DomainError
-from vendor.access import may_discuss, may_open_pages, object_for_user
+from vendor.access import may_discuss, may_edit_comment, may_open_pages, object_for_user
 from vendor.selectors import comment_list
 from vendor.services.comments import comment_create, comment_edit
 
@@ -100,10 +100,13 @@ def comment_thread(request, code):
 @require_http_methods(["GET", "POST"])
 @web.page_for(may_discuss)
 def comment_edit_view(request, code, comment_id):
-    """GET: one's own comment as a form (the comment alone for htmx). POST: save the edit."""
+    """GET: one's own comment as a form (the comment alone for htmx; someone else's has no form: 404). POST:
+    save the edit."""
     question = question_page(request, code)
     comment = object_for_user(request.user, comment_list(user=request.user, question=question), pk=comment_id)
     if request.method == "GET":
+        if not may_edit_comment(request.user, comment):
+            raise Http404
         form = {"body": comment.body, "artifacts": [artifact.pk for artifact in comment.artifacts.all()]}
         if web.wants_partial(request):
             context = {"question": question, "comment": comment, **thread_context(request, question, edit_form=form)}

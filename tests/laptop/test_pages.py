@@ -163,7 +163,7 @@ def expected_page_status(read: Read) -> int:
     if name in PM_ONLY:
         return 200 if role == "pm" else 404
     if name == "comment-edit":
-        return 200 if role in ("pm", "vendor") else 404
+        return 200 if role == "pm" else 404  # the PM's own comment: nobody else gets its edit form
     if role == "vendor":
         if name in ("dashboard", "question-list"):
             return 302

@@ -90,6 +90,7 @@ def test_only_the_author_is_offered_the_edit_and_others_are_refused(client, pm, 
     assert "the PM&#x27;s" in page or "the PM's" in page
     assert reverse("comment-edit", args=["V18", comment.pk]) not in page
     assert 'id="comment-new-body"' in page  # the vendor writes in its own question's thread
+    assert client.get(reverse("comment-edit", args=["V18", comment.pk])).status_code == 404  # no form for it
     response = client.post(reverse("comment-edit", args=["V18", comment.pk]), {"body": "changed"})
     assert response.status_code == 403
     assert Comment.objects.get().body == "the PM's"

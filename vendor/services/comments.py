@@ -11,7 +11,7 @@ from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from vendor import events, rich_text
-from vendor.access import may_be_told, may_discuss, may_open_pages, object_for_user
+from vendor.access import may_be_told, may_discuss, may_edit_comment, may_open_pages, object_for_user
 from vendor.models import Artifact, Comment, CommentRevision, Question
 from vendor.services.notifications import notify_on_commit
 
@@ -146,8 +146,7 @@ def comment_edit(*, actor: Actor, comment: Comment, body: str, artifact_ids=None
     time are told; one audit row with before and after; nothing when nothing changed.
     """
     _thread_question(actor, comment.question)
-    author = actor_user(actor)
-    if author is None or comment.author_id != author.pk:
+    if not may_edit_comment(actor_user(actor), comment):
         raise ForbiddenError(gettext_noop("Only its author edits a comment."))
     body = _clean_body(body)
     artifacts = _attachments(comment.organisation_id, artifact_ids)
