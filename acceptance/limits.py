@@ -131,8 +131,8 @@ def threshold_bounds() -> dict[str, Bounds]:
             for threshold, default in probe.thresholds.items():
                 defaults.setdefault(f"{probe.name}.{threshold}", []).append(default)
     for key, values in sorted(defaults.items()):
-        probe, _, threshold = key.partition(".")
-        spec = {spec.name: spec for spec in PROBES[probe].thresholds}[threshold]
+        probe_name, _, threshold = key.partition(".")
+        spec = {spec.name: spec for spec in PROBES[probe_name].thresholds}[threshold]
         if spec.stricter == "higher":
             bounds[key] = Bounds(min(values), spec.maximum, spec.type == "integer")
         else:

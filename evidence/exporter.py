@@ -198,8 +198,9 @@ def checklist_data(progress: Progress | None = None, proves: Proves | None = Non
         "evidence": [
             {
                 "code": item.code,
-                "table": item.table.prefix,
-                "section": item.table.section,
+                # A seed item always has its table (the constraint evidence_seed_item_has_table).
+                "table": item.table.prefix,  # type: ignore[union-attr]
+                "section": item.table.section,  # type: ignore[union-attr]
                 "conclusion": plain(item.conclusion),
                 "grades": sorted(g.grade for g in item.grades.all()),
                 "statuses": sorted({s.status for s in item.statuses.all()}),
