@@ -1,6 +1,7 @@
 """Element types a calbin may name, and the BF16 conversions the simulator uses."""
 
-import ml_dtypes
+import functools
+
 import numpy as np
 
 # Manifest dtype name -> bytes per element.
@@ -14,21 +15,29 @@ DTYPE_BYTES: dict[str, int] = {
     "u16": 2,
 }
 
-BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+@functools.cache
+def bfloat16() -> np.dtype:
+    """numpy's BF16 type, from ml_dtypes, imported on first use: the import costs about a second of CPU (numpy
+    registers each of its many ufunc loops by comparing it with the ones it has), which a process that never
+    rounds to BF16 (a web worker, a command) need not pay."""
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def to_bf16(values: np.ndarray) -> np.ndarray:
     """Round float32 values to BF16 (round to nearest even)."""
-    return np.asarray(values, dtype=np.float32).astype(BFLOAT16)
+    return np.asarray(values, dtype=np.float32).astype(bfloat16())
 
 
 def bf16_to_bits(values: np.ndarray) -> np.ndarray:
     """BF16 values as their uint16 bit patterns, the form stored in a calbin's .npy files."""
-    return np.ascontiguousarray(values, dtype=BFLOAT16).view(np.uint16)
+    return np.ascontiguousarray(values, dtype=bfloat16()).view(np.uint16)
 
 
 def bits_to_bf16(bits: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(bits, dtype=np.uint16).view(BFLOAT16)
+    return np.ascontiguousarray(bits, dtype=np.uint16).view(bfloat16())
 
 
 def bits_to_float32(bits: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from npu_sim.dtypes import BFLOAT16, bits_to_float32
+from npu_sim.dtypes import bits_to_float32
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,8 @@ _TOPK_GROUP_SIZE = 128
 def as_float32(values: np.ndarray) -> np.ndarray:
     """Logits as float32 [rows, width]: from BF16 bit patterns (uint16), BF16 or float arrays."""
     array = np.asarray(values)
-    if array.dtype == np.uint16:
-        array = bits_to_float32(array)
-    elif array.dtype == BFLOAT16:
-        array = array.astype(np.float32)
-    else:
-        array = array.astype(np.float32, copy=False)
+    # BF16 widens to float32 exactly, as a float array does.
+    array = bits_to_float32(array) if array.dtype == np.uint16 else array.astype(np.float32, copy=False)
     return array.reshape(-1, array.shape[-1]) if array.ndim != 2 else array
 
 

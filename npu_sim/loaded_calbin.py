@@ -139,9 +139,12 @@ def validation_error_code(errors: list[Finding]) -> ErrorCode:
     return ErrorCode.CALBIN_INVALID
 
 
-def load_calbin(path: str | Path, target: dict[str, str]) -> Calbin:
-    """Validate the package, check its compatibility ranges against `target`, read its tensors."""
-    errors = [f for f in validate(path) if f.severity == "error"]
+def load_calbin(path: str | Path, target: dict[str, str], findings: list[Finding] | None = None) -> Calbin:
+    """Validate the package, check its compatibility ranges against `target`, read its tensors. `findings`:
+    the package's validation when the caller has just made it (a runner job validates, then loads)."""
+    if findings is None:
+        findings = validate(path)
+    errors = [f for f in findings if f.severity == "error"]
     if errors:
         raise CalrtError(validation_error_code(errors), "; ".join(f"{f.field}: {f.message}" for f in errors[:5]))
     with open_package(path) as package:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from npu_sim.calbin import Finding
 from npu_sim.chips import CALCULET_2C
 from npu_sim.device.buffers import Job, OutputBuffer
 from npu_sim.device.calls import (
@@ -190,9 +191,10 @@ class VirtualDevice:
 
     # Loading and configuring
 
-    def create_calbin(self, path: str | Path) -> Calbin:
-        """Validate a package, check it against this device, and load it on the host (R03)."""
-        return load_calbin(path, self.target())
+    def create_calbin(self, path: str | Path, findings: list[Finding] | None = None) -> Calbin:
+        """Validate a package (unless `findings` are its validation, just made), check it against this device,
+        and load it on the host (R03)."""
+        return load_calbin(path, self.target(), findings)
 
     def configure(self, calbin: Calbin, quota_bytes: int | None = None) -> ModelHandle:
         """Reserve the package's memory on the chiplets its layout uses; return the model's handle."""

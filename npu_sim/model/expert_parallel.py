@@ -11,7 +11,7 @@ only by the order of the additions (and by BF16 rounding on the link when the li
 
 import numpy as np
 
-from npu_sim.dtypes import BFLOAT16
+from npu_sim.dtypes import bfloat16
 from npu_sim.model.config import ModelConfig
 from npu_sim.model.kv_cache import KvCache
 from npu_sim.model.ops import silu
@@ -50,7 +50,7 @@ class ExpertParallelModel(ReferenceModel):
 
     def _round(self, values: np.ndarray) -> np.ndarray:
         """What arrives across the link: BF16-rounded when the link carries BF16."""
-        return values.astype(BFLOAT16).astype(np.float32) if self.link_dtype == "bfloat16" else values
+        return values.astype(bfloat16()).astype(np.float32) if self.link_dtype == "bfloat16" else values
 
     def _moe(self, h: np.ndarray, layer: int) -> np.ndarray:
         p = f"layers.{layer}."

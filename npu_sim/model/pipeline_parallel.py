@@ -14,7 +14,7 @@ single-device result bit for bit and a BF16 link rounds the activations once per
 
 import numpy as np
 
-from npu_sim.dtypes import BFLOAT16
+from npu_sim.dtypes import bfloat16
 from npu_sim.model.config import ModelConfig
 from npu_sim.model.reference import ReferenceModel
 from npu_sim.model.tensor_parallel import LINK_DTYPES, TensorParallelModel
@@ -46,7 +46,7 @@ class PipelineParallelModel(ReferenceModel):
         if layer not in self.boundaries:
             return x
         self.d2d_bytes += x.size * LINK_DTYPES[self.link_dtype]
-        return x.astype(BFLOAT16).astype(np.float32) if self.link_dtype == "bfloat16" else x
+        return x.astype(bfloat16()).astype(np.float32) if self.link_dtype == "bfloat16" else x
 
 
 class MultiBoardModel(TensorParallelModel):
@@ -59,4 +59,4 @@ class MultiBoardModel(TensorParallelModel):
         if layer not in self.boundaries:
             return x
         self.board_link_bytes += x.size * LINK_DTYPES[self.link_dtype]
-        return x.astype(BFLOAT16).astype(np.float32) if self.link_dtype == "bfloat16" else x
+        return x.astype(bfloat16()).astype(np.float32) if self.link_dtype == "bfloat16" else x

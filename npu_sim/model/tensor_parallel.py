@@ -16,7 +16,7 @@ chiplet. The sum over the chiplet axis is the reduction, and every transfer is c
 
 import numpy as np
 
-from npu_sim.dtypes import BFLOAT16
+from npu_sim.dtypes import bfloat16
 from npu_sim.model import ModelConfig, ReferenceModel, rms_norm, silu
 
 CHIPLETS = 2
@@ -72,7 +72,7 @@ class TensorParallelModel(ReferenceModel):
     def _all_reduce(self, partial: np.ndarray) -> np.ndarray:
         """Sum [2, rows, hidden] partials; each chiplet sends its partial to the other."""
         if self.link_dtype == "bfloat16":
-            partial = partial.astype(BFLOAT16).astype(np.float32)
+            partial = partial.astype(bfloat16()).astype(np.float32)
         self._send(partial)
         return partial[0] + partial[1]
 

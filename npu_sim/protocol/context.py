@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from npu_sim import compat
-from npu_sim.calbin import read_manifest, validate
+from npu_sim.calbin import Finding, read_manifest, validate
 from npu_sim.calbin.goldens import GoldenError, GoldenSet, golden_problems, read_golden
 from npu_sim.calbin.layout import VENDOR_FORM
 from npu_sim.device import DeviceIdentity, ModelHandle, VirtualDevice
@@ -55,6 +55,7 @@ class JobContext:
         self.logs: list[str] = []
         self.files: list[str] = []
         self._loaded: dict[str, Calbin] = {}
+        self._findings: dict[str, list[Finding]] = {}
 
     def progress(self, percent: float, text: str) -> None:
         """Report progress; it never goes down, whichever part of the job (or thread) reports it."""
@@ -102,10 +103,16 @@ class JobContext:
     def device_report(self) -> dict[str, Any]:
         return identity_report(self.device_identity(), chiplets=2, boards=1)
 
+    def validation(self, path: str) -> list[Finding]:
+        """The package's findings, validated once per job: its check and its loading read the same files."""
+        if path not in self._findings:
+            self._findings[path] = validate(path)
+        return self._findings[path]
+
     def load(self, path: str) -> Calbin:
         """The package loaded on the host (once per job); CalrtError when it cannot be."""
         if path not in self._loaded:
-            self._loaded[path] = self.make_device().create_calbin(path)
+            self._loaded[path] = self.make_device().create_calbin(path, self.validation(path))
         return self._loaded[path]
 
     def golden(self, calbin: Calbin) -> GoldenSet:
@@ -203,7 +210,7 @@ def open_checked_session(ctx: JobContext, rec: Recorder) -> Session | None:
         rec.check("calbin_valid", False, "the job names no package")
         return None
     rec.progress(2, "validating calbin")
-    errors = [f for f in validate(path) if f.severity == "error"]
+    errors = [f for f in ctx.validation(path) if f.severity == "error"]
     detail = "; ".join(f"{f.code} at {f.field or '(package)'}: {f.message}" for f in errors[:5])
     if not rec.check("calbin_valid", not errors, detail or "no errors"):
         rec.fail_with_code(validation_error_code(errors))

@@ -5,8 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npu_sim.calbin import build_calbin
+from npu_sim import loaded_calbin
+from npu_sim.calbin import build_calbin, validate
 from npu_sim.errors import ErrorCode
+from npu_sim.protocol import context
 from npu_sim.runner import JobError, run_job
 from npu_sim.stages import integration
 from npu_sim.timing import TimingModel
@@ -204,6 +206,23 @@ def test_an_invalid_package_fails_its_validation_check(built_calbin: Path, tmp_p
     result = run_job(job("health", copy))
     assert failed_checks(result) == ["calbin_valid"]
     assert result["metrics"]["error_code"] == int(ErrorCode.CALBIN_DIGEST_MISMATCH)
+
+
+def test_a_job_validates_its_package_once_and_loads_it_on_that_validation(
+    built_calbin: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # The job's check and its loading read the same files: validating twice doubled a stage's reading of them.
+    validated: list[str] = []
+
+    def counted(path):
+        validated.append(str(path))
+        return validate(path)
+
+    monkeypatch.setattr(context, "validate", counted)
+    monkeypatch.setattr(loaded_calbin, "validate", counted)
+    result = run_job(job("golden", built_calbin))
+    assert result["verdict"] == "pass", failed_checks(result)
+    assert validated == [str(built_calbin)]
 
 
 @pytest.mark.parametrize(
