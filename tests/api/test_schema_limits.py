@@ -61,6 +61,7 @@ def test_the_declared_thresholds_are_the_ones_the_check_takes_within_its_bounds(
     properties = _declared(schema, "AnswerInputRequest", "thresholds")
     soak = {name: declared for name, declared in properties.items() if "." not in name}
     assert set(soak) == {
+        "golden_min_decode_steps",
         "soak_requests",
         "soak_concurrency",
         "soak_prompt_tokens",

@@ -110,10 +110,13 @@ WRITES_ONLY = {
     "capability-approve",
     "run-rerun",
     "webhook-test",
+    "target-health-schedule",
+    "target-registration-approve",
     "api:token-detail",
     "api:deliverable-review",
     "api:run-rerun",
     "api:webhook-test",
+    "api:target-registration-approve",
     # The target agent's, answered to a target's or a run's token only, never to a person's.
     "api:agent-register",
     "api:agent-claim",
