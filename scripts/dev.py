@@ -11,11 +11,14 @@ import errno
 import hashlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+import urllib.parse
 import venv
 from pathlib import Path
 
@@ -174,8 +177,42 @@ def test(args: list[str]) -> None:
     sh(PYTHON, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
     if fast:
         sh(PYTHON, "-m", "pytest", "--fast", "--numprocesses", FAST_PROCESSES, *args[1:], env=env)
-    else:
+    elif args:
         sh(PYTHON, "-m", "pytest", *args, env=env)
+    else:
+        test_tiers_side_by_side(env)
+
+
+def with_path(url: str, path: str) -> str:
+    return urllib.parse.urlsplit(url)._replace(path=path).geturl()
+
+
+def test_tiers_side_by_side(env: dict) -> None:
+    """The whole suite as two pytest processes at once: the slow tiers (which spend most of their time waiting
+    on the workers, servers and browsers they start) on the given database and Redis database, the fast tier
+    on a database and a Redis database of its own (the slow tiers empty theirs). On a 2-core machine the suite
+    then takes about as long as the longer of the two. The fast tier's report follows the slow tiers'."""
+    database = urllib.parse.urlsplit(env["DATABASE_URL"])
+    redis_database = int(urllib.parse.urlsplit(env["REDIS_URL"]).path.strip("/") or 0)
+    fast_env = {
+        **env,
+        "DATABASE_URL": with_path(env["DATABASE_URL"], database.path + "_fast"),
+        "REDIS_URL": with_path(env["REDIS_URL"], f"/{(redis_database + 1) % 16}"),
+    }
+    fast_command = [str(PYTHON), "-m", "pytest", "--fast"]
+    slow_command = [str(PYTHON), "-m", "pytest", "--slow"]
+    with tempfile.TemporaryFile(mode="w+") as fast_report:
+        print("+", " ".join(fast_command), "(its report follows the slow tiers')", flush=True)
+        fast = subprocess.Popen(fast_command, cwd=ROOT, env=fast_env, stdout=fast_report, stderr=subprocess.STDOUT)
+        print("+", " ".join(slow_command), flush=True)
+        slow_status = subprocess.run(slow_command, cwd=ROOT, env=env).returncode
+        fast_status = fast.wait()
+        fast_report.seek(0)
+        shutil.copyfileobj(fast_report, sys.stdout)
+        sys.stdout.flush()
+    print(f"slow tiers: exit status {slow_status}; fast tier: exit status {fast_status}", flush=True)
+    if slow_status or fast_status:
+        sys.exit(1)
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ def pytest_addoption(parser):
         action="store_true",
         help="the fast tier: leave out the tests that start real processes, serve the app or drive a browser",
     )
+    parser.addoption("--slow", action="store_true", help="the slow tiers only: the tests --fast leaves out")
 
 
 def pytest_configure(config):
@@ -46,9 +47,15 @@ def pytest_collection_modifyitems(config, items):
             if fixture in item.fixturenames:
                 item.add_marker(mark)
     slow = [item for item in items if any(item.get_closest_marker(mark) for mark in tiers.SLOW_MARKS)]
+    if config.getoption("--fast") and config.getoption("--slow"):
+        raise pytest.UsageError("--fast and --slow leave nothing between them: give one")
     if config.getoption("--fast"):
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item not in slow]
+    elif config.getoption("--slow"):
+        fast = [item for item in items if item not in slow]
+        config.hook.pytest_deselected(items=fast)
+        items[:] = slow
     elif XDIST_WORKER and slow:
         # Their worker processes know no broker prefix, and they empty the broker's database.
         raise pytest.UsageError("the slow tiers run in one process: run them without -n (or add --fast)")
