@@ -23,6 +23,9 @@ import venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from npu_sim.kernels import pinned_kernels  # noqa: E402 (no numpy: read before the venv exists)
+
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 INSTALL_STAMP = VENV / ".calculet-installed"
@@ -165,6 +168,7 @@ def test(args: list[str]) -> None:
         "DATABASE_URL": os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/calculet"),
         "REDIS_URL": os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
         "SECRET_KEY": os.environ.get("SECRET_KEY", "test-only-secret-key"),
+        **pinned_kernels(),
     }
     # Every test process (and each worker a test starts) imports the same few hundred modules and pytest
     # rewrites every test module's asserts: cached compiled, they load in half the time.

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from npu_sim.kernels import pinned_kernels
 from tests import tiers
 
 # Set in each process of a parallel run (pytest-xdist): gw0, gw1, ...
@@ -28,6 +29,11 @@ def pytest_configure(config):
 
     if os.environ.get("CI") and not settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         pytest.exit("CI runs the tests on PostgreSQL: set DATABASE_URL", returncode=3)
+    # The figures the tests pin are those of OpenBLAS's AVX2 kernels (npu_sim/kernels.py); numpy is loaded by now.
+    missing = {name: value for name, value in pinned_kernels().items() if os.environ.get(name) != value}
+    if missing:
+        pinned = " ".join(f"{name}={value}" for name, value in missing.items())
+        pytest.exit(f"the simulator's numerics are pinned: run with {pinned} (dev.py test sets it)", returncode=3)
     # Test users' passwords need no resistance to guessing; the production hasher costs ~0.3 s a user.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     if XDIST_WORKER:

@@ -687,6 +687,10 @@ def scrubbed_environment(extra: dict[str, str] | None = None, *, python_path: li
         "OPENBLAS_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
     }
+    # The host's choice of OpenBLAS kernels (npu_sim/kernels.py), so a simulator run gives the same bits as
+    # calculet's own computations beside it.
+    if "OPENBLAS_CORETYPE" in os.environ:
+        env["OPENBLAS_CORETYPE"] = os.environ["OPENBLAS_CORETYPE"]
     env.update(extra or {})
     return env
 
