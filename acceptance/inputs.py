@@ -40,3 +40,17 @@ def promotion_request(to: str, reason: str = "") -> PromotionRequest:
             params={"limit": REASON_MAX_CHARS},
         )
     return PromotionRequest(to=to, reason=reason)
+
+
+SCHEDULE_NOT_A_NUMBER = gettext_noop("%(field)s: a health check schedule is a whole number from 1, or empty.")
+
+
+def schedule_number(text: str) -> int | None:
+    """One field of a target's health check schedule as typed on a page or a command line: empty (None, the
+    settings' default) or ASCII digits; ValueError otherwise. That it is at least 1 is the service's rule."""
+    text = text.strip()
+    if not text:
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise ValueError(text)
+    return int(text)

@@ -15,9 +15,9 @@ import datetime
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
-from django.utils.translation import gettext_noop
 
 from acceptance import stages
+from acceptance.inputs import SCHEDULE_NOT_A_NUMBER
 from acceptance.models import Run, Target
 from acceptance.selectors import target_health_state
 from acceptance.services.dispatch import run_send
@@ -238,25 +238,11 @@ def target_after_run(target_id: int, *, errored_run: int | None = None) -> Run |
     return target_health_check_start(target, why=why) if why else None
 
 
-SCHEDULE_NOT_A_NUMBER = gettext_noop("%(field)s: a health check schedule is a whole number from 1, or empty.")
-
-
-def health_schedule_number(text: str, field: str) -> int | None:
-    """One schedule field as typed on the page or the command line: empty for the settings' default, else a
-    whole number from 1 (DomainError naming `field` otherwise)."""
-    text = text.strip()
-    if not text:
-        return None
-    if not text.isascii() or not text.isdigit():
-        raise DomainError(SCHEDULE_NOT_A_NUMBER, field=field, params={"field": field})
-    return int(text)
-
-
 def target_set_health_schedule(
     *, actor: Actor, target: Target, every_runs: int | None, every_hours: int | None
 ) -> Target:
-    """Set how often the target's health check is due (None: the settings' defaults). Each is a whole
-    number from 1 (DomainError naming the field otherwise, and nothing is written). Audited."""
+    """Set how often the target's health check is due (None: the settings' defaults). Each is at least 1
+    (DomainError naming the field otherwise, and nothing is written). Audited."""
     for field, value in (("health_check_every_runs", every_runs), ("health_check_every_hours", every_hours)):
         if value is not None and value < 1:
             raise DomainError(SCHEDULE_NOT_A_NUMBER, field=field, params={"field": field})

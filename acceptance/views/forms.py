@@ -6,7 +6,7 @@ named by username, as in the API."""
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from acceptance.inputs import promotion_request
+from acceptance.inputs import SCHEDULE_NOT_A_NUMBER, promotion_request, schedule_number
 from acceptance.selectors import NOBODY
 from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
@@ -150,3 +150,26 @@ class CommentForm(forms.Form):
         """What was posted, as the form shows it again."""
         ids = self.data.getlist("artifacts")
         return {"body": self.data.get("body", ""), "artifacts": [int(value) for value in ids if value.isdigit()]}
+
+
+class ScheduleField(forms.CharField):
+    """One field of a target's health check schedule: empty (the settings' default) or a whole number. Its
+    error names the target's field (`names`), as the command's and the service's do."""
+
+    def __init__(self, *, names: str):
+        super().__init__(required=False)
+        self.names = names
+
+    def to_python(self, value) -> int | None:
+        try:
+            return schedule_number(super().to_python(value))
+        except ValueError:
+            raise forms.ValidationError(_(SCHEDULE_NOT_A_NUMBER) % {"field": self.names}) from None
+
+
+class TargetHealthScheduleForm(forms.Form):
+    """The dashboard's health check schedule of a target: every N runs and every H hours (that each is at least
+    1 is the service's rule)."""
+
+    every_runs = ScheduleField(names="health_check_every_runs")
+    every_hours = ScheduleField(names="health_check_every_hours")

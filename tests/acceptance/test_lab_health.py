@@ -369,8 +369,10 @@ def test_a_pm_sets_the_health_schedule_on_the_dashboard_and_bad_input_names_the_
     entry = AuditEntry.objects.get(action="target.health_schedule")
     assert entry.actor_label == "pam" and entry.after == {"every_runs": 20, "every_hours": None}
     for typed, field in (
-        ({"every_runs": "x"}, "health_check_every_runs"),
-        ({"every_hours": "0"}, "health_check_every_hours"),
+        ({"every_runs": "x"}, "health_check_every_runs"),  # the form's: not a whole number
+        ({"every_runs": "5.0"}, "health_check_every_runs"),
+        ({"every_hours": "\u0663"}, "health_check_every_hours"),  # a digit, but not an ASCII one
+        ({"every_hours": "0"}, "health_check_every_hours"),  # the service's: at least 1
     ):
         answer = page.post(schedule, typed, follow=True)
         assert f"{field}: a health check schedule is a whole number from 1, or empty." in answer.content.decode()
@@ -394,8 +396,13 @@ def test_the_health_schedule_command_sets_it_and_refuses_a_bad_value_naming_the_
     assert out.getvalue().strip() == "simulator: a health check every 7 runs or 2 h"
     simulator.refresh_from_db()
     assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (7, 2)
-    with pytest.raises(CommandError, match="^health_check_every_hours: health_check_every_hours: a health check"):
+    # The option's type refuses what is not a whole number; the service refuses 0 (at least 1 is its rule).
+    with pytest.raises(CommandError, match="--every-hours: health_check_every_hours: a health check schedule"):
         call_command("target_health_schedule", "simulator", "--every-hours", "two")
+    with pytest.raises(CommandError, match="^health_check_every_runs: health_check_every_runs: a health check"):
+        call_command("target_health_schedule", "simulator", "--every-runs", "0")
+    simulator.refresh_from_db()
+    assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (7, 2)  # unchanged
     call_command("target_health_schedule", "simulator", stdout=out)  # empty: back to the defaults
     simulator.refresh_from_db()
     assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (None, None)
