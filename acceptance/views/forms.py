@@ -1,12 +1,12 @@
 """The forms of the pages' actions: each parses what a page posts into the typed input the service takes
-(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest`), once. The service then checks the
-business rules (which priorities and moves exist, who may be assigned, dates not in the past). People are
-named by username, as in the API."""
+(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest` and `ApprovalRequest`), once. The
+service then checks the business rules (which priorities and moves exist, who may be assigned, dates not in
+the past). People are named by username, as in the API."""
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from acceptance.inputs import SCHEDULE_NOT_A_NUMBER, promotion_request, schedule_number
+from acceptance.inputs import SCHEDULE_NOT_A_NUMBER, approval_request, promotion_request, schedule_number
 from acceptance.selectors import NOBODY
 from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
@@ -122,6 +122,21 @@ class CapabilityPromoteForm(forms.Form):
         data = super().clean()
         try:
             self.request = promotion_request(data.get("to", ""), data.get("reason", ""))
+        except DomainError as error:
+            self.add_error(error.field, error.message)
+        return data
+
+
+class CapabilityApproveForm(forms.Form):
+    """The capability page's approval of a move that needs two members: the status moved to and a note."""
+
+    to = forms.CharField(required=False)
+    note = forms.CharField(required=False, strip=False)  # stripped by the parse, which checks its length
+
+    def clean(self):
+        data = super().clean()
+        try:
+            self.request = approval_request(data.get("to", ""), data.get("note", ""))
         except DomainError as error:
             self.add_error(error.field, error.message)
         return data
