@@ -11,9 +11,10 @@ from acceptance.selectors import capability_gate_subject, capability_status_basi
 from acceptance.services import capability_promote
 from acceptance.services.approvals import capability_approve, standing_approvals
 from acceptance.services.promotion import capability_gate_preview
-from acceptance.views.forms import CapabilityApproveForm, CapabilityPromoteForm, errors_by_field
+from acceptance.views.forms import CapabilityApproveForm, CapabilityPromoteForm
 from calculet import labels, web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from evidence.grades import STATUSES
 from evidence.selectors import capability_evidence, capability_get, capability_questions
 from vendor.access import may_act_as_pm, may_approve_moves, may_open_pages, may_see_all

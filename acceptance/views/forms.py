@@ -10,6 +10,7 @@ from acceptance.inputs import SCHEDULE_NOT_A_NUMBER, approval_request, promotion
 from acceptance.selectors import NOBODY
 from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
+from vendor.claim import ELEMENTS
 from vendor.inputs import KEEP, QuestionChanges
 
 DATE_ERROR = {"invalid": _("Enter a date as YYYY-MM-DD.")}
@@ -21,13 +22,6 @@ def _person(username: str):
     if person is None:
         raise forms.ValidationError(_("Choose a person from the list."))
     return person
-
-
-def errors_by_field(form: forms.Form) -> dict[str, str]:
-    """A refused form's first error for each field, as the pages show them; "form" for the whole form's."""
-    return {
-        ("form" if name == forms.forms.NON_FIELD_ERRORS else name): str(found[0]) for name, found in form.errors.items()
-    }
 
 
 class QuestionRowForm(forms.Form):
@@ -188,3 +182,39 @@ class TargetHealthScheduleForm(forms.Form):
 
     every_runs = ScheduleField(names="health_check_every_runs")
     every_hours = ScheduleField(names="health_check_every_hours")
+
+
+class DocumentReviewForm(forms.Form):
+    """A PM's review of a document deliverable: per checklist item `item-N` ticked ("yes") and `note-N`; per
+    element of section 13 `element-E` (its verdict; left empty it is left out, so the service names it) and
+    `element-E-reason`; and the decision's `reason`. Which verdicts exist and what needs a reason are the
+    service's rules."""
+
+    reason = forms.CharField(required=False, strip=False)
+
+    def __init__(self, data=None, *, deliverable):
+        super().__init__(data)
+        self.checklist = deliverable.checklist
+        for index in range(len(self.checklist)):
+            self.fields[f"item-{index}"] = forms.CharField(required=False, strip=False)
+            self.fields[f"note-{index}"] = forms.CharField(required=False, strip=False)
+        for element in ELEMENTS:
+            self.fields[f"element-{element}"] = forms.CharField(required=False, strip=False)
+            self.fields[f"element-{element}-reason"] = forms.CharField(required=False, strip=False)
+
+    def items(self) -> list[dict]:
+        """One {"ticked", "note"} per checklist item, in order; call only after `is_valid()` held."""
+        data = self.cleaned_data
+        return [
+            {"ticked": data[f"item-{index}"] == "yes", "note": data[f"note-{index}"]}
+            for index in range(len(self.checklist))
+        ]
+
+    def elements(self) -> dict[str, dict]:
+        """Each element's verdict as posted, the unanswered ones left out; call only after `is_valid()` held."""
+        data = self.cleaned_data
+        return {
+            element: {"verdict": data[f"element-{element}"], "reason": data[f"element-{element}-reason"]}
+            for element in ELEMENTS
+            if data[f"element-{element}"]
+        }

@@ -9,9 +9,10 @@ from django.views.decorators.http import require_POST
 
 from acceptance.models import Target
 from acceptance.services import target_registration_approve, target_set_health_schedule
-from acceptance.views.forms import TargetHealthScheduleForm, errors_by_field
+from acceptance.views.forms import TargetHealthScheduleForm
 from calculet import web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from vendor.access import may_approve_moves
 
 

@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from calculet import web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from vendor import events
 from vendor.access import may_manage_webhooks, may_open_pages
 from vendor.models import WebhookDelivery
@@ -24,6 +25,7 @@ from vendor.selectors import (
 )
 from vendor.services.notifications import EMAIL_MAX_CHARS, notification_preferences_update
 from vendor.services.webhooks import NAME_MAX_CHARS, URL_MAX_CHARS, webhook_create, webhook_test, webhook_update
+from vendor.views.forms import NotificationPreferencesForm, WebhookCreateForm, WebhookForm
 
 RECENT_NOTIFICATIONS = 50
 DELIVERIES_PAGE_SIZE = 25
@@ -49,12 +51,9 @@ def notification_preferences(request):
     form = {"email": user.email, "language": preference.language, "muted": preference.muted}
     errors: dict = {}
     if request.method == "POST":
-        wanted = set(request.POST.getlist("events"))
-        form = {
-            "email": request.POST.get("email", ""),
-            "language": request.POST.get("language", ""),
-            "muted": [kind for kind in kinds if kind not in wanted],
-        }
+        posted = NotificationPreferencesForm(request.POST, kinds=kinds)
+        posted.is_valid()  # every field takes what is posted; the rules are the service's
+        form = posted.preferences()
         try:
             notification_preferences_update(actor=user, user=user, **form)
         except DomainError as error:
@@ -73,16 +72,6 @@ def notification_preferences(request):
     return web.render_page(
         request, "vendor/notifications.html", context, nav="notifications", status=400 if errors else 200
     )
-
-
-def _hook_input(post) -> dict:
-    return {
-        "organisation": post.get("organisation", ""),
-        "name": post.get("name", ""),
-        "url": post.get("url", ""),
-        "kinds": post.getlist("events"),
-        "active": post.get("active") == "on",
-    }
 
 
 def _refused(error: DomainError) -> dict:
@@ -108,18 +97,18 @@ def webhook_list_page(request):
     form = {"organisation": team.slug if team else "", "name": "", "url": "", "kinds": [], "active": True}
     errors: dict = {}
     if request.method == "POST":
-        form = _hook_input(request.POST)
-        organisation = organisations().filter(slug=form["organisation"]).first()
-        if organisation is None:
-            errors["organisation"] = _("Choose an organisation from the list.")
+        posted = WebhookCreateForm(request.POST)
+        form = posted.typed()
+        if not posted.is_valid():
+            errors = errors_by_field(posted)
         else:
             try:
                 hook = webhook_create(
                     actor=request.user,
-                    organisation=organisation,
-                    name=form["name"],
-                    url=form["url"],
-                    kinds=form["kinds"],
+                    organisation=posted.cleaned_data["organisation"],
+                    name=posted.cleaned_data["name"],
+                    url=posted.cleaned_data["url"],
+                    kinds=posted.cleaned_data["events"],
                 )
             except DomainError as error:
                 errors = _refused(error)
@@ -152,8 +141,9 @@ def webhook_detail(request, hook_id):
     form = {"name": hook.name, "url": hook.url, "kinds": hook.events, "active": hook.active}
     errors: dict = {}
     if request.method == "POST":
-        form = _hook_input(request.POST)
-        form.pop("organisation")
+        posted = WebhookForm(request.POST)
+        posted.is_valid()  # every field takes what is posted; the rules are the service's
+        form = posted.changes()
         try:
             webhook_update(actor=request.user, hook=hook, **form)
         except DomainError as error:
