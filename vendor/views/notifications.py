@@ -1,6 +1,9 @@
 """Notification pages: each person's preferences and what they were told; the PMs' webhooks with their delivery
 logs. The rules are `vendor.services.notifications` and `vendor.services.webhooks`'."""
 
+import datetime
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponseRedirect
@@ -35,11 +38,33 @@ def _kinds(kinds: list[str]) -> list[tuple[str, str]]:
     return [(kind, str(events.EVENTS[kind].label)) for kind in kinds]
 
 
-def _told(user) -> list:
-    told = list(notification_list(user=user)[:RECENT_NOTIFICATIONS])
-    for notification in told:
-        notification.summary = events.subject(notification.event.kind, notification.event.data)
-    return told
+@dataclass(frozen=True)
+class ToldRow:
+    """A notification as the page lists it: when, its event's subject and page (empty: none), and how its
+    e-mail went (`emailed_at`, else `error`, else on its way to `email`, or no address)."""
+
+    pk: int
+    created_at: datetime.datetime
+    summary: str
+    path: str
+    email: str
+    emailed_at: datetime.datetime | None
+    error: str
+
+
+def _told(user) -> list[ToldRow]:
+    return [
+        ToldRow(
+            pk=notification.pk,
+            created_at=notification.created_at,
+            summary=events.subject(notification.event.kind, notification.event.data),
+            path=notification.event.data.get("path", ""),
+            email=notification.email,
+            emailed_at=notification.emailed_at,
+            error=notification.error,
+        )
+        for notification in notification_list(user=user)[:RECENT_NOTIFICATIONS]
+    ]
 
 
 @web.page_for(may_open_pages)
