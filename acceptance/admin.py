@@ -1,5 +1,6 @@
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.template.response import TemplateResponse
 
 from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest
@@ -134,35 +135,41 @@ class TargetAdmin(ServiceAdmin):
         return [*self.readonly_fields, "slug", "kind", "queue"] if obj else self.readonly_fields
 
     def service_save(self, request, obj, form, change):
-        saved = target_register(
-            actor=request.user,
-            slug=obj.slug,
-            kind=obj.kind,
-            name=obj.name,
-            queue=obj.queue,
-            calrt_version=obj.calrt_version,
-            driver_version=obj.driver_version,
-            firmware_version=obj.firmware_version,
-            chip=obj.chip,
-            runner_command=obj.runner_command,
-        )
-        target_set_health_schedule(
-            actor=request.user,
-            target=saved,
-            every_runs=obj.health_check_every_runs,
-            every_hours=obj.health_check_every_hours,
-        )
+        # One change: a schedule refused (a bad value, or not a PM's or operator's) leaves the versions unsaved too.
+        with transaction.atomic():
+            saved = target_register(
+                actor=request.user,
+                slug=obj.slug,
+                kind=obj.kind,
+                name=obj.name,
+                queue=obj.queue,
+                calrt_version=obj.calrt_version,
+                driver_version=obj.driver_version,
+                firmware_version=obj.firmware_version,
+                chip=obj.chip,
+                runner_command=obj.runner_command,
+            )
+            schedule = (obj.health_check_every_runs, obj.health_check_every_hours)
+            if schedule != (saved.health_check_every_runs, saved.health_check_every_hours):
+                target_set_health_schedule(
+                    actor=request.user, target=saved, every_runs=schedule[0], every_hours=schedule[1]
+                )
         obj.pk = saved.pk
+
+    def _set_maintenance(self, request, queryset, maintenance: bool) -> None:
+        for target in queryset:
+            try:
+                target_set_maintenance(actor=request.user, target=target, maintenance=maintenance, reason="admin")
+            except DomainError as error:
+                self.message_user(request, f"{target.slug}: {error.message}", messages.ERROR)
 
     @admin.action(description="Put in maintenance (no new runs)")
     def enter_maintenance(self, request, queryset):
-        for target in queryset:
-            target_set_maintenance(actor=request.user, target=target, maintenance=True, reason="admin")
+        self._set_maintenance(request, queryset, True)
 
     @admin.action(description="Bring back from maintenance (health check first)")
     def leave_maintenance(self, request, queryset):
-        for target in queryset:
-            target_set_maintenance(actor=request.user, target=target, maintenance=False, reason="admin")
+        self._set_maintenance(request, queryset, False)
 
     @admin.action(description="Approve what the agent registered (back in rotation)")
     def approve_registration(self, request, queryset):

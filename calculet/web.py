@@ -4,6 +4,7 @@ partials, and answering a page action's post the same way with htmx and without.
 from collections.abc import Callable
 from functools import wraps
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseRedirect
@@ -26,6 +27,13 @@ def page_for(may_open: Callable) -> Callable:
         return wrapper
 
     return decorator
+
+
+def errors_by_field(form: forms.Form) -> dict[str, str]:
+    """A refused form's first error for each field, as the pages show them; "form" for the whole form's."""
+    return {
+        ("form" if name == forms.forms.NON_FIELD_ERRORS else name): str(found[0]) for name, found in form.errors.items()
+    }
 
 
 def wants_partial(request) -> bool:

@@ -147,7 +147,8 @@ class AgentRegisterApi(_TargetApi):
             max_length=64,
             required=False,
             default="",
-            help_text="A hardware target's: the SHA-256 of the runner's executable as the host reads it.",
+            help_text="A hardware target's: the SHA-256 of what its runner command runs as the host reads it "
+            "(the executable, the files its arguments name, a `-m` module's file; docs/deploy.md).",
         )
 
     class AgentRegisterOutputSerializer(serializers.Serializer):

@@ -8,10 +8,10 @@ from rest_framework import serializers, status
 from rest_framework.generics import ListAPIView
 from rest_framework.response import Response
 
-from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest
+from acceptance.inputs import NOTE_MAX_CHARS, REASON_MAX_CHARS, ApprovalRequest, PromotionRequest
 from acceptance.models import CapabilityApproval, PromotionAttempt, Run
 from acceptance.services import capability_promote
-from acceptance.services.approvals import NOTE_MAX_CHARS, capability_approve
+from acceptance.services.approvals import capability_approve
 from calculet.api import Api, ReasonSerializer, StrictSerializer
 from calculet.errors import ConflictError, ForbiddenError
 from evidence.grades import STATUS_CHOICES
@@ -95,6 +95,11 @@ class ApprovalInputSerializer(StrictSerializer):
     to = serializers.ChoiceField(choices=STATUS_CHOICES, help_text="The status of the move approved, C0–C4.")
     note = serializers.CharField(allow_blank=True, required=False, max_length=NOTE_MAX_CHARS)
 
+    def approval_request(self) -> ApprovalRequest:
+        """The validated body as the approval takes it; call only after `is_valid()` held."""
+        data = self.validated_data
+        return ApprovalRequest(to=data["to"], note=data.get("note", ""))
+
 
 class ApprovalOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
@@ -143,10 +148,5 @@ class ApprovalListApi(Api, ListAPIView):
             raise ForbiddenError(gettext_noop("Only a PM or an operator of the integration team approves a move."))
         serializer = ApprovalInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        approval = capability_approve(
-            actor=request.user,
-            capability=capability,
-            to_status=serializer.validated_data["to"],
-            note=serializer.validated_data.get("note", ""),
-        )
+        approval = capability_approve(actor=request.user, capability=capability, request=serializer.approval_request())
         return Response(ApprovalOutputSerializer(approval).data, status=status.HTTP_201_CREATED)

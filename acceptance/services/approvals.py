@@ -12,17 +12,15 @@ from django.utils import timezone
 from django.utils.translation import gettext_noop
 
 from acceptance import policy as gate_policy
+from acceptance.inputs import ApprovalRequest
 from acceptance.models import CapabilityApproval
 from acceptance.selectors import capability_gate_facts, capability_gate_subject
-from calculet.actors import SYSTEM
+from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError
-from evidence.grades import STATUSES
 from evidence.models import Capability
 from vendor.access import may_approve_moves
-
-NOTE_MAX_CHARS = 2000
 
 
 def approval_facts(approvals) -> list[gate_policy.ApprovalFacts]:
@@ -79,29 +77,20 @@ def approvals_revoke_lapsed(
     return revoked
 
 
-def capability_approve(*, actor, capability: Capability, to_status: str, note: str = "") -> CapabilityApproval:
-    """Record the actor's approval of moving `capability` from its status to `to_status`, bound to the answer
+def capability_approve(*, actor: Actor, capability: Capability, request: ApprovalRequest) -> CapabilityApproval:
+    """Record the actor's approval of moving `capability` from its status to `request.to`, bound to the answer
     and runs the gate's decision rests on now.
 
-    Preconditions: the actor is a PM or operator of the integration team (ForbiddenError); `to_status` is a
-    status (DomainError on `to`) whose move needs approvals (DomainError on `to` otherwise); the note is at
-    most NOTE_MAX_CHARS (DomainError on `note`); the evidence supports the move now (ConflictError on `to`
-    with the gate's reasons: there is nothing to approve yet); the actor has no standing approval of the same
-    move (ConflictError on `to`). Audited in the same transaction.
+    Preconditions: the actor is a PM or operator of the integration team (ForbiddenError); the move needs
+    approvals (DomainError on `to` otherwise); the evidence supports the move now (ConflictError on `to` with
+    the gate's reasons: there is nothing to approve yet); the actor has no standing approval of the same move
+    (ConflictError on `to`). The request's shape was checked where it was built (`acceptance.inputs`).
+    Audited in the same transaction.
     """
-    if not may_approve_moves(actor):
+    approver = actor_user(actor)  # each approves as themselves: never a machine
+    if approver is None or not may_approve_moves(approver):
         raise ForbiddenError(gettext_noop("Only a PM or an operator of the integration team approves a move."))
-    if to_status not in STATUSES:
-        raise DomainError(
-            gettext_noop("Unknown status %(status)r; one of %(statuses)s."),
-            field="to",
-            params={"status": to_status, "statuses": ", ".join(STATUSES)},
-        )
-    note = (note or "").strip()
-    if len(note) > NOTE_MAX_CHARS:
-        raise DomainError(
-            gettext_noop("A note holds at most %(limit)s characters."), field="note", params={"limit": NOTE_MAX_CHARS}
-        )
+    to_status, note = request.to, request.note
     policy = gate_policy.policy_current()
     with transaction.atomic():
         locked = lock_rows(Capability.objects).get(pk=capability.pk)
@@ -125,7 +114,7 @@ def capability_approve(*, actor, capability: Capability, to_status: str, note: s
                 reasons=decision.reasons,
                 params={"capability": locked.slug, "to_status": to_status},
             )
-        if standing_approvals(locked).filter(approver=actor, to_status=to_status).exists():
+        if standing_approvals(locked).filter(approver=approver, to_status=to_status).exists():
             raise ConflictError(
                 gettext_noop("You have already approved moving %(capability)s to %(to_status)s."),
                 field="to",
@@ -133,7 +122,7 @@ def capability_approve(*, actor, capability: Capability, to_status: str, note: s
             )
         approval = CapabilityApproval.objects.create(
             capability=locked,
-            approver=actor,
+            approver=approver,
             from_status=locked.status,
             to_status=to_status,
             answer_id=decision.answer_id,

@@ -18,15 +18,17 @@ from django.utils import timezone
 from django.utils.translation import gettext_noop
 
 from acceptance import stages
+from acceptance.inputs import SCHEDULE_NOT_A_NUMBER
 from acceptance.models import Run, Target
 from acceptance.selectors import target_health_state
 from acceptance.services.dispatch import run_send
 from acceptance.services.runs.state import run_state_move
-from calculet.actors import SYSTEM, Actor, actor_user
+from calculet.actors import SYSTEM, Actor, Machine, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
-from calculet.errors import DomainError
+from calculet.errors import DomainError, ForbiddenError
 from npu_sim import device as npu_device
+from vendor.access import may_approve_moves
 
 SIMULATOR_SLUG = "simulator"
 # Stored in English; pages and e-mails show it translated (the "target_name" labels, acceptance/apps.py).
@@ -139,9 +141,22 @@ def runs_dispatch_pending(target: Target) -> int:
     return sent
 
 
+def _check_may_look_after(actor: Actor) -> None:
+    """Maintenance and the health check schedule are the integration team's PMs' and operators' (as approving a
+    registration is), or the product's and the server's shell's (a Machine)."""
+    if not isinstance(actor, Machine) and not may_approve_moves(actor):
+        raise ForbiddenError(
+            gettext_noop(
+                "Only a PM or an operator of the integration team looks after a target's maintenance and health checks."
+            )
+        )
+
+
 def target_set_maintenance(*, actor: Actor, target: Target, maintenance: bool, reason: str = "") -> Target:
     """Take a target out of service, or bring it back: then a health check is queued and its pending runs are
-    sent (a target whose last health check failed keeps them until one passes)."""
+    sent (a target whose last health check failed keeps them until one passes). ForbiddenError for anyone but
+    a PM, an operator or a Machine."""
+    _check_may_look_after(actor)
     with transaction.atomic():
         locked = lock_rows(Target.objects).get(pk=target.pk)
         if locked.maintenance == maintenance:
@@ -238,25 +253,13 @@ def target_after_run(target_id: int, *, errored_run: int | None = None) -> Run |
     return target_health_check_start(target, why=why) if why else None
 
 
-SCHEDULE_NOT_A_NUMBER = gettext_noop("%(field)s: a health check schedule is a whole number from 1, or empty.")
-
-
-def health_schedule_number(text: str, field: str) -> int | None:
-    """One schedule field as typed on the page or the command line: empty for the settings' default, else a
-    whole number from 1 (DomainError naming `field` otherwise)."""
-    text = text.strip()
-    if not text:
-        return None
-    if not text.isascii() or not text.isdigit():
-        raise DomainError(SCHEDULE_NOT_A_NUMBER, field=field, params={"field": field})
-    return int(text)
-
-
 def target_set_health_schedule(
     *, actor: Actor, target: Target, every_runs: int | None, every_hours: int | None
 ) -> Target:
-    """Set how often the target's health check is due (None: the settings' defaults). Each is a whole
-    number from 1 (DomainError naming the field otherwise, and nothing is written). Audited."""
+    """Set how often the target's health check is due (None: the settings' defaults). Each is at least 1
+    (DomainError naming the field otherwise, and nothing is written). ForbiddenError for anyone but a PM, an
+    operator or a Machine. Audited."""
+    _check_may_look_after(actor)
     for field, value in (("health_check_every_runs", every_runs), ("health_check_every_hours", every_hours)):
         if value is not None and value < 1:
             raise DomainError(SCHEDULE_NOT_A_NUMBER, field=field, params={"field": field})

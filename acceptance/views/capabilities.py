@@ -5,15 +5,16 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from acceptance import proof_labels
-from acceptance.inputs import REASON_MAX_CHARS
+from acceptance.inputs import NOTE_MAX_CHARS, REASON_MAX_CHARS
 from acceptance.policy import approval_required, policy_current
 from acceptance.selectors import capability_gate_subject, capability_status_basis, promotion_history
 from acceptance.services import capability_promote
-from acceptance.services.approvals import NOTE_MAX_CHARS, capability_approve, standing_approvals
+from acceptance.services.approvals import capability_approve, standing_approvals
 from acceptance.services.promotion import capability_gate_preview
-from acceptance.views.forms import CapabilityPromoteForm, errors_by_field
+from acceptance.views.forms import CapabilityApproveForm, CapabilityPromoteForm
 from calculet import labels, web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from evidence.grades import STATUSES
 from evidence.selectors import capability_evidence, capability_get, capability_questions
 from vendor.access import may_act_as_pm, may_approve_moves, may_open_pages, may_see_all
@@ -126,17 +127,15 @@ def capability_promote_view(request, slug):
 def capability_approve_view(request, slug):
     """Approve a move that needs two members; the approval, or what refused it, is shown in place."""
     capability = capability_get(user=request.user, slug=slug)
-    errors, reasons, approval = {}, [], None
-    try:
-        approval = capability_approve(
-            actor=request.user,
-            capability=capability,
-            to_status=request.POST.get("to", ""),
-            note=request.POST.get("note", ""),
-        )
-    except DomainError as error:
-        errors[error.field if error.field in ("to", "note") else "form"] = error.message
-        reasons = error.reasons
+    form = CapabilityApproveForm(request.POST)
+    reasons, approval = [], None
+    if form.is_valid():
+        try:
+            approval = capability_approve(actor=request.user, capability=capability, request=form.request)
+        except DomainError as error:
+            form.add_error(error.field if error.field in form.fields else None, error.message)
+            reasons = error.reasons
+    errors = errors_by_field(form)
 
     def context() -> dict:
         capability.refresh_from_db()

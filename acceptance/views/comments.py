@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods
 
-from acceptance.views.forms import CommentForm, errors_by_field
+from acceptance.views.forms import CommentForm
 from acceptance.views.questions import (
     question_nav,
     question_page,
@@ -16,6 +16,7 @@ from acceptance.views.questions import (
 )
 from calculet import web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from vendor.access import may_discuss, may_edit_comment, may_open_pages, object_for_user
 from vendor.selectors import comment_list
 from vendor.services.comments import comment_create, comment_edit

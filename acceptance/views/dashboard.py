@@ -1,6 +1,7 @@
 """The landing pages: the team's dashboard, and a vendor's view of their own questions, artifacts and runs."""
 
 import datetime
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -11,6 +12,7 @@ from django.utils.functional import SimpleLazyObject
 from acceptance import stages
 from acceptance.selectors import (
     ATTENTION_LABELS,
+    AnswerElements,
     answers_elements,
     attention,
     promotions_blocked_since,
@@ -80,17 +82,41 @@ def _attention_counts() -> list[tuple[str, str, int]]:
     return [(kind, label, counts[kind]) for kind, label in ATTENTION_LABELS.items()]
 
 
+@dataclass(frozen=True)
+class VendorQuestionRow:
+    """A question on a vendor's landing page: what its row shows, its due status and chain standing, and its
+    latest answer's revision and section 13 elements (both None: not answered yet)."""
+
+    code: str
+    question: str
+    state: str
+    due_date: datetime.date | None
+    due_status: str
+    position_label: str
+    answer_revision: int | None
+    section13: AnswerElements | None
+
+
 @web.page_for(is_vendor_member)
 def vendor_home(request):
     """A vendor's view: the questions put to their organisation (overdue and due-soon ones marked), their
     answers, artifacts and runs."""
-    context = {"organisation": user_organisation(request.user), **vendor_overview(user=request.user)}
+    overview = vendor_overview(user=request.user)
     today, soon_days = timezone.localdate(), due_soon_days()
-    elements = answers_elements([answer for _question, answer in context["questions"] if answer])
+    elements = answers_elements([answer for _question, answer in overview["questions"] if answer])
     standings = question_worst_standings()
-    for question, answer in context["questions"]:
-        question.due_status = due.due_status(question.due_date, question.state, today, soon_days)
-        question.position_label = stages.standing_label(standings.get(question.pk))
-        if answer:
-            answer.section13 = elements[answer.pk]
+    rows = [
+        VendorQuestionRow(
+            code=question.code,
+            question=question.question,
+            state=question.state,
+            due_date=question.due_date,
+            due_status=due.due_status(question.due_date, question.state, today, soon_days),
+            position_label=stages.standing_label(standings.get(question.pk)),
+            answer_revision=answer.revision if answer else None,
+            section13=elements[answer.pk] if answer else None,
+        )
+        for question, answer in overview["questions"]
+    ]
+    context = {"organisation": user_organisation(request.user), **overview, "questions": rows}
     return web.render_page(request, "acceptance/vendor-home.html", context, nav="vendor")

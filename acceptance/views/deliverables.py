@@ -7,6 +7,7 @@ from django.utils.translation import gettext_noop
 
 from acceptance.selectors import document_answer, question_deliverables
 from acceptance.services.reviews import document_review
+from acceptance.views.forms import DocumentReviewForm
 from acceptance.views.questions import question_page
 from calculet import web
 from calculet.errors import DomainError, NotFoundError
@@ -23,23 +24,6 @@ def _document(question, key):
     return deliverable
 
 
-def _posted_items(post, deliverable) -> list[dict]:
-    return [
-        {"ticked": post.get(f"item-{index}") == "yes", "note": post.get(f"note-{index}", "")}
-        for index in range(len(deliverable.checklist))
-    ]
-
-
-def _posted_elements(post) -> dict:
-    """Each element's verdict as posted; an element left unanswered is left out, so the service names it."""
-    elements = {}
-    for element in ELEMENTS:
-        verdict = post.get(f"element-{element}", "")
-        if verdict:
-            elements[element] = {"verdict": verdict, "reason": post.get(f"element-{element}-reason", "")}
-    return elements
-
-
 @web.page_for(may_act_as_pm)
 def deliverable_review(request, code, key):
     """The checklist of a document deliverable: each item ticked or not, with a note, each of section 13's
@@ -50,11 +34,9 @@ def deliverable_review(request, code, key):
     errors: dict = {}
     posted = {"items": [{"ticked": False, "note": ""} for _ in deliverable.checklist], "elements": {}, "reason": ""}
     if request.method == "POST":
-        posted = {
-            "items": _posted_items(request.POST, deliverable),
-            "elements": _posted_elements(request.POST),
-            "reason": request.POST.get("reason", ""),
-        }
+        form = DocumentReviewForm(request.POST, deliverable=deliverable)
+        form.is_valid()  # every field takes what is posted; the rules are the service's
+        posted = {"items": form.items(), "elements": form.elements(), "reason": form.cleaned_data["reason"]}
         try:
             document_review(
                 actor=request.user,

@@ -1,15 +1,16 @@
 """The forms of the pages' actions: each parses what a page posts into the typed input the service takes
-(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest`), once. The service then checks the
-business rules (which priorities and moves exist, who may be assigned, dates not in the past). People are
-named by username, as in the API."""
+(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest` and `ApprovalRequest`), once. The
+service then checks the business rules (which priorities and moves exist, who may be assigned, dates not in
+the past). People are named by username, as in the API."""
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from acceptance.inputs import promotion_request
+from acceptance.inputs import SCHEDULE_NOT_A_NUMBER, approval_request, promotion_request, schedule_number
 from acceptance.selectors import NOBODY
 from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
+from vendor.claim import ELEMENTS
 from vendor.inputs import KEEP, QuestionChanges
 
 DATE_ERROR = {"invalid": _("Enter a date as YYYY-MM-DD.")}
@@ -21,13 +22,6 @@ def _person(username: str):
     if person is None:
         raise forms.ValidationError(_("Choose a person from the list."))
     return person
-
-
-def errors_by_field(form: forms.Form) -> dict[str, str]:
-    """A refused form's first error for each field, as the pages show them; "form" for the whole form's."""
-    return {
-        ("form" if name == forms.forms.NON_FIELD_ERRORS else name): str(found[0]) for name, found in form.errors.items()
-    }
 
 
 class QuestionRowForm(forms.Form):
@@ -127,6 +121,21 @@ class CapabilityPromoteForm(forms.Form):
         return data
 
 
+class CapabilityApproveForm(forms.Form):
+    """The capability page's approval of a move that needs two members: the status moved to and a note."""
+
+    to = forms.CharField(required=False)
+    note = forms.CharField(required=False, strip=False)  # stripped by the parse, which checks its length
+
+    def clean(self):
+        data = super().clean()
+        try:
+            self.request = approval_request(data.get("to", ""), data.get("note", ""))
+        except DomainError as error:
+            self.add_error(error.field, error.message)
+        return data
+
+
 class IdListField(forms.Field):
     """A list of row ids, posted as one value each (ticked boxes, a multiple select)."""
 
@@ -150,3 +159,62 @@ class CommentForm(forms.Form):
         """What was posted, as the form shows it again."""
         ids = self.data.getlist("artifacts")
         return {"body": self.data.get("body", ""), "artifacts": [int(value) for value in ids if value.isdigit()]}
+
+
+class ScheduleField(forms.CharField):
+    """One field of a target's health check schedule: empty (the settings' default) or a whole number. Its
+    error names the target's field (`names`), as the command's and the service's do."""
+
+    def __init__(self, *, names: str):
+        super().__init__(required=False)
+        self.names = names
+
+    def to_python(self, value) -> int | None:
+        try:
+            return schedule_number(super().to_python(value))
+        except ValueError:
+            raise forms.ValidationError(_(SCHEDULE_NOT_A_NUMBER) % {"field": self.names}) from None
+
+
+class TargetHealthScheduleForm(forms.Form):
+    """The dashboard's health check schedule of a target: every N runs and every H hours (that each is at least
+    1 is the service's rule)."""
+
+    every_runs = ScheduleField(names="health_check_every_runs")
+    every_hours = ScheduleField(names="health_check_every_hours")
+
+
+class DocumentReviewForm(forms.Form):
+    """A PM's review of a document deliverable: per checklist item `item-N` ticked ("yes") and `note-N`; per
+    element of section 13 `element-E` (its verdict; left empty it is left out, so the service names it) and
+    `element-E-reason`; and the decision's `reason`. Which verdicts exist and what needs a reason are the
+    service's rules."""
+
+    reason = forms.CharField(required=False, strip=False)
+
+    def __init__(self, data=None, *, deliverable):
+        super().__init__(data)
+        self.checklist = deliverable.checklist
+        for index in range(len(self.checklist)):
+            self.fields[f"item-{index}"] = forms.CharField(required=False, strip=False)
+            self.fields[f"note-{index}"] = forms.CharField(required=False, strip=False)
+        for element in ELEMENTS:
+            self.fields[f"element-{element}"] = forms.CharField(required=False, strip=False)
+            self.fields[f"element-{element}-reason"] = forms.CharField(required=False, strip=False)
+
+    def items(self) -> list[dict]:
+        """One {"ticked", "note"} per checklist item, in order; call only after `is_valid()` held."""
+        data = self.cleaned_data
+        return [
+            {"ticked": data[f"item-{index}"] == "yes", "note": data[f"note-{index}"]}
+            for index in range(len(self.checklist))
+        ]
+
+    def elements(self) -> dict[str, dict]:
+        """Each element's verdict as posted, the unanswered ones left out; call only after `is_valid()` held."""
+        data = self.cleaned_data
+        return {
+            element: {"verdict": data[f"element-{element}"], "reason": data[f"element-{element}-reason"]}
+            for element in ELEMENTS
+            if data[f"element-{element}"]
+        }

@@ -39,10 +39,11 @@ from acceptance.selectors import (
     questions_filter,
 )
 from acceptance.services import run_rerun
-from acceptance.views.forms import QuestionBulkForm, QuestionRowForm, QuestionTicketForm, errors_by_field
+from acceptance.views.forms import QuestionBulkForm, QuestionRowForm, QuestionTicketForm
 from acceptance.views.plots import run_plots
 from calculet import labels, pagecache, web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from evidence.models import Capability
 from evidence.selectors import question_capabilities
 from vendor import due

@@ -9,9 +9,10 @@ from django.views.decorators.http import require_POST
 
 from acceptance.models import Target
 from acceptance.services import target_registration_approve, target_set_health_schedule
-from acceptance.services.targets import health_schedule_number
+from acceptance.views.forms import TargetHealthScheduleForm
 from calculet import web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from vendor.access import may_approve_moves
 
 
@@ -32,10 +33,12 @@ def target_registration_approve_view(request, slug):
 @web.page_for(may_approve_moves)
 def target_health_schedule_view(request, slug):
     target = get_object_or_404(Target, slug=slug)
+    form = TargetHealthScheduleForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, next(iter(errors_by_field(form).values())))
+        return redirect(reverse("dashboard") + "#targets")
     try:
-        every_runs = health_schedule_number(request.POST.get("every_runs", ""), "health_check_every_runs")
-        every_hours = health_schedule_number(request.POST.get("every_hours", ""), "health_check_every_hours")
-        target_set_health_schedule(actor=request.user, target=target, every_runs=every_runs, every_hours=every_hours)
+        target_set_health_schedule(actor=request.user, target=target, **form.cleaned_data)
     except DomainError as error:
         messages.error(request, error.message)
     else:

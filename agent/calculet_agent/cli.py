@@ -9,13 +9,11 @@ target token (unknown or revoked), and polling again cannot help; 1: it refused 
 """
 
 import argparse
-import hashlib
 import json
 import logging
 import os
 import platform
 import shlex
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 from calculet_agent import __version__
 from calculet_agent.cache import Cache, DigestMismatchError
 from calculet_agent.client import Client, RefusedError, UnreachableError
+from calculet_agent.digest import runner_digest
 from calculet_agent.runner import run_job
 from calculet_agent.signing import SIGNATURE_HEADER, key_load_or_create, public_key_text, sign
 
@@ -51,20 +50,6 @@ def _retrying(call, what: str):
             if error.status == 401:
                 raise TokenRefusedError(error.message) from error
             raise
-
-
-def runner_digest(command: str) -> str:
-    """The SHA-256 of the file the runner command's first word names on this host ("" when there is none): a
-    changed runner is a changed registration, which waits for the integration team's approval."""
-    words = shlex.split(command)
-    path = shutil.which(words[0]) if words else None
-    if path is None:
-        return ""
-    digest = hashlib.sha256()
-    with open(path, "rb") as executable:
-        for block in iter(lambda: executable.read(1024 * 1024), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def serve(args) -> None:

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from calculet_agent.digest import runner_digest
 
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, RunToken, Target, TargetAgent
@@ -238,5 +239,7 @@ def test_a_board_s_agent_registering_changed_versions_is_given_no_run_until_a_pm
     assert finished.worker.startswith("agent ")
     board.refresh_from_db()
     assert (board.firmware_version, board.runner_command) == (npu_device.FIRMWARE_VERSION, runner)
-    assert board.runner_digest == hashlib.sha256(Path(sys.executable).read_bytes()).hexdigest()
+    # The digest covers the module the interpreter runs, not the interpreter alone.
+    assert board.runner_digest == runner_digest(runner)
+    assert board.runner_digest != hashlib.sha256(Path(sys.executable).read_bytes()).hexdigest()
     assert board.registration_pending == {} and board.last_health_check_passed is True

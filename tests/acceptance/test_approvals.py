@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from acceptance import stages
-from acceptance.inputs import promotion_request
+from acceptance.inputs import NOTE_MAX_CHARS, ApprovalRequest, approval_request, promotion_request
 from acceptance.models import CapabilityApproval, Chain, Target
 from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, target_register
 from acceptance.services.approvals import capability_approve
@@ -66,26 +66,26 @@ def test_device_reset_opens_only_with_two_members_approving_on_the_evidence(
     reset, reset_chain, pm_user, operator, vendor_user
 ):
     with pytest.raises(ConflictError) as nothing_yet:
-        capability_approve(actor=pm_user, capability=reset, to_status="C3")
+        capability_approve(actor=pm_user, capability=reset, request=ApprovalRequest("C3"))
     assert nothing_yet.value.field == "to" and nothing_yet.value.reasons[0]["code"] == "no_sdk_evidence"
     sdk_checked(reset)
     blocked = promote(reset, "C3", pm_user)
     assert [r["code"] for r in blocked.reasons] == ["approval_missing"]
     assert "0 given (no one)" in blocked.reasons[0]["message"] and status_of(reset) == "C4"
 
-    first = capability_approve(actor=pm_user, capability=reset, to_status="C3", note="reset scope reviewed")
+    first = capability_approve(actor=pm_user, capability=reset, request=ApprovalRequest("C3", "reset scope reviewed"))
     assert (first.from_status, first.to_status, first.answer_id) == ("C4", "C3", reset_chain.answer_id)
     with pytest.raises(ConflictError, match="already approved"):
-        capability_approve(actor=pm_user, capability=reset, to_status="C3")
+        capability_approve(actor=pm_user, capability=reset, request=ApprovalRequest("C3"))
     for outsider in (vendor_user, make_account("vera", "team", "viewer").user):
         with pytest.raises(ForbiddenError):
-            capability_approve(actor=outsider, capability=reset, to_status="C3")
+            capability_approve(actor=outsider, capability=reset, request=ApprovalRequest("C3"))
     with pytest.raises(DomainError, match="needs no approval"):
-        capability_approve(actor=pm_user, capability=reset, to_status="C4")
+        capability_approve(actor=pm_user, capability=reset, request=ApprovalRequest("C4"))
     blocked = promote(reset, "C3", pm_user)
     assert "1 given (pam)" in blocked.reasons[0]["message"]
 
-    capability_approve(actor=operator.user, capability=reset, to_status="C3")
+    capability_approve(actor=operator.user, capability=reset, request=ApprovalRequest("C3"))
     assert promote(reset, "C3", pm_user).allowed and status_of(reset) == "C3"
     # Spent: the next move needs approvals of its own.
     assert not CapabilityApproval.objects.filter(revoked_at__isnull=True).exists()
@@ -99,11 +99,11 @@ def test_device_reset_opens_only_with_two_members_approving_on_the_evidence(
 def test_an_approval_lapses_with_the_evidence_it_was_given_on(reset, reset_chain, pm_user, operator):
     sdk_checked(reset)
     for actor in (pm_user, operator.user):
-        capability_approve(actor=actor, capability=reset, to_status="C3")
+        capability_approve(actor=actor, capability=reset, request=ApprovalRequest("C3"))
     assert promote(reset, "C3", pm_user).allowed
     pass_stages(reset_chain, stages.SOAK)
     for actor in (pm_user, operator.user):
-        approval = capability_approve(actor=actor, capability=reset, to_status="C2")
+        approval = capability_approve(actor=actor, capability=reset, request=ApprovalRequest("C2"))
     assert approval.runs.count() == 7
     # New simulator versions: the runs the approvals covered no longer hold.
     target_register(
@@ -122,12 +122,12 @@ def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals(pm_user
     blocked = promote(sampling, "C4", pm_user, reason="fuzz run")
     assert [r["code"] for r in blocked.reasons] == ["approval_missing"] and status_of(sampling) == "C3"
     for actor in (pm_user, operator.user):
-        approval = capability_approve(actor=actor, capability=sampling, to_status="C4")
+        approval = capability_approve(actor=actor, capability=sampling, request=ApprovalRequest("C4"))
     assert approval.answer_id is None and not approval.runs.exists()
     assert promote(sampling, "C4", pm_user, reason="the sampling surface must stay shut").allowed
     assert [r["code"] for r in promote(sampling, "C3", pm_user).reasons] == ["approval_missing"]
     for actor in (pm_user, operator.user):
-        capability_approve(actor=actor, capability=sampling, to_status="C3")
+        capability_approve(actor=actor, capability=sampling, request=ApprovalRequest("C3"))
     assert promote(sampling, "C3", pm_user).allowed and status_of(sampling) == "C3"
 
 
@@ -152,6 +152,21 @@ def test_approvals_through_the_api_the_page_and_the_command(reset, reset_chain, 
     ).content.decode()
     assert "Your approval of the move to C3 is recorded." in body and "approved by pam" in body
 
+    # What cannot be an approval is refused where it is parsed, naming the field, and records nothing.
+    for posted, field, sentence in (
+        ({"to": "C9"}, "to", "Unknown status"),
+        ({"to": "C2", "note": "n" * (NOTE_MAX_CHARS + 1)}, "note", "A note holds at most 2000 characters."),
+    ):
+        refused = client.post(reverse("capability-approve", args=[reset.slug]), posted, HTTP_HX_REQUEST="true")
+        assert sentence in refused.content.decode(), field
+        api = operator.client().post(url, posted, format="json")
+        assert api.status_code == 400 and api.json()["errors"][0]["field"] == field
+    with pytest.raises(CommandError, match="^to: Unknown status 'C9'"):
+        call_command("approve_capability", reset.slug, "C9", "--user", "otto")
+    with pytest.raises(CommandError, match="^note: A note holds at most"):
+        call_command("approve_capability", reset.slug, "C2", "--user", "otto", "--note", "n" * (NOTE_MAX_CHARS + 1))
+    assert CapabilityApproval.objects.filter(capability=reset).count() == 2
+
     with pytest.raises(CommandError, match="already approved"):
         call_command("approve_capability", reset.slug, "C3", "--user", "otto")
     call_command("promote_capability", reset.slug, "C3", "--user", "pam")
@@ -161,9 +176,18 @@ def test_approvals_through_the_api_the_page_and_the_command(reset, reset_chain, 
     assert "stage_not_passed" in capsys.readouterr().err
 
 
+def test_an_approval_s_words_are_parsed_into_a_request_naming_the_field_that_cannot_be_one():
+    assert approval_request("C3", "  checked the scope \n") == ApprovalRequest(to="C3", note="checked the scope")
+    for to, note, field in (("C9", "", "to"), ("c3", "", "to"), ("C3", "n" * (NOTE_MAX_CHARS + 1), "note")):
+        with pytest.raises(DomainError) as refused:
+            approval_request(to, note)
+        assert refused.value.field == field
+    assert approval_request("C3", " " * (NOTE_MAX_CHARS + 5)).note == ""  # stripped before it is measured
+
+
 def test_the_admin_shows_approvals_and_changes_none(reset, reset_chain, operator, client):
     sdk_checked(reset)
-    approval = capability_approve(actor=operator.user, capability=reset, to_status="C3")
+    approval = capability_approve(actor=operator.user, capability=reset, request=ApprovalRequest("C3"))
     client.force_login(get_user_model().objects.create_superuser("root", "root@example.org", "pw"))
     assert "otto" in client.get("/admin/acceptance/capabilityapproval/").content.decode()
     assert client.get("/admin/acceptance/capabilityapproval/add/").status_code == 403

@@ -23,6 +23,7 @@ from acceptance.services import (
     target_ensure_simulator,
     target_health_check_start,
     target_set_health_schedule,
+    target_set_maintenance,
     targets_health_check,
 )
 from acceptance.services.agents import target_token_create
@@ -369,8 +370,10 @@ def test_a_pm_sets_the_health_schedule_on_the_dashboard_and_bad_input_names_the_
     entry = AuditEntry.objects.get(action="target.health_schedule")
     assert entry.actor_label == "pam" and entry.after == {"every_runs": 20, "every_hours": None}
     for typed, field in (
-        ({"every_runs": "x"}, "health_check_every_runs"),
-        ({"every_hours": "0"}, "health_check_every_hours"),
+        ({"every_runs": "x"}, "health_check_every_runs"),  # the form's: not a whole number
+        ({"every_runs": "5.0"}, "health_check_every_runs"),
+        ({"every_hours": "\u0663"}, "health_check_every_hours"),  # a digit, but not an ASCII one
+        ({"every_hours": "0"}, "health_check_every_hours"),  # the service's: at least 1
     ):
         answer = page.post(schedule, typed, follow=True)
         assert f"{field}: a health check schedule is a whole number from 1, or empty." in answer.content.decode()
@@ -394,12 +397,85 @@ def test_the_health_schedule_command_sets_it_and_refuses_a_bad_value_naming_the_
     assert out.getvalue().strip() == "simulator: a health check every 7 runs or 2 h"
     simulator.refresh_from_db()
     assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (7, 2)
-    with pytest.raises(CommandError, match="^health_check_every_hours: health_check_every_hours: a health check"):
+    # The option's type refuses what is not a whole number; the service refuses 0 (at least 1 is its rule).
+    with pytest.raises(CommandError, match="--every-hours: health_check_every_hours: a health check schedule"):
         call_command("target_health_schedule", "simulator", "--every-hours", "two")
+    with pytest.raises(CommandError, match="^health_check_every_runs: health_check_every_runs: a health check"):
+        call_command("target_health_schedule", "simulator", "--every-runs", "0")
+    simulator.refresh_from_db()
+    assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (7, 2)  # unchanged
     call_command("target_health_schedule", "simulator", stdout=out)  # empty: back to the defaults
     simulator.refresh_from_db()
     assert (simulator.health_check_every_runs, simulator.health_check_every_hours) == (None, None)
     assert AuditEntry.objects.filter(action="target.health_schedule", actor_label__contains="manage.py").count() == 2
+
+
+def test_only_a_pm_or_an_operator_looks_after_a_target_from_every_entry_point(simulator, pm_user, vendor_user):
+    """Maintenance and the health check schedule: the service refuses a vendor engineer and a viewer, whichever
+    way they reach it (the dashboard, the admin, the command); a PM, an operator and the shell may."""
+    from django.contrib.auth.models import User
+
+    from tests.factories import make_user
+
+    viewer, operator = make_user("vic", "team", "viewer"), make_user("otto", "team", "operator")
+    refused = "Only a PM or an operator of the integration team looks after a target"
+
+    def schedule() -> tuple:
+        simulator.refresh_from_db()
+        return simulator.health_check_every_runs, simulator.health_check_every_hours
+
+    for person in (vendor_user, viewer):
+        with pytest.raises(DomainError, match=refused) as caught:
+            target_set_maintenance(actor=person, target=simulator, maintenance=True)
+        assert caught.value.status_code == 403
+        with pytest.raises(DomainError, match=refused):
+            target_set_health_schedule(actor=person, target=simulator, every_runs=5, every_hours=None)
+        page = Client()
+        page.force_login(person)
+        assert page.post(f"/targets/{simulator.slug}/health-schedule", {"every_runs": "5"}).status_code == 404
+        with pytest.raises(CommandError, match=f"^error: {refused}"):
+            call_command("target_health_schedule", "simulator", "--every-runs", "5", "--user", person.username)
+        # The admin, as someone who may open it but is neither a PM nor an operator.
+        User.objects.filter(pk=person.pk).update(is_staff=True, is_superuser=True)
+        admin = Client()
+        admin.force_login(person)
+        shown = admin.post(
+            "/admin/acceptance/target/",
+            {"action": "enter_maintenance", "_selected_action": [simulator.pk]},
+            follow=True,
+        ).content.decode()
+        assert f"Simulator: {refused}" in shown  # the admin shows its messages capitalised
+        changed = admin.post(
+            f"/admin/acceptance/target/{simulator.pk}/change/",
+            {"name": simulator.name, "calrt_version": simulator.calrt_version,
+             "driver_version": simulator.driver_version, "firmware_version": simulator.firmware_version,
+             "chip": simulator.chip, "runner_command": "", "health_check_every_runs": "5",
+             "health_check_every_hours": ""},
+            follow=True,
+        ).content.decode()  # fmt: skip
+        assert f"Not saved — {refused}" in changed
+        simulator.refresh_from_db()
+        assert not simulator.maintenance and schedule() == (None, None)
+    assert not AuditEntry.objects.filter(action__in=["target.maintenance", "target.health_schedule"]).exists()
+
+    page = Client()
+    page.force_login(operator)
+    page.post(f"/targets/{simulator.slug}/health-schedule", {"every_runs": "5"})
+    assert schedule() == (5, None)
+    call_command("target_health_schedule", "simulator", "--every-runs", "6", "--user", pm_user.username)
+    assert schedule() == (6, None)
+    assert AuditEntry.objects.filter(action="target.health_schedule").latest("pk").actor_label == "pam"
+    User.objects.filter(pk=operator.pk).update(is_staff=True, is_superuser=True)
+    admin = Client()
+    admin.force_login(operator)
+    admin.post("/admin/acceptance/target/", {"action": "enter_maintenance", "_selected_action": [simulator.pk]})
+    simulator.refresh_from_db()
+    assert simulator.maintenance
+    target_set_maintenance(actor=pm_user, target=simulator, maintenance=False)
+    simulator.refresh_from_db()
+    assert not simulator.maintenance
+    with pytest.raises(CommandError, match="no user 'nobody'"):
+        call_command("target_health_schedule", "simulator", "--user", "nobody")
 
 
 def test_the_queue_wait_counts_from_when_the_run_began_to_wait_as_the_queue_timeout_does(agent, simulator, chain):

@@ -58,3 +58,17 @@ def test_the_list_and_the_vendors_page_show_the_failed_chain_not_the_finished_on
     client.force_login(pm)
     furthest = client.get(reverse("question-list"), {"stage": stages.DONE}).content.decode()
     assert 'data-standing="soak-failed"' in furthest
+
+
+@pytest.mark.django_db
+def test_the_vendors_page_shows_each_question_s_latest_answer_or_that_none_was_given(
+    client, pm, acme, acme_engineer, checklist
+):
+    v18_one_chain_done_one_failed_at_soak(pm, acme, acme_engineer)  # two answers, neither complete
+    put_to(pm, acme, "V19")
+    client.force_login(acme_engineer)
+    landing = client.get(reverse("vendor-home")).content.decode()
+    v18 = landing.split("<strong>V18</strong>", 1)[1].split("</tr>", 1)[0]
+    assert "r2" in v18 and "incomplete" in v18 and "missing" in v18
+    v19 = landing.split("<strong>V19</strong>", 1)[1].split("</tr>", 1)[0]
+    assert "not answered yet" in v19 and "r1" not in v19

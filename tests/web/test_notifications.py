@@ -94,6 +94,9 @@ def test_a_bad_webhook_is_refused_naming_the_field(pm_client, pm):
         reverse("webhook-list"), {"organisation": "nowhere", "name": "chat", "url": "https://x.org"}
     )
     assert "Choose an organisation from the list." in response.content.decode()
+    for posted in ({"name": "chat", "url": "https://x.org"}, {"organisation": "", "name": "chat"}):  # none chosen
+        response = pm_client.post(reverse("webhook-list"), posted)
+        assert response.status_code == 400 and "Choose an organisation from the list." in response.content.decode()
     assert not Webhook.objects.exists()
 
 

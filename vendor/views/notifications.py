@@ -1,6 +1,9 @@
 """Notification pages: each person's preferences and what they were told; the PMs' webhooks with their delivery
 logs. The rules are `vendor.services.notifications` and `vendor.services.webhooks`'."""
 
+import datetime
+from dataclasses import dataclass
+
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpResponseRedirect
@@ -11,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from calculet import web
 from calculet.errors import DomainError
+from calculet.web import errors_by_field
 from vendor import events
 from vendor.access import may_manage_webhooks, may_open_pages
 from vendor.models import WebhookDelivery
@@ -24,6 +28,7 @@ from vendor.selectors import (
 )
 from vendor.services.notifications import EMAIL_MAX_CHARS, notification_preferences_update
 from vendor.services.webhooks import NAME_MAX_CHARS, URL_MAX_CHARS, webhook_create, webhook_test, webhook_update
+from vendor.views.forms import NotificationPreferencesForm, WebhookCreateForm, WebhookForm
 
 RECENT_NOTIFICATIONS = 50
 DELIVERIES_PAGE_SIZE = 25
@@ -33,11 +38,33 @@ def _kinds(kinds: list[str]) -> list[tuple[str, str]]:
     return [(kind, str(events.EVENTS[kind].label)) for kind in kinds]
 
 
-def _told(user) -> list:
-    told = list(notification_list(user=user)[:RECENT_NOTIFICATIONS])
-    for notification in told:
-        notification.summary = events.subject(notification.event.kind, notification.event.data)
-    return told
+@dataclass(frozen=True)
+class ToldRow:
+    """A notification as the page lists it: when, its event's subject and page (empty: none), and how its
+    e-mail went (`emailed_at`, else `error`, else on its way to `email`, or no address)."""
+
+    pk: int
+    created_at: datetime.datetime
+    summary: str
+    path: str
+    email: str
+    emailed_at: datetime.datetime | None
+    error: str
+
+
+def _told(user) -> list[ToldRow]:
+    return [
+        ToldRow(
+            pk=notification.pk,
+            created_at=notification.created_at,
+            summary=events.subject(notification.event.kind, notification.event.data),
+            path=notification.event.data.get("path", ""),
+            email=notification.email,
+            emailed_at=notification.emailed_at,
+            error=notification.error,
+        )
+        for notification in notification_list(user=user)[:RECENT_NOTIFICATIONS]
+    ]
 
 
 @web.page_for(may_open_pages)
@@ -49,12 +76,9 @@ def notification_preferences(request):
     form = {"email": user.email, "language": preference.language, "muted": preference.muted}
     errors: dict = {}
     if request.method == "POST":
-        wanted = set(request.POST.getlist("events"))
-        form = {
-            "email": request.POST.get("email", ""),
-            "language": request.POST.get("language", ""),
-            "muted": [kind for kind in kinds if kind not in wanted],
-        }
+        posted = NotificationPreferencesForm(request.POST, kinds=kinds)
+        posted.is_valid()  # every field takes what is posted; the rules are the service's
+        form = posted.preferences()
         try:
             notification_preferences_update(actor=user, user=user, **form)
         except DomainError as error:
@@ -73,16 +97,6 @@ def notification_preferences(request):
     return web.render_page(
         request, "vendor/notifications.html", context, nav="notifications", status=400 if errors else 200
     )
-
-
-def _hook_input(post) -> dict:
-    return {
-        "organisation": post.get("organisation", ""),
-        "name": post.get("name", ""),
-        "url": post.get("url", ""),
-        "kinds": post.getlist("events"),
-        "active": post.get("active") == "on",
-    }
 
 
 def _refused(error: DomainError) -> dict:
@@ -108,18 +122,18 @@ def webhook_list_page(request):
     form = {"organisation": team.slug if team else "", "name": "", "url": "", "kinds": [], "active": True}
     errors: dict = {}
     if request.method == "POST":
-        form = _hook_input(request.POST)
-        organisation = organisations().filter(slug=form["organisation"]).first()
-        if organisation is None:
-            errors["organisation"] = _("Choose an organisation from the list.")
+        posted = WebhookCreateForm(request.POST)
+        form = posted.typed()
+        if not posted.is_valid():
+            errors = errors_by_field(posted)
         else:
             try:
                 hook = webhook_create(
                     actor=request.user,
-                    organisation=organisation,
-                    name=form["name"],
-                    url=form["url"],
-                    kinds=form["kinds"],
+                    organisation=posted.cleaned_data["organisation"],
+                    name=posted.cleaned_data["name"],
+                    url=posted.cleaned_data["url"],
+                    kinds=posted.cleaned_data["events"],
                 )
             except DomainError as error:
                 errors = _refused(error)
@@ -152,8 +166,9 @@ def webhook_detail(request, hook_id):
     form = {"name": hook.name, "url": hook.url, "kinds": hook.events, "active": hook.active}
     errors: dict = {}
     if request.method == "POST":
-        form = _hook_input(request.POST)
-        form.pop("organisation")
+        posted = WebhookForm(request.POST)
+        posted.is_valid()  # every field takes what is posted; the rules are the service's
+        form = posted.changes()
         try:
             webhook_update(actor=request.user, hook=hook, **form)
         except DomainError as error:

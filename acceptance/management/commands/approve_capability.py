@@ -1,6 +1,7 @@
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from acceptance.inputs import approval_request
 from acceptance.services.approvals import capability_approve
 from calculet.errors import DomainError
 from evidence.models import Capability
@@ -26,7 +27,7 @@ class Command(BaseCommand):
         if actor is None:
             raise CommandError(f"No user {user!r}.")
         try:
-            approval = capability_approve(actor=actor, capability=capability, to_status=status, note=note)
+            approval = capability_approve(actor=actor, capability=capability, request=approval_request(status, note))
         except DomainError as error:
             for item in error.reasons:
                 self.stderr.write(f"{item['code']}: {item['message']}")
