@@ -88,8 +88,8 @@ def onnx(key: str, title: str, *, sha256_prefix: str) -> DeliverableSeed:
     return DeliverableSeed(key, "onnx", title, sha256_prefix=sha256_prefix)
 
 
-def tool(key: str, title: str, *capabilities: str, runs_on: str) -> DeliverableSeed:
-    return DeliverableSeed(key, "tool", title, capabilities=capabilities, runs_on=runs_on)
+def tool(key: str, title: str, *, runs_on: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "tool", title, runs_on=runs_on)
 
 
 def document(key: str, title: str, *checklist: str, either: str = "") -> DeliverableSeed:
@@ -139,9 +139,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "Says which dynamic shapes are accepted and how they are declared",
             "Says how external data must be laid out",
         ),
-        tool(
-            "onnx-checker", gettext_noop("ONNX input checker, run on valid and invalid models"), COMPILE, runs_on="onnx"
-        ),
+        tool("onnx-checker", gettext_noop("ONNX input checker, run on valid and invalid models"), runs_on="onnx"),
     ),
     "V06": (
         image("quantisation-tool", gettext_noop("Quantisation tool with a replayable configuration"), COMPILE),

@@ -838,23 +838,19 @@ def test_v04_s_onnx_is_accepted_only_with_c02_s_hash(engineer, acme, golden, tmp
 def test_v05_s_checker_is_run_on_valid_and_invalid_models(
     engineer, acme, golden, tmp_path, command, state, said, refused
 ):
+    """What input the compiler takes, not that a compile reproduces: the checker moves no capability."""
     root = onnx_checker(tmp_path / "checker", command=command)
-    answer, deliverable, _capability = answer_with(
-        engineer,
-        acme,
-        golden,
-        tmp_path,
-        code="V05",
-        kind="tool",
-        artifact_kind="tool",
-        data=tar_bytes({path.name: path.read_bytes() for path in root.iterdir()}),
-        capability_slug="reproducible-compile",
-        tool_runs_on="onnx",
-    )
+    question = make_question("V05", organisation=acme, state="asked", deliverable=None)
+    deliverable = make_deliverable(question, "delivery", kind="tool", tool_runs_on="onnx")
+    data = tar_bytes({path.name: path.read_bytes() for path in root.iterdir()})
+    artifact = make_artifact(engineer, data, kind="tool", version="1", file_name="onnx-checker.tar")
+    answer_data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    answer = answer_submit(actor=engineer, question=question, draft=answer_draft(answer_data))
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == state, decided.reason
     assert said in decided.reason
     assert found_lines(deliverable)["Models it refuses"] == refused
+    assert not EvidenceItem.objects.get(deliverable=deliverable).capabilities.exists()
 
 
 @pytest.mark.parametrize(
