@@ -20,6 +20,34 @@ PACKAGE_NEEDS = {
     "models_per_chiplet": "two packages of the same chip affinity",
 }
 DEFECTS = {"package-metadata": "a schema accepting A16 or A17"}
+# What each question's fix adds to a metadata schema's check (acceptance/inspection/schema.py): what is asked, and
+# what a schema without it gets.
+ASKED = {
+    "version": (
+        "rejects the current metadata claiming another schema_version, or without schema_version, name, memory or "
+        "submodels",
+        "one naming no version: `version_not_pinned`; one leaving a field optional: `field_not_required` naming it",
+    ),
+    "units": (
+        "gives each size field (device and chiplet memory, parameter blocks', tensors' sizes) its unit: a `unit` "
+        "keyword, or a unit the field carries and must have",
+        "a size field with no unit: `field_without_unit` naming it",
+    ),
+    "A16": (
+        "rejects A16's 16 TiB written in B, KiB or GiB, and a size with no unit or an unknown one",
+        "one refusing only MB: `unit_not_fixed`; a unit left optional or free: `unit_not_required`",
+    ),
+    "A17": (
+        "rejects the decode labelled llm_prefill, a type that does not exist, and the sub-models swapped with "
+        "their labels",
+        'one checking a position or only "not llm_decode": `submodel_type_unchecked` naming the case',
+    ),
+    "compatibility": (
+        "requires compatibility with calrt, driver, firmware and chip, each range a version specifier",
+        "rules optional or incomplete: `compatibility_not_required`, `compatibility_incomplete` naming the key; "
+        "a range in words: `range_not_machine_readable`",
+    ),
+}
 
 
 def _probe(name: str, params: dict) -> str:
@@ -41,7 +69,18 @@ def accepted_by(d: DeliverableSeed) -> str:
             if d.sbom_components
             else "SBOM"
         )
+        if d.commits:
+            compiler = d.commits[0][0]
+            at = " and ".join(f"{name} at {prefix}…" for name, prefix in d.commits)
+            sbom = f"the image holds `{compiler}`; SBOM giving {at}"
         return f"OCI layout and digests verify offline; {sbom} and licence; a build command gives the same bytes twice"
+    if d.kind == "onnx":
+        return f"an ONNX model (ModelProto with a graph and an opset) whose SHA-256 begins {d.sha256_prefix}"
+    if d.kind == "tool":
+        return (
+            "its command, run in the sandbox on calculet's ONNX models, accepts the valid one (exit 0) and refuses "
+            "the truncated one and the one reading an undefined tensor"
+        )
     if d.kind == "schema" and d.schema_of == "trace":
         return (
             "the schema of the vendor's own trace format accepts its sample; the converter, run in the sandbox on "
@@ -49,13 +88,8 @@ def accepted_by(d: DeliverableSeed) -> str:
             "event fewer for the sample less its last"
         )
     if d.kind == "schema":
-        versioned = (
-            "; rejects the current metadata claiming another schema_version, or without schema_version, name, "
-            "memory or submodels"
-            if d.versioned
-            else ""
-        )
-        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}{versioned}"
+        asked = f"; {ASKED[d.asks][0]}" if d.asks else ""
+        return f"valid JSON Schema; accepts the current {d.schema_of}; {REJECTED[d.schema_of]}{asked}"
     return "PM review: " + "; ".join(d.checklist)
 
 
@@ -101,7 +135,13 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         said = ["no SBOM or licence: `sbom_missing` or `licence_missing`, rejected"]
         if any(r.reproducible_build for r in recipes):
             said.append("no build: `build_missing`; a build that differs: `not_reproducible`")
-        if d.sbom_components:
+        if d.commits:
+            compiler = d.commits[0][0]
+            said.append(
+                f"no `{compiler}` in the image: `compiler_not_in_image`; a component missing from the SBOM: "
+                f"`commit_missing`; one at another commit: `commit_mismatch` naming it"
+            )
+        elif d.sbom_components:
             said.append(
                 "an SBOM naming no file: `sbom_no_files`; a component the image lacks, a file of another digest or "
                 "a compiled file in no component: `sbom_mismatch` naming it; a component without a version: "
@@ -110,6 +150,16 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         else:
             said.append("what the image holds is not checked against the question (weak)")
         return "; ".join(said)
+    if d.kind == "onnx":
+        return (
+            f"another file: `hash_mismatch` quoting {d.sha256_prefix}… and the file's SHA-256; bytes that are no "
+            "model: `not_onnx`"
+        )
+    if d.kind == "tool":
+        return (
+            "a checker accepting every file: `accepts_invalid_onnx` naming the model; one refusing the valid model: "
+            "`refuses_valid_onnx`; a run ended by the sandbox: `checker_failed`"
+        )
     if d.kind == "schema" and d.schema_of == "trace":
         return (
             "a schema refusing its own sample: `rejects_sample`; a converter that fails or writes no Chrome trace "
@@ -119,14 +169,9 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         )
     if d.kind == "schema":
         said = f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`"
-        if d.versioned:
-            return (
-                f"{said}; one naming no version: `version_not_pinned`; one leaving a field optional: "
-                "`field_not_required`"
-            )
-        if d.fixes:
-            return f"{said} — {d.fixes}'s rejection is the fix this question asks for"
-        return f"{said}; the fix this question asks for in particular is not checked (weak)"
+        if d.asks:
+            return f"{said}; {ASKED[d.asks][1]}"
+        return said
     return "an item the PM does not tick: rejected, naming the item"
 
 

@@ -789,7 +789,8 @@ def _names(names) -> str:
 
 def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
     """What a static check looked at and found, as (label, what) lines, from the detail its evidence keeps: the
-    SDK's calls found and missing, the image's SBOM and licence files, the schema's verdict on each sample."""
+    SDK's calls found and missing, the image's SBOM and licence files, the schema's verdict on each sample, the
+    ONNX file's hash beside the seed's, the models a checker accepts and refuses."""
     checked = (detail or {}).get("checked") or {}
     report = (checked.get("report") or {}).get("checked") or {}
     lines: list[tuple[str, str]] = []
@@ -826,6 +827,13 @@ def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
         lines.append(
             (str(_("Defective samples it wrongly accepts")), _names(n for n, errors in rejected.items() if not errors))
         )
+    elif kind == Deliverable.ONNX and "sha256" in report:
+        lines.append((str(_("The file's SHA-256")), report["sha256"]))
+        lines.append((str(_("The hash the seed records")), f"{report.get('expected_prefix', '')}…"))
+    elif kind == Deliverable.TOOL and isinstance(report.get("runs"), list):
+        runs = report["runs"]
+        lines.append((str(_("Models it accepts")), _names(run["model"] for run in runs if run.get("accepted"))))
+        lines.append((str(_("Models it refuses")), _names(run["model"] for run in runs if not run.get("accepted"))))
     return lines
 
 

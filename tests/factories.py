@@ -114,7 +114,7 @@ def make_deliverable(
     schema_of: str = "",
     position: int = 0,
     either: str = "",
-    schema_versioned: bool = False,
+    **specific,
 ) -> Deliverable:
     """A deliverable as the import makes it: owed, linked to the capabilities it proves."""
     if kind == Deliverable.SCHEMA and not schema_of:
@@ -128,7 +128,7 @@ def make_deliverable(
         checklist=list(checklist),
         schema_of=schema_of,
         either=either,
-        schema_versioned=schema_versioned,
+        **specific,  # what the question's own check expects: schema_asks, image_commits, sha256_prefix...
     )
     for capability in capabilities:
         capability.deliverables.add(deliverable)

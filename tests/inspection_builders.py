@@ -211,7 +211,9 @@ def trace_delivery(root: Path, *, schema=None, sample=None, converter: str = TRA
 # JSON Schemas
 
 # A vendor's metadata schema that holds: sizes in units a board can hold (A16), exactly one prefill and the
-# prefill labelled as one (A17).
+# prefill labelled as one (A17); and the fixes V33, V43, V46, V47 and V48 ask: a pinned version with required
+# fields, each size field's unit, compatibility ranges as version specifiers.
+SPECIFIER = r"^\s*(>=|<=|==|!=|~=|>|<)\s*[0-9][0-9A-Za-z.+-]*\s*(,\s*(>=|<=|==|!=|~=|>|<)\s*[0-9][0-9A-Za-z.+-]*\s*)*$"
 PACKAGE_METADATA_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -223,8 +225,18 @@ PACKAGE_METADATA_SCHEMA = {
         "memory": {
             "type": "object",
             "required": ["device_memory_required"],
-            "properties": {"device_memory_required": {"$ref": "#/$defs/size_on_a_board"}},
+            "properties": {
+                "device_memory_required": {"$ref": "#/$defs/size_on_a_board"},
+                "chiplets": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "properties": {"dram": {"$ref": "#/$defs/bytes"}, "sram": {"$ref": "#/$defs/bytes"}},
+                    },
+                },
+            },
         },
+        "param_blocks": {"type": "array", "items": {"properties": {"size": {"$ref": "#/$defs/bytes"}}}},
         "submodels": {
             "type": "array",
             "items": {"$ref": "#/$defs/submodel"},
@@ -232,8 +244,19 @@ PACKAGE_METADATA_SCHEMA = {
             "minContains": 1,
             "maxContains": 1,
         },
+        "compatibility": {
+            "type": "object",
+            "required": ["calrt", "driver", "firmware", "chip"],
+            "properties": {
+                "calrt": {"type": "string", "pattern": SPECIFIER},
+                "driver": {"type": "string", "pattern": SPECIFIER},
+                "firmware": {"type": "string", "pattern": SPECIFIER},
+                "chip": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            },
+        },
     },
     "$defs": {
+        "bytes": {"type": "integer", "minimum": 0, "unit": "B"},
         "size_on_a_board": {
             "type": "object",
             "required": ["value", "unit"],
@@ -244,12 +267,19 @@ PACKAGE_METADATA_SCHEMA = {
                 {"properties": {"unit": {"enum": ["GB", "GiB"]}, "value": {"maximum": 64}}},
             ],
         },
+        "tensor": {"properties": {"size": {"$ref": "#/$defs/bytes"}}},
         "submodel": {
             "type": "object",
             "required": ["name", "smodel_type", "batch", "inputs", "outputs"],
-            "properties": {"smodel_type": {"enum": ["llm_prefill", "llm_decode"]}, "batch": {"minimum": 1}},
+            "properties": {
+                "smodel_type": {"enum": ["llm_prefill", "llm_decode"]},
+                "batch": {"minimum": 1},
+                "inputs": {"type": "array", "items": {"$ref": "#/$defs/tensor"}},
+                "outputs": {"type": "array", "items": {"$ref": "#/$defs/tensor"}},
+            },
             "if": {"properties": {"name": {"const": "prefill"}}},
             "then": {"properties": {"smodel_type": {"const": "llm_prefill"}}},
+            "else": {"properties": {"smodel_type": {"const": "llm_decode"}}},
         },
     },
 }
@@ -272,3 +302,91 @@ def build_project(root: Path, *, reproducible: bool = True) -> Path:
         + stamp
     )
     return root
+
+
+# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (the probes' valid model with a
+# doc_string, ModelProto field 6, whose nonce was searched for once), and V05: a vendor's ONNX checker.
+C02_NONCE = 12091347
+
+
+def c02_onnx() -> bytes:
+    from acceptance.inspection.onnx import probe_models
+
+    doc = f"C02 stand-in, nonce {C02_NONCE:010d}".encode()
+    return probe_models()["valid"][0] + b"\x32" + bytes([len(doc)]) + doc
+
+
+# Reads model.onnx's protobuf and refuses what the ONNX checker refuses here: bytes that are no ModelProto with a
+# graph, and a node reading a tensor no graph input, initializer or earlier node defines.
+ONNX_CHECKER = """import sys
+
+def varint(data, at):
+    value = shift = 0
+    while True:
+        byte = data[at]; at += 1
+        value |= (byte & 0x7F) << shift; shift += 7
+        if not byte & 0x80:
+            return value, at
+
+def fields(data):
+    out, at = [], 0
+    while at < len(data):
+        key, at = varint(data, at)
+        wire = key & 7
+        if wire == 0:
+            value, at = varint(data, at)
+        elif wire == 2:
+            size, at = varint(data, at)
+            if at + size > len(data):
+                raise ValueError("truncated")
+            value, at = data[at:at + size], at + size
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            value, at = data[at:at + width], at + width
+        else:
+            raise ValueError("bad wire type")
+        out.append((key >> 3, value))
+    return out
+
+def names(message, number):
+    return [v.decode() for n, v in fields(message) if n == number]
+
+try:
+    model = fields(open("model.onnx", "rb").read())
+    graph = [v for n, v in model if n == 7][0]
+    parts = fields(graph)
+    known = set()
+    for n, value in parts:
+        if n == 11:
+            known.update(names(value, 1))
+        if n == 5:
+            known.update(names(value, 8))
+    for n, node in parts:
+        if n == 1:
+            for tensor in names(node, 1):
+                if tensor and tensor not in known:
+                    sys.exit(f"node reads undefined tensor {tensor}")
+            known.update(names(node, 2))
+except (ValueError, IndexError) as error:
+    sys.exit(f"not an ONNX model: {error}")
+print("ok")
+"""
+
+
+def onnx_checker(root: Path, *, checker: str = ONNX_CHECKER, command: str = "python3 check.py") -> Path:
+    """V05's delivery unpacked at `root`: check.py and run.txt, its command."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "check.py").write_text(checker)
+    (root / "run.txt").write_text(command + "\n")
+    return root
+
+
+# V01: the compiler container's SBOM giving calcc and TVM at the seed's commits (C03, C04).
+COMPILER_COMMITS = [("calcc", "575c2d"), ("tvm", "7aebd1")]
+
+
+def compiler_sbom(calcc: str = "575c2d9e41", tvm: str | None = "7aebd1c3f0") -> dict:
+    packages = [{"SPDXID": "SPDXRef-calcc", "name": "calcc", "versionInfo": f"0.9.0+git.{calcc}"}]
+    if tvm is not None:
+        packages.append({"SPDXID": "SPDXRef-tvm", "name": "TVM", "versionInfo": "0.16.dev0", "sourceInfo": tvm})
+    return {**SPDX, "packages": packages}

@@ -151,6 +151,8 @@ class Artifact(models.Model):
     RUNNER_BUNDLE = "runner_bundle"
     DOCUMENT = "document"
     SCHEMA = "schema"
+    ONNX = "onnx"
+    TOOL = "tool"
     KINDS = [
         (CALBIN, _("calbin package")),
         (SDK, _("SDK")),
@@ -159,6 +161,8 @@ class Artifact(models.Model):
         (RUNNER_BUNDLE, _("runner bundle")),
         (DOCUMENT, _("document")),
         (SCHEMA, _("JSON Schema")),
+        (ONNX, _("ONNX model")),
+        (TOOL, _("tool calculet runs")),
     ]
 
     PENDING = "pending"
@@ -193,7 +197,17 @@ class Artifact(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(
-                    kind__in=["calbin", "sdk", "container_image", "golden", "runner_bundle", "document", "schema"]
+                    kind__in=[
+                        "calbin",
+                        "sdk",
+                        "container_image",
+                        "golden",
+                        "runner_bundle",
+                        "document",
+                        "schema",
+                        "onnx",
+                        "tool",
+                    ]
                 ),
                 name="artifact_kind_valid",
             ),
@@ -253,12 +267,16 @@ class Deliverable(models.Model):
     SDK = "sdk"
     CONTAINER_IMAGE = "container_image"
     SCHEMA = "schema"
+    ONNX = "onnx"
+    TOOL = "tool"
     DOCUMENT = "document"
     KINDS = [
         (CALBIN, _("calbin package")),
         (SDK, _("SDK headers and library")),
         (CONTAINER_IMAGE, _("container image")),
         (SCHEMA, _("machine-readable schema")),
+        (ONNX, _("ONNX model file")),
+        (TOOL, _("tool calculet runs")),
         (DOCUMENT, _("document")),
     ]
 
@@ -286,10 +304,19 @@ class Deliverable(models.Model):
     checklist = models.JSONField(default=list, blank=True)
     # Schema deliverables: what the schema describes ("package-metadata" or "trace").
     schema_of = models.CharField(max_length=40, blank=True)
-    # Schema deliverables of V47: the schema must also pin the metadata's version and require its fields.
-    schema_versioned = models.BooleanField(default=False)
+    # Package-metadata schema deliverables: the fix their question asks of the schema (evidence.seed.deliverables'
+    # SCHEMA_ASKS: V47 "version", V48 "units", V33 "A16", V43 "A17", V46 "compatibility"), checked besides V08's.
+    schema_asks = models.CharField(max_length=20, blank=True)
     # Container image deliverables of V07: the SBOM must list the image's components by file and SHA-256.
     image_sbom_components = models.BooleanField(default=False)
+    # Container image deliverables of V01: [component, commit prefix] pairs the seed records (C03 calcc, C04 TVM);
+    # the image holds the first one's executable and its SBOM gives each at its commit. A list: JSONB keeps no
+    # key order.
+    image_commits = models.JSONField(default=list, blank=True)
+    # ONNX deliverables (V04): the prefix of the SHA-256 the seed records for the file (C02).
+    sha256_prefix = models.CharField(max_length=64, blank=True)
+    # Tool deliverables: what calculet runs the tool on ("onnx": V05's checker, on valid and invalid models).
+    tool_runs_on = models.CharField(max_length=20, blank=True)
     # Alternatives: the deliverables of a question with the same `either` are owed as one, any of them enough.
     either = models.CharField(max_length=50, blank=True)
 
@@ -300,7 +327,7 @@ class Deliverable(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["question", "key"], name="deliverable_key_unique"),
             models.CheckConstraint(
-                condition=Q(kind__in=["calbin", "sdk", "container_image", "schema", "document"]),
+                condition=Q(kind__in=["calbin", "sdk", "container_image", "schema", "onnx", "tool", "document"]),
                 name="deliverable_kind_valid",
             ),
             models.CheckConstraint(

@@ -18,6 +18,12 @@ image's filesystem, after each layer's whiteouts, with that digest; every compil
 `ar` archive of objects) is one of them; every component carries a version. Any other is `sbom_mismatch` naming
 the component and the file (`sbom_no_files` when it lists none, `sbom_unversioned`).
 
+With `commits` (V01: the compiler container, `[("calcc", "575c2d"), ("tvm", "7aebd1")]` from the seed's C03
+and C04), the image must hold the compiler, a file named as the first component in its filesystem
+(`compiler_not_in_image`), and its SBOM must give each component at that commit: a component of that name (any
+case) whose version or other fields hold a hexadecimal commit beginning with the prefix (`commit_missing` when
+no component has the name, `commit_mismatch` naming what it gives instead).
+
 SPDX 2.x (`spdxVersion` "SPDX-2.*") and CycloneDX JSON (`bomFormat` "CycloneDX") are accepted. The
 licence is a file of the archive outside `blobs/` named LICENSE, LICENCE, COPYING or NOTICE (any case,
 any extension), or a blob whose descriptor titles it so (`org.opencontainers.image.title`).
@@ -28,6 +34,7 @@ import json
 import re
 import tarfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -68,7 +75,9 @@ class ImageReport(Report):
     sbom_document: Any = None  # the SBOM as read, for the component comparison (not part of the evidence)
 
 
-def check_oci_archive(path: Path, *, sbom: Path | None = None, components: bool = False) -> ImageReport:
+def check_oci_archive(
+    path: Path, *, sbom: Path | None = None, components: bool = False, commits: Sequence[Sequence[str]] = ()
+) -> ImageReport:
     report = ImageReport()
     path = Path(path)
     report.checked["archive"] = {"name": path.name, "size": path.stat().st_size if path.is_file() else None}
@@ -81,8 +90,11 @@ def check_oci_archive(path: Path, *, sbom: Path | None = None, components: bool 
             inspection.run()
             if sbom is not None:
                 _check_sbom_bytes(_read_bounded_file(Path(sbom), report), f"attached {Path(sbom).name}", report)
+            files = inspection.image_files() if components or commits else {}
             if components and report.sbom_document is not None:
-                _compare_components(report, report.sbom_document, inspection.image_files())
+                _compare_components(report, report.sbom_document, files)
+            if commits:
+                _check_commits(report, commits, files)
     except (tarfile.TarError, EOFError, OSError) as error:
         report.add("archive_unreadable", f"{path.name} is not a readable tar archive: {error}")
         return report
@@ -494,4 +506,70 @@ def _compare_components(report: ImageReport, document: dict, image: dict[str, tu
                 f"{path} (compiled, sha256:{digest}) is in the image but in no SBOM component (extra)",
                 path=path,
                 actual=digest,
+            )
+
+
+COMMIT = re.compile(r"[0-9a-f]{6,64}", re.IGNORECASE)
+
+
+def _strings(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [text for value in node.values() for text in _strings(value)]
+    if isinstance(node, list):
+        return [text for value in node for text in _strings(value)]
+    return []
+
+
+def _sbom_component_records(document: Any) -> dict[str, list[dict]]:
+    """The SBOM's packages (SPDX) or components (CycloneDX, nested too) by lower-case name."""
+    records: dict[str, list[dict]] = {}
+    if not isinstance(document, dict):
+        return records
+    stack = list(document.get("packages") or []) + list(document.get("components") or [])
+    while stack:
+        record = stack.pop()
+        if not isinstance(record, dict):
+            continue
+        records.setdefault(str(record.get("name", "")).lower(), []).append(record)
+        stack.extend(record.get("components") or [])
+    return records
+
+
+def _check_commits(report: ImageReport, commits: Sequence[Sequence[str]], files: dict[str, tuple[str, bool]]) -> None:
+    """V01: the compiler in the image, each component at the seed's commit in the SBOM (the module's docstring)."""
+    compiler = commits[0][0]
+    held = sorted(path for path in files if PurePosixPath(path).name == compiler)
+    report.checked["compiler"] = held
+    if not held:
+        report.add(
+            "compiler_not_in_image",
+            f"the image holds no {compiler}: no file of that name in its filesystem",
+            component=compiler,
+        )
+    records = _sbom_component_records(report.sbom_document)
+    report.checked["commits"] = {}
+    for component, prefix in commits:
+        found = records.get(component.lower())
+        if not found:
+            report.add(
+                "commit_missing",
+                f"the SBOM has no component {component}: the image must give {component} at commit {prefix}…",
+                component=component,
+                expected_prefix=prefix,
+            )
+            continue
+        said = sorted(
+            {token.lower() for record in found for text in _strings(record) for token in COMMIT.findall(text)}
+        )
+        report.checked["commits"][component] = said
+        if not any(token.startswith(prefix.lower()) for token in said):
+            report.add(
+                "commit_mismatch",
+                f"SBOM component {component} is at {', '.join(said[:3]) or 'no commit'}, not the {prefix}… the seed "
+                "records",
+                component=component,
+                expected_prefix=prefix,
+                actual=said[:3],
             )

@@ -5,14 +5,36 @@ when it says nothing), must accept what the simulator makes of the current forma
 metadata npu_sim's reader gives for packages it built) and anything the answer adds (`also_accept`, e.g.
 the vendor's own current package's metadata), and must reject the seed's defects (A16's impossible unit,
 A17's prefill labelled llm_decode). References are resolved only inside the schema: nothing is fetched.
+
+A question that asks a fix of the schema holds it to that fix too (`asks`, the current metadata changed as
+each says; checked besides the above):
+
+- `version` (V47): a version and required fields. The current metadata claiming another `schema_version` is
+  rejected (`version_not_pinned`), and so is the current metadata without each of REQUIRED_FIELDS
+  (`field_not_required`, naming it).
+- `units` (V48): every size field has its unit: each of UNIT_FIELDS (the device's and each chiplet's memory,
+  each parameter block's and each tensor's size) is given one by the schema, a `unit` keyword naming one of
+  UNITS in a subschema that applies to the field, or, for a field that carries its unit (`{"value", "unit"}`),
+  by rejecting it without it (`field_without_unit`, naming the field).
+- `A16` (V33): the unit of `device_memory_required` fixed, not only MB refused: A16's 16 TiB written in B,
+  KiB or GiB is rejected (`unit_not_fixed`), and so is the size with no unit or with one that is none of UNITS
+  (`unit_not_required`).
+- `A17` (V43): each sub-model's type tied to the sub-model, not to its place or to "not llm_decode": the
+  decode labelled llm_prefill, the prefill labelled with a type that does not exist, and the two sub-models
+  in the other order each with the other's label are rejected (`submodel_type_unchecked`, naming which).
+- `compatibility` (V46): the rules machine-readable: the current metadata without `compatibility`, without
+  each of COMPATIBILITY_KEYS, or with a CalRT range in words rather than a version specifier is rejected
+  (`compatibility_not_required`, `compatibility_incomplete` naming the key, `range_not_machine_readable`).
 `schema_errors` applies a schema to one document (V37's trace schema to its own sample, trace.py).
 """
 
-from collections.abc import Mapping
+import copy
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from jsonschema import validators
 from jsonschema.exceptions import SchemaError
 from referencing.exceptions import Unresolvable
 
@@ -31,21 +53,36 @@ class SchemaReport(Report):
     draft: str | None = None
 
 
+ASKS = ("version", "units", "A16", "A17", "compatibility")
 # V47: a versioned schema with required fields rejects metadata of another version and metadata missing a field
 # every package has.
 REQUIRED_FIELDS = ("schema_version", "name", "memory", "submodels")
 OTHER_VERSION = 999
+# V48: the size fields of the metadata (`*` any key or index) and the units a schema may give them.
+UNIT_FIELDS = (
+    "memory/device_memory_required",
+    "memory/chiplets/*/dram",
+    "memory/chiplets/*/sram",
+    "param_blocks/*/size",
+    "submodels/*/inputs/*/size",
+    "submodels/*/outputs/*/size",
+)
+UNITS = ("B", "KB", "KiB", "MB", "MiB", "GB", "GiB")
+# V33: A16's 16777216 MB (16 TiB) in other units.
+A16_RESTATED = ((16 * 2**40, "B"), (16 * 2**30, "KiB"), (16 * 2**10, "GiB"))
+# V46: what the rules name, and a range no program can compare a version with.
+COMPATIBILITY_KEYS = ("calrt", "driver", "firmware", "chip")
+RANGE_IN_WORDS = "0.7.6 or any later release"
+SENTINEL = "calculet-unit-probe:"
 
 
 def check_schema(
-    schema: Any, subject: str, *, also_accept: Mapping[str, Any] | None = None, versioned: bool = False
+    schema: Any, subject: str, *, also_accept: Mapping[str, Any] | None = None, asks: str = ""
 ) -> SchemaReport:
-    """`versioned` (V47, package metadata only): the schema must also reject the current metadata claiming
-    another `schema_version` (`version_not_pinned`) and the current metadata without each of REQUIRED_FIELDS
-    (`field_not_required`, naming it)."""
+    """`asks` (package metadata only, one of ASKS): the fix the question asks of the schema, checked too."""
     samples = samples_for(subject)  # raises ValueError for an unknown subject
-    if versioned and subject != "package-metadata":
-        raise ValueError("only a package-metadata schema is held to a version and required fields")
+    if asks and (subject != "package-metadata" or asks not in ASKS):
+        raise ValueError(f"only a package-metadata schema is asked a fix, one of {', '.join(ASKS)}, not {asks!r}")
     report = SchemaReport()
     report.checked["subject"] = subject
     validator = _validator(schema, report)
@@ -77,22 +114,185 @@ def check_schema(
                 f"the schema accepts {sample.name} ({sample.description})",
                 sample=sample.name,
             )
-    if versioned:
-        _check_versioned(validator, samples.accept[0].document, report)
+    if asks:
+        report.checked["asks"] = asks
+        current = samples.accept[0].document
+        if asks == "units":
+            _check_units(schema, validator, current, report)
+        else:
+            ASKED[asks](validator, current, report)
     return report
+
+
+def _accepts(validator: Any, document: Any, name: str, report: SchemaReport) -> bool:
+    return _errors(validator, document, name, report) == []
 
 
 def _check_versioned(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
     other = {**current, "schema_version": OTHER_VERSION}
-    if _errors(validator, other, "another version", report) == []:
+    if _accepts(validator, other, "another version", report):
         report.add(
             "version_not_pinned",
             f"the schema accepts the current metadata claiming schema_version {OTHER_VERSION}: it names no version",
         )
     for name in REQUIRED_FIELDS:
         missing = {key: value for key, value in current.items() if key != name}
-        if _errors(validator, missing, f"without {name}", report) == []:
+        if _accepts(validator, missing, f"without {name}", report):
             report.add("field_not_required", f"the schema accepts the current metadata without {name}", field=name)
+
+
+def _with_memory(current: dict[str, Any], required: Any) -> dict[str, Any]:
+    changed = copy.deepcopy(current)
+    changed["memory"]["device_memory_required"] = required
+    return changed
+
+
+def _check_a16(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
+    for value, unit in A16_RESTATED:
+        if _accepts(validator, _with_memory(current, {"value": value, "unit": unit}), f"A16 in {unit}", report):
+            report.add(
+                "unit_not_fixed",
+                f"the schema accepts A16's 16 TiB written as {value} {unit}: it refuses MB, not an impossible size",
+                unit=unit,
+            )
+    size = current["memory"]["device_memory_required"]["value"]
+    for required, said in (
+        (size, f"a bare number ({size})"),
+        ({"value": size}, "a value with no unit"),
+        ({"value": size, "unit": "furlong"}, "the unit 'furlong'"),
+    ):
+        if _accepts(validator, _with_memory(current, required), said, report):
+            report.add(
+                "unit_not_required",
+                f"the schema accepts device_memory_required as {said}: its unit is not fixed",
+                given=said,
+            )
+
+
+def _check_a17(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
+    prefill, decode = (
+        next(i for i, s in enumerate(current["submodels"]) if s["smodel_type"] == kind)
+        for kind in ("llm_prefill", "llm_decode")
+    )
+
+    def labelled(types: dict[int, str], *, reversed_order: bool = False) -> dict[str, Any]:
+        changed = copy.deepcopy(current)
+        for index, kind in types.items():
+            changed["submodels"][index]["smodel_type"] = kind
+        if reversed_order:
+            changed["submodels"].reverse()
+        return changed
+
+    cases = (
+        ("the decode labelled llm_prefill", labelled({decode: "llm_prefill"})),
+        ("the prefill labelled llm_prefil, a type that does not exist", labelled({prefill: "llm_prefil"})),
+        (
+            "the sub-models in the other order, each labelled as the other (the prefill llm_decode)",
+            labelled({prefill: "llm_decode", decode: "llm_prefill"}, reversed_order=True),
+        ),
+    )
+    for said, document in cases:
+        if _accepts(validator, document, said, report):
+            report.add("submodel_type_unchecked", f"the schema accepts the current metadata with {said}", case=said)
+
+
+def _check_compatibility(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
+    without = {key: value for key, value in current.items() if key != "compatibility"}
+    if _accepts(validator, without, "without compatibility", report):
+        report.add("compatibility_not_required", "the schema accepts the current metadata without compatibility")
+    for key in COMPATIBILITY_KEYS:
+        changed = copy.deepcopy(current)
+        del changed["compatibility"][key]
+        if _accepts(validator, changed, f"compatibility without {key}", report):
+            report.add(
+                "compatibility_incomplete",
+                f"the schema accepts compatibility rules that name no {key} range",
+                key=key,
+            )
+    worded = copy.deepcopy(current)
+    worded["compatibility"]["calrt"] = RANGE_IN_WORDS
+    if _accepts(validator, worded, "a CalRT range in words", report):
+        report.add(
+            "range_not_machine_readable",
+            f"the schema accepts the CalRT range {RANGE_IN_WORDS!r}: a range must be a version specifier",
+        )
+
+
+ASKED: dict[str, Callable[[Any, dict[str, Any], SchemaReport], None]] = {
+    "version": _check_versioned,
+    "A16": _check_a16,
+    "A17": _check_a17,
+    "compatibility": _check_compatibility,
+}
+
+
+def _locations(document: Any, pattern: str) -> list[tuple[str | int, ...]]:
+    """The paths in `document` matching `pattern` (slash-separated keys, `*` any key or index)."""
+    found: list[tuple[str | int, ...]] = [()]
+    for part in pattern.split("/"):
+        step: list[tuple[str | int, ...]] = []
+        for path in found:
+            node = _at(document, path)
+            if part == "*":
+                keys = range(len(node)) if isinstance(node, list) else list(node) if isinstance(node, dict) else []
+                step += [(*path, key) for key in keys]
+            elif isinstance(node, dict) and part in node:
+                step.append((*path, part))
+        found = step
+    return found
+
+
+def _at(document: Any, path: tuple[str | int, ...]) -> Any:
+    for key in path:
+        document = document[key]
+    return document
+
+
+def _check_units(schema: Any, validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
+    """Each field of UNIT_FIELDS replaced by a sentinel string: the `unit` keywords of the subschemas that apply
+    to it are collected by a validator that knows the keyword (its value is a string no other keyword accepts,
+    so every branch that can apply is tried)."""
+    probe = copy.deepcopy(current)
+    paths = {pattern: _locations(current, pattern) for pattern in UNIT_FIELDS}
+    for found in paths.values():
+        for path in found:
+            parent = _at(probe, path[:-1])
+            parent[path[-1]] = SENTINEL + "/".join(map(str, path))
+    units: dict[str, set[str]] = {}
+
+    def unit(_validator: Any, value: Any, instance: Any, _schema: Any) -> Iterator[Any]:
+        if isinstance(instance, str) and instance.startswith(SENTINEL) and value in UNITS:
+            units.setdefault(instance.removeprefix(SENTINEL), set()).add(value)
+        return iter(())
+
+    cls = validators.extend(type(validator), {"unit": unit})
+    try:
+        list(cls(schema).iter_errors(probe))
+    except Unresolvable:
+        return  # said by the checks above
+    given: dict[str, bool] = {}
+    for pattern, found in paths.items():
+        for path in found:
+            where = "/".join(map(str, path))
+            value = _at(current, path)
+            if where not in units and isinstance(value, dict) and "unit" in value:
+                without = copy.deepcopy(current)
+                del _at(without, path)["unit"]
+                given[where] = not _accepts(validator, without, f"{where} without its unit", report)
+            else:
+                given[where] = where in units
+        missing = [where for where in ("/".join(map(str, path)) for path in found) if not given[where]]
+        if missing:
+            report.add(
+                "field_without_unit",
+                f"the schema gives {pattern} no unit (a `unit` keyword naming one of {', '.join(UNITS)}): "
+                f"{', '.join(missing[:3])}",
+                field=pattern,
+            )
+    report.checked["units"] = {
+        where: sorted(units[where]) if where in units else ("carried by the field" if given[where] else None)
+        for where in given
+    }
 
 
 def schema_errors(schema: Any, document: Any, name: str, report: SchemaReport) -> list[str] | None:

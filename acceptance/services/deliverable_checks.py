@@ -1,4 +1,4 @@
-"""Static checks of the artifacts an answer delivers for an sdk, container_image or schema deliverable,
+"""Static checks of the artifacts an answer delivers for an sdk, container_image, schema, onnx or tool deliverable,
 run by a worker (`acceptance.deliverable_check`): the findings become evidence (E2 for an SDK's headers
 and same-version symbols, E1 for an image or a schema checked against the current artifacts) and decide
 the deliverable — accepted when nothing is found and the answer is complete, rejected with the findings.
@@ -22,7 +22,15 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
   build is rejected.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file; for a trace (V37) a tar of the schema of
   the vendor's own trace format, a sample trace in it and the converter calculet runs to a Chrome trace
-  (acceptance/inspection/trace.py).
+  (acceptance/inspection/trace.py). A package-metadata schema is held to the fix its question asks
+  (`Deliverable.schema_asks`, acceptance/inspection/schema.py).
+- container_image, V01 (`Deliverable.image_commits`): the image holds the compiler and its SBOM gives calcc and
+  TVM at the seed's commits (acceptance/inspection/oci.py).
+- onnx: an artifact of kind `onnx`, the model file; it must be an ONNX model whose SHA-256 begins with the seed's
+  hash (`Deliverable.sha256_prefix`, V04: C02's 316f06…; acceptance/inspection/onnx.py).
+- tool: an artifact of kind `tool`, a tar holding `run.txt` (the command) and what it runs; calculet runs it in
+  the sandbox on inputs it makes (`Deliverable.tool_runs_on` "onnx": V05's checker must accept a valid model
+  and refuse invalid ones, acceptance/inspection/onnx.py).
 """
 
 import json
@@ -40,6 +48,7 @@ from acceptance.inspection import Report
 from acceptance.inspection.delivered import Delivered, archive_parts, check_built_is_delivered, image_parts
 from acceptance.inspection.isolated import DEFAULT_LIMITS
 from acceptance.inspection.oci import ImageReport, check_oci_archive
+from acceptance.inspection.onnx import check_onnx_checker, check_onnx_file
 from acceptance.inspection.reproduce import reproduce
 from acceptance.inspection.schema import check_schema
 from acceptance.inspection.sdk import C_SUFFIXES, CXX_SUFFIXES, build_example, check_sdk, sdk_library
@@ -59,8 +68,16 @@ CHECKED_KINDS = {
     Deliverable.SDK: Artifact.SDK,
     Deliverable.CONTAINER_IMAGE: Artifact.CONTAINER_IMAGE,
     Deliverable.SCHEMA: Artifact.SCHEMA,
+    Deliverable.ONNX: Artifact.ONNX,
+    Deliverable.TOOL: Artifact.TOOL,
 }
-GRADES = {Deliverable.SDK: "E2", Deliverable.CONTAINER_IMAGE: "E1", Deliverable.SCHEMA: "E1"}
+GRADES = {
+    Deliverable.SDK: "E2",
+    Deliverable.CONTAINER_IMAGE: "E1",
+    Deliverable.SCHEMA: "E1",
+    Deliverable.ONNX: "E1",
+    Deliverable.TOOL: "E1",
+}
 MAX_SCHEMA_BYTES = 4 * 1024 * 1024
 # Reported, never a failure: the seed asks for the example to build "where a compiler is present".
 NOT_FAILING = {"compiler_missing"}
@@ -179,10 +196,17 @@ def _check(answer: Answer, deliverable: Deliverable) -> CheckOutcome:
         if deliverable.kind == Deliverable.SDK:
             return _check_sdk(path, Path(scratch), answer, deliverable, artifact)
         if deliverable.kind == Deliverable.CONTAINER_IMAGE:
-            image = check_oci_archive(path, components=deliverable.image_sbom_components)
+            image = check_oci_archive(
+                path, components=deliverable.image_sbom_components, commits=deliverable.image_commits
+            )
             build = _reproduce_build(answer, deliverable, Path(scratch), _delivered(answer, artifact, image))
             what = f"image {artifact.file_name} {artifact.version}" + (", built twice" if build is not None else "")
             return _outcome(image, what, extra=build)
+        if deliverable.kind == Deliverable.ONNX:
+            what = f"ONNX {artifact.file_name} {artifact.version}"
+            return _outcome(check_onnx_file(path, sha256_prefix=deliverable.sha256_prefix), what)
+        if deliverable.kind == Deliverable.TOOL:
+            return _check_tool(path, Path(scratch), deliverable, artifact)
         if deliverable.schema_of == "trace":
             return _check_trace(path, Path(scratch), artifact)
         return _check_schema(path, deliverable, artifact)
@@ -373,6 +397,15 @@ def _check_trace(path: Path, scratch: Path, artifact: Artifact) -> CheckOutcome:
     return _outcome(check_trace_delivery(scratch), what)
 
 
+def _check_tool(path: Path, scratch: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
+    what = f"{deliverable.tool_runs_on} checker {artifact.file_name} {artifact.version}"
+    try:
+        archive_extract(path, scratch)
+    except (UnsafeArchiveError, DomainError) as error:
+        return CheckOutcome(False, what, [f"the tool's delivery cannot be unpacked: {error}"], {}, {})
+    return _outcome(check_onnx_checker(scratch), what)
+
+
 def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> CheckOutcome:
     what = f"schema {artifact.file_name} {artifact.version} of {deliverable.schema_of}"
     if path.stat().st_size > MAX_SCHEMA_BYTES:
@@ -381,4 +414,4 @@ def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> C
         schema = json.loads(path.read_bytes())
     except (ValueError, UnicodeDecodeError) as error:
         return CheckOutcome(False, what, [f"the schema is not JSON: {error}"], {}, {})
-    return _outcome(check_schema(schema, deliverable.schema_of, versioned=deliverable.schema_versioned), what)
+    return _outcome(check_schema(schema, deliverable.schema_of, asks=deliverable.schema_asks), what)

@@ -143,11 +143,11 @@ CAPABILITIES: list[CapabilitySeed] = PINNED + FROM_EVIDENCE + FROM_QUESTIONS
 # deliver can prove (evidence/seed/deliverables.py). A question whose answer is only written (V02, V09,
 # V60 ...) moves none: a document closes a question, never moves a capability. A batch is proven by its own
 # package (V18), not by V24's lane rules; residency by V35, sampling by V17. V36 asks for a roadmap, so it
-# moves neither multi-device capability: no question of the seed asks for a running multi-board package.
+# moves neither multi-device capability: no question of the seed asks for a running multi-board package. V05's
+# ONNX checker says what input the compiler takes, not that a compile reproduces: it moves none either.
 QUESTION_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "V01": ("reproducible-compile",),
     "V03": ("reproducible-compile",),
-    "V05": ("reproducible-compile",),
     "V06": ("reproducible-compile",),
     "V07": ("reproducible-compile",),
     "V08": ("calbin-metadata-schema", "golden-readback"),

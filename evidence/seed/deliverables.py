@@ -10,10 +10,18 @@ A deliverable's kind says how it is accepted:
   the headers and defined in the library's dynamic symbols, and the answer's minimal example builds.
 - `container_image`: an OCI image archive that verifies offline (layout, manifest, layer digests) with an
   SBOM and a licence file; where the answer gives a build command, it is run twice and must give the
-  same bytes (V03).
+  same bytes (V03). `commits` (V01): the image holds the first component's executable and its SBOM gives each
+  component at the seed's commit (C03 calcc, C04 TVM).
 - `schema`: a JSON Schema that accepts the current package's metadata (`schema_of` "package-metadata") and
-  rejects the seed's A16 and A17 defects; or, for a trace ("trace", V37: "schema + 解析器 + 示例"), the schema of
-  the vendor's own trace format with a sample trace in it and the converter calculet runs to a Chrome trace.
+  rejects the seed's A16 and A17 defects, and the fix its question asks (`asks`, one of SCHEMA_ASKS: V47 a
+  version and required fields, V48 every size field's unit, V33 A16's unit fixed whatever it is written in, V43
+  each sub-model's type tied to the sub-model, V46 machine-readable compatibility ranges); or, for a trace
+  ("trace", V37: "schema + 解析器 + 示例"), the schema of the vendor's own trace format with a sample trace in it
+  and the converter calculet runs to a Chrome trace.
+- `onnx`: a model file; it must be an ONNX model (a ModelProto with a graph and an opset) whose SHA-256 begins with
+  the hash the seed records for it (`sha256_prefix`: V04, C02's 316f06…).
+- `tool`: a tool calculet runs in the sandbox on inputs it makes (`runs_on` "onnx": V05's checker, run on a valid
+  ONNX model it must accept and on invalid ones it must refuse).
 - `document`: a written answer, reviewed by a PM against `checklist` (items from the acceptance form).
   A document closes a question; it never moves a capability, so it names none.
 
@@ -28,8 +36,10 @@ from dataclasses import dataclass
 
 from django.utils.translation import gettext_noop
 
-KINDS = ("calbin", "sdk", "container_image", "schema", "document")
+KINDS = ("calbin", "sdk", "container_image", "schema", "onnx", "tool", "document")
 SCHEMA_SUBJECTS = ("package-metadata", "trace")
+SCHEMA_ASKS = ("version", "units", "A16", "A17", "compatibility")
+TOOL_INPUTS = ("onnx",)
 
 
 @dataclass(frozen=True)
@@ -41,10 +51,13 @@ class DeliverableSeed:
     checklist: tuple[str, ...] = ()  # document only: what the PM checks
     schema_of: str = ""  # schema only: one of SCHEMA_SUBJECTS
     either: str = ""  # deliverables of a question with the same `either` are alternatives: one is enough
-    versioned: bool = False  # package-metadata schema only: it must pin the version and require the fields (V47)
-    fixes: str = ""  # package-metadata schema only: the seed's defect this question asks it to fix (A16, A17)
+    asks: str = ""  # package-metadata schema only: the fix its question asks of it, one of SCHEMA_ASKS
     # container image only: its SBOM must list its components' files by SHA-256, as the image holds them (V07)
     sbom_components: bool = False
+    # container image only: (component, commit prefix) the image holds, the first its executable (V01: C03, C04)
+    commits: tuple[tuple[str, str], ...] = ()
+    sha256_prefix: str = ""  # onnx only: the seed's hash of the file (V04: C02)
+    runs_on: str = ""  # tool only: what calculet runs it on, one of TOOL_INPUTS
 
 
 def calbin(key: str, title: str, *capabilities: str) -> DeliverableSeed:
@@ -55,16 +68,28 @@ def sdk(key: str, title: str, *capabilities: str, either: str = "") -> Deliverab
     return DeliverableSeed(key, "sdk", title, capabilities=capabilities, either=either)
 
 
-def image(key: str, title: str, *capabilities: str, sbom_components: bool = False) -> DeliverableSeed:
-    return DeliverableSeed(key, "container_image", title, capabilities=capabilities, sbom_components=sbom_components)
-
-
-def schema(
-    key: str, title: str, schema_of: str, *capabilities: str, versioned: bool = False, fixes: str = ""
+def image(
+    key: str,
+    title: str,
+    *capabilities: str,
+    sbom_components: bool = False,
+    commits: tuple[tuple[str, str], ...] = (),
 ) -> DeliverableSeed:
     return DeliverableSeed(
-        key, "schema", title, capabilities=capabilities, schema_of=schema_of, versioned=versioned, fixes=fixes
+        key, "container_image", title, capabilities=capabilities, sbom_components=sbom_components, commits=commits
     )
+
+
+def schema(key: str, title: str, schema_of: str, *capabilities: str, asks: str = "") -> DeliverableSeed:
+    return DeliverableSeed(key, "schema", title, capabilities=capabilities, schema_of=schema_of, asks=asks)
+
+
+def onnx(key: str, title: str, *, sha256_prefix: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "onnx", title, sha256_prefix=sha256_prefix)
+
+
+def tool(key: str, title: str, *, runs_on: str) -> DeliverableSeed:
+    return DeliverableSeed(key, "tool", title, runs_on=runs_on)
 
 
 def document(key: str, title: str, *checklist: str, either: str = "") -> DeliverableSeed:
@@ -76,7 +101,15 @@ METADATA = "calbin-metadata-schema"
 
 QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     # 12.1 Compiler and reproducible supply chain
-    "V01": (image("compiler-container", gettext_noop("Compiler container at a fixed digest"), COMPILE),),
+    # C03 and C04: the commits of calcc and TVM both sub-models record.
+    "V01": (
+        image(
+            "compiler-container",
+            gettext_noop("Compiler container at a fixed digest, holding calcc 575c2d… and TVM 7aebd1…"),
+            COMPILE,
+            commits=(("calcc", "575c2d"), ("tvm", "7aebd1")),
+        ),
+    ),
     "V02": (
         document(
             "release-statement",
@@ -89,13 +122,13 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
     "V03": (
         image("compile-script", gettext_noop("One-step compile of the current Qwen3 package, reproducible"), COMPILE),
     ),
+    # C02: both sub-models record the same ONNX hash, 316f06…; the file delivered must be that one.
     "V04": (
+        onnx("original-onnx", gettext_noop("The original ONNX, SHA-256 316f06… (C02)"), sha256_prefix="316f06"),
         document(
-            "original-onnx",
-            gettext_noop("The original ONNX and its SHA-256"),
-            "The ONNX file is delivered",
-            "Its SHA-256 matches the hash 316f06… both sub-models record (C02)",
-            "Any external data files are delivered with their SHA-256",
+            "external-data",
+            gettext_noop("The ONNX's external data"),
+            "Any external data files are delivered with their SHA-256, or the answer states there are none",
         ),
     ),
     "V05": (
@@ -106,7 +139,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             "Says which dynamic shapes are accepted and how they are declared",
             "Says how external data must be laid out",
         ),
-        image("onnx-checker", gettext_noop("ONNX input checker as a runnable image"), COMPILE),
+        tool("onnx-checker", gettext_noop("ONNX input checker, run on valid and invalid models"), runs_on="onnx"),
     ),
     "V06": (
         image("quantisation-tool", gettext_noop("Quantisation tool with a replayable configuration"), COMPILE),
@@ -424,7 +457,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             gettext_noop("Metadata schema with device_memory_required's unit fixed"),
             "package-metadata",
             METADATA,
-            fixes="A16",
+            asks="A16",
         ),
     ),
     "V34": (
@@ -523,7 +556,7 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             gettext_noop("Metadata schema that refuses a mislabelled prefill"),
             "package-metadata",
             METADATA,
-            fixes="A17",
+            asks="A17",
         ),
         document(
             "submodel-type-fix",
@@ -558,7 +591,13 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
         ),
     ),
     "V46": (
-        schema("compat-schema", gettext_noop("Machine-readable compatibility rules"), "package-metadata", METADATA),
+        schema(
+            "compat-schema",
+            gettext_noop("Machine-readable compatibility rules"),
+            "package-metadata",
+            METADATA,
+            asks="compatibility",
+        ),
         calbin("error-code-runs", gettext_noop("The runtime's error codes, each reached on a runner"), "error-codes"),
     ),
     "V47": (
@@ -567,12 +606,16 @@ QUESTION_DELIVERABLES: dict[str, tuple[DeliverableSeed, ...]] = {
             gettext_noop("Versioned metadata schema with required fields"),
             "package-metadata",
             METADATA,
-            versioned=True,
+            asks="version",
         ),
     ),
     "V48": (
         schema(
-            "field-units-schema", gettext_noop("Metadata schema with every field's unit"), "package-metadata", METADATA
+            "field-units-schema",
+            gettext_noop("Metadata schema with every field's unit"),
+            "package-metadata",
+            METADATA,
+            asks="units",
         ),
         document(
             "field-definitions",

@@ -627,8 +627,11 @@ class _Import:
                     "checklist": list(seed.checklist),
                     "schema_of": seed.schema_of,
                     "either": seed.either,
-                    "schema_versioned": seed.versioned,
+                    "schema_asks": seed.asks,
                     "image_sbom_components": seed.sbom_components,
+                    "image_commits": [list(pair) for pair in seed.commits],
+                    "sha256_prefix": seed.sha256_prefix,
+                    "tool_runs_on": seed.runs_on,
                 }
                 obj = self.deliverables.get((question.pk, seed.key))
                 if obj is None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from acceptance.inputs import PromotionRequest
+from acceptance.inspection.onnx import probe_models
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
 from acceptance.selectors import question_deliverables
 from acceptance.services import answer_submit, capability_promote, deliverable_checks, dispatch
@@ -41,15 +42,19 @@ from tests.factories import (
     sha256,
 )
 from tests.inspection_builders import (
+    COMPILER_COMMITS,
     COMPONENT_FILES,
     PACKAGE_METADATA_SCHEMA,
     TRACE_CONVERTER,
     build_project,
     build_sdk,
+    c02_onnx,
+    compiler_sbom,
     component_sbom,
     example_source,
     oci_image_files,
     only_manifest,
+    onnx_checker,
     tar_bytes,
     trace_delivery,
 )
@@ -544,7 +549,7 @@ def test_v47_s_schema_naming_no_version_is_rejected_naming_why(engineer, acme, g
         data=json.dumps(unversioned).encode(),
         capability_slug="calbin-metadata-schema",
         schema_of="package-metadata",
-        schema_versioned=True,
+        schema_asks="version",
     )
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
@@ -795,3 +800,124 @@ def test_the_panel_gives_the_schemas_verdict_on_each_sample(engineer, acme, gold
     found = found_lines(deliverable)
     assert "A16" in found["Defective samples it wrongly accepts"]
     assert "A16" not in found["Defective samples it rejects"]
+
+
+# Each question's own check: V04's ONNX, V05's checker, V01's container, each schema question's fix.
+
+
+@pytest.mark.parametrize(
+    ("data", "state", "said"),
+    [
+        (c02_onnx, Deliverable.ACCEPTED, "nothing found"),
+        (lambda: probe_models()["valid"][0], Deliverable.REJECTED, "not the 316f06… the seed records"),
+    ],
+    ids=["c02-s-onnx", "another-onnx"],
+)
+def test_v04_s_onnx_is_accepted_only_with_c02_s_hash(engineer, acme, golden, tmp_path, data, state, said):
+    question = make_question("V04", organisation=acme, state="asked", deliverable=None)
+    deliverable = make_deliverable(question, "delivery", kind="onnx", sha256_prefix="316f06")
+    artifact = make_artifact(engineer, data(), kind="onnx", version="1", file_name="qwen3.onnx")
+    answer_data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    answer = answer_submit(actor=engineer, question=question, draft=answer_draft(answer_data))
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
+    assert EvidenceItem.objects.get(deliverable=deliverable).grade_text == "E1"
+    found = found_lines(deliverable)
+    assert found["The file's SHA-256"] == sha256(data()) and found["The hash the seed records"] == "316f06…"
+
+
+@pytest.mark.parametrize(
+    ("command", "state", "said", "refused"),
+    [
+        ("python3 check.py", Deliverable.ACCEPTED, "nothing found", "dangling-input, truncated"),
+        ("true", Deliverable.REJECTED, "the checker accepts a graph whose Add reads the tensor 'undefined'", "—"),
+    ],
+    ids=["a-checker-that-checks", "a-checker-that-accepts-everything"],
+)
+def test_v05_s_checker_is_run_on_valid_and_invalid_models(
+    engineer, acme, golden, tmp_path, command, state, said, refused
+):
+    """What input the compiler takes, not that a compile reproduces: the checker moves no capability."""
+    root = onnx_checker(tmp_path / "checker", command=command)
+    question = make_question("V05", organisation=acme, state="asked", deliverable=None)
+    deliverable = make_deliverable(question, "delivery", kind="tool", tool_runs_on="onnx")
+    data = tar_bytes({path.name: path.read_bytes() for path in root.iterdir()})
+    artifact = make_artifact(engineer, data, kind="tool", version="1", file_name="onnx-checker.tar")
+    answer_data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    answer = answer_submit(actor=engineer, question=question, draft=answer_draft(answer_data))
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
+    assert found_lines(deliverable)["Models it refuses"] == refused
+    assert not EvidenceItem.objects.get(deliverable=deliverable).capabilities.exists()
+
+
+@pytest.mark.parametrize(
+    ("sbom", "state", "said"),
+    [
+        (compiler_sbom(), Deliverable.ACCEPTED, "nothing found"),
+        (compiler_sbom(tvm=None), Deliverable.REJECTED, "the SBOM has no component tvm"),
+        (compiler_sbom(calcc="a1b2c3d4e5"), Deliverable.REJECTED, "calcc is at a1b2c3d4e5, not the 575c2d…"),
+    ],
+    ids=["calcc-and-tvm-at-c03-and-c04", "no-tvm", "calcc-at-another-commit"],
+)
+def test_v01_s_container_is_accepted_only_holding_calcc_and_tvm_at_the_seeds_commits(
+    answer_with_image, engineer, tmp_path, sbom, state, said
+):
+    data = tar_bytes(oci_image_files(sbom_document=sbom))
+    answer, deliverable, _capability = answer_with_image(
+        code="V01", data=data, answer=build_delivered(engineer, tmp_path)
+    )
+    Deliverable.objects.filter(pk=deliverable.pk).update(image_commits=COMPILER_COMMITS)
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == state, decided.reason
+    assert said in decided.reason
+
+
+WEAK_METADATA_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "properties": {
+        "memory": {"properties": {"device_memory_required": {"properties": {"unit": {"not": {"const": "MB"}}}}}},
+        "submodels": {"prefixItems": [{"properties": {"smodel_type": {"not": {"const": "llm_decode"}}}}]},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("code", "asks", "said"),
+    [
+        ("V47", "version", "claiming schema_version 999: it names no version"),
+        ("V48", "units", "the schema gives memory/chiplets/*/dram no unit"),
+        ("V33", "A16", "accepts A16's 16 TiB written as 17592186044416 B"),
+        ("V43", "A17", "accepts the current metadata with the decode labelled llm_prefill"),
+        ("V46", "compatibility", "accepts the current metadata without compatibility"),
+    ],
+)
+def test_each_schema_question_accepts_the_schema_with_its_fix_and_rejects_one_without_naming_it(
+    engineer, acme, golden, tmp_path, code, asks, said
+):
+    """'The unit is not MB' and 'the first sub-model is not llm_decode' rejects A16 and A17 as the seed found
+    them, so V08's check passes it; each of these questions' own check names the fix it lacks."""
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code=code,
+        kind="schema",
+        artifact_kind="schema",
+        data=json.dumps(PACKAGE_METADATA_SCHEMA).encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+        schema_asks=asks,
+    )
+    assert deliverable_check_answer(answer.pk).state == Deliverable.ACCEPTED
+    artifact = make_artifact(
+        engineer, json.dumps(WEAK_METADATA_SCHEMA).encode(), kind="schema", version="0.7.7", file_name="weak.json"
+    )
+    data = complete_answer_data(capability=None, calbin=artifact, golden=golden, deliverable="delivery")
+    second = answer_submit(actor=engineer, question=deliverable.question, draft=answer_draft(data))
+    decided = deliverable_check_answer(second.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert said in decided.reason

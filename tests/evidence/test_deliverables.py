@@ -1,5 +1,5 @@
 from evidence.seed.capabilities import CAPABILITIES, QUESTION_CAPABILITIES
-from evidence.seed.deliverables import KINDS, QUESTION_DELIVERABLES, SCHEMA_SUBJECTS
+from evidence.seed.deliverables import KINDS, QUESTION_DELIVERABLES, SCHEMA_ASKS, SCHEMA_SUBJECTS, TOOL_INPUTS
 from evidence.seed.parser import parse_checklist
 
 SLUGS = {seed.slug for seed in CAPABILITIES}
@@ -104,10 +104,24 @@ def test_alternatives_come_in_groups_and_v45_closes_on_the_sdk_or_the_erratum():
     assert v45 == {"relocation-api": ("sdk", "relocation"), "relocation-erratum": ("document", "relocation")}
 
 
-def test_a_schema_names_only_a_defect_the_metadata_check_rejects():
-    fixes = {(code, d.key): d.fixes for code, d in ALL if d.fixes}
-    assert fixes == {("V33", "memory-unit-schema"): "A16", ("V43", "submodel-type-schema"): "A17"}
-    assert all(d.kind == "schema" and d.schema_of == "package-metadata" for _, d in ALL if d.fixes or d.versioned)
+def test_each_metadata_schema_question_asks_its_own_fix():
+    """V08 asks for the format's schema (the check every metadata schema gets); the others each a fix of it."""
+    asks = {code: d.asks for code, d in ALL if d.kind == "schema" and d.schema_of == "package-metadata"}
+    assert asks == {"V08": "", "V33": "A16", "V43": "A17", "V46": "compatibility", "V47": "version", "V48": "units"}
+    assert set(asks.values()) - {""} == set(SCHEMA_ASKS)
+    assert all(d.kind == "schema" for _, d in ALL if d.asks)
+
+
+def test_v04_s_onnx_is_c02_s_and_v01_s_container_holds_c03_and_c04(seed_text):
+    """The hash and the commits are the seed's own (section 1's C02, C03, C04; section 12's V02, V04)."""
+    (v04,) = [d for d in QUESTION_DELIVERABLES["V04"] if d.kind == "onnx"]
+    assert v04.sha256_prefix == "316f06" and "hash `316f06...`" in seed_text
+    (v01,) = QUESTION_DELIVERABLES["V01"]
+    assert v01.commits == (("calcc", "575c2d"), ("tvm", "7aebd1"))
+    assert "calcc `575c2d...` 和 TVM `7aebd1...`" in seed_text
+    assert [d for _, d in ALL if d.sha256_prefix] == [v04] and [d for _, d in ALL if d.commits] == [v01]
+    (v05,) = [d for d in QUESTION_DELIVERABLES["V05"] if d.kind == "tool"]
+    assert v05.runs_on in TOOL_INPUTS and [d for _, d in ALL if d.kind == "tool"] == [v05]
 
 
 def test_only_v07s_image_must_list_its_components_files_in_the_sbom():

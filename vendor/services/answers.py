@@ -17,7 +17,15 @@ from vendor.models import Answer, Artifact, Deliverable, Organisation, Question
 from vendor.services.notifications import notify_on_commit
 from vendor.services.questions import question_state_move
 
-EXECUTABLE_KINDS = {Artifact.CALBIN, Artifact.SDK, Artifact.CONTAINER_IMAGE, Artifact.RUNNER_BUNDLE, Artifact.SCHEMA}
+EXECUTABLE_KINDS = {
+    Artifact.CALBIN,
+    Artifact.SDK,
+    Artifact.CONTAINER_IMAGE,
+    Artifact.RUNNER_BUNDLE,
+    Artifact.SCHEMA,
+    Artifact.ONNX,
+    Artifact.TOOL,
+}
 EXAMPLE_KINDS = set(dict(Artifact.KINDS)) - {Artifact.DOCUMENT}
 
 

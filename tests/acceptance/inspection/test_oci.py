@@ -6,11 +6,13 @@ import pytest
 
 from acceptance.inspection.oci import check_oci_archive
 from tests.inspection_builders import (
+    COMPILER_COMMITS,
     COMPONENT_FILES,
     COMPONENTS,
     SPDX,
     add_blob,
     build_oci_archive,
+    compiler_sbom,
     component_sbom,
     oci_image_files,
     only_manifest,
@@ -255,3 +257,55 @@ def test_a_cyclonedx_sbom_is_compared_the_same_way(tmp_path):
     other = {**COMPONENT_FILES, "opt/cal/lib/liboplib.a": b"!<arch>\noplib 0.9.4"}
     report = check_oci_archive(component_image(tmp_path, sbom=bom(other), kind="cyclonedx"), components=True)
     assert codes(report) == ["sbom_mismatch"] and "cal-oplib" in report.findings[0].message
+
+
+# V01: the compiler container holds calcc, and its SBOM gives calcc and TVM at the commits of C03 and C04.
+
+
+def compiler_image(tmp_path, sbom, *, calcc_in_image=True, cyclonedx=False):
+    files = oci_image_files(sbom="cyclonedx" if cyclonedx else "file", sbom_document=sbom)
+    if not calcc_in_image:  # a layer whiting the compiler out: the image holds a text file, an SBOM and a licence
+        files = oci_image_files(
+            sbom="file", sbom_document=sbom, extra_layers=({"usr/bin/.wh.calcc": b"", "usr/share/readme": b"hi"},)
+        )
+    return write_oci_archive(tmp_path / "compiler.oci.tar", files)
+
+
+def test_v01_s_container_with_calcc_and_the_seeds_commits_passes(tmp_path):
+    report = check_oci_archive(compiler_image(tmp_path, compiler_sbom()), commits=COMPILER_COMMITS)
+    assert report.passed, report.findings
+    assert report.checked["compiler"] == ["usr/bin/calcc"]
+    assert report.checked["commits"]["tvm"] == ["7aebd1c3f0"]
+
+
+def test_v01_s_commits_are_read_from_a_cyclonedx_sbom_too(tmp_path):
+    sbom = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "components": [
+            {"type": "application", "name": "calcc", "version": "575c2d9e41"},
+            {"type": "library", "name": "tvm", "version": "0.16", "pedigree": {"commits": [{"uid": "7aebd1c3"}]}},
+        ],
+    }
+    report = check_oci_archive(compiler_image(tmp_path, sbom, cyclonedx=True), commits=COMPILER_COMMITS)
+    assert report.passed, report.findings
+
+
+def test_an_image_without_tvm_in_its_sbom_fails_v01_naming_it(tmp_path):
+    report = check_oci_archive(compiler_image(tmp_path, compiler_sbom(tvm=None)), commits=COMPILER_COMMITS)
+    assert codes(report) == ["commit_missing"]
+    assert "no component tvm" in report.findings[0].message and "7aebd1…" in report.findings[0].message
+
+
+def test_calcc_at_another_commit_fails_v01_quoting_both(tmp_path):
+    report = check_oci_archive(compiler_image(tmp_path, compiler_sbom(calcc="a1b2c3d4e5")), commits=COMPILER_COMMITS)
+    assert codes(report) == ["commit_mismatch"]
+    assert "calcc is at a1b2c3d4e5, not the 575c2d…" in report.findings[0].message
+
+
+def test_an_image_that_does_not_hold_calcc_fails_v01(tmp_path):
+    """A text file, an SBOM and a licence: V07's check or the stock one passes it, V01's does not."""
+    image = compiler_image(tmp_path, compiler_sbom(), calcc_in_image=False)
+    assert check_oci_archive(image).passed
+    report = check_oci_archive(image, commits=COMPILER_COMMITS)
+    assert codes(report) == ["compiler_not_in_image"]

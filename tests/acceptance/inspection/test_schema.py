@@ -120,7 +120,7 @@ def test_an_unknown_subject_is_refused():
 
 
 def test_v47_s_schema_pins_the_version_and_requires_the_fields():
-    report = check_schema(PACKAGE_METADATA_SCHEMA, "package-metadata", versioned=True)
+    report = check_schema(PACKAGE_METADATA_SCHEMA, "package-metadata", asks="version")
     assert report.passed, report.findings
 
 
@@ -128,7 +128,7 @@ def test_a_schema_naming_no_version_fails_v47():
     unversioned = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
     unversioned["properties"]["schema_version"] = {"type": "integer"}
     assert check_schema(unversioned, "package-metadata").passed  # V08's check cannot tell
-    report = check_schema(unversioned, "package-metadata", versioned=True)
+    report = check_schema(unversioned, "package-metadata", asks="version")
     assert codes(report) == ["version_not_pinned"]
     assert "schema_version 999" in report.findings[0].message
 
@@ -136,11 +136,106 @@ def test_a_schema_naming_no_version_fails_v47():
 def test_a_schema_leaving_a_field_optional_fails_v47_naming_it():
     lax = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
     lax["required"] = [name for name in lax["required"] if name not in ("name", "schema_version")]
-    report = check_schema(lax, "package-metadata", versioned=True)
+    report = check_schema(lax, "package-metadata", asks="version")
     assert codes(report) == ["field_not_required", "field_not_required"]
     assert [f.detail["field"] for f in report.findings] == ["schema_version", "name"]
 
 
-def test_only_a_metadata_schema_is_held_to_a_version():
+def test_only_a_metadata_schema_is_asked_a_fix_and_only_one_the_check_knows():
     with pytest.raises(ValueError):
-        check_schema(PACKAGE_METADATA_SCHEMA, "trace", versioned=True)
+        check_schema(PACKAGE_METADATA_SCHEMA, "trace", asks="version")
+    with pytest.raises(ValueError, match="not 'spelling'"):
+        check_schema(PACKAGE_METADATA_SCHEMA, "package-metadata", asks="spelling")
+
+
+# The seed's weakest fix: "the unit is not MB" and "the first sub-model is not llm_decode". It passes V08's check
+# (it rejects A16 and A17 as the seed found them) and fails each question's own.
+WEAK_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "properties": {
+        "memory": {"properties": {"device_memory_required": {"properties": {"unit": {"not": {"const": "MB"}}}}}},
+        "submodels": {"prefixItems": [{"properties": {"smodel_type": {"not": {"const": "llm_decode"}}}}]},
+    },
+}
+
+
+@pytest.mark.parametrize("asks", ["version", "units", "A16", "A17", "compatibility"])
+def test_the_schema_that_holds_passes_each_question_s_fix(asks):
+    report = check_schema(PACKAGE_METADATA_SCHEMA, "package-metadata", asks=asks)
+    assert report.passed, report.findings
+    assert report.checked["asks"] == asks
+
+
+@pytest.mark.parametrize(
+    ("asks", "expected"),
+    [
+        ("version", ["version_not_pinned"] + ["field_not_required"] * 4),
+        ("units", ["field_without_unit"] * 6),
+        ("A16", ["unit_not_fixed"] * 3 + ["unit_not_required"] * 3),
+        ("A17", ["submodel_type_unchecked"] * 3),
+        (
+            "compatibility",
+            ["compatibility_not_required"] + ["compatibility_incomplete"] * 4 + ["range_not_machine_readable"],
+        ),
+    ],
+)
+def test_a_schema_refusing_only_mb_and_a_first_llm_decode_fails_each_question_s_fix(asks, expected):
+    assert check_schema(WEAK_SCHEMA, "package-metadata").passed  # V08's check cannot tell
+    assert codes(check_schema(WEAK_SCHEMA, "package-metadata", asks=asks)) == expected
+
+
+def test_v48_names_the_size_field_left_without_a_unit():
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["properties"]["param_blocks"]["items"]["properties"]["size"] = {"type": "integer"}
+    report = check_schema(schema, "package-metadata", asks="units")
+    assert codes(report) == ["field_without_unit"]
+    assert report.findings[0].detail["field"] == "param_blocks/*/size"
+    assert "param_blocks/0/size, param_blocks/1/size" in report.findings[0].message
+    # A unit the field carries counts only when the schema requires it: device_memory_required's unit optional.
+    optional = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    optional["$defs"]["size_on_a_board"] = {
+        "type": "object",
+        "properties": {"value": {"type": "integer", "maximum": 2**36}, "unit": {"enum": ["B"]}},
+    }
+    report = check_schema(optional, "package-metadata", asks="units")
+    assert [f.detail["field"] for f in report.findings] == ["memory/device_memory_required"]
+
+
+def test_v48_finds_a_unit_given_through_a_reference_in_a_branch():
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["$defs"]["bytes"] = {"anyOf": [{"type": "integer", "unit": "KiB"}, {"type": "null"}]}
+    report = check_schema(schema, "package-metadata", asks="units")
+    assert report.passed, report.findings
+    assert report.checked["units"]["param_blocks/0/size"] == ["KiB"]
+
+
+def test_v33_refuses_a16_whatever_its_unit():
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["$defs"]["size_on_a_board"]["oneOf"][0]["properties"]["value"] = {"type": "integer"}  # any bytes
+    report = check_schema(schema, "package-metadata", asks="A16")
+    assert codes(report) == ["unit_not_fixed"]
+    assert "written as 17592186044416 B" in report.findings[0].message
+
+
+def test_v43_refuses_a_label_checked_by_position():
+    """Prefill first and labelled so, decode second and labelled so: the swapped package gets through."""
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    del schema["properties"]["submodels"]["contains"]
+    del schema["$defs"]["submodel"]["if"], schema["$defs"]["submodel"]["then"], schema["$defs"]["submodel"]["else"]
+    schema["properties"]["submodels"]["prefixItems"] = [
+        {"properties": {"smodel_type": {"const": "llm_prefill"}}},
+        {"properties": {"smodel_type": {"const": "llm_decode"}}},
+    ]
+    assert check_schema(schema, "package-metadata").passed
+    report = check_schema(schema, "package-metadata", asks="A17")
+    assert codes(report) == ["submodel_type_unchecked"]
+    assert "the sub-models in the other order" in report.findings[0].message
+
+
+def test_v46_refuses_a_range_in_words_and_a_missing_key():
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["properties"]["compatibility"]["properties"]["calrt"] = {"type": "string"}
+    schema["properties"]["compatibility"]["required"].remove("firmware")
+    report = check_schema(schema, "package-metadata", asks="compatibility")
+    assert codes(report) == ["compatibility_incomplete", "range_not_machine_readable"]
+    assert report.findings[0].detail["key"] == "firmware"

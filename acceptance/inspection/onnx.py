@@ -1,0 +1,264 @@
+"""ONNX deliveries: the original model of V04, and V05's checker run on models calculet makes.
+
+An ONNX file is a protobuf `ModelProto` (onnx/onnx.proto). Its wire format is read here without the onnx
+package: the model's `ir_version` (field 1), `graph` (7: its nodes, inputs, outputs and initializers by name)
+and `opset_import` (8). The same few fields are written to make the models V05's checker is run on.
+
+- `check_onnx_file`: the delivered file is a model (`not_onnx` otherwise) and its SHA-256 begins with the
+  hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`).
+- `check_onnx_checker`: the checker's delivery is a directory (an unpacked tar) holding `run.txt`, its
+  command; calculet runs it in the sandbox (`isolated.run_isolated`) in a fresh copy of the directory, once per
+  model, the model as `model.onnx`. It must end cleanly on a valid model (`refuses_valid_onnx`) and fail on
+  each invalid one with a non-zero exit (`accepts_invalid_onnx`, naming it): bytes that are no model, and a graph
+  whose node reads a tensor nothing defines, which ONNX's own checker refuses. A run the sandbox ends (a limit, a
+  signal) decides nothing (`checker_failed`). A checker that accepts or refuses everything fails.
+"""
+
+import hashlib
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from acceptance.inspection import Report
+from acceptance.inspection.isolated import DEFAULT_LIMITS, run_isolated
+
+COMMAND = "run.txt"
+MODEL = "model.onnx"
+LIMITS = replace(DEFAULT_LIMITS, wall_seconds=120, memory_bytes=1024**3)
+CHUNK = 1024 * 1024
+MAX_PARSED_BYTES = 256 * 1024 * 1024  # a larger model's hash is checked, its structure not read
+FLOAT = 1  # TensorProto.FLOAT
+
+
+class WireError(ValueError):
+    pass
+
+
+# Reading
+
+
+def _varint(data: bytes, at: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        if at >= len(data) or shift > 63:
+            raise WireError("a varint runs past the end")
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, at
+
+
+def fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """The (field number, value) pairs of one protobuf message: varints as ints, everything else as bytes."""
+    found: list[tuple[int, int | bytes]] = []
+    at = 0
+    while at < len(data):
+        key, at = _varint(data, at)
+        number, wire = key >> 3, key & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if wire == 0:
+            value, at = _varint(data, at)
+            found.append((number, value))
+        elif wire in (1, 5):
+            width = 8 if wire == 1 else 4
+            if at + width > len(data):
+                raise WireError("a fixed-width field runs past the end")
+            found.append((number, data[at : at + width]))
+            at += width
+        elif wire == 2:
+            length, at = _varint(data, at)
+            if at + length > len(data):
+                raise WireError("a length-delimited field runs past the end")
+            found.append((number, data[at : at + length]))
+            at += length
+        else:
+            raise WireError(f"wire type {wire} (groups) is not used by ONNX")
+    return found
+
+
+def _bytes_of(message: list[tuple[int, int | bytes]], number: int) -> list[bytes]:
+    return [value for n, value in message if n == number and isinstance(value, bytes)]
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", errors="replace")
+
+
+@dataclass
+class Model:
+    ir_version: int | None
+    opsets: dict[str, int]
+    nodes: list[dict] = field(default_factory=list)  # {"op_type", "inputs", "outputs"}
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    initializers: list[str] = field(default_factory=list)
+
+
+def read_model(data: bytes) -> Model:
+    """The model's IR version, opsets and graph; WireError when the bytes are no ModelProto with a graph."""
+    top = fields(data)
+    ir = [value for n, value in top if n == 1 and isinstance(value, int)]
+    opsets: dict[str, int] = {}
+    for opset in _bytes_of(top, 8):
+        parts = fields(opset)
+        domain = "".join(_text(v) for v in _bytes_of(parts, 1))
+        versions = [v for n, v in parts if n == 2 and isinstance(v, int)]
+        opsets[domain or "ai.onnx"] = versions[0] if versions else 0
+    graphs = _bytes_of(top, 7)
+    if not graphs:
+        raise WireError("no graph (ModelProto field 7)")
+    graph = fields(graphs[0])
+    model = Model(ir[0] if ir else None, opsets)
+    for node in _bytes_of(graph, 1):
+        parts = fields(node)
+        model.nodes.append(
+            {
+                "op_type": "".join(_text(v) for v in _bytes_of(parts, 4)),
+                "inputs": [_text(v) for v in _bytes_of(parts, 1)],
+                "outputs": [_text(v) for v in _bytes_of(parts, 2)],
+            }
+        )
+    model.initializers = ["".join(_text(v) for v in _bytes_of(fields(t), 8)) for t in _bytes_of(graph, 5)]
+    model.inputs = ["".join(_text(v) for v in _bytes_of(fields(i), 1)) for i in _bytes_of(graph, 11)]
+    model.outputs = ["".join(_text(v) for v in _bytes_of(fields(o), 1)) for o in _bytes_of(graph, 12)]
+    return model
+
+
+# Writing: the models a checker is run on
+
+
+def _key(number: int, wire: int) -> bytes:
+    return _encode_varint(number << 3 | wire)
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _int(number: int, value: int) -> bytes:
+    return _key(number, 0) + _encode_varint(value)
+
+
+def _len(number: int, value: bytes | str) -> bytes:
+    data = value.encode() if isinstance(value, str) else value
+    return _key(number, 2) + _encode_varint(len(data)) + data
+
+
+def _value_info(name: str, shape: tuple[int, ...]) -> bytes:
+    dims = b"".join(_len(1, _int(1, size)) for size in shape)
+    tensor = _int(1, FLOAT) + _len(2, dims)
+    return _len(1, name) + _len(2, _len(1, tensor))
+
+
+def encode_model(nodes: list[tuple[str, list[str], list[str]]], *, inputs: list[str], outputs: list[str]) -> bytes:
+    """A ModelProto (IR 8, opset 17) of float [1, 4] tensors: `nodes` as (op_type, inputs, outputs)."""
+    graph = b"".join(
+        _len(1, b"".join(_len(1, i) for i in ins) + b"".join(_len(2, o) for o in outs) + _len(4, op))
+        for op, ins, outs in nodes
+    )
+    graph += _len(2, "calculet-probe")
+    graph += b"".join(_len(11, _value_info(name, (1, 4))) for name in inputs)
+    graph += b"".join(_len(12, _value_info(name, (1, 4))) for name in outputs)
+    return _int(1, 8) + _len(2, "calculet") + _len(7, graph) + _len(8, _len(1, "") + _int(2, 17))
+
+
+def probe_models() -> dict[str, tuple[bytes, str]]:
+    """The models a checker is run on: name -> (bytes, what it is). `valid` must be accepted, the others refused."""
+    valid = encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
+    dangling = encode_model([("Add", ["x", "undefined"], ["z"])], inputs=["x"], outputs=["z"])
+    return {
+        "valid": (valid, "a valid model: z = Add(x, y) at opset 17"),
+        "dangling-input": (dangling, "a graph whose Add reads the tensor 'undefined', which nothing defines"),
+        "truncated": (valid[: len(valid) // 2], "the valid model cut in half: no ModelProto"),
+    }
+
+
+# Checks
+
+
+def _sha256(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(CHUNK):
+            hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def check_onnx_file(path: Path, *, sha256_prefix: str) -> Report:
+    """V04: the delivered file is an ONNX model whose SHA-256 begins with `sha256_prefix` (the seed's)."""
+    report = Report()
+    path = Path(path)
+    digest = _sha256(path)
+    report.checked.update(sha256=digest, expected_prefix=sha256_prefix, size=path.stat().st_size)
+    if not digest.startswith(sha256_prefix.lower()):
+        report.add(
+            "hash_mismatch",
+            f"the file's SHA-256 is {digest}, not the {sha256_prefix}… the seed records for the original ONNX (C02): "
+            "it is another model",
+            actual=digest,
+            expected_prefix=sha256_prefix,
+        )
+    if path.stat().st_size > MAX_PARSED_BYTES:
+        report.checked["structure"] = f"not read: larger than {MAX_PARSED_BYTES} bytes"
+        return report
+    try:
+        model = read_model(path.read_bytes())
+    except WireError as error:
+        report.add("not_onnx", f"the file is not an ONNX model (a ModelProto with a graph): {error}")
+        return report
+    report.checked.update(ir_version=model.ir_version, opsets=model.opsets, nodes=len(model.nodes))
+    if model.ir_version is None or not model.opsets:
+        report.add("not_onnx", "the file names no IR version or no opset: not an ONNX model")
+    return report
+
+
+def check_onnx_checker(bundle: Path, *, limits=LIMITS) -> Report:
+    """V05: the vendor's checker, run on each of `probe_models()`, accepts the valid one and refuses the others."""
+    report = Report()
+    bundle = Path(bundle)
+    if not (bundle / COMMAND).is_file():
+        report.add("delivery_incomplete", f"the checker's delivery has no {COMMAND} (its command)")
+        return report
+    command = (bundle / COMMAND).read_text(encoding="utf-8", errors="replace").strip()
+    report.checked.update(command=command, runs=[])
+    for name, (data, description) in probe_models().items():
+        scratch = Path(tempfile.mkdtemp(prefix=f"calculet-onnx-{name}-"))
+        try:
+            workdir = scratch / "check"
+            shutil.copytree(bundle, workdir, symlinks=True)
+            (workdir / MODEL).write_bytes(data)
+            ran = run_isolated(["/bin/sh", "-c", command], workdir=workdir, limits=limits)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        outcome = ran.outcome
+        accepted = outcome.clean_exit
+        # A refusal is the checker's own verdict: a non-zero exit, not a limit the sandbox ended it on.
+        refused = outcome.limit_hit is None and outcome.signal_number is None and outcome.exit_code not in (0, None)
+        report.checked["runs"].append({"model": name, "accepted": accepted, **ran.record})
+        if not accepted and not refused:
+            report.add(
+                "checker_failed",
+                f"the checker did not decide on {description}: {outcome.reason}",
+                model=name,
+                output_tail=ran.output_tail,
+            )
+        elif name == "valid" and refused:
+            report.add(
+                "refuses_valid_onnx",
+                f"the checker refuses {description} (exit {outcome.exit_code})",
+                model=name,
+                output_tail=ran.output_tail,
+            )
+        elif name != "valid" and accepted:
+            report.add("accepts_invalid_onnx", f"the checker accepts {description}", model=name)
+    return report
