@@ -40,7 +40,7 @@ from acceptance.selectors import (
 )
 from acceptance.services import run_rerun
 from acceptance.views.forms import QuestionBulkForm, QuestionRowForm, QuestionTicketForm, errors_by_field
-from acceptance.views.plots import run_plots
+from acceptance.views.plots import figure_html, run_plots
 from calculet import labels, pagecache, web
 from calculet.errors import DomainError
 from evidence.models import Capability
@@ -597,7 +597,11 @@ def _chain_context(question, user, *, rerun_errors: dict | None = None) -> dict:
     chains = question_chain_rows(user=user, question=question)
     for view in chains:
         for row in view.rows:
-            row["plots"] = run_plots(row["run"]) if row["run"] is not None and not row["active"] else []
+            row["plots"] = (
+                [figure_html(plot) for plot in run_plots(row["run"])]
+                if row["run"] is not None and not row["active"]
+                else []
+            )
             row["rerun_error"] = rerun_errors.get((view.chain.pk, row["stage"]), "")
     return {
         "chains": chains,

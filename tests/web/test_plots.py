@@ -4,7 +4,7 @@ from django.urls import reverse
 
 from acceptance import stages
 from acceptance.models import Run
-from acceptance.views.plots import request_plot, run_plots
+from acceptance.views.plots import figure_html, request_plot, run_plots
 from calculet import plots
 from npu_sim.golden import compare, row_figures
 from npu_sim.timing import TimingModel, context_rows
@@ -124,3 +124,12 @@ def test_each_request_is_a_dot_against_the_required_rate():
     ]
     slow = plot.dots[1]
     assert slow[1] > plot.threshold_y and plot.dots[0][1] < plot.threshold_y  # under and over the required rate
+
+
+def test_figure_draws_every_request_and_escapes_its_texts():
+    """The page's figure is built in Python, not a template: each dot is drawn, and no text can open a tag."""
+    figure = figure_html(request_plot([(800.0, 12.0), (950.0, 8.0), (700.0, 15.0)], 10.0, note="<b>batch</b>"))
+    assert figure.count('<circle class="dot"') == 3
+    assert "<b>" not in figure
+    assert '<span class="plot-note">&lt;b&gt;batch&lt;/b&gt;</span>' in figure
+    assert figure.count("<title>") == 1 + 3
