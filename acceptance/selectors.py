@@ -80,8 +80,9 @@ def latest_runs(chain_ids: list[int], *, states_only: bool = False) -> dict[tupl
     if states_only:
         runs = runs.only(*RUN_STATE_FIELDS)
     else:
-        # Of the deferred result, the probes' verdicts and the device that reported them, in the same query.
-        runs = runs.defer(*RUN_SUMMARY_DEFER).annotate(
+        # Of the deferred result, the probes' verdicts and the device that reported them, in the same query. The
+        # params (a few hundred bytes) stay: a soak chart draws the rate they require.
+        runs = runs.defer(*(name for name in RUN_SUMMARY_DEFER if name != "params")).annotate(
             result_probes=KeyTransform("probes", "result"), result_device=KeyTransform("device", "result")
         )
     return {(run.chain_id, run.stage): run for run in runs}
