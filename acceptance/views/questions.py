@@ -451,7 +451,9 @@ class AnswerPanel:
     tolerance_rules: list[str]
 
 
-def question_page_context(request, question):
+def question_page_context(request, question, *, thread: dict | None = None):
+    """The question page's context; `thread` is the discussion's when the caller has built it (a refused
+    comment, an edit), so the thread is read once."""
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
     elements, claims = answers_elements(answers), answers_claims(answers)
@@ -475,7 +477,7 @@ def question_page_context(request, question):
     deliverables = question_deliverables(question)
     return {
         **_chain_context(question, request.user),
-        **thread_context(request, question),
+        **(thread if thread is not None else thread_context(request, question)),
         "question": question,
         "due_status": _due_status(question),
         "answers": panels,
@@ -547,7 +549,7 @@ def question_detail(request, code):
 
 def whole_question_page_context(request, question, *, thread: dict | None = None) -> dict:
     """The whole question page's context; `thread` replaces the discussion's (a refused comment, an edit)."""
-    context = question_page_context(request, question)
+    context = question_page_context(request, question, thread=thread)
     if context["can_edit"]:
         context.update(_ticket_context(question))
     return {**context, **(thread or {})}
