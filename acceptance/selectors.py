@@ -635,7 +635,8 @@ def deliverables_progress(deliverables) -> dict[int, dict[str, str]]:
             answer__deliverable_id__in=ids, answer__organisation_id=F("question__organisation_id")
         ).select_related("target", "answer")
     )
-    rows_by_chain = chains_stages(chains)
+    # Where a chain stands needs only each stage's state: not the runs' metrics, which a soak's are large.
+    rows_by_chain = chains_stages(chains, states_only=True)
     progress: dict[int, dict[str, str]] = {pk: {kind: PROGRESS_NONE for kind, _label in Target.KINDS} for pk in ids}
     for chain in chains:
         action, _stage = stages.chain_next(rows_by_chain[chain.pk])
