@@ -678,12 +678,13 @@ class DeliverableView:
         """What it is owed as: one thing with its alternatives (their `either`), or itself."""
         return ("either", self.deliverable.either) if self.deliverable.either else ("key", self.deliverable.key)
 
-    @property
+    # Cached: a page asks whether there are rows, then for them; a view lives for one request (one language).
+    @functools.cached_property
     def progress_rows(self) -> list[tuple[str, str, str]]:
         """(target kind, state, label) in the order of Target.KINDS."""
         return [(kind, self.progress[kind], str(PROGRESS_LABELS[self.progress[kind]])) for kind in self.progress]
 
-    @property
+    @functools.cached_property
     def proof_rows(self) -> list[tuple[str, str, str, str]]:
         """What a calbin deliverable's runs prove on each kind of target: (kind, where, code, what), in the
         reader's language; none for the other kinds, which no runner runs."""
