@@ -71,6 +71,10 @@ def evidence_register(request):
     runs_under = run_evidence_under(list(page), user=request.user)
     for item in page:
         item.run_groups = runs_under.get(item.pk, [])
+        # Read once each: every `.all()` of a prefetched relation in the template builds a new queryset.
+        item.source_rows = list(item.sources.all())
+        item.grade_rows = list(item.grades.all())
+        item.status_rows = list(item.statuses.all())
     context = {
         "form": form,
         "page": page,

@@ -192,7 +192,8 @@ def comment_list(*, user, question: Question) -> QuerySet[Comment]:
     """The question's thread as the user may read it, oldest first, with attachments, mentions and revisions."""
     return (
         objects_for_user(user, Comment.objects.filter(question=question))
-        .select_related("author", "organisation", "question")
+        # The thread names each author's organisation.
+        .select_related("author__membership__organisation", "organisation", "question")
         .prefetch_related(
             Prefetch("artifacts", queryset=Artifact.objects.order_by("pk")),
             Prefetch("mentions", queryset=get_user_model().objects.order_by("username")),

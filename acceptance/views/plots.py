@@ -1,5 +1,7 @@
 """Charts of a finished golden or soak run, drawn from the metrics the run stored."""
 
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext_lazy as _
 
 from acceptance import stages
@@ -247,3 +249,63 @@ def run_plots(run) -> list[plots.Plot]:
     if run.stage == stages.SOAK:
         return _soak_plots(run)
     return []
+
+
+def figure_html(plot: plots.Plot) -> SafeString:
+    """A chart as the question page shows it: inline SVG in a figure with its caption. Built here rather than in
+    a template: a soak chart has hundreds of points, and a template lookup and number format for each
+    coordinate made most of the question page's time. Coordinates print as Python writes numbers (SVG reads
+    them so whatever the language); every text is escaped."""
+    e = escape
+    left, right, top, bottom = plot.left, plot.right, plot.top, plot.bottom
+    parts = [
+        '\n<figure class="plot-figure">\n'
+        f'  <svg class="plot" viewBox="0 0 {plot.width} {plot.height}" role="img" aria-label="{e(plot.title)}">\n'
+        f"    <title>{e(plot.title)}</title>\n"
+        f'    <line class="axis" x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}"/>\n'
+        f'    <line class="axis" x1="{left}" y1="{top}" x2="{left}" y2="{bottom}"/>\n    ',
+        *(
+            f'<text x="{left - 4}" y="{tick.position}" text-anchor="end" dominant-baseline="middle">'
+            f"{e(tick.label)}</text>"
+            for tick in plot.y_ticks
+        ),
+        "\n    ",
+        *(
+            f'<text x="{tick.position}" y="{bottom + 16}" text-anchor="middle">{e(tick.label)}</text>'
+            for tick in plot.x_ticks
+        ),
+        "\n    ",
+        *(
+            f'<rect class="bar" x="{bar.x}" y="{bar.y}" width="{bar.width}" height="{bar.height}">'
+            f"<title>{e(bar.label)}: {e(bar.value)}</title></rect>\n"
+            f'      <text class="bar-value" x="{bar.center}" y="{bar.y}" dy="-3" text-anchor="middle">'
+            f"{e(bar.value)}</text>"
+            for bar in plot.bars
+        ),
+        "\n    ",
+        f'<polyline class="line" points="{e(plot.polyline)}"/>' if plot.polyline else "",
+        "\n    ",
+        *(f'<circle class="dot" cx="{x}" cy="{y}" r="3"><title>{e(name)}</title></circle>' for x, y, name in plot.dots),
+        "\n    ",
+        *(
+            f'<circle cx="{x}" cy="{y}" r="3" fill="var(--danger)"><title>{e(value)}</title></circle>'
+            for x, y, value in plot.marks
+        ),
+        "\n    ",
+    ]
+    if plot.threshold_y is not None:
+        parts.append(
+            f'<line class="threshold" x1="{left}" y1="{plot.threshold_y}" x2="{right}" y2="{plot.threshold_y}"/>\n'
+            f'      <text class="threshold-label" x="{right}" y="{plot.threshold_label_y}" text-anchor="end">'
+            f"{e(plot.threshold_label)}</text>"
+        )
+    note = f'<br><span class="plot-note">{e(plot.note)}</span>' if plot.note else ""
+    parts.append(
+        "\n"
+        f'    <text class="axis-label" x="{right}" y="{plot.height - 4}" text-anchor="end">{e(plot.x_label)}</text>\n'
+        f'    <text class="axis-label" x="4" y="14">{e(plot.y_label)}</text>\n'
+        "  </svg>\n"
+        f'  <figcaption class="muted">{e(plot.title)}{note}</figcaption>\n'
+        "</figure>\n"
+    )
+    return mark_safe("".join(parts))  # noqa: S308 (every text above is escaped)

@@ -40,7 +40,7 @@ from acceptance.selectors import (
 )
 from acceptance.services import run_rerun
 from acceptance.views.forms import QuestionBulkForm, QuestionRowForm, QuestionTicketForm
-from acceptance.views.plots import run_plots
+from acceptance.views.plots import figure_html, run_plots
 from calculet import labels, pagecache, web
 from calculet.errors import DomainError
 from calculet.web import errors_by_field
@@ -452,7 +452,9 @@ class AnswerPanel:
     tolerance_rules: list[str]
 
 
-def question_page_context(request, question):
+def question_page_context(request, question, *, thread: dict | None = None):
+    """The question page's context; `thread` is the discussion's when the caller has built it (a refused
+    comment, an edit), so the thread is read once."""
     answers = vendor_selectors.answer_list(user=request.user, question=question)
     answers = list(answers.order_by("organisation__slug", "-revision"))
     elements, claims = answers_elements(answers), answers_claims(answers)
@@ -476,7 +478,7 @@ def question_page_context(request, question):
     deliverables = question_deliverables(question)
     return {
         **_chain_context(question, request.user),
-        **thread_context(request, question),
+        **(thread if thread is not None else thread_context(request, question)),
         "question": question,
         "due_status": _due_status(question),
         "answers": panels,
@@ -548,7 +550,7 @@ def question_detail(request, code):
 
 def whole_question_page_context(request, question, *, thread: dict | None = None) -> dict:
     """The whole question page's context; `thread` replaces the discussion's (a refused comment, an edit)."""
-    context = question_page_context(request, question)
+    context = question_page_context(request, question, thread=thread)
     if context["can_edit"]:
         context.update(_ticket_context(question))
     return {**context, **(thread or {})}
@@ -598,7 +600,11 @@ def _chain_context(question, user, *, rerun_errors: dict | None = None) -> dict:
     chains = question_chain_rows(user=user, question=question)
     for view in chains:
         for row in view.rows:
-            row["plots"] = run_plots(row["run"]) if row["run"] is not None and not row["active"] else []
+            row["plots"] = (
+                [figure_html(plot) for plot in run_plots(row["run"])]
+                if row["run"] is not None and not row["active"]
+                else []
+            )
             row["rerun_error"] = rerun_errors.get((view.chain.pk, row["stage"]), "")
     return {
         "chains": chains,

@@ -1,6 +1,8 @@
 """The discussion on the question page: with htmx in place, and as plain forms without JavaScript."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from calculet.models import AuditEntry
@@ -115,3 +117,23 @@ def test_the_thread_speaks_chinese(pm_client, pm, v18):
     pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
     page = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
     assert "讨论" in page and "<p>请提供 batch 16 的 calbin</p>" in page and "发表评论" in page
+
+
+@pytest.mark.django_db
+def test_the_edit_page_reads_the_thread_once_and_its_queries_do_not_grow(
+    pm_client, pm, acme_engineer, v18, django_assert_num_queries
+):
+    """Without JavaScript the edit form comes inside the whole question page: the comment being edited is read,
+    then the thread once (it was read twice, the page's own copy thrown away), whatever the thread's length."""
+    question = Question.objects.get(code="V18")
+    comment = comment_create(actor=pm, question=question, body="first take")
+    edit_url = reverse("comment-edit", args=["V18", comment.pk])
+    with CaptureQueriesContext(connection) as few:
+        assert pm_client.get(edit_url).status_code == 200
+    comment_reads = [query for query in few.captured_queries if query["sql"].startswith('SELECT "vendor_comment"."id"')]
+    assert len(comment_reads) == 2
+    for number in range(5):
+        comment_create(actor=acme_engineer, question=question, body=f"answer {number}")
+    with django_assert_num_queries(len(few.captured_queries)):
+        page = pm_client.get(edit_url).content.decode()
+    assert "first take</textarea>" in page and page.count('<article class="comment"') == 6

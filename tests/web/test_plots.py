@@ -1,15 +1,19 @@
 import numpy as np
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from acceptance import stages
 from acceptance.models import Run
-from acceptance.views.plots import request_plot, run_plots
+from acceptance.views.plots import figure_html, request_plot, run_plots
 from calculet import plots
+from evidence.models import Capability
 from npu_sim.golden import compare, row_figures
 from npu_sim.timing import TimingModel, context_rows
 from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
+from vendor.services.comments import comment_create
 
 
 def test_bar_heights_follow_values_from_a_zero_baseline():
@@ -124,3 +128,47 @@ def test_each_request_is_a_dot_against_the_required_rate():
     ]
     slow = plot.dots[1]
     assert slow[1] > plot.threshold_y and plot.dots[0][1] < plot.threshold_y  # under and over the required rate
+
+
+def test_figure_draws_every_request_and_escapes_its_texts():
+    """The page's figure is built in Python, not a template: each dot is drawn, and no text can open a tag."""
+    figure = figure_html(request_plot([(800.0, 12.0), (950.0, 8.0), (700.0, 15.0)], 10.0, note="<b>batch</b>"))
+    assert figure.count('<circle class="dot"') == 3
+    assert "<b>" not in figure
+    assert '<span class="plot-note">&lt;b&gt;batch&lt;/b&gt;</span>' in figure
+    assert figure.count("<title>") == 1 + 3
+
+
+SOAK_PARAMS = {"min_decode_tokens_per_s": 50}
+SOAK = {
+    "prompt_tokens": 128,
+    "decode_tokens_per_s": {"count": 2, "p50": 57.0},
+    "per_request": [
+        {"latency_ms": 800.0, "decode_tokens_per_s": 57.0},
+        {"latency_ms": 900.0, "decode_tokens_per_s": 55.0},
+    ],
+}
+
+
+@pytest.mark.django_db
+def test_question_page_queries_do_not_grow_with_charts_or_comments(
+    pm_client, pm, acme, acme_engineer, checklist, django_assert_num_queries
+):
+    """A soak chart reads its run's required rate, a comment its author's organisation: neither costs a query of
+    its own (they did, once per soak run and once per comment)."""
+    put_to(pm, acme, "V18")
+    question = Question.objects.get(code="V18")
+    make_run(make_chain(question, acme_engineer), stages.SOAK, stages.PASSED, metrics=SOAK, params=SOAK_PARAMS)
+    comment_create(actor=pm, question=question, body="first")
+    url = reverse("question-detail", args=["V18"])
+    with CaptureQueriesContext(connection) as few:
+        assert pm_client.get(url).status_code == 200
+    capabilities = Capability.objects.filter(deliverables__question=question).distinct().order_by("slug")[:3]
+    for number, capability in enumerate(capabilities):
+        chain = make_chain(question, acme_engineer, capability=capability)
+        make_run(chain, stages.SOAK, stages.PASSED, metrics=SOAK, params=SOAK_PARAMS)
+        comment_create(actor=acme_engineer, question=question, body=f"from the vendor {number}")
+    with django_assert_num_queries(len(few.captured_queries)):
+        body = pm_client.get(url).content.decode()
+    assert body.count("required 50 token/s") == 2 * 4  # each soak run: its requests and its decode rate
+    assert body.count("· Acme NPU</span>") == 3
