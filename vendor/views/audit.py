@@ -70,8 +70,39 @@ STATE_KINDS = {
     "vendor.deliverable": "deliverable_state",
     "vendor.artifact": "artifact_state",
 }
+# The vocabulary a stored `kind` is in, by the kind of object it belongs to.
+KIND_KINDS = {
+    "vendor.artifact": "artifact_kind",
+    "vendor.deliverable": "deliverable_kind",
+    "vendor.organisation": "organisation_kind",
+}
 # Other fields whose stored codes have a label.
-FIELD_KINDS = {"priority": "priority", "stage": "stage", "verdict": "verdict", "kind": "artifact_kind"}
+FIELD_KINDS = {
+    "priority": "priority",
+    "stage": "stage",
+    "verdict": "verdict",
+    "grade": "grade",
+    "role": "role",
+    "health": "health",
+}
+# The fields an entry names by a label rather than by their stored name.
+FIELD_LABELS = {
+    "state": _("State"),
+    "state_reason": _("State reason"),
+    "priority": _("Priority"),
+    "due_date": _("Due date"),
+    "assignee": _("Assignee"),
+    "organisation": _("Organisation"),
+    "reason": _("Reason"),
+    "health": _("Health"),
+    "maintenance": _("Maintenance"),
+    "role": _("Role"),
+    "name": _("Name"),
+    "kind": _("Kind"),
+    "stage": _("Stage"),
+    "verdict": _("Verdict"),
+    "versions": _("Versions"),
+}
 
 
 def _shown(entry, field: str, value):
@@ -81,17 +112,18 @@ def _shown(entry, field: str, value):
     if isinstance(value, bool):
         return _("yes") if value else _("no")
     if isinstance(value, list):
-        return ", ".join(str(_shown(entry, field, item) or "—") for item in value)
+        return labels.listed(_shown(entry, field, item) or "—" for item in value)
     if isinstance(value, dict):
         # Sorted: PostgreSQL keeps a JSON object's keys in its own order, not the order they were written in.
         return "; ".join(f"{key} {_shown(entry, key, item) or '—'}" for key, item in sorted(value.items()))
-    kind = STATE_KINDS.get(entry.object_type) if field == "state" else FIELD_KINDS.get(field)
+    by_object = {"state": STATE_KINDS, "kind": KIND_KINDS}
+    kind = by_object[field].get(entry.object_type) if field in by_object else FIELD_KINDS.get(field)
     return labels.label(kind, value) if kind else value
 
 
 def _changes(entry):
-    """The fields an entry changed, as (field, before, after), from its before/after snapshots. A blocked
-    promotion changed nothing: it reads as what was asked and where the capability stayed."""
+    """The fields an entry changed, as (field, its label or None, before, after), from its before/after
+    snapshots. A blocked promotion changed nothing: it reads as what was asked and where the capability stayed."""
     before = entry.before if isinstance(entry.before, dict) else {}
     after = entry.after if isinstance(entry.after, dict) else {}
     if entry.action == "capability.promotion_blocked":
@@ -99,7 +131,7 @@ def _changes(entry):
         return []
     keys = list(dict.fromkeys([*before, *after]))
     return [
-        (key, _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
+        (key, FIELD_LABELS.get(key), _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
         for key in keys
         if before.get(key) != after.get(key)
     ]
