@@ -384,3 +384,18 @@ def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_
     # A list inside a Chinese page is joined with the enumeration comma, not ", ".
     assert '<code>reasons</code>: <span class="muted">—</span> → no_answer、no_sdk_evidence' in chinese
     assert '<code>muted</code>: <span class="muted">—</span> → 是' in chinese
+
+
+@pytest.mark.django_db
+def test_a_list_inside_a_chinese_sentence_is_joined_with_the_enumeration_comma(pm_client, checklist):
+    """The statuses a capability's move needs approvals for, on its page: "C1、C0" in Chinese, "C1, C0" in
+    English, from one list joined as the reader's language lists (calculet.labels.listed)."""
+    from acceptance.views.capabilities import _approval_moves
+
+    capability = next(c for c in Capability.objects.filter(pinned=False) if len(_approval_moves(c)) >= 2)
+    moves = _approval_moves(capability)
+    url = reverse("capability-detail", args=[capability.slug])
+    chinese = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "、".join(moves) in chinese and ", ".join(moves) not in chinese
+    english = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert f"Moving this capability to {', '.join(moves)} needs" in english
