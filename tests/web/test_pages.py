@@ -208,7 +208,7 @@ def test_audit_log_shows_a_questions_history_by_its_code(pm_client, pm, acme, ac
     chain = make_chain(question, acme_engineer)
     run_rerun(actor=pm, run=make_run(chain, stages.CHAIN_STAGES[0], stages.PASSED))
     body = pm_client.get(reverse("audit-log"), {"question": "v18"}).content.decode()
-    ids = set(re.findall(r"<code>([a-z.]+):(\d+)</code></a>", body))
+    ids = set(re.findall(r'title="([a-z.]+):(\d+)">', body))
     answer = question.answers.get()
     assert ("vendor.question", str(question.pk)) in ids
     assert ("vendor.answer", str(answer.pk)) in ids
@@ -377,6 +377,7 @@ def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_
     assert '<code>reasons</code>: <span class="muted">—</span> → no_answer, no_sdk_evidence' in body
     assert '<code>muted</code>: <span class="muted">—</span> → yes' in body
     assert "{'" not in body and "[]" not in body and "<code>state</code>" not in body
+    assert f'title="vendor.question:{question.pk}">Question {question.pk}</a>' in body and "<code>vendor." not in body
     chinese = pm_client.get(url, shown, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
     assert '<span title="state">状态</span>: <span class="muted">新建</span> → 已提问' in chinese
     assert '<span title="priority">优先级</span>: <span class="muted">P2 — 普通</span> → P0 — 阻断' in chinese
@@ -384,6 +385,7 @@ def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_
     # A list inside a Chinese page is joined with the enumeration comma, not ", ".
     assert '<code>reasons</code>: <span class="muted">—</span> → no_answer、no_sdk_evidence' in chinese
     assert '<code>muted</code>: <span class="muted">—</span> → 是' in chinese
+    assert f'title="vendor.question:{question.pk}">问题 {question.pk}</a>' in chinese
 
 
 @pytest.mark.django_db

@@ -3,6 +3,7 @@
 from django import forms
 from django.core.paginator import Paginator
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from calculet import audit, labels, web
 from calculet.errors import DomainError
@@ -85,6 +86,31 @@ FIELD_KINDS = {
     "role": "role",
     "health": "health",
 }
+# The kinds of object an entry is about, by their labels (the type code stays in the filter link's title).
+OBJECT_LABELS = {
+    "vendor.organisation": pgettext_lazy("audit object", "Organisation"),
+    "vendor.membership": pgettext_lazy("audit object", "Membership"),
+    "vendor.apitoken": pgettext_lazy("audit object", "API token"),
+    "vendor.question": pgettext_lazy("audit object", "Question"),
+    "vendor.artifact": pgettext_lazy("audit object", "Artifact"),
+    "vendor.deliverable": pgettext_lazy("audit object", "Deliverable"),
+    "vendor.answer": pgettext_lazy("audit object", "Answer"),
+    "vendor.documentreview": pgettext_lazy("audit object", "Document review"),
+    "vendor.upload": pgettext_lazy("audit object", "Upload"),
+    "vendor.comment": pgettext_lazy("audit object", "Comment"),
+    "vendor.notificationpreference": pgettext_lazy("audit object", "Notification preferences"),
+    "vendor.webhook": pgettext_lazy("audit object", "Webhook"),
+    "acceptance.target": pgettext_lazy("audit object", "Target"),
+    "acceptance.targettoken": pgettext_lazy("audit object", "Target token"),
+    "acceptance.targetagent": pgettext_lazy("audit object", "Target agent"),
+    "acceptance.answerclaim": pgettext_lazy("audit object", "Answer claim"),
+    "acceptance.chain": pgettext_lazy("audit object", "Chain"),
+    "acceptance.run": pgettext_lazy("audit object", "Run"),
+    "acceptance.promotionattempt": pgettext_lazy("audit object", "Promotion attempt"),
+    "acceptance.capabilityapproval": pgettext_lazy("audit object", "Capability approval"),
+    "evidence.evidenceitem": pgettext_lazy("audit object", "Evidence item"),
+    "evidence.capability": pgettext_lazy("audit object", "Capability"),
+}
 # The fields an entry names by a label rather than by their stored name.
 FIELD_LABELS = {
     "state": _("State"),
@@ -143,6 +169,7 @@ def audit_log(request):
     page = Paginator(form.filter(audit_entries()), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     for entry in page:
         entry.changes = _changes(entry)
+        entry.object_label = OBJECT_LABELS.get(entry.object_type, entry.object_type)
     context = {"form": form, "page": page, "params": request.GET}
     status = 400 if form.errors and not web.wants_partial(request) else 200
     return web.render_page(request, "vendor/audit-log.html", context, partial="audit-table", nav="audit", status=status)
