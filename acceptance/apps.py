@@ -41,6 +41,7 @@ class AcceptanceConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             stages,
         )
+        from acceptance.finding_labels import FINDING_LABELS
         from acceptance.models import Chain, Run, Target
         from acceptance.selectors import PROGRESS_LABELS
         from acceptance.services.targets import SIMULATOR_NAME
@@ -61,6 +62,7 @@ class AcceptanceConfig(AppConfig):
                 (stages.ERROR, pgettext_lazy("verdict", "in error")),
             ],
         )
+        labels.register("finding", FINDING_LABELS.items())
         labels.register("target_name", [(SIMULATOR_NAME, _("Bundled NPU simulator"))])
         labels.register_phrases("run_summary", run_summary)
         labels.register_phrases("health_reason", health_reason)

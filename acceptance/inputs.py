@@ -29,7 +29,7 @@ def _status(to: str) -> str:
         raise DomainError(
             gettext_noop("Unknown status %(status)r; one of %(statuses)s."),
             field="to",
-            params={"status": to, "statuses": ", ".join(STATUSES)},
+            params={"status": to, "statuses": list(STATUSES)},
         )
     return to
 

@@ -201,13 +201,13 @@ def _tolerance_error(name: str, value: object) -> dict | None:
         return refusal(
             gettext_noop("No compared tensor %(tensor)r; the tensors are %(tensors)s."),
             tensor=tensor,
-            tensors=", ".join(GOLDEN_TENSORS),
+            tensors=list(GOLDEN_TENSORS),
         )
     if key not in GOLDEN_TOLERANCE_STRICTER:
         return refusal(
             gettext_noop("No golden tolerance %(key)r; the tolerances are %(tolerances)s."),
             key=key,
-            tolerances=", ".join(GOLDEN_TOLERANCE_STRICTER),
+            tolerances=list(GOLDEN_TOLERANCE_STRICTER),
         )
     return _limit_error(
         value,
@@ -235,7 +235,7 @@ def _threshold_error(recipe: Recipe | None, key: str, value: object) -> dict | N
             ),
             key=key,
             golden=GOLDEN_MIN_STEPS_KEY,
-            soak=", ".join(SOAK_THRESHOLD_KEYS),
+            soak=list(SOAK_THRESHOLD_KEYS),
         )
     if recipe is None:
         return refusal(gettext_noop("A probe threshold needs the capability whose recipe it tightens."))

@@ -214,7 +214,7 @@ def _approved(
         sentence(
             gettext_noop("answer %(answer)s, runs %(runs)s"),
             answer=decision.answer_id,
-            runs=", ".join(map(str, sorted(decision.run_ids))) or "-",
+            runs=sorted(decision.run_ids) or "-",
         )
         if decision.answer_id is not None
         else sentence(gettext_noop("the move alone"))
@@ -231,7 +231,7 @@ def _approved(
         needed=APPROVALS_NEEDED,
         evidence=evidence,
         given=len(approvers),
-        who=", ".join(approvers) or sentence(gettext_noop("no one")),
+        who=list(approvers) or sentence(gettext_noop("no one")),
         **{"from": current},
     )
     return Decision(
@@ -335,7 +335,7 @@ def _static_reasons(answer: AnswerFacts, requirement: str) -> list[dict]:
                     "The capability's recipe has no probes and its deliverable's check is %(grades)s: an SDK's "
                     "symbols do not show the product working, and no run can; it stops at C1."
                 ),
-                grades=", ".join(sorted(answer.checked_grades)),
+                grades=sorted(answer.checked_grades),
             )
         ]
     return [
@@ -574,7 +574,7 @@ def _evaluate(policy: dict, *, subject: GateSubject, current: str, to: str, answ
                     "only when %(requirements)s hold."
                 ),
                 status=pinned_status,
-                requirements=", ".join(r for r in requirements if r != SDK or sdk_calls),
+                requirements=[r for r in requirements if r != SDK or sdk_calls],
             )
         ]
     if not requirements:

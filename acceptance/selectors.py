@@ -21,6 +21,7 @@ from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target,
 from acceptance.policy import AnswerFacts, ChainFacts, GateSubject
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
+from calculet import labels
 from evidence.exporter import checklist_export
 from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
@@ -789,7 +790,7 @@ def question_deliverables(question: Question) -> list[DeliverableView]:
 
 
 def _names(names) -> str:
-    return ", ".join(names) or "—"
+    return labels.listed(names) or "—"
 
 
 def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:

@@ -3,7 +3,7 @@ error format in the schema, a body size limit, strict input."""
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop
 from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
@@ -153,7 +153,7 @@ class StrictSerializer(serializers.Serializer):
     def to_internal_value(self, data):
         if not isinstance(data, dict):
             return super().to_internal_value(data)
-        errors = {name: ["Unknown field."] for name in sorted(set(data) - set(self.fields))}
+        errors = {name: [gettext("Unknown field.")] for name in sorted(set(data) - set(self.fields))}
         for field in self._writable_fields:
             if field.field_name in data:
                 error = mistyped(field, data[field.field_name])

@@ -3,6 +3,8 @@ it is ready, from the same lists its models take their choices from, so a label 
 
 from collections.abc import Callable, Iterable
 
+from django.utils.translation import get_language
+
 _LABELS: dict[str, dict[str, str]] = {}
 _PHRASES: dict[str, Callable[[str], str]] = {}
 
@@ -39,3 +41,10 @@ def register_phrases(kind: str, translate: Callable[[str], str]) -> None:
 def phrase(kind: str, text: str) -> str:
     """A stored sentence in the active language, or as it is when no app translates its kind."""
     return _PHRASES[kind](text) if kind in _PHRASES and text else text
+
+
+def listed(items: Iterable) -> str:
+    """Items joined into a sentence the way the active language lists them: Chinese with its enumeration
+    comma (、), English with a comma and a space."""
+    separator = "、" if (get_language() or "").startswith("zh") else ", "
+    return separator.join(str(item) for item in items)

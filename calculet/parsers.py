@@ -3,7 +3,7 @@
 import json
 
 from django.conf import settings
-from django.utils.translation import gettext_noop
+from django.utils.translation import gettext, gettext_noop
 from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
@@ -64,11 +64,13 @@ class JsonParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
         body = stream.read()
         if json_depth_exceeded(body, JSON_MAX_DEPTH):
-            raise exceptions.ParseError(f"JSON nested deeper than {JSON_MAX_DEPTH} levels.")
+            raise exceptions.ParseError(
+                gettext("JSON nested deeper than %(depth)s levels.") % {"depth": JSON_MAX_DEPTH}
+            )
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             return json.loads(
                 body.decode(encoding), object_pairs_hook=_object_without_repeated_keys, parse_constant=_no_constant
             )
         except ValueError as error:  # bad JSON, bad UTF-8
-            raise exceptions.ParseError(f"JSON parse error - {error}") from error
+            raise exceptions.ParseError(gettext("JSON parse error - %(error)s") % {"error": error}) from error

@@ -8,6 +8,7 @@ import re
 from decimal import Decimal
 
 from django import forms
+from django.utils.translation import gettext, gettext_noop
 from django_filters import BooleanFilter, CharFilter, ModelChoiceFilter, NumberFilter
 from django_filters.rest_framework import DjangoFilterBackend
 from drf_spectacular.utils import extend_schema_field
@@ -18,16 +19,18 @@ from rest_framework.pagination import PageNumberPagination
 
 BOOLEAN_VALUES = ("true", "false")
 ID_MAX = 2**63 - 1  # PostgreSQL's bigint
-UNKNOWN_PARAMETER = "Unknown query parameter."
-REPEATED_PARAMETER = "Given more than once."
+# Templates, translated when a request is refused: the client's Accept-Language picks the language.
+UNKNOWN_PARAMETER = gettext_noop("Unknown query parameter.")
+REPEATED_PARAMETER = gettext_noop("Given more than once.")
 # Digits, or a decimal or exponent notation (exponents up to 99, past every bound here) whose value may be whole.
 _NUMBER = re.compile(r"^[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]{1,2})?$")
 # What a text filter's schema allows: Django's form fields refuse a NUL character, PostgreSQL could not store it.
 TEXT_PATTERN = "^[^\\x00]*$"
 
 
-def _refuse(name: str, message: str):
-    raise serializers.ValidationError({name: [message]})
+def _refuse(name: str, template: str, **params):
+    """A 400 naming the parameter, its sentence from a marked template in the client's language."""
+    raise serializers.ValidationError({name: [gettext(template) % params]})
 
 
 def whole_number(raw: str) -> int | None:
@@ -44,10 +47,11 @@ def query_integer(request, name: str, maximum: int | None = None) -> int | None:
     raw = request.query_params.get(name)
     if raw is None:
         return None
-    upper = f" to {maximum}" if maximum else ""
     value = whole_number(raw)
     if value is None or value < 1 or (maximum is not None and value > maximum):
-        _refuse(name, f"A whole number from 1{upper}.")
+        if maximum is None:
+            _refuse(name, gettext_noop("A whole number from 1."))
+        _refuse(name, gettext_noop("A whole number from 1 to %(maximum)s."), maximum=maximum)
     return value
 
 
@@ -85,7 +89,7 @@ class StrictOrderingFilter(OrderingFilter):
 
     def get_ordering(self, request, queryset, view):
         if request.query_params.get(self.ordering_param) == "":  # DRF's own reads it as "the default"
-            _refuse(self.ordering_param, "Name a field to order by.")
+            _refuse(self.ordering_param, gettext_noop("Name a field to order by."))
         return super().get_ordering(request, queryset, view)
 
     def remove_invalid_fields(self, queryset, fields, view, request):
@@ -94,8 +98,12 @@ class StrictOrderingFilter(OrderingFilter):
         if wrong:
             _refuse(
                 self.ordering_param,
-                f"Cannot order by {', '.join(repr(term) for term in wrong)}; "
-                f"one or more of {', '.join(allowed)}, each optionally with '-', separated by commas.",
+                gettext_noop(
+                    "Cannot order by %(wrong)s; one or more of %(allowed)s, each optionally with '-', "
+                    "separated by commas."
+                ),
+                wrong=", ".join(repr(term) for term in wrong),
+                allowed=", ".join(allowed),
             )
         return list(fields)
 
@@ -160,11 +168,11 @@ def filter_value_errors(filterset, request) -> dict[str, list[str]]:
         if value is None:
             continue
         if isinstance(item, BooleanFilter) and value not in BOOLEAN_VALUES:
-            errors[name] = ["Either true or false."]
+            errors[name] = [gettext("Either true or false.")]
         # Its own reads an empty value as "no filter". A text's or a model choice's schema allows it;
         # a choice's enum, a number's or a date's format do not.
         elif value == "" and not isinstance(item, CharFilter | ModelChoiceFilter):
-            errors[name] = ["Give a value, or leave the parameter out."]
+            errors[name] = [gettext("Give a value, or leave the parameter out.")]
     if not filterset.is_valid():
         errors = {**{name: list(messages) for name, messages in filterset.errors.items()}, **errors}
     return errors
@@ -236,9 +244,9 @@ def check_query_parameters(view, request) -> None:
     errors = {}
     for name, values in request.query_params.lists():
         if name not in known:
-            errors[name] = [UNKNOWN_PARAMETER]
+            errors[name] = [gettext(UNKNOWN_PARAMETER)]
         elif len(values) > 1:
-            errors[name] = [REPEATED_PARAMETER]
+            errors[name] = [gettext(REPEATED_PARAMETER)]
     errors |= {name: messages for name, messages in _value_errors(view, request).items() if name not in errors}
     order = list(request.query_params)
     errors = dict(sorted(errors.items(), key=lambda item: order.index(item[0]) if item[0] in order else len(order)))

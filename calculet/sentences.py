@@ -6,7 +6,7 @@ they always have (`english`); a page renders the same sentence in the reader's l
 (`text`), so one record reads in one language for every reader, whoever caused it. A parameter that is a
 stored code (a state, a stage, a target kind) is given as `Labelled` and shown by its label from
 `calculet.labels`, in English too; the code itself stays in the record's parameters. A parameter may be a
-stored sentence itself, rendered in the same language.
+stored sentence itself, rendered in the same language, or a list, joined as the reader's language lists.
 """
 
 from dataclasses import dataclass
@@ -35,7 +35,7 @@ def sentence(template: str, **params) -> dict:
 
 def _labels(kind: str, value) -> str:
     if isinstance(value, list):
-        return ", ".join(str(labels.label(kind, item)) for item in value)
+        return labels.listed(labels.label(kind, item) for item in value)
     return str(labels.label(kind, value))
 
 
@@ -63,4 +63,6 @@ def _shown(value, kind: str | None):
         return _labels(kind, value)
     if isinstance(value, dict) and "template" in value:
         return text(value)
+    if isinstance(value, list):
+        return labels.listed(value)
     return value

@@ -17,6 +17,12 @@ def label_filter(value, kind):
     return labels.label(kind, value)
 
 
+@register.filter(name="listed")
+def listed_filter(items):
+    """`{{ view.alternatives|listed }}`: a list inside a sentence, joined as the reader's language lists."""
+    return labels.listed(items)
+
+
 @register.filter(name="phrase")
 def phrase_filter(value, kind):
     """`{{ run.reason|phrase:"run_summary" }}`: a stored English sentence in the active language."""

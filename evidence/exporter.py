@@ -127,7 +127,7 @@ def _owed_words(deliverable: Deliverable, progress: Progress | None) -> str:
             % {"kind": labels.label("target_kind", kind), "state": labels.label("deliverable_progress", state)}
             for kind, state in where.items()
         ]
-        said = _("%(said)s; %(per_kind)s") % {"said": said, "per_kind": ", ".join(per_kind)}
+        said = _("%(said)s; %(per_kind)s") % {"said": said, "per_kind": labels.listed(per_kind)}
     return _("%(key)s (%(said)s)") % {"key": deliverable.key, "said": said}
 
 
@@ -300,7 +300,7 @@ def checklist_markdown(progress: Progress | None = None, proves: Proves | None =
                 q.priority.upper(),
                 owner,
                 q.due_date.isoformat() if q.due_date else "",
-                "、".join(_capability_labels(q)),
+                labels.listed(_capability_labels(q)),
                 _owed_sentence(q, progress),
                 _runs_prove_label(q, proves),
             ]

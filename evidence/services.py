@@ -50,7 +50,7 @@ def evidence_record(
         raise DomainError(
             gettext_noop("Unknown evidence grade %(grade)r; one of: %(grades)s."),
             field="grade",
-            params={"grade": grade, "grades": ", ".join(GRADES)},
+            params={"grade": grade, "grades": list(GRADES)},
         )
     versions = {key: str(value) for key, value in (versions or {}).items() if value}
     unknown = sorted(set(versions) - set(VERSION_KEYS))
@@ -58,7 +58,7 @@ def evidence_record(
         raise DomainError(
             gettext_noop("Unknown version key %(key)r; one of: %(keys)s."),
             field="versions",
-            params={"key": unknown[0], "keys": ", ".join(VERSION_KEYS)},
+            params={"key": unknown[0], "keys": list(VERSION_KEYS)},
         )
     with transaction.atomic():
         item = EvidenceItem.objects.create(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from calculet_agent.signing import SIGNATURE_HEADER
 from django.contrib.auth.models import AnonymousUser
+from django.utils.translation import gettext
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -54,7 +55,9 @@ class _KeyAuthentication(authentication.BaseAuthentication):
         found = self.find(key) if key else None
         if found is None:
             throttle.check_failure(prefix_known=False)
-            raise exceptions.AuthenticationFailed(f"The {self.keyword.lower()} token is unknown or revoked.")
+            raise exceptions.AuthenticationFailed(
+                gettext("The %(kind)s token is unknown or revoked.") % {"kind": self.keyword.lower()}
+            )
         return AnonymousUser(), found
 
     def authenticate_header(self, request):
@@ -306,26 +309,26 @@ class AgentResultApi(_RunApi):
         try:
             parsed = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise exceptions.ParseError(f"The body is not JSON: {error}") from error
+            raise exceptions.ParseError(gettext("The body is not JSON: %(error)s") % {"error": error}) from error
         data = self.AgentResultInputSerializer(data=parsed)
         data.is_valid(raise_exception=True)
         fields = data.validated_data
         try:
             result_file = base64.b64decode(fields["result_file"], validate=True) if fields["result_file"] else None
         except ValueError as error:
-            raise serializers.ValidationError({"result_file": ["Not base64."]}) from error
+            raise serializers.ValidationError({"result_file": [gettext("Not base64.")]}) from error
         measurements = {}
         for name, text in fields["measurements"].items():
             try:
                 measurements[name] = base64.b64decode(text, validate=True)
             except ValueError as error:
-                raise serializers.ValidationError({f"measurements.{name}": ["Not base64."]}) from error
+                raise serializers.ValidationError({f"measurements.{name}": [gettext("Not base64.")]}) from error
             if len(measurements[name]) > MEASUREMENT_MAX_BYTES:
-                limit = f"{MEASUREMENT_MAX_BYTES // 1024**2} MiB"
-                raise serializers.ValidationError({f"measurements.{name}": [f"Larger than {limit}."]})
+                larger = gettext("Larger than %(mib)s MiB.") % {"mib": MEASUREMENT_MAX_BYTES // 1024**2}
+                raise serializers.ValidationError({f"measurements.{name}": [larger]})
         detached = fields["sandbox"].get("detached_processes", 0)
         if not isinstance(detached, int) or isinstance(detached, bool) or detached < 0:
-            raise serializers.ValidationError({"sandbox.detached_processes": ["A whole number, 0 or more."]})
+            raise serializers.ValidationError({"sandbox.detached_processes": [gettext("A whole number, 0 or more.")]})
         report = RunReport(
             run=fields["run"],
             attempt=fields["attempt"],

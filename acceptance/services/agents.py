@@ -386,7 +386,7 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
         raise DomainError(
             gettext_noop("A %(stage)s result carries no %(unexpected)s."),
             field="measurements",
-            params={"stage": run.stage, "unexpected": ", ".join(unexpected)},
+            params={"stage": run.stage, "unexpected": list(unexpected)},
         )
     reporter = _reporter(token, report.chunks)
     reporter.timing.update(report.timing)

@@ -62,7 +62,7 @@ def _check_deliverable_proves(answer: Answer, capability: Capability) -> None:
         raise DomainError(
             gettext_noop("Deliverable %(deliverable)s proves %(proves)s, not %(capability)s."),
             field="capability",
-            params={"deliverable": deliverable.key, "proves": ", ".join(proves), "capability": capability.slug},
+            params={"deliverable": deliverable.key, "proves": list(proves), "capability": capability.slug},
         )
 
 

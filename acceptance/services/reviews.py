@@ -62,14 +62,14 @@ def _element_verdicts(elements) -> dict[str, dict]:
         raise DomainError(
             gettext_noop("Give a verdict on each of section 13's elements: %(elements)s."),
             field="elements",
-            params={"elements": ", ".join(ELEMENTS)},
+            params={"elements": list(ELEMENTS)},
         )
     unknown = sorted(set(elements) - set(ELEMENTS))
     if unknown:
         raise DomainError(
             gettext_noop("Unknown element %(element)s; the elements are %(elements)s."),
             field=f"elements.{unknown[0]}",
-            params={"element": unknown[0], "elements": ", ".join(ELEMENTS)},
+            params={"element": unknown[0], "elements": list(ELEMENTS)},
         )
     verdicts = {}
     for element in ELEMENTS:
@@ -92,7 +92,7 @@ def _element_verdicts(elements) -> dict[str, dict]:
             raise DomainError(
                 gettext_noop("The verdict is one of: %(verdicts)s."),
                 field=f"elements.{element}.verdict",
-                params={"verdicts": ", ".join(ELEMENT_VERDICTS)},
+                params={"verdicts": list(ELEMENT_VERDICTS)},
             )
         reason = entry.get("reason") or ""
         if not isinstance(reason, str) or len(reason) > MAX_NOTE:

@@ -115,7 +115,7 @@ def test_history_is_one_click_from_an_object_and_a_blocked_promotion_reads_asked
     page.locator(".page-head .history-link").click()
     expect(page).to_have_url(re.compile(r"/audit/\?question=V18$"))
     expect(page.locator("#id_question")).to_have_value("V18")
-    objects = page.locator("#audit-table tbody td:nth-child(5) code").all_inner_texts()
+    objects = [link.get_attribute("title") for link in page.locator("#audit-table tbody td:nth-child(5) a").all()]
     assert objects and all(re.match(r"(vendor\.(question|answer)|acceptance\.(chain|run)):\d+$", o) for o in objects)
     # A run's history from its number in the chain.
     page.goto("/questions/V18/")

@@ -208,7 +208,7 @@ def test_audit_log_shows_a_questions_history_by_its_code(pm_client, pm, acme, ac
     chain = make_chain(question, acme_engineer)
     run_rerun(actor=pm, run=make_run(chain, stages.CHAIN_STAGES[0], stages.PASSED))
     body = pm_client.get(reverse("audit-log"), {"question": "v18"}).content.decode()
-    ids = set(re.findall(r"<code>([a-z.]+):(\d+)</code></a>", body))
+    ids = set(re.findall(r'title="([a-z.]+):(\d+)">', body))
     answer = question.answers.get()
     assert ("vendor.question", str(question.pk)) in ids
     assert ("vendor.answer", str(answer.pk)) in ids
@@ -368,13 +368,36 @@ def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_
                "muted": True},
     )  # fmt: skip
     url = reverse("audit-log")
-    body = pm_client.get(url, {"object_type": "vendor.question", "object_id": str(question.pk)}).content.decode()
-    assert '<code>state</code>: <span class="muted">New</span> → Asked' in body
-    assert '<code>priority</code>: <span class="muted">P2 — normal</span> → P0 — blocking' in body
-    assert '<code>versions</code>: <span class="muted">—</span> → calrt 0.7.6; chip calculet-2c' in body
+    shown = {"object_type": "vendor.question", "object_id": str(question.pk)}
+    body = pm_client.get(url, shown).content.decode()
+    assert '<span title="state">State</span>: <span class="muted">New</span> → Asked' in body
+    assert '<span title="priority">Priority</span>: <span class="muted">P2 — normal</span> → P0 — blocking' in body
+    versions = '<span class="muted">—</span> → calrt 0.7.6; chip calculet-2c'
+    assert f'<span title="versions">Versions</span>: {versions}' in body
     assert '<code>reasons</code>: <span class="muted">—</span> → no_answer, no_sdk_evidence' in body
     assert '<code>muted</code>: <span class="muted">—</span> → yes' in body
-    assert "{'" not in body and "[]" not in body
-    chinese = pm_client.get(url, {"object_type": "vendor.question", "object_id": str(question.pk)},
-                            HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()  # fmt: skip
-    assert '<code>state</code>: <span class="muted">新建</span> → 已提问' in chinese
+    assert "{'" not in body and "[]" not in body and "<code>state</code>" not in body
+    assert f'title="vendor.question:{question.pk}">Question {question.pk}</a>' in body and "<code>vendor." not in body
+    chinese = pm_client.get(url, shown, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert '<span title="state">状态</span>: <span class="muted">新建</span> → 已提问' in chinese
+    assert '<span title="priority">优先级</span>: <span class="muted">P2 — 普通</span> → P0 — 阻断' in chinese
+    assert f'<span title="versions">版本</span>: {versions}' in chinese
+    # A list inside a Chinese page is joined with the enumeration comma, not ", ".
+    assert '<code>reasons</code>: <span class="muted">—</span> → no_answer、no_sdk_evidence' in chinese
+    assert '<code>muted</code>: <span class="muted">—</span> → 是' in chinese
+    assert f'title="vendor.question:{question.pk}">问题 {question.pk}</a>' in chinese
+
+
+@pytest.mark.django_db
+def test_a_list_inside_a_chinese_sentence_is_joined_with_the_enumeration_comma(pm_client, checklist):
+    """The statuses a capability's move needs approvals for, on its page: "C1、C0" in Chinese, "C1, C0" in
+    English, from one list joined as the reader's language lists (calculet.labels.listed)."""
+    from acceptance.views.capabilities import _approval_moves
+
+    capability = next(c for c in Capability.objects.filter(pinned=False) if len(_approval_moves(c)) >= 2)
+    moves = _approval_moves(capability)
+    url = reverse("capability-detail", args=[capability.slug])
+    chinese = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "、".join(moves) in chinese and ", ".join(moves) not in chinese
+    english = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert f"Moving this capability to {', '.join(moves)} needs" in english

@@ -143,7 +143,7 @@ def _chunk_checksum(request) -> tuple[str, bytes] | None:
             gettext_noop("Upload-Checksum supports %(algorithms)s."),
             field="Upload-Checksum",
             code="unsupported",
-            params={"algorithms": ", ".join(CHECKSUM_ALGORITHMS)},
+            params={"algorithms": list(CHECKSUM_ALGORITHMS)},
         )
     try:
         digest = base64.b64decode(encoded.strip(), validate=True)
@@ -197,7 +197,7 @@ class TusApi(Api):
             raise DomainError(
                 gettext_noop("X-HTTP-Method-Override names %(methods)s on a POST."),
                 field="X-HTTP-Method-Override",
-                params={"methods": ", ".join(sorted(OVERRIDABLE_METHODS))},
+                params={"methods": sorted(OVERRIDABLE_METHODS)},
             )
         # A method the URL does not take is 405 whatever the tus headers say.
         if not hasattr(self, request.method.lower()) or request.method.lower() not in self.http_method_names:

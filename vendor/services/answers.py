@@ -66,7 +66,7 @@ def _artifacts(organisation: Organisation, ids: tuple[int, ...], field: str, kin
 def _deliverable(question: Question, key: str) -> Deliverable:
     """The deliverable an answer names by its key; the question's only one when it names none."""
     deliverables = list(question.deliverables.order_by("position", "key"))
-    keys = ", ".join(d.key for d in deliverables)
+    keys = [d.key for d in deliverables]
     if not key:
         if len(deliverables) == 1:
             return deliverables[0]

@@ -94,7 +94,7 @@ def artifact_metadata_clean(*, kind, version, file_name, sha256, size, field_nam
         raise DomainError(
             gettext_noop("Unknown artifact kind %(kind)r; one of: %(kinds)s."),
             field=names["kind"],
-            params={"kind": kind, "kinds": ", ".join(KIND_CODES)},
+            params={"kind": kind, "kinds": list(KIND_CODES)},
         )
     if not isinstance(version, str) or not VERSION_PATTERN.match(version):
         raise DomainError(

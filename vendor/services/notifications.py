@@ -211,13 +211,13 @@ def notification_preferences_update(
         raise DomainError(
             gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
             field="muted",
-            params={"kind": unknown[0], "kinds": ", ".join(events.CHOOSABLE)},
+            params={"kind": unknown[0], "kinds": list(events.CHOOSABLE)},
         )
     if language not in LANGUAGE_CODES:
         raise DomainError(
             gettext_noop("The language is one of: %(languages)s."),
             field="language",
-            params={"languages": ", ".join(LANGUAGE_CODES)},
+            params={"languages": list(LANGUAGE_CODES)},
         )
     email = (email or "").strip()
     if len(email) > EMAIL_MAX_CHARS:

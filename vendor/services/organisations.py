@@ -140,7 +140,7 @@ def api_user_create(
         raise DomainError(gettext_noop("A username is 1–150 letters, digits and @.+-_ characters."), field="username")
     if role not in ROLE_CODES:
         raise DomainError(
-            gettext_noop("The role is one of: %(roles)s."), field="role", params={"roles": ", ".join(ROLE_CODES)}
+            gettext_noop("The role is one of: %(roles)s."), field="role", params={"roles": list(ROLE_CODES)}
         )
     user_model = get_user_model()
     with transaction.atomic():

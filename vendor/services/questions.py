@@ -84,7 +84,7 @@ def _check_transition(question: Question, target: str, organisation: Organisatio
         raise DomainError(
             gettext_noop("Unknown state %(state)r; one of: %(states)s."),
             field="state",
-            params={"state": target, "states": ", ".join(valid)},
+            params={"state": target, "states": list(valid)},
         )
     if not states.can_transition(question.state, target):
         allowed = sorted(states.QUESTION_TRANSITIONS.get(question.state, ()))
@@ -128,7 +128,7 @@ def _check_nothing_owed(question: Question) -> None:
             ),
             field="state",
             code="deliverables_owed",
-            params={"question": question.code, "count": len(owed), "deliverables": ", ".join(d.key for d in owed)},
+            params={"question": question.code, "count": len(owed), "deliverables": [d.key for d in owed]},
         )
 
 

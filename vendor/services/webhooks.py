@@ -179,7 +179,7 @@ def _clean_events(kinds) -> list[str]:
         raise DomainError(
             gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
             field="events",
-            params={"kind": unknown[0], "kinds": ", ".join(events.CHOOSABLE)},
+            params={"kind": unknown[0], "kinds": list(events.CHOOSABLE)},
         )
     return [kind for kind in events.CHOOSABLE if kind in set(kinds)]
 

@@ -3,6 +3,7 @@
 from django import forms
 from django.core.paginator import Paginator
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from calculet import audit, labels, web
 from calculet.errors import DomainError
@@ -70,8 +71,64 @@ STATE_KINDS = {
     "vendor.deliverable": "deliverable_state",
     "vendor.artifact": "artifact_state",
 }
+# The vocabulary a stored `kind` is in, by the kind of object it belongs to.
+KIND_KINDS = {
+    "vendor.artifact": "artifact_kind",
+    "vendor.deliverable": "deliverable_kind",
+    "vendor.organisation": "organisation_kind",
+}
 # Other fields whose stored codes have a label.
-FIELD_KINDS = {"priority": "priority", "stage": "stage", "verdict": "verdict", "kind": "artifact_kind"}
+FIELD_KINDS = {
+    "priority": "priority",
+    "stage": "stage",
+    "verdict": "verdict",
+    "grade": "grade",
+    "role": "role",
+    "health": "health",
+}
+# The kinds of object an entry is about, by their labels (the type code stays in the filter link's title).
+OBJECT_LABELS = {
+    "vendor.organisation": pgettext_lazy("audit object", "Organisation"),
+    "vendor.membership": pgettext_lazy("audit object", "Membership"),
+    "vendor.apitoken": pgettext_lazy("audit object", "API token"),
+    "vendor.question": pgettext_lazy("audit object", "Question"),
+    "vendor.artifact": pgettext_lazy("audit object", "Artifact"),
+    "vendor.deliverable": pgettext_lazy("audit object", "Deliverable"),
+    "vendor.answer": pgettext_lazy("audit object", "Answer"),
+    "vendor.documentreview": pgettext_lazy("audit object", "Document review"),
+    "vendor.upload": pgettext_lazy("audit object", "Upload"),
+    "vendor.comment": pgettext_lazy("audit object", "Comment"),
+    "vendor.notificationpreference": pgettext_lazy("audit object", "Notification preferences"),
+    "vendor.webhook": pgettext_lazy("audit object", "Webhook"),
+    "acceptance.target": pgettext_lazy("audit object", "Target"),
+    "acceptance.targettoken": pgettext_lazy("audit object", "Target token"),
+    "acceptance.targetagent": pgettext_lazy("audit object", "Target agent"),
+    "acceptance.answerclaim": pgettext_lazy("audit object", "Answer claim"),
+    "acceptance.chain": pgettext_lazy("audit object", "Chain"),
+    "acceptance.run": pgettext_lazy("audit object", "Run"),
+    "acceptance.promotionattempt": pgettext_lazy("audit object", "Promotion attempt"),
+    "acceptance.capabilityapproval": pgettext_lazy("audit object", "Capability approval"),
+    "evidence.evidenceitem": pgettext_lazy("audit object", "Evidence item"),
+    "evidence.capability": pgettext_lazy("audit object", "Capability"),
+}
+# The fields an entry names by a label rather than by their stored name.
+FIELD_LABELS = {
+    "state": _("State"),
+    "state_reason": _("State reason"),
+    "priority": _("Priority"),
+    "due_date": _("Due date"),
+    "assignee": _("Assignee"),
+    "organisation": _("Organisation"),
+    "reason": _("Reason"),
+    "health": _("Health"),
+    "maintenance": _("Maintenance"),
+    "role": _("Role"),
+    "name": _("Name"),
+    "kind": _("Kind"),
+    "stage": _("Stage"),
+    "verdict": _("Verdict"),
+    "versions": _("Versions"),
+}
 
 
 def _shown(entry, field: str, value):
@@ -81,17 +138,18 @@ def _shown(entry, field: str, value):
     if isinstance(value, bool):
         return _("yes") if value else _("no")
     if isinstance(value, list):
-        return ", ".join(str(_shown(entry, field, item) or "—") for item in value)
+        return labels.listed(_shown(entry, field, item) or "—" for item in value)
     if isinstance(value, dict):
         # Sorted: PostgreSQL keeps a JSON object's keys in its own order, not the order they were written in.
         return "; ".join(f"{key} {_shown(entry, key, item) or '—'}" for key, item in sorted(value.items()))
-    kind = STATE_KINDS.get(entry.object_type) if field == "state" else FIELD_KINDS.get(field)
+    by_object = {"state": STATE_KINDS, "kind": KIND_KINDS}
+    kind = by_object[field].get(entry.object_type) if field in by_object else FIELD_KINDS.get(field)
     return labels.label(kind, value) if kind else value
 
 
 def _changes(entry):
-    """The fields an entry changed, as (field, before, after), from its before/after snapshots. A blocked
-    promotion changed nothing: it reads as what was asked and where the capability stayed."""
+    """The fields an entry changed, as (field, its label or None, before, after), from its before/after
+    snapshots. A blocked promotion changed nothing: it reads as what was asked and where the capability stayed."""
     before = entry.before if isinstance(entry.before, dict) else {}
     after = entry.after if isinstance(entry.after, dict) else {}
     if entry.action == "capability.promotion_blocked":
@@ -99,7 +157,7 @@ def _changes(entry):
         return []
     keys = list(dict.fromkeys([*before, *after]))
     return [
-        (key, _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
+        (key, FIELD_LABELS.get(key), _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
         for key in keys
         if before.get(key) != after.get(key)
     ]
@@ -111,6 +169,7 @@ def audit_log(request):
     page = Paginator(form.filter(audit_entries()), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
     for entry in page:
         entry.changes = _changes(entry)
+        entry.object_label = OBJECT_LABELS.get(entry.object_type, entry.object_type)
     context = {"form": form, "page": page, "params": request.GET}
     status = 400 if form.errors and not web.wants_partial(request) else 200
     return web.render_page(request, "vendor/audit-log.html", context, partial="audit-table", nav="audit", status=status)
