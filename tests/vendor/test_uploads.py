@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -99,6 +100,49 @@ def test_an_upload_without_a_stored_hash_state_hashes_its_stored_bytes_once(vend
     upload = upload_append(
         actor=vendor_a.user, upload=upload, offset=MIB, stream=io.BytesIO(DATA[MIB:]), content_length=len(DATA) - MIB
     )
+    assert Artifact.objects.get(pk=upload.artifact_id).state == Artifact.VERIFIED
+
+
+def test_a_byte_checkpoint_flushes_while_the_next_bytes_arrive_and_records_only_what_is_durable(vendor_a, monkeypatch):
+    """Every CHECKPOINT_BYTES the fsync runs in another thread while the PATCH reads on; the offset it makes
+    durable is stored once it has completed, never before. A fsync in the request's thread would wait here for a
+    read that cannot come meanwhile, and the test would fail."""
+    monkeypatch.setattr(upload_services, "CHECKPOINT_BYTES", 2 * MIB)
+    upload = upload_create(
+        actor=vendor_a.user,
+        length=len(DATA),
+        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(DATA)},
+    )
+    real_fsync, main = os.fsync, threading.current_thread()
+    flushes = []  # (bytes the file held when the fsync began, whether the PATCH read past them meanwhile)
+    durable = [0]  # file sizes whose fsync has completed
+    recorded_ahead = []  # offsets seen stored before an fsync had covered them
+
+    class Body(io.BytesIO):
+        def read(self, size=-1):
+            offset = Upload.objects.get(pk=upload.pk).offset
+            if offset > max(durable):
+                recorded_ahead.append((offset, max(durable)))
+            return super().read(size)
+
+    body = Body(DATA)
+
+    def fsync(fd):
+        if threading.current_thread() is main:  # the fsync that ends the PATCH
+            return real_fsync(fd)
+        covered = os.fstat(fd).st_size
+        deadline = time.monotonic() + 10
+        while body.tell() <= covered and time.monotonic() < deadline:
+            time.sleep(0.001)
+        real_fsync(fd)
+        durable.append(covered)
+        flushes.append((covered, body.tell() > covered))
+
+    monkeypatch.setattr(upload_services.os, "fsync", fsync)
+    upload = upload_append(actor=vendor_a.user, upload=upload, offset=0, stream=body, content_length=len(DATA))
+    assert len(flushes) == 4  # at 2, 4, 6 and 8 MiB; the last bytes are flushed by the PATCH's end
+    assert all(overlapped for _, overlapped in flushes), flushes
+    assert recorded_ahead == []
     assert Artifact.objects.get(pk=upload.artifact_id).state == Artifact.VERIFIED
 
 

@@ -7,6 +7,7 @@ worker it lands, never reading the bytes already stored. The last byte hands the
 which verifies it against the declared digest.
 """
 
+import contextlib
 import datetime
 import fcntl
 import hashlib
@@ -14,6 +15,7 @@ import hmac
 import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from http import HTTPStatus
 from pathlib import Path
@@ -43,6 +45,8 @@ METADATA_KEYS = ("kind", "version", "filename", "sha256")
 WRITEBACK_BYTES = 8 * 1024 * 1024
 # A PATCH records what it holds (fsynced, with its hash state) every CHECKPOINT_BYTES or CHECKPOINT_SECONDS,
 # so a worker killed mid-chunk loses at most that much (HEAD reports the rest) and a termination is seen soon.
+# The byte checkpoint's fsync runs while the next bytes are read (the offset is stored once it completed); the
+# time checkpoint's is waited for, so a client that pauses has what it sent recorded at once.
 CHECKPOINT_BYTES = 64 * 1024 * 1024
 CHECKPOINT_SECONDS = 2.0
 INGEST_FIELD_NAMES = {
@@ -222,6 +226,7 @@ class _Chunk:
         self.chunk_checksum = chunk_checksum
         self.chunk_digest = hashlib.new(chunk_checksum[0]) if chunk_checksum is not None else None
         self.read = 0  # bytes taken from the request body
+        self.flush: _Flush | None = None  # a checkpoint's fsync in flight
 
     def receive(self, stream, content_length: int) -> None:
         """Copy up to `content_length` bytes. On a full disk nothing past the last recorded offset is kept,
@@ -244,28 +249,38 @@ class _Chunk:
         self.handle.seek(self.start)
         received = written_back = checkpointed = 0
         checkpoint_at = time.monotonic() + CHECKPOINT_SECONDS
-        while received < content_length:
-            try:
-                block = stream.read(min(CHUNK_BYTES, content_length - received))
-            except OSError:  # the client went away mid-chunk
-                break
-            if not block:
-                break
-            self.read += len(block)
-            remaining = memoryview(block)
-            while remaining:
-                remaining = remaining[self.handle.write(remaining) :]
-            self.digest.update(block)
-            if self.chunk_digest is not None:
-                self.chunk_digest.update(block)
-            received += len(block)
-            if received - written_back >= WRITEBACK_BYTES:
-                _write_back(self.handle, self.start + max(written_back - WRITEBACK_BYTES, 0), self.start + received)
-                written_back = received
-            if received - checkpointed >= CHECKPOINT_BYTES or time.monotonic() >= checkpoint_at:
-                self._checkpoint(self.start + received)
-                checkpointed, checkpoint_at = received, time.monotonic() + CHECKPOINT_SECONDS
-            time.sleep(0)  # under gevent, let the worker's other connections run between blocks
+        try:
+            while received < content_length:
+                try:
+                    block = stream.read(min(CHUNK_BYTES, content_length - received))
+                except OSError:  # the client went away mid-chunk
+                    break
+                if not block:
+                    break
+                self.read += len(block)
+                remaining = memoryview(block)
+                while remaining:
+                    remaining = remaining[self.handle.write(remaining) :]
+                self.digest.update(block)
+                if self.chunk_digest is not None:
+                    self.chunk_digest.update(block)
+                received += len(block)
+                if received - written_back >= WRITEBACK_BYTES:
+                    _write_back(self.handle, self.start + max(written_back - WRITEBACK_BYTES, 0), self.start + received)
+                    written_back = received
+                if self.flush is not None and self.flush.done():
+                    self._store_flush()
+                if time.monotonic() >= checkpoint_at:
+                    # Waited for: a client that pauses mid-chunk has what it sent recorded now, not later.
+                    self._checkpoint(self.start + received)
+                    checkpointed, checkpoint_at = received, time.monotonic() + CHECKPOINT_SECONDS
+                elif received - checkpointed >= CHECKPOINT_BYTES and received < content_length:
+                    self._checkpoint_begin(self.start + received)
+                    checkpointed, checkpoint_at = received, time.monotonic() + CHECKPOINT_SECONDS
+                time.sleep(0)  # under gevent, let the worker's other connections run between blocks
+        except BaseException:
+            self._abandon_flush()
+            raise
         if self.chunk_digest is not None:
             if received < content_length:
                 self.handle.truncate(self.start)
@@ -285,14 +300,41 @@ class _Chunk:
         else:
             self._check_not_terminated()
 
+    def _checkpoint_begin(self, end: int) -> None:
+        """A checkpoint whose fsync runs in another thread while the next bytes are read, written and hashed
+        (at most one at a time); its offset is stored once the fsync has completed."""
+        if self.chunk_digest is None:
+            self._store_flush()
+            self.flush = _Flush(self.handle, end, self.digest.serialize())
+        else:
+            self._check_not_terminated()
+
+    def _store_flush(self) -> None:
+        """Wait for the flush in flight, if any, and store the offset it made durable."""
+        flush, self.flush = self.flush, None
+        if flush is not None:
+            flush.wait()
+            self._store(flush.end, flush.state)
+
+    def _abandon_flush(self) -> None:
+        """Let a flush in flight end before the file is cut back or closed; what it made durable stays
+        unrecorded, as if it had not run."""
+        flush, self.flush = self.flush, None
+        if flush is not None:
+            with contextlib.suppress(OSError):
+                flush.wait()
+
     def _record(self, end: int) -> None:
         """Make the bytes up to `end` durable and store the offset with the hash state; a row that is gone
         means the upload was terminated meanwhile."""
+        self._store_flush()
         if end == self.recorded:
             self._check_not_terminated()
             return
         _fsync(self.handle)
-        state = self.digest.serialize()
+        self._store(end, self.digest.serialize())
+
+    def _store(self, end: int, state: bytes) -> None:
         if not Upload.objects.filter(pk=self.upload.pk, offset=self.recorded).update(offset=end, hash_state=state):
             raise UploadTerminatedError(gettext_noop("The upload was terminated while this chunk was being sent."))
         self.recorded, self.hash_state = end, state
@@ -302,16 +344,44 @@ class _Chunk:
             raise UploadTerminatedError(gettext_noop("The upload was terminated while this chunk was being sent."))
 
 
-def _fsync(handle) -> None:
-    """Wait until the disk holds the file's bytes. Under gevent (gunicorn.conf.py) the wait goes to gevent's
-    thread pool: in the worker's own thread it would stall every other connection of the worker meanwhile."""
+def _gevent_hub():
+    """gevent's hub when gevent has patched the standard library (gunicorn.conf.py's workers), else None."""
     monkey = sys.modules.get("gevent.monkey")
-    if monkey is not None and monkey.is_module_patched("socket"):
-        import gevent
+    if monkey is None or not monkey.is_module_patched("socket"):
+        return None
+    import gevent
 
-        gevent.get_hub().threadpool.apply(os.fsync, (handle.fileno(),))
+    return gevent.get_hub()
+
+
+def _fsync(handle) -> None:
+    """Wait until the disk holds the file's bytes. Under gevent the wait goes to gevent's thread pool: in the
+    worker's own thread it would stall every other connection of the worker meanwhile."""
+    hub = _gevent_hub()
+    if hub is not None:
+        hub.threadpool.apply(os.fsync, (handle.fileno(),))
     else:
         os.fsync(handle.fileno())
+
+
+# Sync workers and the test server: threads for the flushes in flight (one per PATCH at a time).
+_FLUSH_THREADS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="upload-fsync")
+
+
+class _Flush:
+    """An fsync of the upload's file running in another thread (gevent's thread pool under gevent), and the
+    offset and hash state that are durable once it has completed: `done()` polls, `wait()` blocks (under
+    gevent cooperatively) and raises what the fsync raised."""
+
+    def __init__(self, handle, end: int, state: bytes):
+        self.end, self.state = end, state
+        hub = _gevent_hub()
+        if hub is not None:
+            result = hub.threadpool.spawn(os.fsync, handle.fileno())
+            self.done, self.wait = result.ready, result.get
+        else:
+            future = _FLUSH_THREADS.submit(os.fsync, handle.fileno())
+            self.done, self.wait = future.done, future.result
 
 
 def _discard(stream, length: int) -> None:
