@@ -30,7 +30,7 @@ from acceptance.services.agents import (
     run_token_for_key,
     target_token_for_key,
 )
-from calculet.api import Api, BinaryRenderer, StrictSerializer
+from calculet.api import Api, BinaryRenderer, ErrorSerializer, StrictSerializer
 from calculet.downloads import file_response
 from vendor.authentication import FailedAuthenticationThrottle
 from vendor.storage import artifact_storage
@@ -204,7 +204,7 @@ class AgentRunInputApi(_RunApi):
         responses={
             (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The whole file."),
             (206, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The range asked for."),
-            416: OpenApiResponse(description="The range lies outside the file."),
+            416: OpenApiResponse(ErrorSerializer, description="The range lies outside the file (field `Range`)."),
         },
     )
     def get(self, request, run_id, sha256):
