@@ -918,8 +918,9 @@ def attention() -> Attention:
     later_revision = Answer.objects.filter(
         question=OuterRef("question"), organisation=OuterRef("organisation"), revision__gt=OuterRef("revision")
     )
+    # Of the organisation each question is put to: a previous one's answers are not what it owes now.
     latest = (
-        Answer.objects.filter(question__in=open_questions)
+        Answer.objects.filter(question__in=open_questions, organisation_id=F("question__organisation_id"))
         .exclude(Exists(later_revision))
         .values_list("question_id", "complete")
     )

@@ -10,11 +10,21 @@ from rest_framework.test import APIClient
 
 from acceptance import stages
 from acceptance.models import Chain, Run
+from acceptance.selectors import attention
 from acceptance.services import answer_submit, chain_start_for_answer
 from calculet.actors import SYSTEM
 from calculet.errors import ConflictError
 from calculet.models import AuditEntry
-from tests.factories import answer_draft, complete_answer, db_snapshot, make_question, make_run_evidence, pass_stages
+from tests.factories import (
+    answer_draft,
+    complete_answer,
+    db_snapshot,
+    make_chain,
+    make_question,
+    make_run,
+    make_run_evidence,
+    pass_stages,
+)
 from vendor.models import ApiToken, Question
 from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import token_create, token_revoke
@@ -366,3 +376,18 @@ def test_the_lists_show_a_reassigned_question_with_no_standing_from_the_previous
     assert 'href="/questions/V18/"' in listed and 'data-standing=""' in listed
     found = client.get(reverse("question-list"), {"stage": stages.FAILURE}).content.decode()
     assert 'href="/questions/V18/"' not in found
+
+
+def test_the_dashboards_attention_reads_a_reassigned_question_by_the_new_organisations_work(
+    pm, vendor_a, vendor_b, question_a
+):
+    """Vendor A's latest answer to V18 is incomplete and its chain failed; once V18 is put to vendor B, the
+    team's attention lists say V18 owes its package, not that its answer is incomplete or its chain failed."""
+    chain = make_chain(question_a, vendor_a.user)  # on an answer that is only a summary
+    make_run(chain, stages.CLAIM, stages.FAILED)
+    before = attention().questions
+    assert question_a.pk in before["incomplete"] and question_a.pk in before["chain_failed"]
+    assert pm.client().patch("/api/v1/questions/V18/", {"organisation": "bolt"}, format="json").status_code == 200
+    after = attention().questions
+    assert question_a.pk in after["owed"]
+    assert question_a.pk not in after["incomplete"] and question_a.pk not in after["chain_failed"]
