@@ -8,32 +8,7 @@ from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
 from calculet.errors import DomainError
-
-# Answers nest three levels deep; nothing the API reads needs more than a few.
-JSON_MAX_DEPTH = 32
-
-
-def json_depth_exceeded(body: bytes, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than `limit`: one pass, before the parser recurses."""
-    depth = 0
-    in_string = escaped = False
-    for byte in body:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > limit:
-                return True
-        elif byte in (0x5D, 0x7D):  # ] }
-            depth -= 1
-    return False
+from calculet.json_text import JSON_MAX_DEPTH, json_depth_exceeded
 
 
 def _object_without_repeated_keys(pairs: list[tuple[str, object]]) -> dict:

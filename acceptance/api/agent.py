@@ -3,7 +3,6 @@
 (`Authorization: Run <key>`) fetches that run's inputs, renews its lease and posts its result."""
 
 import base64
-import json
 import time
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from acceptance.services.agents import (
 )
 from calculet.api import Api, BinaryRenderer, ErrorSerializer, StrictSerializer
 from calculet.downloads import file_response
+from calculet.json_text import storable_json_loads
 from vendor.authentication import FailedAuthenticationThrottle
 from vendor.storage import artifact_storage
 
@@ -303,8 +303,8 @@ class AgentResultApi(_RunApi):
         received = time.monotonic()  # the post's time starts before its body is read
         body = request.data if isinstance(request.data, bytes) else b""
         try:
-            parsed = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            parsed = storable_json_loads(body)  # its sandbox record is stored as sent
+        except ValueError as error:  # bad JSON or UTF-8, or what jsonb cannot store
             raise exceptions.ParseError(f"The body is not JSON: {error}") from error
         data = self.AgentResultInputSerializer(data=parsed)
         data.is_valid(raise_exception=True)
