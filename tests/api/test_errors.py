@@ -67,21 +67,28 @@ def test_deeply_nested_json_is_a_clean_400_that_changes_nothing(request, questio
 
 
 @pytest.mark.parametrize(
-    ("body", "field"),
+    ("body", "field", "key"),
     [
-        ('{"summary": "first", "summary": "second"}', "summary"),
-        ('{"thresholds": {"max_abs": 0.1, "max_abs": 0.5}}', "max_abs"),
+        ('{"summary": "first", "summary": "second"}', "summary", "summary"),
+        # Nested, the path names it (it used to be the bare key, `max_abs`, whichever object held it).
+        ('{"thresholds": {"max_abs": 0.1, "max_abs": 0.5}}', "thresholds.max_abs", "max_abs"),
+        ('{"golden": {"tolerances": {"max_abs": 0.1, "max_abs": 0.5}}}', "golden.tolerances.max_abs", "max_abs"),
+        (
+            '{"summary": "s", "error_paths": [{"scenario": "a", "expect_code": 1}, '
+            '{"scenario": "a", "scenario": "b", "expect_code": 2}]}',
+            "error_paths[1].scenario",
+            "scenario",
+        ),
+        ('{"summary": "s", "x": [[{"k": 1}, {"k": 1, "k": 2}]]}', "x[0][1].k", "k"),
     ],
 )
-def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, body, field):
+def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, body, field, key):
     before = db_snapshot()
     response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, content_type="application/json")
     assert response.status_code == 400
-    assert response.json()["errors"][0] == {
-        "field": field,
-        "code": "duplicate_key",
-        "message": f"The key {field!r} appears more than once in one object.",
-    }
+    assert response.json()["errors"] == [
+        {"field": field, "code": "duplicate_key", "message": f"The key {key!r} appears more than once in one object."}
+    ]
     assert db_snapshot() == before
 
 
