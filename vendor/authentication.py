@@ -13,10 +13,22 @@ UNKNOWN_PREFIX = "unknown"
 
 
 def _address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address, an IPv4-mapped IPv6 one (`::ffff:203.0.113.7`, from a dual-stack socket) as its IPv4."""
     try:
-        return ipaddress.ip_address(value.strip())
+        address = ipaddress.ip_address(value.strip())
     except ValueError:
         return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _client(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """How the throttles name a client: an IPv4 address, or an IPv6 address's /64. One IPv6 client is given a
+    whole /64, so counting its addresses apart would let it guess from 2**64 of them."""
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 def _trusted(address) -> bool:
@@ -24,20 +36,23 @@ def _trusted(address) -> bool:
 
 
 def client_address(request) -> str:
-    """The address of the client that sent the request: the connection's peer, or, when that peer is one of
-    TRUSTED_PROXIES, the right-most address in X-Forwarded-For that is not a trusted proxy. Only a trusted
-    proxy's header is believed, and a proxy appends the address it saw, so a client cannot choose its own."""
+    """The client that sent the request, as the throttles count it (`_client`: an IPv6 one by its /64): the
+    connection's peer, or, when that peer is one of TRUSTED_PROXIES, the right-most address in X-Forwarded-For
+    that is not a trusted proxy. Only a trusted proxy's header is believed, and a proxy appends the address it
+    saw, so a client cannot choose its own."""
     peer = request.META.get("REMOTE_ADDR", "")
-    address = _address(peer)
-    if address is None or not _trusted(address):
+    peer_address = _address(peer)
+    if peer_address is None:
         return peer
+    if not _trusted(peer_address):
+        return _client(peer_address)
     for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
         address = _address(hop)
         if address is None:  # not an address: what came before it cannot be believed either
             break
         if not _trusted(address):
-            return str(address)
-    return peer
+            return _client(address)
+    return _client(peer_address)
 
 
 class FailedAuthenticationThrottle(throttling.SimpleRateThrottle):
