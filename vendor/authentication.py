@@ -96,6 +96,32 @@ class FailedAuthenticationThrottle(throttling.SimpleRateThrottle):
         self.cache.set(self._cache_key(bucket), [self.now, *history], self.duration)
 
 
+class FailedLoginThrottle(FailedAuthenticationThrottle):
+    """Failed sign-ins of the login page, held to the same limit as failed tokens, so a password cannot be
+    guessed there and the API then used with the session: counted per client address and user name, and for
+    every name together in the address's bucket that unknown token prefixes share. A good password is refused
+    only while its own name is under attack from that address."""
+
+    def __init__(self, request, username: str):
+        super().__init__(request, "")
+        self.prefix = f"login:{username.strip().lower()}"
+
+    def refusal(self, *, succeeded: bool) -> int | None:
+        """Seconds until the sign-in may be tried again, or None: it may go on. A failure that may go on is
+        counted."""
+        try:
+            if succeeded:
+                self.check_token()
+            else:
+                self.check_failure(prefix_known=True)
+                # Counted for the address too: guessing many names' passwords is held to the same limit.
+                every_name = self._history(UNKNOWN_PREFIX)
+                self.cache.set(self._cache_key(UNKNOWN_PREFIX), [self.now, *every_name], self.duration)
+        except exceptions.Throttled as refused:
+            return max(1, int(refused.wait or 1))
+        return None
+
+
 class TokenAuthentication(authentication.TokenAuthentication):
     """`Authorization: Token <key>` against hashed, revocable, expiring tokens."""
 
