@@ -35,3 +35,19 @@ def test_guessing_many_names_from_one_address_is_held_to_the_same_limit():
     assert guesses == [200] * 20
     assert sign_in("203.0.113.7", "user99", "wrong").status_code == 429
     assert sign_in("203.0.113.7", "pat", PASSWORD).status_code == 302  # a good password is not refused
+
+
+@pytest.mark.django_db
+def test_the_admins_login_is_held_to_the_same_limit():
+    root = make_account("root", "team", "pm").user
+    root.is_staff = True
+    root.save(update_fields=["is_staff"])
+    guesser = Client(REMOTE_ADDR="203.0.113.7")
+    url = reverse("admin:login")
+    guesses = [guesser.post(url, {"username": "root", "password": f"guess-{n}"}).status_code for n in range(20)]
+    assert guesses == [200] * 20
+    refused = guesser.post(url, {"username": "root", "password": PASSWORD})
+    assert refused.status_code == 200 and "Too many failed sign-ins" in refused.content.decode()
+    assert not refused.wsgi_request.user.is_authenticated
+    other = Client(REMOTE_ADDR="203.0.113.8").post(url, {"username": "root", "password": PASSWORD})
+    assert other.status_code == 302
