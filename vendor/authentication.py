@@ -104,7 +104,8 @@ class FailedLoginThrottle(FailedAuthenticationThrottle):
 
     def __init__(self, request, username: str):
         super().__init__(request, "")
-        self.prefix = f"login:{username.strip().lower()}"
+        # At most a user name's length: the name is the client's, the cache key is ours.
+        self.prefix = f"login:{username.strip().lower()[:150]}"
 
     def refusal(self, *, succeeded: bool) -> int | None:
         """Seconds until the sign-in may be tried again, or None: it may go on. A failure that may go on is
