@@ -97,7 +97,7 @@ class FailedAuthenticationThrottle(throttling.SimpleRateThrottle):
 
 
 class FailedLoginThrottle(FailedAuthenticationThrottle):
-    """Failed sign-ins of the login page, held to the same limit as failed tokens, so a password cannot be
+    """Failed sign-ins of the login pages, held to the same limit as failed tokens, so a password cannot be
     guessed there and the API then used with the session: counted per client address and user name, and for
     every name together in the address's bucket that unknown token prefixes share. A good password is refused
     only while its own name is under attack from that address."""
