@@ -7,7 +7,6 @@ capability's probes, the vendor's golden, and a result that reports the device's
 which the caller compares with the target's registration (`device_findings`).
 """
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from acceptance.limits import (
     MIN_GOLDEN_DECODE_STEPS,
     SOAK_THRESHOLD_KEYS,
 )
+from calculet.json_text import storable_json_loads
 
 SCHEMA_VERSION = 2
 VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
@@ -192,8 +192,8 @@ def parse_result(raw: bytes | None, stage: str) -> tuple[dict | None, str]:
     if len(raw) > RESULT_MAX_BYTES:
         return None, f"the result file is larger than {RESULT_MAX_BYTES} bytes"
     try:
-        result = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        result = storable_json_loads(raw)  # stored as written: NaN or a NUL character would fail the write
+    except ValueError as error:
         return None, f"the result file is not JSON: {error}"
     if not isinstance(result, dict):
         return None, "the result is not a JSON object"

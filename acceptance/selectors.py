@@ -126,11 +126,15 @@ def _positions_query(database_vendor: str) -> tuple[str, tuple]:
         )
         for stage in stages.CHAIN_STAGES
     }
-    return Chain.objects.annotate(**newest).values_list("question_id", "stage_digests", *newest).query.sql_with_params()
+    # Only chains of answers from the organisation the question is put to: after a reassignment the previous
+    # one's chains say nothing of where the question stands (as `deliverables_progress`).
+    own = Chain.objects.filter(answer__organisation_id=F("question__organisation_id"))
+    return own.annotate(**newest).values_list("question_id", "stage_digests", *newest).query.sql_with_params()
 
 
 def chain_state_rows() -> list[tuple[int, list[StageRow]]]:
-    """Every chain's question and the state of each of its stages on its current inputs (no run attached).
+    """Every chain's question and the state of each of its stages on its current inputs (no run attached), for
+    the chains of answers from the organisation each question is put to.
 
     One query: per chain and stage, the newest run's state and inputs digest come back as one "state digest"
     text from an index probe, so no run row is loaded (the lists and the dashboard ask for this on every view).
@@ -928,8 +932,9 @@ def attention() -> Attention:
     later_revision = Answer.objects.filter(
         question=OuterRef("question"), organisation=OuterRef("organisation"), revision__gt=OuterRef("revision")
     )
+    # Of the organisation each question is put to: a previous one's answers are not what it owes now.
     latest = (
-        Answer.objects.filter(question__in=open_questions)
+        Answer.objects.filter(question__in=open_questions, organisation_id=F("question__organisation_id"))
         .exclude(Exists(later_revision))
         .values_list("question_id", "complete")
     )

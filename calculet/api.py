@@ -15,7 +15,14 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from calculet import sentences
 from calculet.errors import NO_SPACE, DomainError, FieldErrors, PayloadTooLargeError, StorageFullError
-from calculet.query import TEXT_PATTERN, Pagination, StrictFilterBackend, check_query_parameters
+from calculet.query import (
+    TEXT_PATTERN,
+    UNKNOWN_PARAMETER,
+    Pagination,
+    StrictFilterBackend,
+    check_query_parameters,
+    query_parameter_names,
+)
 
 JSON_BODY_MAX_BYTES = 1024 * 1024
 ERROR_STATUSES_READ = ["400", "401", "403", "404", "429"]
@@ -72,6 +79,19 @@ class Api(APIView):
             response.accepted_renderer = JSONRenderer()
             response.accepted_media_type = JSONRenderer.media_type
         return response
+
+    def perform_content_negotiation(self, request, force=False):
+        try:
+            return super().perform_content_negotiation(request, force)
+        except Http404 as error:
+            # DRF's answer to a `?format=` no renderer has: a query value like any other, a 400 naming it.
+            if "format" not in query_parameter_names(self, request.method):
+                raise serializers.ValidationError({"format": [UNKNOWN_PARAMETER]}) from error
+            raise DomainError(
+                gettext_noop("One of %(formats)s."),
+                field="format",
+                params={"formats": ", ".join(renderer.format for renderer in self.get_renderers())},
+            ) from error
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)

@@ -5,8 +5,9 @@ import re
 from collections.abc import Callable
 from typing import IO
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from django.utils.http import content_disposition_header
+from django.utils.translation import gettext
 
 RANGE_PATTERN = re.compile(r"^bytes=(\d*)-(\d*)$")
 BLOCK_BYTES = 1024 * 1024
@@ -56,7 +57,7 @@ def file_response(
     request, *, open_file: Callable[[], IO[bytes]], size: int, sha256: str, file_name: str
 ) -> HttpResponse:
     """The file's bytes, or the range asked for (206), 304 when If-None-Match holds its ETag (the SHA-256),
-    416 for a range outside it."""
+    416 for a range outside it (in the API's error format, naming `Range`)."""
     etag = f'"{sha256}"'
     if etag_matches(request.headers.get("If-None-Match", ""), etag):
         response = HttpResponse(status=304)
@@ -65,7 +66,11 @@ def file_response(
     try:
         asked = byte_range(request.headers.get("Range", ""), size) if "Range" in request.headers else None
     except ValueError:
-        response = HttpResponse(status=416)
+        # In the API's error format, as every other refusal: never an empty body the client cannot read.
+        message = gettext("The range lies outside the file's %(size)s bytes.") % {"size": size}
+        response = JsonResponse(
+            {"errors": [{"field": "Range", "code": "range_not_satisfiable", "message": message}]}, status=416
+        )
         response["Content-Range"] = f"bytes */{size}"
         return response
     first, last = asked if asked is not None else (0, size - 1)

@@ -8,47 +8,47 @@ from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
 from calculet.errors import DomainError
-
-# Answers nest three levels deep; nothing the API reads needs more than a few.
-JSON_MAX_DEPTH = 32
+from calculet.json_text import JSON_MAX_DEPTH, json_depth_exceeded
 
 
-def json_depth_exceeded(body: bytes, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than `limit`: one pass, before the parser recurses."""
-    depth = 0
-    in_string = escaped = False
-    for byte in body:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            if depth > limit:
-                return True
-        elif byte in (0x5D, 0x7D):  # ] }
-            depth -= 1
-    return False
+class _Repeated(dict):
+    """What an object holding a repeated key parses to: the key, and its path below this object, which each
+    enclosing object prefixes with its own name as it closes (the parser builds the innermost object first)."""
+
+    def __init__(self, key: str, path: str):
+        super().__init__()
+        self.key, self.path = key, path
+
+
+def _joined(name: str, path: str) -> str:
+    return f"{name}{path}" if path.startswith("[") else f"{name}.{path}"
+
+
+def _repeated_in(value) -> _Repeated | None:
+    """The repeated key in `value`: an object that held one, or an array (of arrays) holding such an object."""
+    if isinstance(value, _Repeated):
+        return value
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _repeated_in(item)
+            if found is not None:
+                return _Repeated(found.key, _joined(f"[{index}]", found.path))
+    return None
 
 
 def _object_without_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
     """An object whose keys are unique: JSON lets a parser keep any one of a repeated key's values, so a
-    repeated key is refused rather than read as the sender may not have meant."""
+    repeated key is refused (by `JsonParser`, naming its path) rather than read as the sender may not have
+    meant."""
     data: dict = {}
     for key, value in pairs:
         if key in data:
-            raise DomainError(
-                gettext_noop("The key %(key)r appears more than once in one object."),
-                field=key,
-                code="duplicate_key",
-                params={"key": key},
-            )
+            return _Repeated(key, key)
         data[key] = value
+    for key, value in pairs:
+        found = _repeated_in(value)
+        if found is not None:
+            return _Repeated(found.key, _joined(key, found.path))
     return data
 
 
@@ -59,7 +59,7 @@ def _no_constant(name: str):
 class JsonParser(JSONParser):
     """The API's only body format for JSON operations. A body nested deeper than JSON_MAX_DEPTH is refused
     before parsing (Python's parser would recurse until the interpreter gives up); a key repeated in one
-    object, and NaN or Infinity, are refused."""
+    object (the error names its path, `golden.tolerances.max_abs`), and NaN or Infinity, are refused."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         body = stream.read()
@@ -69,8 +69,17 @@ class JsonParser(JSONParser):
             )
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
-            return json.loads(
+            document = json.loads(
                 body.decode(encoding), object_pairs_hook=_object_without_repeated_keys, parse_constant=_no_constant
             )
         except ValueError as error:  # bad JSON, bad UTF-8
             raise exceptions.ParseError(gettext("JSON parse error - %(error)s") % {"error": error}) from error
+        repeated = _repeated_in(document)
+        if repeated is not None:
+            raise DomainError(
+                gettext_noop("The key %(key)r appears more than once in one object."),
+                field=repeated.path,
+                code="duplicate_key",
+                params={"key": repeated.key},
+            )
+        return document

@@ -33,6 +33,16 @@ def _refuse(name: str, template: str, **params):
     raise serializers.ValidationError({name: [gettext(template) % params]})
 
 
+def _read_once(request, key: str, read):
+    """What `read()` gives for this request, read once: `check_query_parameters`, before the view, and the
+    view's own pagination, filters and ordering take the same reading. A refusal is raised, never kept: it
+    ends the request with its 400."""
+    readings = vars(request).setdefault("_query_readings", {})
+    if key not in readings:
+        readings[key] = read()
+    return readings[key]
+
+
 def whole_number(raw: str) -> int | None:
     """The text as a whole number, None when it is none. The schema's integer is a value, not a spelling: a
     client may write a large one as `2.3e+16` (as JSON does) or `5.0`; `0.5`, `-1` and `1e999` are refused."""
@@ -63,11 +73,15 @@ class Pagination(PageNumberPagination):
     max_page_size = 200
 
     def get_page_size(self, request):
-        size = query_integer(request, self.page_size_query_param, maximum=self.max_page_size)
+        size = _read_once(
+            request,
+            self.page_size_query_param,
+            lambda: query_integer(request, self.page_size_query_param, maximum=self.max_page_size),
+        )
         return self.page_size if size is None else size
 
     def get_page_number(self, request, paginator):
-        number = query_integer(request, self.page_query_param)
+        number = _read_once(request, self.page_query_param, lambda: query_integer(request, self.page_query_param))
         return 1 if number is None else number
 
     def get_schema_operation_parameters(self, view):
@@ -88,6 +102,9 @@ class StrictOrderingFilter(OrderingFilter):
     without them takes no `ordering` at all."""
 
     def get_ordering(self, request, queryset, view):
+        return _read_once(request, self.ordering_param, lambda: self._ordering(request, queryset, view))
+
+    def _ordering(self, request, queryset, view):
         if request.query_params.get(self.ordering_param) == "":  # DRF's own reads it as "the default"
             _refuse(self.ordering_param, gettext_noop("Name a field to order by."))
         return super().get_ordering(request, queryset, view)
@@ -148,16 +165,25 @@ class IdFilter(NumberFilter):
 
 class StrictFilterBackend(DjangoFilterBackend):
     """django-filter's backend, except that a boolean filter takes only `true` or `false` and a choice filter
-    no empty value (its own reads either as "no filter"), and every filter's error is reported at once."""
+    no empty value (its own reads either as "no filter"), and every filter's error is reported at once. The
+    values are checked once per request (`validated_filterset`), and the checked filters applied to the
+    queryset the view scoped."""
 
     def filter_queryset(self, request, queryset, view):
-        filterset = self.get_filterset(request, queryset, view)
-        if filterset is None:
-            return queryset
-        errors = filter_value_errors(filterset, request)
-        if errors:
-            raise serializers.ValidationError(errors)
-        return filterset.qs
+        filterset = self.validated_filterset(request, view)
+        return queryset if filterset is None else filterset.filter_queryset(queryset)
+
+    def validated_filterset(self, request, view):
+        """The view's filterset over the request's parameters, its values checked; a 400 naming every wrong one."""
+
+        def read():
+            filterset = self.get_filterset(request, view.queryset, view)
+            errors = {} if filterset is None else filter_value_errors(filterset, request)
+            if errors:
+                raise serializers.ValidationError(errors)
+            return filterset
+
+        return _read_once(request, "filters", read)
 
 
 def filter_value_errors(filterset, request) -> dict[str, list[str]]:
@@ -202,21 +228,18 @@ def query_parameter_names(view, method: str) -> set[str]:
 
 
 def _value_errors(view, request) -> dict[str, list[str]]:
-    """What a list's pagination, filters and ordering find wrong in the values given, by parameter: the same
-    checks they make when they run, made first so that one response names every wrong parameter."""
+    """What a list's pagination, filters and ordering find wrong in the values given, by parameter: their own
+    readings, made first so that one response names every wrong parameter (and kept for when they run)."""
     if request.method not in ("GET", "HEAD") or not isinstance(view, ListModelMixin):
         return {}
     checks = []
     if view.pagination_class is not None:
         paginator = view.pagination_class()
         checks.append(lambda: paginator.get_page_size(request))
-        checks.append(lambda: query_integer(request, paginator.page_query_param))
+        checks.append(lambda: paginator.get_page_number(request, None))
     for backend in view.filter_backends:
         if issubclass(backend, StrictFilterBackend):
-            filterset = backend().get_filterset(request, view.queryset, view)
-            if filterset is not None:
-                errors = filter_value_errors(filterset, request)
-                checks.append(lambda errors=errors: _refuse_all(errors))
+            checks.append(lambda backend=backend: backend().validated_filterset(request, view))
         elif issubclass(backend, StrictOrderingFilter):
             checks.append(lambda backend=backend: backend().get_ordering(request, view.queryset, view))
     found: dict[str, list[str]] = {}
@@ -226,11 +249,6 @@ def _value_errors(view, request) -> dict[str, list[str]]:
         except serializers.ValidationError as error:
             found.update({name: [str(message) for message in messages] for name, messages in error.detail.items()})
     return found
-
-
-def _refuse_all(errors: dict[str, list[str]]) -> None:
-    if errors:
-        raise serializers.ValidationError(errors)
 
 
 def check_query_parameters(view, request) -> None:

@@ -2,6 +2,10 @@ from django.contrib import admin
 from django.urls import include, path
 
 from calculet import health
+from vendor.views.login import AdminSignInForm
+
+# The admin's login is held to the same failed sign-in limit as the login page.
+admin.site.login_form = AdminSignInForm
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),

@@ -5,14 +5,10 @@ from django.urls import include, path
 
 from acceptance.views import capabilities, comments, dashboard, deliverables, questions, reports, targets
 from evidence import views as evidence_views
-from vendor.views import audit, notifications
+from vendor.views import audit, login, notifications
 
 urlpatterns = [
-    path(
-        "login/",
-        auth_views.LoginView.as_view(template_name="auth/login.html", redirect_authenticated_user=True),
-        name="login",
-    ),
+    path("login/", login.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("i18n/", include("django.conf.urls.i18n")),
     path("", dashboard.dashboard, name="dashboard"),

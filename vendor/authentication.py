@@ -13,10 +13,22 @@ UNKNOWN_PREFIX = "unknown"
 
 
 def _address(value: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address, an IPv4-mapped IPv6 one (`::ffff:203.0.113.7`, from a dual-stack socket) as its IPv4."""
     try:
-        return ipaddress.ip_address(value.strip())
+        address = ipaddress.ip_address(value.strip())
     except ValueError:
         return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def _client(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """How the throttles name a client: an IPv4 address, or an IPv6 address's /64. One IPv6 client is given a
+    whole /64, so counting its addresses apart would let it guess from 2**64 of them."""
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
 
 
 def _trusted(address) -> bool:
@@ -24,20 +36,23 @@ def _trusted(address) -> bool:
 
 
 def client_address(request) -> str:
-    """The address of the client that sent the request: the connection's peer, or, when that peer is one of
-    TRUSTED_PROXIES, the right-most address in X-Forwarded-For that is not a trusted proxy. Only a trusted
-    proxy's header is believed, and a proxy appends the address it saw, so a client cannot choose its own."""
+    """The client that sent the request, as the throttles count it (`_client`: an IPv6 one by its /64): the
+    connection's peer, or, when that peer is one of TRUSTED_PROXIES, the right-most address in X-Forwarded-For
+    that is not a trusted proxy. Only a trusted proxy's header is believed, and a proxy appends the address it
+    saw, so a client cannot choose its own."""
     peer = request.META.get("REMOTE_ADDR", "")
-    address = _address(peer)
-    if address is None or not _trusted(address):
+    peer_address = _address(peer)
+    if peer_address is None:
         return peer
+    if not _trusted(peer_address):
+        return _client(peer_address)
     for hop in reversed(request.META.get("HTTP_X_FORWARDED_FOR", "").split(",")):
         address = _address(hop)
         if address is None:  # not an address: what came before it cannot be believed either
             break
         if not _trusted(address):
-            return str(address)
-    return peer
+            return _client(address)
+    return _client(peer_address)
 
 
 class FailedAuthenticationThrottle(throttling.SimpleRateThrottle):
@@ -79,6 +94,33 @@ class FailedAuthenticationThrottle(throttling.SimpleRateThrottle):
         self._refuse_if_full(history)
         self._refuse_if_full(self._history(UNKNOWN_PREFIX))
         self.cache.set(self._cache_key(bucket), [self.now, *history], self.duration)
+
+
+class FailedLoginThrottle(FailedAuthenticationThrottle):
+    """Failed sign-ins of the login pages, held to the same limit as failed tokens, so a password cannot be
+    guessed there and the API then used with the session: counted per client address and user name, and for
+    every name together in the address's bucket that unknown token prefixes share. A good password is refused
+    only while its own name is under attack from that address."""
+
+    def __init__(self, request, username: str):
+        super().__init__(request, "")
+        # At most a user name's length: the name is the client's, the cache key is ours.
+        self.prefix = f"login:{username.strip().lower()[:150]}"
+
+    def refusal(self, *, succeeded: bool) -> int | None:
+        """Seconds until the sign-in may be tried again, or None: it may go on. A failure that may go on is
+        counted."""
+        try:
+            if succeeded:
+                self.check_token()
+            else:
+                self.check_failure(prefix_known=True)
+                # Counted for the address too: guessing many names' passwords is held to the same limit.
+                every_name = self._history(UNKNOWN_PREFIX)
+                self.cache.set(self._cache_key(UNKNOWN_PREFIX), [self.now, *every_name], self.duration)
+        except exceptions.Throttled as refused:
+            return max(1, int(refused.wait or 1))
+        return None
 
 
 class TokenAuthentication(authentication.TokenAuthentication):

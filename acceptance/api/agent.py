@@ -3,7 +3,6 @@
 (`Authorization: Run <key>`) fetches that run's inputs, renews its lease and posts its result."""
 
 import base64
-import json
 import time
 from pathlib import Path
 
@@ -31,8 +30,9 @@ from acceptance.services.agents import (
     run_token_for_key,
     target_token_for_key,
 )
-from calculet.api import Api, BinaryRenderer, StrictSerializer
+from calculet.api import Api, BinaryRenderer, ErrorSerializer, StrictSerializer
 from calculet.downloads import file_response
+from calculet.json_text import storable_json_loads
 from vendor.authentication import FailedAuthenticationThrottle
 from vendor.storage import artifact_storage
 
@@ -208,7 +208,7 @@ class AgentRunInputApi(_RunApi):
         responses={
             (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The whole file."),
             (206, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The range asked for."),
-            416: OpenApiResponse(description="The range lies outside the file."),
+            416: OpenApiResponse(ErrorSerializer, description="The range lies outside the file (field `Range`)."),
         },
     )
     def get(self, request, run_id, sha256):
@@ -307,8 +307,8 @@ class AgentResultApi(_RunApi):
         received = time.monotonic()  # the post's time starts before its body is read
         body = request.data if isinstance(request.data, bytes) else b""
         try:
-            parsed = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            parsed = storable_json_loads(body)  # its sandbox record is stored as sent
+        except ValueError as error:  # bad JSON or UTF-8, or what jsonb cannot store
             raise exceptions.ParseError(gettext("The body is not JSON: %(error)s") % {"error": error}) from error
         data = self.AgentResultInputSerializer(data=parsed)
         data.is_valid(raise_exception=True)

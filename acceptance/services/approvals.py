@@ -40,7 +40,7 @@ def approval_facts(approvals) -> list[gate_policy.ApprovalFacts]:
 def standing_approvals(capability: Capability):
     return (
         CapabilityApproval.objects.filter(capability=capability, revoked_at__isnull=True)
-        .select_related("approver")
+        .select_related("approver__membership__organisation")
         .prefetch_related("runs")
         .order_by("pk")
     )
@@ -49,12 +49,15 @@ def standing_approvals(capability: Capability):
 def approvals_revoke_lapsed(
     *, locked: Capability, policy: dict, subject: gate_policy.GateSubject, facts, cause: str = ""
 ) -> int:
-    """Revoke the capability's standing approvals that no longer bind: given at another status than its own,
-    or on evidence that is no longer what the move rests on. One audit row each; returns how many.
-    Precondition: this transaction holds the capability's row lock."""
+    """Revoke the capability's standing approvals that no longer bind: given by someone who may no longer
+    approve (deactivated, or no longer a PM or operator of the team: two approvals are two present members),
+    at another status than its own, or on evidence that is no longer what the move rests on. One audit row
+    each; returns how many. Precondition: this transaction holds the capability's row lock."""
     revoked = 0
     for approval in standing_approvals(locked):
-        if approval.from_status != locked.status:
+        if not may_approve_moves(approval.approver):
+            why = f"{approval.approver.get_username()} may no longer approve moves"
+        elif approval.from_status != locked.status:
             why = cause or f"the capability is {locked.status} now, not {approval.from_status}"
         else:
             # On the evidence alone (no approvals counted): what an approval binds to.

@@ -13,6 +13,7 @@ from rest_framework.test import APIClient
 
 from acceptance import stages
 from acceptance.models import Run, RunResult, Target, TargetAgent
+from acceptance.protocol import SCHEMA_VERSION
 from acceptance.services import runs_sweep, target_ensure_simulator, target_health_check_start, target_register
 from acceptance.services.agents import target_token_create, target_token_revoke
 from calculet.actors import SYSTEM
@@ -489,7 +490,13 @@ def test_a_signed_result_posted_for_another_run_is_refused_and_audited(agent, he
 @pytest.mark.parametrize(
     ("sandbox", "field"),
     [([], "sandbox"), ({"detached_processes": "many"}, "sandbox.detached_processes"),
-     ({"detached_processes": -5}, "sandbox.detached_processes")],
+     ({"detached_processes": -5}, "sandbox.detached_processes"),
+     # What jsonb cannot store: each used to end the post in a 500 from the database.
+     ({"detached_processes": 0, "load": float("nan")}, None),
+     ({"detached_processes": 0, "load": float("inf")}, None),
+     ({"detached_processes": 0, "note": "a\x00b"}, None),
+     ({"detached_processes": 0, "note": "\ud800"}, None),
+     ({"detached_processes": 0, "deep": json.loads("[" * 40 + "]" * 40)}, None)],
 )  # fmt: skip
 def test_a_malformed_sandbox_record_is_a_400_naming_it_and_changes_nothing(agent, health_run, sandbox, field):
     claimed = agent.claim().json()
@@ -520,3 +527,32 @@ def test_a_pm_approves_a_registration_with_the_dashboard_s_button(pm_client, ven
     assert 'action="/targets/board-1/registration/approve"' not in done
     chinese = pm_client.post("/targets/board-1/registration/approve", follow=True, HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "目标 board-1 没有等待批准的 agent 注册。" in chinese.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("metric", "why"),
+    [
+        ("NaN", "NaN is not JSON"),
+        ("1e400", "1e400 is past a double's range"),
+        ('"a\\u0000b"', "metrics.m holds a NUL character"),
+        ('"\\udc00"', "metrics.m holds a lone surrogate"),
+    ],
+)
+def test_a_result_file_the_database_cannot_store_ends_the_run_in_a_protocol_error(agent, health_run, metric, why):
+    """Python's json.dump writes NaN for a float NaN: a careless runner's metric used to make the agent's post
+    a 500 (the run then waited for its lease), not a verdict."""
+    claimed = agent.claim().json()
+    result = (
+        f'{{"schema_version": {SCHEMA_VERSION}, "stage": "{claimed["job"]["stage"]}", "verdict": "fail", '
+        f'"checks": [{{"name": "x", "passed": false, "detail": "d"}}], "metrics": {{"m": {metric}}}}}'
+    )
+    report = {
+        **ENDED_WITH_ERROR,
+        "exit_code": 0,
+        "reason": "",
+        "result_file": base64.b64encode(result.encode()).decode(),
+    }
+    answer = agent.result(claimed, report)
+    assert answer.status_code == 200, answer.content
+    assert answer.json()["verdict"] == stages.ERROR
+    assert answer.json()["reason"] == f"runner protocol violated: the result file is not JSON: {why}"

@@ -131,6 +131,26 @@ def test_a_pinned_capability_goes_to_c4_and_back_only_with_two_approvals(pm_user
     assert promote(sampling, "C3", pm_user).allowed and status_of(sampling) == "C3"
 
 
+@pytest.mark.parametrize("leaves", ["deactivated", "made a viewer"])
+def test_an_approval_counts_only_while_its_approver_may_still_approve(pm_user, operator, question, leaves):
+    """Two members approved npu-sampling's demotion to C4, then one of them left the team (deactivated) or no
+    longer approves (a viewer now): the other cannot demote it alone on the approval left behind."""
+    sampling = make_capability("npu-sampling", status="C3", pinned_status="C3", questions=[question])
+    for actor in (pm_user, operator.user):
+        capability_approve(actor=actor, capability=sampling, to_status="C4")
+    if leaves == "deactivated":
+        get_user_model().objects.filter(pk=operator.user.pk).update(is_active=False)
+    else:
+        operator.user.membership.role = "viewer"
+        operator.user.membership.save(update_fields=["role"])
+    blocked = promote(sampling, "C4", pm_user, reason="the sampling surface must stay shut")
+    assert [r["code"] for r in blocked.reasons] == ["approval_missing"] and status_of(sampling) == "C3"
+    revoked = CapabilityApproval.objects.get(approver=operator.user)
+    assert revoked.revoked_at is not None and "may no longer approve" in revoked.revoked_reason
+    assert AuditEntry.objects.filter(action="capability.approval_revoke", after__approver="otto").exists()
+    assert CapabilityApproval.objects.get(approver=pm_user).revoked_at is None
+
+
 def test_approvals_through_the_api_the_page_and_the_command(reset, reset_chain, pm_user, operator, client, capsys):
     sdk_checked(reset)
     url = f"/api/v1/capabilities/{reset.slug}/approvals/"

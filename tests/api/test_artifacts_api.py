@@ -95,9 +95,12 @@ def test_downloads_honour_ranges(vendor_a):
     resume = client.get(url, HTTP_RANGE=f"bytes={len(DATA) - 5}-")
     assert b"".join(resume.streaming_content) == DATA[-5:]
 
-    outside = client.get(url, HTTP_RANGE=f"bytes={len(DATA)}-")
+    outside = client.get(url, HTTP_RANGE=f"bytes={len(DATA)}-", HTTP_ACCEPT="application/octet-stream")
     assert outside.status_code == 416
     assert outside["Content-Range"] == f"bytes */{len(DATA)}"
+    # An error like any other, even asked as bytes: it used to be an empty text/html body.
+    assert outside["Content-Type"] == "application/json"
+    assert outside.json()["errors"][0]["field"] == "Range"
 
     ignored = client.get(url, HTTP_RANGE="lines=1-2")
     assert ignored.status_code == 200
@@ -124,6 +127,28 @@ def test_a_download_error_is_served_as_json_whatever_was_negotiated(vendor_a, ne
     assert response.status_code == 404
     assert response["Content-Type"] == "application/json"
     assert response.json()["errors"][0]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("value", ["xml", "BIN", "", "html"])
+def test_a_format_no_renderer_has_is_a_400_naming_it_not_a_404(vendor_a, value):
+    """`?format=xml` on one's own artifact used to answer DRF's 404 "Not found.", as if the artifact were missing."""
+    artifact = make_artifact(vendor_a.user, kind="golden", data=DATA)
+    response = vendor_a.client().get(f"/api/v1/artifacts/{artifact.pk}/download/", {"format": value})
+    if value == "":  # DRF reads an empty format as none given
+        assert response.status_code == 200
+        return
+    assert response.status_code == 400, response.content
+    assert response["Content-Type"] == "application/json"
+    assert response.json()["errors"] == [{"field": "format", "code": "invalid", "message": "One of json, bin."}]
+
+
+def test_a_format_on_an_operation_that_takes_none_is_an_unknown_parameter(vendor_a):
+    for value in ("json", "xml"):
+        response = vendor_a.client().get("/api/v1/artifacts/", {"format": value})
+        assert response.status_code == 400, value
+        assert response.json()["errors"] == [
+            {"field": "format", "code": "invalid", "message": "Unknown query parameter."}
+        ], value
 
 
 def test_a_rejected_artifact_has_nothing_to_download(vendor_a):

@@ -67,21 +67,28 @@ def test_deeply_nested_json_is_a_clean_400_that_changes_nothing(request, questio
 
 
 @pytest.mark.parametrize(
-    ("body", "field"),
+    ("body", "field", "key"),
     [
-        ('{"summary": "first", "summary": "second"}', "summary"),
-        ('{"thresholds": {"max_abs": 0.1, "max_abs": 0.5}}', "max_abs"),
+        ('{"summary": "first", "summary": "second"}', "summary", "summary"),
+        # Nested, the path names it (it used to be the bare key, `max_abs`, whichever object held it).
+        ('{"thresholds": {"max_abs": 0.1, "max_abs": 0.5}}', "thresholds.max_abs", "max_abs"),
+        ('{"golden": {"tolerances": {"max_abs": 0.1, "max_abs": 0.5}}}', "golden.tolerances.max_abs", "max_abs"),
+        (
+            '{"summary": "s", "error_paths": [{"scenario": "a", "expect_code": 1}, '
+            '{"scenario": "a", "scenario": "b", "expect_code": 2}]}',
+            "error_paths[1].scenario",
+            "scenario",
+        ),
+        ('{"summary": "s", "x": [[{"k": 1}, {"k": 1, "k": 2}]]}', "x[0][1].k", "k"),
     ],
 )
-def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, body, field):
+def test_a_key_repeated_in_one_object_is_a_400_naming_it(vendor_a, question_a, body, field, key):
     before = db_snapshot()
     response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, content_type="application/json")
     assert response.status_code == 400
-    assert response.json()["errors"][0] == {
-        "field": field,
-        "code": "duplicate_key",
-        "message": f"The key {field!r} appears more than once in one object.",
-    }
+    assert response.json()["errors"] == [
+        {"field": field, "code": "duplicate_key", "message": f"The key {key!r} appears more than once in one object."}
+    ]
     assert db_snapshot() == before
 
 
@@ -187,6 +194,17 @@ def test_a_client_set_forwarded_for_escapes_no_limit(settings, question_a):
     assert statuses == [401] * 20 + [429] * 5
 
 
+def test_an_ipv6_client_cannot_escape_the_limit_by_moving_through_its_own_64(question_a):
+    """One IPv6 client holds 2**64 addresses of its /64: 25 guesses from 25 of them used to be 25 401s."""
+    statuses = [
+        APIClient(REMOTE_ADDR=f"2001:db8:1:2::{n:x}").get("/api/v1/questions/", HTTP_AUTHORIZATION="Token bad")
+        for n in range(1, 26)
+    ]
+    assert [response.status_code for response in statuses] == [401] * 20 + [429] * 5
+    other = APIClient(REMOTE_ADDR="2001:db8:1:3::1")  # the next /64: another client
+    assert other.get("/api/v1/questions/", HTTP_AUTHORIZATION="Token bad").status_code == 401
+
+
 def test_behind_a_trusted_proxy_each_client_is_counted_by_the_address_the_proxy_saw(settings, pm, question_a):
     settings.TRUSTED_PROXIES = [ipaddress.ip_network("127.0.0.1/32")]
     proxied = APIClient(REMOTE_ADDR="127.0.0.1")
@@ -212,6 +230,11 @@ def test_behind_a_trusted_proxy_each_client_is_counted_by_the_address_the_proxy_
         ("127.0.0.1", "", "127.0.0.1"),
         ("127.0.0.1", "not-an-address, 203.0.113.7", "203.0.113.7"),
         ("127.0.0.1", "203.0.113.7, garbage", "127.0.0.1"),
+        # An IPv6 client is its /64, directly or through the proxy; an IPv4-mapped peer is its IPv4.
+        ("2001:db8:1:2:3:4:5:6", "", "2001:db8:1:2::/64"),
+        ("127.0.0.1", "2001:db8:1:2::ffff", "2001:db8:1:2::/64"),
+        ("::ffff:127.0.0.1", "203.0.113.7", "203.0.113.7"),
+        ("::ffff:203.0.113.9", "198.51.100.1", "203.0.113.9"),
     ],
 )
 def test_client_address(rf, settings, peer, forwarded, expected):

@@ -10,11 +10,21 @@ from rest_framework.test import APIClient
 
 from acceptance import stages
 from acceptance.models import Chain, Run
+from acceptance.selectors import attention
 from acceptance.services import answer_submit, chain_start_for_answer
 from calculet.actors import SYSTEM
 from calculet.errors import ConflictError
 from calculet.models import AuditEntry
-from tests.factories import answer_draft, complete_answer, db_snapshot, make_question, make_run_evidence, pass_stages
+from tests.factories import (
+    answer_draft,
+    complete_answer,
+    db_snapshot,
+    make_chain,
+    make_question,
+    make_run,
+    make_run_evidence,
+    pass_stages,
+)
 from vendor.models import ApiToken, Question
 from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import token_create, token_revoke
@@ -333,3 +343,51 @@ def test_a_reassigned_question_owes_afresh_and_shows_the_new_vendor_nothing_of_t
     assert Question.objects.get(code="V18").state == "closed"
     listed = vendor_b.client().get("/api/v1/questions/V18/deliverables/").json()
     assert listed[0]["progress"]["simulator"] == "passed" and listed[0]["answered"] is True
+
+
+def test_the_lists_show_a_reassigned_question_with_no_standing_from_the_previous_organisations_chains(
+    client, pm, vendor_a, vendor_b, question_a, artifacts_a, capability
+):
+    """V18's chain of vendor A's answer passed its first four stages before the PM moved V18 to vendor B: B's
+    home page shows V18 with no chain standing, and so do the team's question list and its stage filter, as the
+    deliverables' progress ignores A's runs."""
+    question_a.deliverables.get().capabilities.add(capability)
+    answer_a = answer_submit(
+        actor=vendor_a.user,
+        question=question_a,
+        draft=answer_draft({**complete_answer(artifacts_a), "capability": capability.slug}),
+    )
+    chain_start_for_answer(answer_a.pk)
+    pass_stages(Chain.objects.get(answer=answer_a), stages.GOLDEN)
+
+    def home_standing(account) -> str:
+        client.force_login(account.user)
+        home = client.get(reverse("vendor-home")).content.decode()
+        row = home[home.index('href="/questions/V18/"') :]
+        row = row[: row.index("</tr>")]
+        return row[row.index('<td class="chain-standing">') :].split(">", 1)[1].split("<", 1)[0]
+
+    assert home_standing(vendor_a) != "—"  # A's own chain stands at its failure stage
+    assert pm.client().patch("/api/v1/questions/V18/", {"organisation": "bolt"}, format="json").status_code == 200
+
+    assert home_standing(vendor_b) == "—"
+    client.force_login(pm.user)
+    listed = client.get(reverse("question-list"), {"q": "V18"}).content.decode()
+    assert 'href="/questions/V18/"' in listed and 'data-standing=""' in listed
+    found = client.get(reverse("question-list"), {"stage": stages.FAILURE}).content.decode()
+    assert 'href="/questions/V18/"' not in found
+
+
+def test_the_dashboards_attention_reads_a_reassigned_question_by_the_new_organisations_work(
+    pm, vendor_a, vendor_b, question_a
+):
+    """Vendor A's latest answer to V18 is incomplete and its chain failed; once V18 is put to vendor B, the
+    team's attention lists say V18 owes its package, not that its answer is incomplete or its chain failed."""
+    chain = make_chain(question_a, vendor_a.user)  # on an answer that is only a summary
+    make_run(chain, stages.CLAIM, stages.FAILED)
+    before = attention().questions
+    assert question_a.pk in before["incomplete"] and question_a.pk in before["chain_failed"]
+    assert pm.client().patch("/api/v1/questions/V18/", {"organisation": "bolt"}, format="json").status_code == 200
+    after = attention().questions
+    assert question_a.pk in after["owed"]
+    assert question_a.pk not in after["incomplete"] and question_a.pk not in after["chain_failed"]

@@ -6,6 +6,7 @@ import re
 import pytest
 from drf_spectacular.generators import SchemaGenerator
 
+from calculet import query
 from calculet.query import TEXT_PATTERN, query_parameter_names, whole_number
 from tests.factories import make_capability
 
@@ -200,7 +201,17 @@ def test_a_nul_in_any_text_filter_is_a_400_naming_it_as_the_schema_says(pm, ques
     assert text_filters == []  # a text filter without the pattern
 
 
-@pytest.mark.parametrize(("raw", "number"), [("17", 17), ("2.3e+16", 23_000_000_000_000_000), ("5e1", 50), ("4.0", 4)])
+@pytest.mark.parametrize(
+    ("raw", "number"),
+    [
+        ("17", 17),
+        ("2.3e+16", 23_000_000_000_000_000),
+        ("2.3e16", 23_000_000_000_000_000),  # JSON's exponent sign is optional: read as `2.3e+16` is
+        ("2.3E16", 23_000_000_000_000_000),
+        ("5e1", 50),
+        ("4.0", 4),
+    ],
+)
 def test_a_whole_number_may_be_written_in_any_notation_a_json_number_has(raw, number):
     assert whole_number(raw) == number
 
@@ -221,3 +232,33 @@ def test_an_integer_parameter_written_as_schemathesis_writes_a_large_one_is_read
     assert name == "artifact"
     [(name, _)] = _errors(pm.client().get("/api/v1/questions/?page_size=2.01e2"))
     assert name == "page_size"
+
+
+def test_an_exponent_without_its_sign_is_read_in_a_query_as_with_it(pm, question_a):
+    """`+` in a query string is a space unless written %2B; `2.3e16` needs neither and means the same."""
+    for raw in ("2.3e16", "2.3e%2B16"):
+        assert pm.client().get(f"/api/v1/runs/?artifact={raw}").status_code == 200, raw
+    refused = _errors(pm.client().get("/api/v1/questions/?page_size=2e16"))
+    assert refused == [("page_size", "A whole number from 1 to 200.")]
+
+
+def test_each_query_value_is_checked_once_per_request(pm, question_a, monkeypatch):
+    """`check_query_parameters` reads the pagination, filters and ordering before the view; the view's own
+    backends take that reading instead of checking the values (and looking up a section) a second time."""
+    calls = []
+    original_filters, original_integer = query.filter_value_errors, query.query_integer
+    monkeypatch.setattr(query, "filter_value_errors", lambda *a: calls.append("filters") or original_filters(*a))
+    monkeypatch.setattr(
+        query, "query_integer", lambda r, name, **k: calls.append(name) or original_integer(r, name, **k)
+    )
+    make_capability("decode-batch-8", title="Decode batch 8", questions=[question_a])
+    response = pm.client().get(
+        "/api/v1/questions/", {"capability": "decode-batch-8", "page": "1", "page_size": "5", "ordering": "-number"}
+    )
+    assert response.status_code == 200 and response.json()["count"] == 1
+    assert sorted(calls) == ["filters", "page", "page_size"]
+    calls.clear()
+    assert _errors(pm.client().get("/api/v1/questions/", {"capability": "none-such", "page_size": "0"})) == [
+        ("capability", "Select a valid choice. That choice is not one of the available choices."),
+        ("page_size", "A whole number from 1 to 200."),
+    ]

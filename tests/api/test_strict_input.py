@@ -3,6 +3,7 @@ input serializer (calculet.api.StrictSerializer), and every field's error is rep
 
 import importlib
 import inspect
+import json
 import pkgutil
 
 import pytest
@@ -54,6 +55,32 @@ def test_the_number_itself_is_taken_where_its_string_is_refused(vendor_a, questi
     response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, format="json")
     assert response.status_code == 201, response.content
     assert response.json()["thresholds"] == {"soak_requests": 16}
+
+
+@pytest.mark.parametrize("spelling", ["1.0", "2.3e16", "2.3e+16", "2.3E16"])
+def test_an_integer_field_refuses_every_spelling_of_a_json_fraction_or_exponent_alike(
+    vendor_a, question_a, artifacts_a, spelling
+):
+    """A body is read by JSON's parser: `2.3e16` and `2.3e+16` are one number, and an integer field takes
+    neither, as it takes no `1.0` (only a query string, which has no types, reads them as whole numbers)."""
+    body = json.dumps({**complete_answer(artifacts_a), "error_paths": [{"scenario": "kv", "expect_code": "N"}]})
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", body.replace('"N"', spelling), content_type="application/json"
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == [
+        {"field": "error_paths[0].expect_code", "code": "invalid", "message": "Expected an integer, got a number."}
+    ]
+
+
+@pytest.mark.parametrize("spelling", ["23", "23.0", "2.3e1", "2.3e+1", "2.3E1"])
+def test_a_whole_number_limit_reads_every_spelling_of_its_value_alike(vendor_a, question_a, artifacts_a, spelling):
+    body = json.dumps({**complete_answer(artifacts_a), "thresholds": {"soak_requests": "N"}})
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", body.replace('"N"', spelling), content_type="application/json"
+    )
+    assert response.status_code == 201, response.content
+    assert response.json()["thresholds"] == {"soak_requests": 23}
 
 
 def test_every_wrong_field_is_reported_at_once(vendor_a, question_a, artifacts_a):

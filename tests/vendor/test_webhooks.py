@@ -320,6 +320,11 @@ def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
         "http://[::ffff:127.0.0.1]/hook",
         "http://localhost:8000/hook",
         "http://0.0.0.0/hook",
+        # IPv6 addresses that carry a private IPv4 one: NAT64, 6to4, Teredo (they used to pass as global).
+        "http://[64:ff9b::7f00:1]/hook",
+        "http://[64:ff9b:1::a00:5]/hook",
+        "http://[2002:7f00:1::]/hook",
+        "http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/hook",
     ],
 )
 def test_a_hook_to_a_loopback_link_local_or_private_address_is_refused(pm, url):

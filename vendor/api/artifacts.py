@@ -11,7 +11,7 @@ from rest_framework.parsers import MultiPartParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
-from calculet.api import Api, BinaryRenderer, StrictSerializer
+from calculet.api import Api, BinaryRenderer, ErrorSerializer, StrictSerializer
 from calculet.downloads import file_response
 from calculet.errors import NotFoundError
 from vendor.access import object_for_user
@@ -138,7 +138,7 @@ class ArtifactDownloadApi(Api):
             (206, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY, description="The range asked for."),
             302: OpenApiResponse(description="With S3 storage: a short-lived signed URL to the bytes."),
             304: OpenApiResponse(description="If-None-Match names the file's ETag (its SHA-256): not sent again."),
-            416: OpenApiResponse(description="The range lies outside the file."),
+            416: OpenApiResponse(ErrorSerializer, description="The range lies outside the file (field `Range`)."),
         },
     )
     def get(self, request, artifact_id):

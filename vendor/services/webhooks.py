@@ -102,10 +102,26 @@ def _clean_name(name) -> str:
     return name
 
 
+# NAT64's well-known prefix (RFC 6052): a gateway on the way turns such an address into the IPv4 address in its
+# last 32 bits. The local-use prefix (RFC 8215) is one network's own, never a public address.
+NAT64_PREFIX = ipaddress.ip_network("64:ff9b::/96")
+NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+
+
 def _is_public(address: str) -> bool:
+    """Whether the address is a public one, and so is any IPv4 address it carries: IPv4-mapped, 6to4
+    (`2002:7f00:1::` is 127.0.0.1), Teredo or NAT64 (`64:ff9b::7f00:1`), each of which reaches that IPv4."""
     ip = ipaddress.ip_address(address.split("%")[0])  # an IPv6 address's zone says nothing of its kind
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in NAT64_LOCAL_USE:
+            return False
+        carried = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
+        if ip in NAT64_PREFIX:
+            carried.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if any(embedded is not None and not _is_public(str(embedded)) for embedded in carried):
+            return False
+        if ip.ipv4_mapped:
+            return True  # the mapped IPv4 is public
     return ip.is_global and not ip.is_multicast
 
 
