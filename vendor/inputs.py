@@ -221,3 +221,36 @@ class WebhookChanges:
     def given(self) -> dict[str, Any]:
         """The fields the change sets, by name."""
         return _given(self)
+
+
+COMMENT_MAX_CHARS = 10_000
+ATTACHMENTS_MAX = 20
+
+
+@dataclass(frozen=True)
+class CommentDraft:
+    """A comment written or edited, parsed: its Markdown body (stripped, 1–COMMENT_MAX_CHARS characters) and the
+    ids of the artifacts it links (at most ATTACHMENTS_MAX; whose they are is the service's to check). Built by
+    the API's serializer, the question page's comment form, and the demo."""
+
+    body: str
+    artifacts: tuple[int, ...] = ()
+
+
+def comment_draft(body: str, artifacts: list[int]) -> CommentDraft:
+    """The comment from what a page posted; DomainError on "body" or "artifacts" when it cannot be one (the
+    API's serializer makes the same checks itself)."""
+    body = body.strip()
+    if not body:
+        raise DomainError(gettext_noop("Write something."), field="body")
+    if len(body) > COMMENT_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("A comment holds at most %(limit)s characters (this one has %(length)s)."),
+            field="body",
+            params={"limit": COMMENT_MAX_CHARS, "length": len(body)},
+        )
+    if len(artifacts) > ATTACHMENTS_MAX:
+        raise DomainError(
+            gettext_noop("Link at most %(limit)s artifacts."), field="artifacts", params={"limit": ATTACHMENTS_MAX}
+        )
+    return CommentDraft(body=body, artifacts=tuple(artifacts))

@@ -13,7 +13,7 @@ from calculet.errors import DomainError
 from calculet.models import AuditEntry
 from tests.factories import answer_draft, complete_answer, make_account, make_question
 from vendor import events
-from vendor.inputs import NotificationPreferences, QuestionChanges, notification_preferences
+from vendor.inputs import CommentDraft, NotificationPreferences, QuestionChanges, notification_preferences
 from vendor.models import Notification, NotificationEvent, Question
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notification_preferences_update, notify, questions_due_notify
@@ -81,7 +81,7 @@ def test_without_an_address_the_notification_is_listed_and_nothing_is_mailed(pm,
 def test_an_answer_tells_the_assignee_and_the_threads_people(pm, vendor_a, question_a, artifacts_a, told):
     colleague = make_account("cleo", "team", "pm")
     question_update(actor=pm.user, question=question_a, changes=QuestionChanges(assignee=pm.user))
-    comment_create(actor=colleague.user, question=question_a, body="waiting for this")
+    comment_create(actor=colleague.user, question=question_a, draft=CommentDraft(body="waiting for this"))
     told(answer_submit, actor=vendor_a.user, question=question_a, draft=answer_draft(complete_answer(artifacts_a)))
     assert recipients("answered") == ["cleo", "pat"]
     event = NotificationEvent.objects.get(kind="answered")
@@ -97,8 +97,10 @@ def test_a_vendor_is_only_ever_told_about_its_own_organisation(pm, vendor_a, ven
     colleague_a = addressed(make_account("amy", "acme", "vendor").user)
     for question, account in ((question_a, vendor_a), (question_b, vendor_b)):
         told(question_update, actor=pm.user, question=question, changes=QuestionChanges(assignee=account.user))
-        told(comment_create, actor=pm.user, question=question, body="@alice @bruno @amy please look")
-        told(comment_create, actor=account.user, question=question, body="looking")
+        told(
+            comment_create, actor=pm.user, question=question, draft=CommentDraft(body="@alice @bruno @amy please look")
+        )
+        told(comment_create, actor=account.user, question=question, draft=CommentDraft(body="looking"))
     for kind in (events.RUN_FAILED, events.REVERIFICATION_DUE, events.PROMOTION_BLOCKED):
         for question in (question_a, question_b):
             told(

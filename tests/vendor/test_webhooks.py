@@ -19,7 +19,15 @@ from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.acceptance.workers import wait_until
 from tests.factories import db_snapshot, make_account
-from vendor.inputs import QuestionChanges, WebhookChanges, WebhookDraft, event_kinds, webhook_name, webhook_url
+from vendor.inputs import (
+    CommentDraft,
+    QuestionChanges,
+    WebhookChanges,
+    WebhookDraft,
+    event_kinds,
+    webhook_name,
+    webhook_url,
+)
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notify
@@ -335,8 +343,8 @@ def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
     endpoint = receiver()
     bolt = Organisation.objects.get(slug="bolt")
     hook = webhook_create(actor=pm.user, draft=WebhookDraft(organisation=bolt, name="bolt", url=endpoint.url))
-    comment_create(actor=pm.user, question=question_a, body="for acme")
-    comment_create(actor=pm.user, question=question_b, body="for bolt")
+    comment_create(actor=pm.user, question=question_a, draft=CommentDraft(body="for acme"))
+    comment_create(actor=pm.user, question=question_b, draft=CommentDraft(body="for bolt"))
     # The deliveries are made as the events are told, before a worker sends any: only V19's is the hook's.
     deliveries = WebhookDelivery.objects.filter(hook=hook)
     assert [delivery.event.question.code for delivery in deliveries] == ["V19"]
