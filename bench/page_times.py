@@ -39,6 +39,7 @@ from acceptance.services.targets import target_ensure_simulator, target_heartbea
 from calculet import demo  # noqa: E402
 from calculet.celery import app as celery_app  # noqa: E402
 from tests.laptop.test_pages import pages  # noqa: E402
+from vendor.inputs import WebhookDraft  # noqa: E402
 from vendor.models import Comment, Organisation, Question  # noqa: E402
 from vendor.services.webhooks import webhook_create  # noqa: E402
 
@@ -56,10 +57,11 @@ def build_demo() -> dict:
     pm = get_user_model().objects.get(username=demo.PM_USERNAME)
     hook = webhook_create(
         actor=pm,
-        organisation=Organisation.objects.get(slug=demo.INTEGRATOR_SLUG),
-        name="tracker",
-        url="https://example.org/hook",
-        kinds=[],
+        draft=WebhookDraft(
+            organisation=Organisation.objects.get(slug=demo.INTEGRATOR_SLUG),
+            name="tracker",
+            url="https://example.org/hook",
+        ),
     )
     return {
         "webhook": hook.pk,

@@ -55,7 +55,7 @@ from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.sdk import sdk_archive
-from vendor.inputs import AnswerDraft, ErrorPath, QuestionChanges
+from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -376,7 +376,9 @@ def _discuss_v18(pm, vendor, report: DemoReport) -> None:
     comment_create(
         actor=pm,
         question=question,
-        body="Batch 8 runs on the simulator. The checklist asks for **4, 8 and 16**: when do 4 and 16 land?",
+        draft=CommentDraft(
+            body="Batch 8 runs on the simulator. The checklist asks for **4, 8 and 16**: when do 4 and 16 land?"
+        ),
     )
     calbin = Artifact.objects.filter(
         organisation__slug=VENDOR_SLUG, kind=Artifact.CALBIN, file_name__startswith=PACKAGE
@@ -384,8 +386,10 @@ def _discuss_v18(pm, vendor, report: DemoReport) -> None:
     comment_create(
         actor=vendor,
         question=question,
-        body=f"Batch 4 and 16 follow with the next toolchain drop. @{PM_USERNAME}, the batch-8 package is linked.",
-        artifact_ids=[calbin.pk] if calbin else [],
+        draft=CommentDraft(
+            body=f"Batch 4 and 16 follow with the next toolchain drop. @{PM_USERNAME}, the batch-8 package is linked.",
+            artifacts=(calbin.pk,) if calbin else (),
+        ),
     )
     report.steps.append("started V18's discussion: the PM asks for batch 4 and 16, the vendor answers")
 

@@ -2,7 +2,7 @@
 
 The API's serializers, the pages, the admin and the demo build these; the services take them as they are
 and check only what needs the database or a permission (which deliverable a key names, whose artifact an id
-is, who answers, which moves the states table allows).
+is, who answers, which moves the states table allows, which addresses a hook may post to).
 """
 
 from __future__ import annotations
@@ -13,7 +13,13 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from django.utils.translation import gettext_lazy
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import URLValidator, validate_email
+from django.utils.translation import gettext_lazy, gettext_noop
+
+from calculet.errors import DomainError
+from vendor import events
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -69,12 +75,18 @@ class AnswerDraft:
 
 
 class Keep(enum.Enum):
-    """The value of a change's field that leaves the question's as it is (None clears it)."""
+    """The value of a change's field that leaves the question's or the hook's as it is (None clears it)."""
 
     KEEP = "keep"
 
 
 KEEP = Keep.KEEP
+
+
+def _given(changes) -> dict[str, Any]:
+    return {
+        item.name: getattr(changes, item.name) for item in fields(changes) if getattr(changes, item.name) is not KEEP
+    }
 
 
 @dataclass(frozen=True)
@@ -92,4 +104,153 @@ class QuestionChanges:
 
     def given(self) -> dict[str, Any]:
         """The fields the change sets, by name."""
-        return {item.name: getattr(self, item.name) for item in fields(self) if getattr(self, item.name) is not KEEP}
+        return _given(self)
+
+
+def event_kinds(kinds: list[str], *, field: str) -> tuple[str, ...]:
+    """The kinds a person or a hook chose, each once and in `vendor.events.CHOOSABLE`'s order; DomainError
+    naming `field` for a kind that is not one of them."""
+    unknown = sorted(set(kinds) - set(events.CHOOSABLE))
+    if unknown:
+        raise DomainError(
+            gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
+            field=field,
+            params={"kind": unknown[0], "kinds": list(events.CHOOSABLE)},
+        )
+    return tuple(kind for kind in events.CHOOSABLE if kind in set(kinds))
+
+
+LANGUAGE_CODES = [code for code, _name in settings.LANGUAGES]
+EMAIL_MAX_CHARS = 254
+
+
+@dataclass(frozen=True)
+class NotificationPreferences:
+    """A person's own choices, parsed: the kinds not to be told of (`event_kinds`), the language of e-mails
+    (one of LANGUAGE_CODES) and the address they go to (stripped, valid, at most EMAIL_MAX_CHARS; empty: no
+    e-mail is sent). The API's serializer and the notifications page's form build it."""
+
+    muted: tuple[str, ...]
+    language: str
+    email: str
+
+
+def notification_preferences(*, muted: list[str], language: str, email: str) -> NotificationPreferences:
+    """The preferences from what a page posted; DomainError naming the field ("muted", "language", "email")
+    when they cannot be one (the API's serializer makes the same checks itself)."""
+    muted_kinds = event_kinds(muted, field="muted")
+    if language not in LANGUAGE_CODES:
+        raise DomainError(
+            gettext_noop("The language is one of: %(languages)s."),
+            field="language",
+            params={"languages": list(LANGUAGE_CODES)},
+        )
+    email = email.strip()
+    if len(email) > EMAIL_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("An e-mail address holds at most %(limit)s characters."),
+            field="email",
+            params={"limit": EMAIL_MAX_CHARS},
+        )
+    if email:
+        try:
+            validate_email(email)
+        except ValidationError as error:
+            raise DomainError(gettext_noop("Enter a valid e-mail address."), field="email") from error
+    return NotificationPreferences(muted=muted_kinds, language=language, email=email)
+
+
+WEBHOOK_NAME_MAX_CHARS = 100
+WEBHOOK_URL_MAX_CHARS = 500
+_url_validator = URLValidator(schemes=["http", "https"])
+
+
+def webhook_name(name: str) -> str:
+    """A hook's name as typed: stripped, 1–WEBHOOK_NAME_MAX_CHARS characters; DomainError on "name"."""
+    name = name.strip()
+    if not name:
+        raise DomainError(gettext_noop("Give the hook a name."), field="name")
+    if len(name) > WEBHOOK_NAME_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("A name holds at most %(limit)s characters."),
+            field="name",
+            params={"limit": WEBHOOK_NAME_MAX_CHARS},
+        )
+    return name
+
+
+def webhook_url(url: str) -> str:
+    """A hook's address as typed: stripped, an http:// or https:// URL of at most WEBHOOK_URL_MAX_CHARS
+    characters; DomainError on "url". Which hosts a hook may post to is the service's rule."""
+    url = url.strip()
+    if len(url) > WEBHOOK_URL_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("An address holds at most %(limit)s characters."),
+            field="url",
+            params={"limit": WEBHOOK_URL_MAX_CHARS},
+        )
+    try:
+        _url_validator(url)
+    except ValidationError as error:
+        raise DomainError(gettext_noop("Give an http:// or https:// address."), field="url") from error
+    return url
+
+
+@dataclass(frozen=True)
+class WebhookDraft:
+    """A new hook, parsed: the organisation whose events it may carry, its name (`webhook_name`), its address
+    (`webhook_url`) and the kinds it receives (`event_kinds`; empty: all). Built by the API's serializer, the
+    webhooks page's form, and the demo and the tests."""
+
+    organisation: Organisation
+    name: str
+    url: str
+    events: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WebhookChanges:
+    """A change to a hook, parsed as a `WebhookDraft`'s fields are; a field left at KEEP stays as it is. A
+    hook's organisation does not change."""
+
+    name: str | Keep = KEEP
+    url: str | Keep = KEEP
+    events: tuple[str, ...] | Keep = KEEP
+    active: bool | Keep = KEEP
+
+    def given(self) -> dict[str, Any]:
+        """The fields the change sets, by name."""
+        return _given(self)
+
+
+COMMENT_MAX_CHARS = 10_000
+ATTACHMENTS_MAX = 20
+
+
+@dataclass(frozen=True)
+class CommentDraft:
+    """A comment written or edited, parsed: its Markdown body (stripped, 1–COMMENT_MAX_CHARS characters) and the
+    ids of the artifacts it links (at most ATTACHMENTS_MAX; whose they are is the service's to check). Built by
+    the API's serializer, the question page's comment form, and the demo."""
+
+    body: str
+    artifacts: tuple[int, ...] = ()
+
+
+def comment_draft(body: str, artifacts: list[int]) -> CommentDraft:
+    """The comment from what a page posted; DomainError on "body" or "artifacts" when it cannot be one (the
+    API's serializer makes the same checks itself)."""
+    body = body.strip()
+    if not body:
+        raise DomainError(gettext_noop("Write something."), field="body")
+    if len(body) > COMMENT_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("A comment holds at most %(limit)s characters (this one has %(length)s)."),
+            field="body",
+            params={"limit": COMMENT_MAX_CHARS, "length": len(body)},
+        )
+    if len(artifacts) > ATTACHMENTS_MAX:
+        raise DomainError(
+            gettext_noop("Link at most %(limit)s artifacts."), field="artifacts", params={"limit": ATTACHMENTS_MAX}
+        )
+    return CommentDraft(body=body, artifacts=tuple(artifacts))

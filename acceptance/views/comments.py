@@ -85,12 +85,7 @@ def comment_thread(request, code):
     errors = errors_by_field(form)
     if not errors:
         try:
-            comment = comment_create(
-                actor=request.user,
-                question=question,
-                body=form.cleaned_data["body"],
-                artifact_ids=form.cleaned_data["artifacts"],
-            )
+            comment = comment_create(actor=request.user, question=question, draft=form.draft)
         except DomainError as error:
             errors = _refused(error)
         else:
@@ -117,12 +112,7 @@ def comment_edit_view(request, code, comment_id):
     errors = errors_by_field(posted)
     if not errors:
         try:
-            comment_edit(
-                actor=request.user,
-                comment=comment,
-                body=posted.cleaned_data["body"],
-                artifact_ids=posted.cleaned_data["artifacts"],
-            )
+            comment_edit(actor=request.user, comment=comment, draft=posted.draft)
         except DomainError as error:
             errors = _refused(error)
         else:

@@ -11,7 +11,7 @@ from acceptance.selectors import NOBODY
 from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
 from vendor.claim import ELEMENTS
-from vendor.inputs import KEEP, QuestionChanges
+from vendor.inputs import KEEP, QuestionChanges, comment_draft
 
 DATE_ERROR = {"invalid": _("Enter a date as YYYY-MM-DD.")}
 
@@ -149,11 +149,19 @@ class IdListField(forms.Field):
 
 
 class CommentForm(forms.Form):
-    """A comment added to a question's thread or edited: its text (its limit and its rich-text rules are the
-    service's) and the ids of the artifacts it links (whose they are is the service's to check)."""
+    """A comment added to a question's thread or edited: its text and the ids of the artifacts it links, parsed
+    into a `vendor.inputs.CommentDraft` (whose the artifacts are is the service's to check)."""
 
-    body = forms.CharField(required=False, strip=False)
+    body = forms.CharField(required=False, strip=False)  # stripped by the parse, which checks its length
     artifacts = IdListField(required=False)
+
+    def clean(self):
+        data = super().clean()
+        try:
+            self.draft = comment_draft(data.get("body", ""), data.get("artifacts", []))
+        except DomainError as error:
+            self.add_error(error.field, error.message)
+        return data
 
     def typed(self) -> dict:
         """What was posted, as the form shows it again."""

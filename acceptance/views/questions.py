@@ -56,9 +56,8 @@ from vendor.access import (
     may_see_all,
     object_for_user,
 )
-from vendor.inputs import QuestionChanges
+from vendor.inputs import COMMENT_MAX_CHARS, QuestionChanges
 from vendor.models import Answer, Deliverable, Question
-from vendor.services.comments import BODY_MAX_CHARS as COMMENT_MAX_CHARS
 from vendor.services.questions import question_bulk_preview, question_bulk_update, question_update
 
 PAGE_SIZE = 25

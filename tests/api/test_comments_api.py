@@ -4,6 +4,7 @@ import pytest
 
 from calculet.models import AuditEntry
 from tests.factories import db_snapshot
+from vendor.inputs import CommentDraft
 from vendor.services.comments import comment_create
 
 
@@ -42,7 +43,7 @@ def test_the_team_and_the_vendor_write_and_read_the_thread(pm, vendor_a, questio
 
 
 def test_an_author_edits_and_the_history_stays(pm, vendor_a, question_a, artifacts_a):
-    comment = comment_create(actor=vendor_a.user, question=question_a, body="first")
+    comment = comment_create(actor=vendor_a.user, question=question_a, draft=CommentDraft(body="first"))
     url = f"/api/v1/questions/V18/comments/{comment.pk}/"
     response = vendor_a.client().patch(url, {"body": "second"}, format="json")
     assert response.status_code == 200
@@ -83,7 +84,7 @@ def test_bad_comments_are_refused_naming_the_field(pm, question_a, payload, fiel
 
 
 def test_a_vendor_never_reaches_another_vendors_thread(pm, vendor_a, vendor_b, question_a, question_b):
-    comment = comment_create(actor=pm.user, question=question_a, body="for acme")
+    comment = comment_create(actor=pm.user, question=question_a, draft=CommentDraft(body="for acme"))
     before = db_snapshot()
     client = vendor_b.client()
     assert client.get("/api/v1/questions/V18/comments/").status_code == 404
@@ -98,7 +99,7 @@ def test_a_vendor_never_reaches_another_vendors_thread(pm, vendor_a, vendor_b, q
 
 
 def test_who_may_write_and_edit(pm, viewer, vendor_a, question_a):
-    comment = comment_create(actor=vendor_a.user, question=question_a, body="mine")
+    comment = comment_create(actor=vendor_a.user, question=question_a, draft=CommentDraft(body="mine"))
     before = db_snapshot()
     assert viewer.client().get("/api/v1/questions/V18/comments/").json()["count"] == 1
     assert viewer.client().post("/api/v1/questions/V18/comments/", {"body": "hi"}, format="json").status_code == 403

@@ -17,6 +17,7 @@ from evidence.models import (
     SourceReference,
 )
 from tests.factories import make_artifact, make_user
+from vendor.inputs import CommentDraft, WebhookDraft
 from vendor.models import (
     Answer,
     ApiToken,
@@ -82,8 +83,8 @@ def pm(checklist):
     Upload.objects.create(organisation=vendor, length=3, expires_at=timezone.now())
     question = Question.objects.get(code="V20")
     Question.objects.filter(pk=question.pk).update(organisation=vendor)
-    comment_create(actor=user, question=question, body="a comment")
-    webhook_create(actor=user, organisation=team, name="chat", url="https://example.org/hook", kinds=[])
+    comment_create(actor=user, question=question, draft=CommentDraft(body="a comment"))
+    webhook_create(actor=user, draft=WebhookDraft(organisation=team, name="chat", url="https://example.org/hook"))
     notify("overdue", actor=SYSTEM, organisation_id=vendor.pk, question_id=question.pk)
     return user
 

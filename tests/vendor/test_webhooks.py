@@ -19,7 +19,15 @@ from calculet.errors import DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.acceptance.workers import wait_until
 from tests.factories import db_snapshot, make_account
-from vendor.inputs import QuestionChanges
+from vendor.inputs import (
+    CommentDraft,
+    QuestionChanges,
+    WebhookChanges,
+    WebhookDraft,
+    event_kinds,
+    webhook_name,
+    webhook_url,
+)
 from vendor.models import NotificationEvent, Organisation, WebhookDelivery
 from vendor.services.comments import comment_create
 from vendor.services.notifications import notify
@@ -93,7 +101,7 @@ def tell(kind, question, **data):
 
 def test_a_delivery_is_signed_with_the_hooks_secret(pm, question_a, receiver):
     endpoint = receiver()
-    hook = webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=[])
+    hook = webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="chat", url=endpoint.url))
     event = tell("overdue", question_a, due_date="2026-01-01")
     delivery = WebhookDelivery.objects.get(event=event)
     assert webhook_deliver(delivery.pk) is None
@@ -117,7 +125,7 @@ def test_a_failing_endpoint_is_tried_again_later_then_given_up(pm, question_a, r
     settings.WEBHOOK_MAX_ATTEMPTS = 3
     settings.WEBHOOK_RETRY_SECONDS = 5
     endpoint = receiver(500)
-    webhook_create(actor=pm.user, organisation=team(pm), name="down", url=endpoint.url, kinds=[])
+    webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="down", url=endpoint.url))
     delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
     assert [webhook_deliver(delivery.pk) for _ in range(3)] == [5, 10, None]
     delivery.refresh_from_db()
@@ -128,7 +136,7 @@ def test_a_failing_endpoint_is_tried_again_later_then_given_up(pm, question_a, r
 
 def test_a_delivery_whose_message_was_lost_is_sent_again(pm, question_a, receiver, tasks_in_process):
     endpoint = receiver()
-    webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=[])
+    webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="chat", url=endpoint.url))
     # No commit in this test, so the delivery's message was never queued: as if the broker had been down.
     delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
     assert webhook_deliveries_resend() == 0  # its message may still be on its way
@@ -144,7 +152,7 @@ def test_a_retrying_delivery_is_sent_again_only_once_its_back_off_is_long_past(
 ):
     settings.WEBHOOK_RETRY_SECONDS = 60
     endpoint = receiver(500, 204)
-    webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=[])
+    webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="flaky", url=endpoint.url))
     delivery = WebhookDelivery.objects.get(event=tell("overdue", question_a))
     assert webhook_deliver(delivery.pk) == 60  # its retry is due a minute after this attempt
     after_back_off = timezone.now() + datetime.timedelta(seconds=60) + RESEND_AFTER
@@ -156,8 +164,10 @@ def test_a_retrying_delivery_is_sent_again_only_once_its_back_off_is_long_past(
 
 def test_an_unreachable_address_and_a_redirect_count_as_failures(pm, question_a, receiver):
     endpoint = receiver(302)
-    webhook_create(actor=pm.user, organisation=team(pm), name="moved", url=endpoint.url, kinds=[])
-    webhook_create(actor=pm.user, organisation=team(pm), name="gone", url="http://127.0.0.1:9/nothing", kinds=[])
+    webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="moved", url=endpoint.url))
+    webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="gone", url="http://127.0.0.1:9/nothing")
+    )
     event = tell("overdue", question_a)
     for delivery in WebhookDelivery.objects.filter(event=event):
         assert webhook_deliver(delivery.pk) is not None
@@ -171,13 +181,17 @@ def test_hooks_receive_the_kinds_they_subscribe_to_and_a_vendors_hook_only_its_o
 ):
     endpoint = receiver()
     bolt = vendor_b.user.membership.organisation
-    everything = webhook_create(actor=pm.user, organisation=team(pm), name="all", url=endpoint.url, kinds=[])
+    everything = webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="all", url=endpoint.url))
     overdue_only = webhook_create(
-        actor=pm.user, organisation=team(pm), name="late", url=endpoint.url, kinds=["overdue"]
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="late", url=endpoint.url, events=("overdue",))
     )
-    bolts = webhook_create(actor=pm.user, organisation=bolt, name="bolt's tracker", url=endpoint.url, kinds=[])
-    switched_off = webhook_create(actor=pm.user, organisation=team(pm), name="off", url=endpoint.url, kinds=[])
-    webhook_update(actor=pm.user, hook=switched_off, active=False)
+    bolts = webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=bolt, name="bolt's tracker", url=endpoint.url)
+    )
+    switched_off = webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="off", url=endpoint.url)
+    )
+    webhook_update(actor=pm.user, hook=switched_off, changes=WebhookChanges(active=False))
     tell("overdue", question_a)
     tell("overdue", question_b)
     tell("comment", question_b)
@@ -197,35 +211,67 @@ def test_hooks_receive_the_kinds_they_subscribe_to_and_a_vendors_hook_only_its_o
 
 
 @pytest.mark.parametrize(
-    ("changes", "field"),
+    ("changes", "field", "said"),
     [
-        ({"name": ""}, "name"),
-        ({"name": "n" * 101}, "name"),
-        ({"url": "ftp://example.org/"}, "url"),
-        ({"url": "not a url"}, "url"),
-        ({"url": "https://example.org/" + "a" * 500}, "url"),
-        ({"kinds": ["everything"]}, "events"),
-        ({"kinds": "overdue"}, "events"),
+        ({"name": " "}, "name", "Give the hook a name."),
+        ({"name": "n" * 101}, "name", "A name holds at most 100 characters."),
+        ({"url": "ftp://example.org/"}, "url", "Give an http:// or https:// address."),
+        ({"url": "not a url"}, "url", "Give an http:// or https:// address."),
+        ({"url": "https://example.org/" + "a" * 500}, "url", "An address holds at most 500 characters."),
+        ({"events": ["everything"]}, "events", "Unknown event kind &#x27;everything&#x27;"),
     ],
 )
-def test_bad_hooks_name_the_field_and_change_nothing(pm, changes, field):
+def test_bad_hooks_name_the_field_on_the_page_and_in_the_api_and_change_nothing(client, pm, changes, field, said):
     before = db_snapshot()
-    arguments = {"name": "chat", "url": "https://example.org/hook", "kinds": [], **changes}
-    with pytest.raises(DomainError) as error:
-        webhook_create(actor=pm.user, organisation=team(pm), **arguments)
-    assert error.value.field == field
+    posted = {"organisation": team(pm).slug, "name": "chat", "url": "https://example.org/hook", "events": []}
+    posted |= changes
+    response = pm.client().post("/api/v1/webhooks/", posted, format="json")
+    assert response.status_code == 400
+    assert [error["field"] for error in response.json()["errors"]] == ["events[0]" if field == "events" else field]
+    client.force_login(pm.user)
+    page = client.post(reverse("webhook-list"), posted)
+    assert page.status_code == 400
+    assert f'<p class="field-error" role="alert">{said}' in page.content.decode()
     assert db_snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("parse", "value", "field"),
+    [
+        (webhook_name, "", "name"),
+        (webhook_name, "n" * 101, "name"),
+        (webhook_url, "ftp://example.org/", "url"),
+        (webhook_url, "https://example.org/" + "a" * 500, "url"),
+        (lambda kinds: event_kinds(kinds, field="events"), ["test"], "events"),  # the test event is no choice
+    ],
+)
+def test_a_hook_s_fields_are_parsed_once_naming_the_field(parse, value, field):
+    with pytest.raises(DomainError) as error:
+        parse(value)
+    assert error.value.field == field
+
+
+def test_a_hook_s_parsed_fields_are_stripped_and_its_kinds_put_in_order():
+    assert webhook_name("  chat ") == "chat"
+    assert webhook_url(" https://example.org/hook ") == "https://example.org/hook"
+    assert event_kinds(["overdue", "assigned", "overdue"], field="events") == ("assigned", "overdue")
 
 
 def test_only_a_pm_manages_hooks_and_every_change_is_audited_without_the_secret(pm, viewer, vendor_a):
     with pytest.raises(ForbiddenError):
-        webhook_create(actor=viewer.user, organisation=team(pm), name="x", url="https://example.org", kinds=[])
+        webhook_create(
+            actor=viewer.user, draft=WebhookDraft(organisation=team(pm), name="x", url="https://example.org")
+        )
     with pytest.raises(ForbiddenError):
-        webhook_create(actor=vendor_a.user, organisation=team(pm), name="x", url="https://example.org", kinds=[])
-    hook = webhook_create(actor=pm.user, organisation=team(pm), name="chat", url="https://example.org/a", kinds=[])
-    webhook_update(actor=pm.user, hook=hook, url="https://example.org/b", kinds=["mention"])
+        webhook_create(
+            actor=vendor_a.user, draft=WebhookDraft(organisation=team(pm), name="x", url="https://example.org")
+        )
+    hook = webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="chat", url="https://example.org/a")
+    )
+    webhook_update(actor=pm.user, hook=hook, changes=WebhookChanges(url="https://example.org/b", events=("mention",)))
     with pytest.raises(ForbiddenError):
-        webhook_update(actor=viewer.user, hook=hook, active=False)
+        webhook_update(actor=viewer.user, hook=hook, changes=WebhookChanges(active=False))
     entries = list(AuditEntry.objects.filter(object_type="vendor.webhook").order_by("id"))
     assert [entry.action for entry in entries] == ["webhook.create", "webhook.update"]
     assert entries[1].before["url"] == "https://example.org/a" and entries[1].after["events"] == ["mention"]
@@ -234,7 +280,9 @@ def test_only_a_pm_manages_hooks_and_every_change_is_audited_without_the_secret(
 
 def test_the_test_button_sends_a_logged_test_delivery(client, pm, receiver):
     endpoint = receiver()
-    hook = webhook_create(actor=pm.user, organisation=team(pm), name="chat", url=endpoint.url, kinds=["overdue"])
+    hook = webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="chat", url=endpoint.url, events=("overdue",))
+    )
     client.force_login(pm.user)
     response = client.post(reverse("webhook-test", args=[hook.pk]))
     assert response.status_code == 302
@@ -264,7 +312,9 @@ def celery_worker(workers):
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_delivers_and_backs_off_exponentially(pm, vendor_a, question_a, receiver, celery_worker):
     endpoint = receiver(503, 500, 200)
-    hook = webhook_create(actor=pm.user, organisation=team(pm), name="flaky", url=endpoint.url, kinds=["assigned"])
+    hook = webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="flaky", url=endpoint.url, events=("assigned",))
+    )
     question_update(
         actor=pm.user, question=question_a, changes=QuestionChanges(assignee=vendor_a.user)
     )  # commits: the event is told
@@ -292,9 +342,9 @@ def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
 ):
     endpoint = receiver()
     bolt = Organisation.objects.get(slug="bolt")
-    hook = webhook_create(actor=pm.user, organisation=bolt, name="bolt", url=endpoint.url, kinds=[])
-    comment_create(actor=pm.user, question=question_a, body="for acme")
-    comment_create(actor=pm.user, question=question_b, body="for bolt")
+    hook = webhook_create(actor=pm.user, draft=WebhookDraft(organisation=bolt, name="bolt", url=endpoint.url))
+    comment_create(actor=pm.user, question=question_a, draft=CommentDraft(body="for acme"))
+    comment_create(actor=pm.user, question=question_b, draft=CommentDraft(body="for bolt"))
     # The deliveries are made as the events are told, before a worker sends any: only V19's is the hook's.
     deliveries = WebhookDelivery.objects.filter(hook=hook)
     assert [delivery.event.question.code for delivery in deliveries] == ["V19"]
@@ -330,7 +380,7 @@ def test_a_vendors_hook_hears_only_its_own_organisation_through_the_worker(
 def test_a_hook_to_a_loopback_link_local_or_private_address_is_refused(pm, url):
     before = db_snapshot()
     with pytest.raises(DomainError) as error:
-        webhook_create(actor=pm.user, organisation=team(pm), name="inside", url=url, kinds=[])
+        webhook_create(actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="inside", url=url))
     assert error.value.field == "url"
     assert "public addresses only" in error.value.english
     assert db_snapshot() == before
@@ -338,7 +388,9 @@ def test_a_hook_to_a_loopback_link_local_or_private_address_is_refused(pm, url):
 
 def test_the_setting_lets_a_hook_reach_a_private_address(pm, settings):
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = True
-    hook = webhook_create(actor=pm.user, organisation=team(pm), name="lan", url="http://10.0.0.5/hook", kinds=[])
+    hook = webhook_create(
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="lan", url="http://10.0.0.5/hook")
+    )
     assert hook.url == "http://10.0.0.5/hook"
 
 
@@ -368,7 +420,7 @@ def test_the_form_defaults_to_the_team(client, pm, vendor_a):
 def test_a_delivery_is_refused_when_the_name_has_come_to_point_inside(pm, question_a, monkeypatch):
     """Checked again after DNS: the name was public when the hook was made."""
     hook = webhook_create(
-        actor=pm.user, organisation=team(pm), name="rebound", url="https://hooks.example.org/in", kinds=[]
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="rebound", url="https://hooks.example.org/in")
     )
     monkeypatch.setattr(
         "vendor.services.webhooks.socket.getaddrinfo",
@@ -390,7 +442,8 @@ def test_a_delivery_connects_to_the_address_it_checked_not_to_a_later_answer(pm,
     endpoint = Receiver()
     port = endpoint.server.server_port
     hook = webhook_create(
-        actor=pm.user, organisation=team(pm), name="rebinding", url=f"http://hooks.example.org:{port}/in", kinds=[]
+        actor=pm.user,
+        draft=WebhookDraft(organisation=team(pm), name="rebinding", url=f"http://hooks.example.org:{port}/in"),
     )
     real_getaddrinfo = socket.getaddrinfo
     answers = iter(["127.0.0.1"])  # the first answer; every later one is 127.0.0.2, where nothing listens
@@ -415,7 +468,7 @@ def test_a_delivery_connects_to_the_address_it_checked_not_to_a_later_answer(pm,
 
 def test_a_name_that_does_not_resolve_at_delivery_is_no_post(pm, question_a, monkeypatch):
     hook = webhook_create(
-        actor=pm.user, organisation=team(pm), name="gone", url="https://hooks.example.org/in", kinds=[]
+        actor=pm.user, draft=WebhookDraft(organisation=team(pm), name="gone", url="https://hooks.example.org/in")
     )
 
     def getaddrinfo(host, *args, **kwargs):

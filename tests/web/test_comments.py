@@ -7,6 +7,7 @@ from django.urls import reverse
 
 from calculet.models import AuditEntry
 from tests.factories import make_user, put_to
+from vendor.inputs import CommentDraft
 from vendor.models import Comment, Question
 from vendor.services.comments import comment_create
 
@@ -61,7 +62,7 @@ def test_a_refused_comment_keeps_what_was_typed_and_says_why(pm_client, v18):
 
 @pytest.mark.django_db
 def test_editing_without_javascript_keeps_the_history(pm_client, pm, v18):
-    comment = comment_create(actor=pm, question=Question.objects.get(code="V18"), body="first take")
+    comment = comment_create(actor=pm, question=Question.objects.get(code="V18"), draft=CommentDraft(body="first take"))
     edit_url = reverse("comment-edit", args=["V18", comment.pk])
     form_page = pm_client.get(edit_url).content.decode()
     assert 'id="comment-edit-body"' in form_page and "first take</textarea>" in form_page
@@ -74,7 +75,7 @@ def test_editing_without_javascript_keeps_the_history(pm_client, pm, v18):
 
 @pytest.mark.django_db
 def test_editing_with_htmx_swaps_the_comment_for_its_form(pm_client, pm, v18):
-    comment = comment_create(actor=pm, question=Question.objects.get(code="V18"), body="draft")
+    comment = comment_create(actor=pm, question=Question.objects.get(code="V18"), draft=CommentDraft(body="draft"))
     response = pm_client.get(reverse("comment-edit", args=["V18", comment.pk]), **HTMX)
     body = response.content.decode()
     assert body.lstrip().startswith(f'<article class="comment" id="comment-{comment.pk}">')
@@ -86,7 +87,7 @@ def test_editing_with_htmx_swaps_the_comment_for_its_form(pm_client, pm, v18):
 
 @pytest.mark.django_db
 def test_only_the_author_is_offered_the_edit_and_others_are_refused(client, pm, acme_engineer, v18):
-    comment = comment_create(actor=pm, question=Question.objects.get(code="V18"), body="the PM's")
+    comment = comment_create(actor=pm, question=Question.objects.get(code="V18"), draft=CommentDraft(body="the PM's"))
     client.force_login(acme_engineer)
     page = client.get(reverse("question-detail", args=["V18"])).content.decode()
     assert "the PM&#x27;s" in page or "the PM's" in page
@@ -113,7 +114,9 @@ def test_another_vendor_and_a_viewer_cannot_write(client, pm, other_engineer, v1
 
 @pytest.mark.django_db
 def test_the_thread_speaks_chinese(pm_client, pm, v18):
-    comment_create(actor=pm, question=Question.objects.get(code="V18"), body="请提供 batch 16 的 calbin")
+    comment_create(
+        actor=pm, question=Question.objects.get(code="V18"), draft=CommentDraft(body="请提供 batch 16 的 calbin")
+    )
     pm_client.post(reverse("set_language"), {"language": "zh-hans", "next": "/"})
     page = pm_client.get(reverse("question-detail", args=["V18"])).content.decode()
     assert "讨论" in page and "<p>请提供 batch 16 的 calbin</p>" in page and "发表评论" in page

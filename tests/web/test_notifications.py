@@ -6,6 +6,7 @@ from django.urls import reverse
 from calculet.actors import SYSTEM
 from calculet.models import AuditEntry
 from tests.factories import make_user, put_to
+from vendor.inputs import WebhookDraft
 from vendor.models import NotificationPreference, Question, Webhook
 from vendor.services.notifications import notify
 from vendor.services.webhooks import webhook_create
@@ -37,6 +38,17 @@ def test_a_bad_address_is_refused_and_nothing_changes(pm_client, pm):
     body = response.content.decode()
     assert "Enter a valid e-mail address." in body and 'value="not-an-address"' in body
     assert 'data-for="notify-email" data-limit="254"' in body
+    assert not NotificationPreference.objects.exists() and AuditEntry.objects.count() == audit_rows
+
+
+@pytest.mark.django_db
+def test_an_unknown_language_is_refused_under_its_field_and_nothing_changes(pm_client, pm):
+    audit_rows = AuditEntry.objects.count()
+    response = pm_client.post(reverse("notifications"), {"email": "", "language": "fr", "events": ["assigned"]})
+    assert response.status_code == 400
+    body = response.content.decode()
+    assert '<p class="field-error" role="alert">The language is one of: en, zh-hans.</p>' in body
+    assert 'name="events" value="assigned" checked' in body and 'name="events" value="comment" >' in body
     assert not NotificationPreference.objects.exists() and AuditEntry.objects.count() == audit_rows
 
 
@@ -103,7 +115,7 @@ def test_a_bad_webhook_is_refused_naming_the_field(pm_client, pm):
 @pytest.mark.django_db
 def test_a_webhook_is_changed_on_its_page(pm_client, pm):
     hook = webhook_create(
-        actor=pm, organisation=pm.membership.organisation, name="chat", url="https://x.org/a", kinds=[]
+        actor=pm, draft=WebhookDraft(organisation=pm.membership.organisation, name="chat", url="https://x.org/a")
     )
     url = reverse("webhook-detail", args=[hook.pk])
     response = pm_client.post(url, {"name": "chat 2", "url": "https://x.org/b", "events": ["mention"]})
@@ -117,7 +129,7 @@ def test_a_webhook_is_changed_on_its_page(pm_client, pm):
 @pytest.mark.django_db
 def test_only_a_pm_opens_the_webhook_pages(client, pm, viewer, acme_engineer):
     hook = webhook_create(
-        actor=pm, organisation=pm.membership.organisation, name="chat", url="https://x.org/a", kinds=[]
+        actor=pm, draft=WebhookDraft(organisation=pm.membership.organisation, name="chat", url="https://x.org/a")
     )
     for user in (viewer, acme_engineer):
         client.force_login(user)

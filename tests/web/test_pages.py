@@ -1,4 +1,5 @@
 import csv
+import datetime
 import io
 import re
 
@@ -247,6 +248,21 @@ def test_audit_log_lists_actions_by_name_and_shows_a_blocked_promotion_as_asked_
 
 
 @pytest.mark.django_db
+def test_audit_log_shows_each_entry_s_actor_object_and_changes_in_its_row(pm_client, pm, acme, checklist):
+    put_to(pm, acme, "V01", ask=True)
+    question = Question.objects.get(code="V01")
+    entry = AuditEntry.objects.get(action="question.update", object_id=str(question.pk))
+    body = pm_client.get(reverse("audit-log"), {"object_type": "vendor.question"}).content.decode()
+    row = body[body.index(f'<td class="num">{entry.id}</td>') :]
+    row = row[: row.index("</tr>")]
+    assert '<a href="?object_type=vendor.question&amp;actor=ada">ada</a>' in row
+    assert f'<code>vendor.question:{question.pk}</code></a>\n          <br><span class="muted">V01</span>' in row
+    assert '<div><code>state</code>: <span class="muted">New</span> → Asked</div>' in row
+    assert '<div><code>organisation</code>: <span class="muted">—</span> → acme</div>' in row
+    assert 'class="outcome"' not in row
+
+
+@pytest.mark.django_db
 def test_audit_log_shows_an_over_long_filter_as_an_error(pm_client, pm, acme, checklist):
     put_to(pm, acme, "V18")
     response = pm_client.get(reverse("audit-log"), {"actor": "a" * 201})
@@ -265,6 +281,22 @@ def test_audit_log_query_count_does_not_grow_with_rows(pm_client, pm, acme, chec
         put_to(pm, acme, code, ask=True)
     assert AuditEntry.objects.count() > 100
     assert count_queries(pm_client, reverse("audit-log")) == few
+
+
+@pytest.mark.django_db
+def test_reports_list_each_open_question_under_its_vendor_with_its_state_due_date_and_text(
+    pm_client, pm, acme, checklist
+):
+    put_to(pm, acme, "V18", ask=True)
+    Question.objects.filter(code="V18").update(due_date=datetime.date(2027, 3, 1))
+    body = pm_client.get(reverse("reports")).content.decode()
+    vendor = body[body.index("<h3>Acme NPU") : body.index("<h3>Not put to a vendor yet")]
+    line = vendor[vendor.index('<li><a href="/questions/V18/">V18</a>') :]
+    line = line[: line.index('<ul class="owed-list">')]
+    assert '<span class="badge state state-asked">Asked</span>' in line
+    assert '<span class="muted">due 2027-03-01</span>' in line
+    assert f'<span lang="zh-Hans">{Question.objects.get(code="V18").question}</span>' in line
+    assert "V01</a>" not in vendor  # not put to acme
 
 
 @pytest.mark.django_db

@@ -10,9 +10,10 @@ from rest_framework.response import Response
 from calculet.api import Api, StrictSerializer
 from calculet.errors import ForbiddenError
 from vendor.access import may_discuss, object_for_user
+from vendor.inputs import ATTACHMENTS_MAX, COMMENT_MAX_CHARS, CommentDraft
 from vendor.models import Artifact, Comment, Question
 from vendor.selectors import comment_list
-from vendor.services.comments import ATTACHMENTS_MAX, BODY_MAX_CHARS, comment_create, comment_edit
+from vendor.services.comments import comment_create, comment_edit
 
 
 class CommentArtifactSerializer(serializers.Serializer):
@@ -53,7 +54,7 @@ class CommentOutputSerializer(serializers.Serializer):
 
 
 class CommentInputSerializer(StrictSerializer):
-    body = serializers.CharField(max_length=BODY_MAX_CHARS, help_text="Markdown; @username mentions a person.")
+    body = serializers.CharField(max_length=COMMENT_MAX_CHARS, help_text="Markdown; @username mentions a person.")
     artifacts = serializers.ListField(
         child=serializers.IntegerField(),
         required=False,
@@ -91,9 +92,8 @@ class CommentListApi(Api, ListAPIView):
         serializer = CommentInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
-        comment = comment_create(
-            actor=request.user, question=question, body=data["body"], artifact_ids=data.get("artifacts")
-        )
+        draft = CommentDraft(body=data["body"], artifacts=tuple(data.get("artifacts", [])))
+        comment = comment_create(actor=request.user, question=question, draft=draft)
         comment = comment_list(user=request.user, question=question).get(pk=comment.pk)
         return Response(CommentOutputSerializer(comment).data, status=status.HTTP_201_CREATED)
 
@@ -116,7 +116,7 @@ class CommentDetailApi(Api):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         artifact_ids = data["artifacts"] if "artifacts" in data else [a.pk for a in comment.artifacts.all()]
-        body = data.get("body", comment.body)
-        comment_edit(actor=request.user, comment=comment, body=body, artifact_ids=artifact_ids)
+        draft = CommentDraft(body=data.get("body", comment.body), artifacts=tuple(artifact_ids))
+        comment_edit(actor=request.user, comment=comment, draft=draft)
         comment = comment_list(user=request.user, question=question).get(pk=comment.pk)
         return Response(CommentOutputSerializer(comment).data)

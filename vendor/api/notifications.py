@@ -11,6 +11,18 @@ from calculet.api import Api, StrictSerializer
 from calculet.errors import DomainError, ForbiddenError
 from vendor import events
 from vendor.access import may_manage_webhooks
+from vendor.inputs import (
+    EMAIL_MAX_CHARS,
+    KEEP,
+    LANGUAGE_CODES,
+    WEBHOOK_NAME_MAX_CHARS,
+    WEBHOOK_URL_MAX_CHARS,
+    NotificationPreferences,
+    WebhookChanges,
+    WebhookDraft,
+    event_kinds,
+    webhook_url,
+)
 from vendor.models import Notification, Organisation, Webhook, WebhookDelivery
 from vendor.selectors import (
     notification_kinds,
@@ -20,8 +32,8 @@ from vendor.selectors import (
     webhook_deliveries,
     webhook_list,
 )
-from vendor.services.notifications import EMAIL_MAX_CHARS, LANGUAGE_CODES, notification_preferences_update
-from vendor.services.webhooks import NAME_MAX_CHARS, URL_MAX_CHARS, webhook_create, webhook_test, webhook_update
+from vendor.services.notifications import notification_preferences_update
+from vendor.services.webhooks import webhook_create, webhook_test, webhook_update
 
 
 class PreferencesOutputSerializer(serializers.Serializer):
@@ -37,6 +49,14 @@ class PreferencesInputSerializer(StrictSerializer):
     )
     language = serializers.ChoiceField(choices=LANGUAGE_CODES, required=False)
     email = serializers.EmailField(allow_blank=True, required=False, max_length=EMAIL_MAX_CHARS)
+
+    def preferences(self, current: dict) -> NotificationPreferences:
+        """The preferences as the service takes them: the fields given, the `current` ones for the others;
+        call only after `is_valid()` held."""
+        data = {**current, **self.validated_data}
+        return NotificationPreferences(
+            muted=event_kinds(data["muted"], field="muted"), language=data["language"], email=data["email"]
+        )
 
 
 def _preferences(user) -> dict:
@@ -60,12 +80,8 @@ class NotificationPreferencesApi(Api):
         """Change any of them; the others stay."""
         serializer = PreferencesInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        current = _preferences(request.user)
-        notification_preferences_update(
-            actor=request.user,
-            user=request.user,
-            **{name: serializer.validated_data.get(name, current[name]) for name in ("muted", "language", "email")},
-        )
+        preferences = serializer.preferences(_preferences(request.user))
+        notification_preferences_update(actor=request.user, user=request.user, preferences=preferences)
         return Response(PreferencesOutputSerializer(_preferences(request.user)).data)
 
 
@@ -115,12 +131,34 @@ class WebhookInputSerializer(StrictSerializer):
         help_text="The slug of the organisation whose events it carries: the integration team's for all, a "
         "vendor's for that vendor's alone."
     )
-    name = serializers.CharField(max_length=NAME_MAX_CHARS)
-    url = serializers.CharField(max_length=URL_MAX_CHARS, help_text="An http:// or https:// address.")
+    name = serializers.CharField(max_length=WEBHOOK_NAME_MAX_CHARS)
+    url = serializers.CharField(max_length=WEBHOOK_URL_MAX_CHARS, help_text="An http:// or https:// address.")
     events = serializers.ListField(
         child=serializers.ChoiceField(choices=events.CHOOSABLE), required=False, max_length=len(events.CHOOSABLE)
     )
     active = serializers.BooleanField(required=False)
+
+    # The address's form is checked as the typed input is built, after the organisation is found, so that a
+    # refusal names the field it named before: `webhook_url` raises DomainError on "url".
+    def draft(self, organisation: Organisation) -> WebhookDraft:
+        """The new hook as the service takes it; call only after `is_valid()` held."""
+        data = self.validated_data
+        return WebhookDraft(
+            organisation=organisation,
+            name=data["name"],
+            url=webhook_url(data["url"]),
+            events=event_kinds(data.get("events", []), field="events"),
+        )
+
+    def changes(self) -> WebhookChanges:
+        """The fields given (a partial body), as the service takes them; call only after `is_valid()` held."""
+        data = self.validated_data
+        return WebhookChanges(
+            name=data.get("name", KEEP),
+            url=webhook_url(data["url"]) if "url" in data else KEEP,
+            events=event_kinds(data["events"], field="events") if "events" in data else KEEP,
+            active=data.get("active", KEEP),
+        )
 
 
 class WebhookDeliveryOutputSerializer(serializers.Serializer):
@@ -174,16 +212,10 @@ class WebhookListApi(Api, ListAPIView):
         _check(request.user)
         serializer = WebhookInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        hook = webhook_create(
-            actor=request.user,
-            organisation=_organisation(data["organisation"]),
-            name=data["name"],
-            url=data["url"],
-            kinds=data.get("events", []),
-        )
-        if data.get("active") is False:
-            hook = webhook_update(actor=request.user, hook=hook, active=False)
+        draft = serializer.draft(_organisation(serializer.validated_data["organisation"]))
+        hook = webhook_create(actor=request.user, draft=draft)
+        if serializer.validated_data.get("active") is False:
+            hook = webhook_update(actor=request.user, hook=hook, changes=WebhookChanges(active=False))
         return Response(WebhookCreatedSerializer(hook).data, status=status.HTTP_201_CREATED)
 
 
@@ -198,15 +230,12 @@ class WebhookDetailApi(Api):
         hook = _hook(request.user, hook_id)
         serializer = WebhookInputSerializer(data=request.data, partial=True)
         serializer.is_valid(raise_exception=True)
-        changes = dict(serializer.validated_data)
-        if "organisation" in changes:
+        if "organisation" in serializer.validated_data:
             raise DomainError(
                 gettext_noop("A hook's organisation does not change; make another hook."),
                 field="organisation",
             )
-        if "events" in changes:
-            changes["kinds"] = changes.pop("events")
-        hook = webhook_update(actor=request.user, hook=hook, **changes)
+        hook = webhook_update(actor=request.user, hook=hook, changes=serializer.changes())
         return Response(WebhookOutputSerializer(hook).data)
 
 

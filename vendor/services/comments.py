@@ -12,37 +12,15 @@ from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
 from vendor import events, rich_text
 from vendor.access import may_be_told, may_discuss, may_edit_comment, may_open_pages, object_for_user
+from vendor.inputs import CommentDraft
 from vendor.models import Artifact, Comment, CommentRevision, Question
 from vendor.services.notifications import notify_on_commit
 
-BODY_MAX_CHARS = 10_000
-ATTACHMENTS_MAX = 20
 EXCERPT_CHARS = 500
 
 
-def _clean_body(body) -> str:
-    if not isinstance(body, str) or not body.strip():
-        raise DomainError(gettext_noop("Write something."), field="body")
-    body = body.strip()
-    if len(body) > BODY_MAX_CHARS:
-        raise DomainError(
-            gettext_noop("A comment holds at most %(limit)s characters (this one has %(length)s)."),
-            field="body",
-            params={"limit": BODY_MAX_CHARS, "length": len(body)},
-        )
-    return body
-
-
-def _attachments(organisation_id: int | None, ids) -> list[Artifact]:
+def _attachments(organisation_id: int | None, ids: tuple[int, ...]) -> list[Artifact]:
     """The artifacts `ids` names, each one of the thread's vendor's (a comment links, it never uploads)."""
-    if ids is None:
-        return []
-    if not isinstance(ids, list | tuple) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-        raise DomainError(gettext_noop("Give a list of artifact ids."), field="artifacts")
-    if len(ids) > ATTACHMENTS_MAX:
-        raise DomainError(
-            gettext_noop("Link at most %(limit)s artifacts."), field="artifacts", params={"limit": ATTACHMENTS_MAX}
-        )
     found = {}
     if organisation_id is not None:
         found = {
@@ -106,17 +84,17 @@ def _tell(comment: Comment, actor: Actor, kind: str, mentioned) -> None:
     )
 
 
-def comment_create(*, actor: Actor, question: Question, body: str, artifact_ids=None) -> Comment:
-    """Add a comment to the question's thread.
+def comment_create(*, actor: Actor, question: Question, draft: CommentDraft) -> Comment:
+    """Add a comment (`vendor.inputs.CommentDraft`) to the question's thread.
 
     Preconditions: the actor is a PM or a vendor engineer (ForbiddenError) who may see the question
-    (NotFoundError); the body is 1–10,000 characters of Markdown; each linked artifact belongs to the
-    vendor the question is put to (at most 20). DomainError names the field and stores nothing. The thread's
-    people are told, those mentioned (who may read the thread) are told they were; one audit row.
+    (NotFoundError); each linked artifact belongs to the vendor the question is put to. DomainError names the
+    field and stores nothing. The thread's people are told, those mentioned (who may read the thread) are told
+    they were; one audit row.
     """
     question = _thread_question(actor, question)
-    body = _clean_body(body)
-    artifacts = _attachments(question.organisation_id, artifact_ids)
+    body = draft.body
+    artifacts = _attachments(question.organisation_id, draft.artifacts)
     mentioned = _mentioned(body, question.organisation_id)
     with transaction.atomic():
         comment = Comment.objects.create(
@@ -138,18 +116,19 @@ def comment_create(*, actor: Actor, question: Question, body: str, artifact_ids=
     return comment
 
 
-def comment_edit(*, actor: Actor, comment: Comment, body: str, artifact_ids=None) -> Comment:
-    """Change a comment's text or linked artifacts; the text it replaces stays as a revision.
+def comment_edit(*, actor: Actor, comment: Comment, draft: CommentDraft) -> Comment:
+    """Change a comment's text or linked artifacts (`vendor.inputs.CommentDraft`, the whole comment as it is
+    to be); the text it replaces stays as a revision.
 
     Preconditions: the actor wrote the comment and may still write in the thread (ForbiddenError) and see it
-    (NotFoundError); the rules of `comment_create` for the body and artifacts. People mentioned for the first
+    (NotFoundError); the rule of `comment_create` for the artifacts. People mentioned for the first
     time are told; one audit row with before and after; nothing when nothing changed.
     """
     _thread_question(actor, comment.question)
     if not may_edit_comment(actor_user(actor), comment):
         raise ForbiddenError(gettext_noop("Only its author edits a comment."))
-    body = _clean_body(body)
-    artifacts = _attachments(comment.organisation_id, artifact_ids)
+    body = draft.body
+    artifacts = _attachments(comment.organisation_id, draft.artifacts)
     mentioned = _mentioned(body, comment.organisation_id)
     with transaction.atomic():
         locked = lock_rows(Comment.objects).filter(pk=comment.pk).first()

@@ -11,9 +11,7 @@ from functools import partial
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.template.loader import render_to_string
 from django.utils import timezone, translation
@@ -24,6 +22,7 @@ from calculet.audit import audit_record
 from calculet.errors import DomainError
 from vendor import due, events
 from vendor.access import may_be_told, may_open_pages, may_see_all, user_membership
+from vendor.inputs import NotificationPreferences
 from vendor.models import (
     Comment,
     Membership,
@@ -36,9 +35,6 @@ from vendor.models import (
 from vendor.selectors import questions_by_due
 from vendor.services.dispatch import notification_email_queue
 from vendor.services.webhooks import RESEND_AFTER, webhook_deliveries_create
-
-LANGUAGE_CODES = [code for code, _ in settings.LANGUAGES]
-EMAIL_MAX_CHARS = 254
 
 
 def _team_pm_ids() -> set[int]:
@@ -194,44 +190,17 @@ def notification_email_send(notification_id: int) -> None:
 
 
 def notification_preferences_update(
-    *, actor: Actor, user, muted: list, language: str, email: str
+    *, actor: Actor, user, preferences: NotificationPreferences
 ) -> NotificationPreference:
-    """A person's own choices: the kinds not to be told of, the language of e-mails, the address they go to.
+    """A person's own choices (`vendor.inputs.NotificationPreferences`): the kinds not to be told of, the
+    language of e-mails, the address they go to.
 
-    Preconditions: `actor` is `user` (ForbiddenError is never needed: nobody reaches another's preferences);
-    each muted kind is one of `vendor.events.CHOOSABLE`; the language is one of LANGUAGES; the address is
-    empty or valid and at most 254 characters. DomainError names the field; one audit row.
+    Preconditions: `actor` is `user` (ForbiddenError is never needed: nobody reaches another's preferences).
+    DomainError otherwise; one audit row, none when nothing changed.
     """
     if actor != user or user_membership(user) is None:
         raise DomainError(gettext_noop("Only you change your notification preferences."))
-    if not isinstance(muted, list) or any(not isinstance(kind, str) for kind in muted):
-        raise DomainError(gettext_noop("Give a list of event kinds."), field="muted")
-    unknown = sorted(set(muted) - set(events.CHOOSABLE))
-    if unknown:
-        raise DomainError(
-            gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
-            field="muted",
-            params={"kind": unknown[0], "kinds": list(events.CHOOSABLE)},
-        )
-    if language not in LANGUAGE_CODES:
-        raise DomainError(
-            gettext_noop("The language is one of: %(languages)s."),
-            field="language",
-            params={"languages": list(LANGUAGE_CODES)},
-        )
-    email = (email or "").strip()
-    if len(email) > EMAIL_MAX_CHARS:
-        raise DomainError(
-            gettext_noop("An e-mail address holds at most %(limit)s characters."),
-            field="email",
-            params={"limit": EMAIL_MAX_CHARS},
-        )
-    if email:
-        try:
-            validate_email(email)
-        except ValidationError as error:
-            raise DomainError(gettext_noop("Enter a valid e-mail address."), field="email") from error
-    muted = [kind for kind in events.CHOOSABLE if kind in set(muted)]
+    muted, language, email = list(preferences.muted), preferences.language, preferences.email
     with transaction.atomic():
         preference, _ = NotificationPreference.objects.select_for_update().get_or_create(user=user)
         before = {"muted": preference.muted, "language": preference.language, "email": user.email}

@@ -19,8 +19,6 @@ import urllib.request
 from functools import partial
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import URLValidator
 from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext_noop
@@ -32,13 +30,11 @@ from calculet.errors import DomainError, ForbiddenError
 from calculet.sentences import english, sentence
 from vendor import events
 from vendor.access import may_manage_webhooks
+from vendor.inputs import WebhookChanges, WebhookDraft
 from vendor.models import NotificationEvent, Organisation, Webhook, WebhookDelivery
 from vendor.services.dispatch import webhook_delivery_queue
 
-NAME_MAX_CHARS = 100
-URL_MAX_CHARS = 500
 SIGNATURE_HEADER = "X-Calculet-Signature"
-_url_validator = URLValidator(schemes=["http", "https"])
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -89,17 +85,6 @@ def _snapshot(hook: Webhook) -> dict:
         "events": hook.events,
         "active": hook.active,
     }
-
-
-def _clean_name(name) -> str:
-    name = name.strip() if isinstance(name, str) else ""
-    if not name:
-        raise DomainError(gettext_noop("Give the hook a name."), field="name")
-    if len(name) > NAME_MAX_CHARS:
-        raise DomainError(
-            gettext_noop("A name holds at most %(limit)s characters."), field="name", params={"limit": NAME_MAX_CHARS}
-        )
-    return name
 
 
 # NAT64's well-known prefix (RFC 6052): a gateway on the way turns such an address into the IPv4 address in its
@@ -171,33 +156,11 @@ def webhook_address_check(url: str, *, resolve: bool) -> tuple[dict | None, str 
     return None, addresses[0]
 
 
-def _clean_url(url) -> str:
-    url = url.strip() if isinstance(url, str) else ""
-    if len(url) > URL_MAX_CHARS:
-        raise DomainError(
-            gettext_noop("An address holds at most %(limit)s characters."), field="url", params={"limit": URL_MAX_CHARS}
-        )
-    try:
-        _url_validator(url)
-    except ValidationError as error:
-        raise DomainError(gettext_noop("Give an http:// or https:// address."), field="url") from error
+def _allowed_url(url: str) -> str:
     refusal, _ = webhook_address_check(url, resolve=False)
     if refusal:
         raise DomainError(refusal["template"], field="url", params=refusal["params"])
     return url
-
-
-def _clean_events(kinds) -> list[str]:
-    if not isinstance(kinds, list) or any(not isinstance(kind, str) for kind in kinds):
-        raise DomainError(gettext_noop("Give a list of event kinds (empty for all)."), field="events")
-    unknown = sorted(set(kinds) - set(events.CHOOSABLE))
-    if unknown:
-        raise DomainError(
-            gettext_noop("Unknown event kind %(kind)r; one of: %(kinds)s."),
-            field="events",
-            params={"kind": unknown[0], "kinds": list(events.CHOOSABLE)},
-        )
-    return [kind for kind in events.CHOOSABLE if kind in set(kinds)]
 
 
 def _check_actor(actor: Actor) -> None:
@@ -205,22 +168,20 @@ def _check_actor(actor: Actor) -> None:
         raise ForbiddenError(gettext_noop("Only a PM manages webhooks."))
 
 
-def webhook_create(*, actor: Actor, organisation: Organisation, name: str, url: str, kinds: list) -> Webhook:
-    """A new active hook with a fresh secret (shown to the PM once, on the page that made it).
+def webhook_create(*, actor: Actor, draft: WebhookDraft) -> Webhook:
+    """A new active hook (`vendor.inputs.WebhookDraft`) with a fresh secret (shown to the PM once, on the page
+    that made it).
 
-    Preconditions: a PM acts (ForbiddenError); a name of 1–100 characters; an http(s) address of at most 500;
-    `kinds` among `vendor.events.CHOOSABLE` (empty: all). The organisation decides what the hook may carry:
-    the integration team's hook every event, a vendor's hook only those about that vendor. DomainError names
-    the field; one audit row (without the secret).
+    Preconditions: a PM acts (ForbiddenError); the address's host is public (`webhook_address_check`;
+    DomainError on "url"). The organisation decides what the hook may carry: the integration team's hook every
+    event, a vendor's hook only those about that vendor. One audit row (without the secret).
     """
     _check_actor(actor)
-    if not isinstance(organisation, Organisation) or organisation.pk is None:
-        raise DomainError(gettext_noop("Give an organisation."), field="organisation")
     hook = Webhook(
-        organisation=organisation,
-        name=_clean_name(name),
-        url=_clean_url(url),
-        events=_clean_events(kinds),
+        organisation=draft.organisation,
+        name=draft.name,
+        url=_allowed_url(draft.url),
+        events=list(draft.events),
         secret=secrets.token_hex(32),
         created_by=actor_user(actor),
     )
@@ -230,24 +191,15 @@ def webhook_create(*, actor: Actor, organisation: Organisation, name: str, url: 
     return hook
 
 
-def webhook_update(*, actor: Actor, hook: Webhook, **changes) -> Webhook:
-    """Change a hook's name, address, event kinds or whether it is active; the preconditions of
-    `webhook_create`. One audit row with before and after; nothing when nothing changed."""
+def webhook_update(*, actor: Actor, hook: Webhook, changes: WebhookChanges) -> Webhook:
+    """Change a hook's name, address, event kinds or whether it is active (`vendor.inputs.WebhookChanges`);
+    the preconditions of `webhook_create`. One audit row with before and after; nothing when nothing changed."""
     _check_actor(actor)
-    unknown = sorted(set(changes) - {"name", "url", "kinds", "active"})
-    if unknown:
-        raise DomainError(gettext_noop("%(field)s cannot be changed."), field=unknown[0], params={"field": unknown[0]})
-    cleaned: dict = {}
-    if "name" in changes:
-        cleaned["name"] = _clean_name(changes["name"])
-    if "url" in changes:
-        cleaned["url"] = _clean_url(changes["url"])
-    if "kinds" in changes:
-        cleaned["events"] = _clean_events(changes["kinds"])
-    if "active" in changes:
-        if not isinstance(changes["active"], bool):
-            raise DomainError(gettext_noop("Give true or false."), field="active")
-        cleaned["active"] = changes["active"]
+    cleaned = changes.given()
+    if "url" in cleaned:
+        _allowed_url(cleaned["url"])
+    if "events" in cleaned:
+        cleaned["events"] = list(cleaned["events"])
     with transaction.atomic():
         locked = lock_rows(Webhook.objects).get(pk=hook.pk)
         locked.organisation = hook.organisation

@@ -1,5 +1,8 @@
 """The audit log's browser page, for those `vendor.access.may_read_audit` lets in."""
 
+import datetime
+from dataclasses import dataclass
+
 from django import forms
 from django.core.paginator import Paginator
 from django.utils.translation import gettext_lazy as _
@@ -147,29 +150,54 @@ def _shown(entry, field: str, value):
     return labels.label(kind, value) if kind else value
 
 
-def _changes(entry):
-    """The fields an entry changed, as (field, its label or None, before, after), from its before/after
-    snapshots. A blocked promotion changed nothing: it reads as what was asked and where the capability stayed."""
+@dataclass(frozen=True)
+class AuditRow:
+    """An audit entry as the log lists it: who did what to which object (its kind as a label), and the fields
+    it changed as (field, its label or None, before, after) read from its snapshots; or, for a blocked
+    promotion, which changed nothing, its `outcome`: what was asked and where the capability stayed."""
+
+    id: int
+    created_at: datetime.datetime
+    actor_label: str
+    action: str
+    object_type: str
+    object_label: str
+    object_id: str
+    object_repr: str
+    outcome: str
+    changes: list[tuple[str, str | None, object, object]]
+
+
+def _audit_row(entry) -> AuditRow:
     before = entry.before if isinstance(entry.before, dict) else {}
     after = entry.after if isinstance(entry.after, dict) else {}
+    outcome, changes = "", []
     if entry.action == "capability.promotion_blocked":
-        entry.outcome = _("asked %(to)s, stayed %(status)s") % {"to": after.get("to"), "status": before.get("status")}
-        return []
-    keys = list(dict.fromkeys([*before, *after]))
-    return [
-        (key, FIELD_LABELS.get(key), _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
-        for key in keys
-        if before.get(key) != after.get(key)
-    ]
+        outcome = _("asked %(to)s, stayed %(status)s") % {"to": after.get("to"), "status": before.get("status")}
+    else:
+        changes = [
+            (key, FIELD_LABELS.get(key), _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
+            for key in dict.fromkeys([*before, *after])
+            if before.get(key) != after.get(key)
+        ]
+    return AuditRow(
+        id=entry.id,
+        created_at=entry.created_at,
+        actor_label=entry.actor_label,
+        action=entry.action,
+        object_type=entry.object_type,
+        object_label=OBJECT_LABELS.get(entry.object_type, entry.object_type),
+        object_id=entry.object_id,
+        object_repr=entry.object_repr,
+        outcome=outcome,
+        changes=changes,
+    )
 
 
 @web.page_for(may_read_audit)
 def audit_log(request):
     form = AuditFilterForm(request.GET)
     page = Paginator(form.filter(audit_entries()), AUDIT_PAGE_SIZE).get_page(request.GET.get("page"))
-    for entry in page:
-        entry.changes = _changes(entry)
-        entry.object_label = OBJECT_LABELS.get(entry.object_type, entry.object_type)
-    context = {"form": form, "page": page, "params": request.GET}
+    context = {"form": form, "page": page, "rows": [_audit_row(entry) for entry in page], "params": request.GET}
     status = 400 if form.errors and not web.wants_partial(request) else 200
     return web.render_page(request, "vendor/audit-log.html", context, partial="audit-table", nav="audit", status=status)

@@ -17,6 +17,7 @@ from calculet.errors import DomainError
 from calculet.web import errors_by_field
 from vendor import events
 from vendor.access import may_manage_webhooks, may_open_pages
+from vendor.inputs import EMAIL_MAX_CHARS, WEBHOOK_NAME_MAX_CHARS, WEBHOOK_URL_MAX_CHARS
 from vendor.models import WebhookDelivery
 from vendor.selectors import (
     notification_kinds,
@@ -26,8 +27,8 @@ from vendor.selectors import (
     webhook_deliveries,
     webhook_list,
 )
-from vendor.services.notifications import EMAIL_MAX_CHARS, notification_preferences_update
-from vendor.services.webhooks import NAME_MAX_CHARS, URL_MAX_CHARS, webhook_create, webhook_test, webhook_update
+from vendor.services.notifications import notification_preferences_update
+from vendor.services.webhooks import webhook_create, webhook_test, webhook_update
 from vendor.views.forms import NotificationPreferencesForm, WebhookCreateForm, WebhookForm
 
 RECENT_NOTIFICATIONS = 50
@@ -67,6 +68,10 @@ def _told(user) -> list[ToldRow]:
     ]
 
 
+def _refused(error: DomainError) -> dict:
+    return {error.field if error.field else "form": error.message}
+
+
 @web.page_for(may_open_pages)
 def notification_preferences(request):
     """What the signed-in person is told of, in which language and where; and what they were told lately."""
@@ -77,15 +82,17 @@ def notification_preferences(request):
     errors: dict = {}
     if request.method == "POST":
         posted = NotificationPreferencesForm(request.POST, kinds=kinds)
-        posted.is_valid()  # every field takes what is posted; the rules are the service's
-        form = posted.preferences()
-        try:
-            notification_preferences_update(actor=user, user=user, **form)
-        except DomainError as error:
-            errors[error.field or "form"] = error.message
+        form = posted.shown()
+        if not posted.is_valid():
+            errors = errors_by_field(posted)
         else:
-            messages.success(request, _("Your notification preferences are saved."))
-            return HttpResponseRedirect(reverse("notifications"))
+            try:
+                notification_preferences_update(actor=user, user=user, preferences=posted.preferences)
+            except DomainError as error:
+                errors = _refused(error)
+            else:
+                messages.success(request, _("Your notification preferences are saved."))
+                return HttpResponseRedirect(reverse("notifications"))
     context = {
         "form": form,
         "errors": errors,
@@ -99,17 +106,13 @@ def notification_preferences(request):
     )
 
 
-def _refused(error: DomainError) -> dict:
-    return {error.field if error.field else "form": error.message}
-
-
 def _hooks_context(**extra) -> dict:
     return {
         "hooks": list(webhook_list()),
         "organisations": list(organisations()),
         "kinds": _kinds(events.CHOOSABLE),
-        "name_max_chars": NAME_MAX_CHARS,
-        "url_max_chars": URL_MAX_CHARS,
+        "name_max_chars": WEBHOOK_NAME_MAX_CHARS,
+        "url_max_chars": WEBHOOK_URL_MAX_CHARS,
         **extra,
     }
 
@@ -123,18 +126,12 @@ def webhook_list_page(request):
     errors: dict = {}
     if request.method == "POST":
         posted = WebhookCreateForm(request.POST)
-        form = posted.typed()
+        form = posted.shown()
         if not posted.is_valid():
             errors = errors_by_field(posted)
         else:
             try:
-                hook = webhook_create(
-                    actor=request.user,
-                    organisation=posted.cleaned_data["organisation"],
-                    name=posted.cleaned_data["name"],
-                    url=posted.cleaned_data["url"],
-                    kinds=posted.cleaned_data["events"],
-                )
+                hook = webhook_create(actor=request.user, draft=posted.draft())
             except DomainError as error:
                 errors = _refused(error)
             else:
@@ -167,15 +164,17 @@ def webhook_detail(request, hook_id):
     errors: dict = {}
     if request.method == "POST":
         posted = WebhookForm(request.POST)
-        posted.is_valid()  # every field takes what is posted; the rules are the service's
-        form = posted.changes()
-        try:
-            webhook_update(actor=request.user, hook=hook, **form)
-        except DomainError as error:
-            errors = _refused(error)
+        form = posted.shown()
+        if not posted.is_valid():
+            errors = errors_by_field(posted)
         else:
-            messages.success(request, _("Webhook saved."))
-            return HttpResponseRedirect(reverse("webhook-detail", args=[hook.pk]))
+            try:
+                webhook_update(actor=request.user, hook=hook, changes=posted.changes())
+            except DomainError as error:
+                errors = _refused(error)
+            else:
+                messages.success(request, _("Webhook saved."))
+                return HttpResponseRedirect(reverse("webhook-detail", args=[hook.pk]))
     if web.wants_partial(request):
         return web.render_page(
             request, "vendor/webhook-detail.html", _detail_context(request, hook), partial="deliveries"
