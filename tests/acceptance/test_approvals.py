@@ -137,7 +137,7 @@ def test_an_approval_counts_only_while_its_approver_may_still_approve(pm_user, o
     longer approves (a viewer now): the other cannot demote it alone on the approval left behind."""
     sampling = make_capability("npu-sampling", status="C3", pinned_status="C3", questions=[question])
     for actor in (pm_user, operator.user):
-        capability_approve(actor=actor, capability=sampling, to_status="C4")
+        capability_approve(actor=actor, capability=sampling, request=ApprovalRequest("C4"))
     if leaves == "deactivated":
         get_user_model().objects.filter(pk=operator.user.pk).update(is_active=False)
     else:
