@@ -864,7 +864,7 @@ def _trace_found(report: dict) -> list[tuple[str, str]]:
         ),
         (
             str(_("Events compared")),
-            _("%(sample)s in the sample, %(chrome)s complete events in the converter's Chrome trace")
+            _("%(sample)s in the sample, %(chrome)s duration events in the converter's Chrome trace")
             % {"sample": report["sample_events"], "chrome": report.get("converted_events", "—")},
         ),
     ]

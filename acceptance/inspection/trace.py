@@ -15,7 +15,8 @@ without `sample.json`: it reads `trace.in` and writes `chrome-trace.json`. It pa
 - the converter ends cleanly and writes a Chrome trace: `traceEvents` (or a bare array) of objects with a
   string `ph` and `name`, numeric `pid`, `tid` and `ts` (metadata events, `ph` "M", need no `ts`), complete
   events (`ph` "X") a non-negative `dur` (`converter_failed`, `not_chrome_trace`);
-- its complete events are the sample's: as many, named as they are (`trace_events_mismatch`); each sample
+- its duration events (complete events, `ph` "X", and begin/end pairs, "B" then "E" on one thread) are the
+  sample's: as many, named as they are (`trace_events_mismatch`); each sample
   thread's events are one Chrome thread's (`pid`, `tid`) and no other's (`thread_mismatch`);
   each event starts and lasts what the sample says, within a microsecond, the rounding a Chrome trace allows: all
   times scaled by one factor is a time unit converted wrongly (`time_unit_mismatch`), all moved by one offset a
@@ -233,7 +234,7 @@ def _json(path: Path, report: Report) -> Any:
 
 
 def _convert(bundle: Path, command: str, sample: Any, number: int, report: Report, limits) -> list[Event] | None:
-    """The converter run on `sample` in a fresh copy of the delivery; its Chrome trace's complete events, or None
+    """The converter run on `sample` in a fresh copy of the delivery; its Chrome trace's duration events, or None
     when it failed or wrote no Chrome trace."""
     scratch = Path(tempfile.mkdtemp(prefix=f"calculet-trace-{number}-"))
     try:
@@ -255,7 +256,8 @@ def _convert(bundle: Path, command: str, sample: Any, number: int, report: Repor
 
 
 def _chrome_events(document: Any, report: Report) -> list[Event] | None:
-    """The Chrome trace's complete events (X), each thread named by its pid and tid."""
+    """The Chrome trace's duration events: complete events (X), and begin/end pairs (B, E) as one; each thread
+    named by its pid and tid."""
     if document is None:
         return None
     events = document.get("traceEvents") if isinstance(document, dict) else document
@@ -266,16 +268,42 @@ def _chrome_events(document: Any, report: Report) -> list[Event] | None:
     if not isinstance(events, list):
         report.add("not_chrome_trace", f"{OUTPUT} has no traceEvents array")
         return None
-    timed = []
+    timed, spans = [], []
     for index, event in enumerate(events):
         wrong = _chrome_event_error(event)
         if wrong:
             report.add("not_chrome_trace", f"{OUTPUT} event {index}: {wrong}", event=index)
             return None
+        thread = json.dumps([event["pid"], event["tid"]])
         if event["ph"] == "X":
-            thread = json.dumps([event["pid"], event["tid"]])
             timed.append(Event(event["name"], thread, event["ts"], event["dur"], index))
-    return timed
+        elif event["ph"] in ("B", "E"):
+            spans.append((thread, event["ts"], index, event))
+    paired = _begin_end_paired(spans, report)
+    return None if paired is None else timed + paired
+
+
+def _begin_end_paired(spans: list[tuple[str, float, int, dict]], report: Report) -> list[Event] | None:
+    """Duration events: per thread in time order (file order at equal times), each end (E) closes the latest
+    begin (B) still open."""
+    paired: list[Event] = []
+    open_: dict[str, list[Event]] = defaultdict(list)
+    for thread, ts, index, event in sorted(spans, key=lambda span: span[:3]):
+        if event["ph"] == "B":
+            open_[thread].append(Event(event["name"], thread, ts, 0.0, index))
+        elif open_[thread]:
+            begun = open_[thread].pop()
+            paired.append(replace(begun, dur=ts - begun.ts))
+        else:
+            report.add("not_chrome_trace", f"{OUTPUT} event {index}: an end (E) with no begin (B) open", event=index)
+            return None
+    unclosed = [event for events in open_.values() for event in events]
+    if unclosed:
+        report.add(
+            "not_chrome_trace", f"{OUTPUT} event {unclosed[0].index}: a begin (B) never ended", event=unclosed[0].index
+        )
+        return None
+    return paired
 
 
 def _number(value: Any) -> bool:
@@ -285,9 +313,10 @@ def _number(value: Any) -> bool:
 def _chrome_event_error(event: Any) -> str:
     if not isinstance(event, dict):
         return "not an object"
-    for key in ("ph", "name"):
-        if not isinstance(event.get(key), str) or not event[key]:
-            return f"no {key}"
+    if not isinstance(event.get("ph"), str) or not event["ph"]:
+        return "no ph"
+    if event["ph"] != "E" and (not isinstance(event.get("name"), str) or not event["name"]):
+        return "no name"  # an end event (E) takes its begin's
     for key in ("pid", "tid"):
         if not _number(event.get(key)):
             return f"{key} is not a number"
@@ -304,8 +333,8 @@ def _compare(expected: list[Event], converted: list[Event], report: Report, run:
     if len(converted) != len(expected):
         report.add(
             "trace_events_mismatch",
-            f"{run}the sample has {len(expected)} events, the converter's Chrome trace {len(converted)} complete "
-            "events (X)",
+            f"{run}the sample has {len(expected)} events, the converter's Chrome trace {len(converted)} duration "
+            "events (X, or B and E)",
             expected=len(expected),
             actual=len(converted),
         )

@@ -47,7 +47,7 @@ def test_a_converter_that_drops_an_event_fails(tmp_path):
     dropping = TRACE_CONVERTER.replace('for record in trace["records"]:', 'for record in trace["records"][1:]:')
     report = check_trace_delivery(trace_delivery(tmp_path / "d", converter=dropping))
     assert [f.message for f in report.findings] == [
-        "the sample has 4 events, the converter's Chrome trace 3 complete events (X)"
+        "the sample has 4 events, the converter's Chrome trace 3 duration events (X, or B and E)"
     ]
 
 
@@ -207,3 +207,21 @@ def test_fields_undeclared_or_not_in_the_sample_fail_naming_them(tmp_path):
     assert codes(report) == ["fields_undeclared"] and "'tick'" in report.findings[0].message
     report = check_trace_delivery(trace_delivery(tmp_path / "c", fields={**VENDOR_TRACE_FIELDS, "start": "begin"}))
     assert codes(report) == ["fields_not_in_sample"] and "event 0" in report.findings[0].message
+
+
+def test_begin_and_end_events_count_as_one_duration_and_an_unended_begin_fails(tmp_path):
+    """Chrome's B/E pairs are as valid as X events: a B closed by the next E on its thread is one event."""
+    begin_end = TRACE_CONVERTER.replace(
+        """    events.append({"name": record["op"], "ph": "X", "pid": 0, "tid": record["chiplet"],
+                   "ts": record["start_cycle"] / per_us, "dur": record["cycles"] / per_us})""",
+        """    start, end = record["start_cycle"] / per_us, (record["start_cycle"] + record["cycles"]) / per_us
+    events.append({"name": record["op"], "ph": "B", "pid": 0, "tid": record["chiplet"], "ts": start})
+    events.append({"ph": "E", "pid": 0, "tid": record["chiplet"], "ts": end})
+events.sort(key=lambda event: (event.get("ts", -1), event["ph"] == "B"))""",
+    )
+    assert begin_end != TRACE_CONVERTER
+    report = check_trace_delivery(trace_delivery(tmp_path / "a", converter=begin_end))
+    assert report.passed, report.findings
+    unended = begin_end.replace('events.append({"ph": "E"', 'record["op"] == "softmax" or events.append({"ph": "E"')
+    report = check_trace_delivery(trace_delivery(tmp_path / "b", converter=unended))
+    assert codes(report) == ["not_chrome_trace"] and "a begin (B) never ended" in report.findings[0].message
