@@ -84,8 +84,10 @@ def accepted_by(d: DeliverableSeed) -> str:
     if d.kind == "schema" and d.schema_of == "trace":
         return (
             "the schema of the vendor's own trace format accepts its sample; the converter, run in the sandbox on "
-            "the sample, writes a valid Chrome trace with the sample's events (as many, named as in it), and one "
-            "event fewer for the sample less its last"
+            "the sample, writes a valid Chrome trace with the sample's events: as many, named as in it, each sample "
+            "thread's on one Chrome thread, each event's start and duration those `fields.json` points to, in its "
+            "unit (a clock in cycles converted), to the microsecond, the nesting kept; and so again on the sample "
+            "varied (its last event left out, started 1000 µs later, its clock doubled)"
         )
     if d.kind == "schema":
         asked = f"; {ASKED[d.asks][0]}" if d.asks else ""
@@ -162,9 +164,13 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         )
     if d.kind == "schema" and d.schema_of == "trace":
         return (
-            "a schema refusing its own sample: `rejects_sample`; a converter that fails or writes no Chrome trace "
-            "(no ts, a negative dur, a time unit not ms or ns): `converter_failed`, `not_chrome_trace`; events "
-            "dropped, added or named otherwise: `trace_events_mismatch`; a canned trace whatever the input: "
+            "a schema refusing its own sample: `rejects_sample`; fields not declared or not in the sample: "
+            "`fields_undeclared`, `fields_not_in_sample`; a converter that fails or writes no Chrome trace (no ts, "
+            "a negative dur, a time unit not ms or ns): `converter_failed`, `not_chrome_trace`; events dropped, "
+            "added or named otherwise: `trace_events_mismatch`; threads merged or split: `thread_mismatch`; the "
+            "unit ignored or the clock hard-coded: `time_unit_mismatch`; all events shifted or made relative to "
+            "the first: `clock_shifted`; one event's time off: `event_time_mismatch`; an event no longer inside "
+            "its parent or overlapping the one it precedes: `nesting_mismatch`; a canned trace whatever the input: "
             "`converter_ignores_input`"
         )
     if d.kind == "schema":

@@ -800,7 +800,8 @@ def _names(names) -> str:
 def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
     """What a static check looked at and found, as (label, what) lines, from the detail its evidence keeps: the
     SDK's calls found and missing, the image's SBOM and licence files, the schema's verdict on each sample, the
-    ONNX file's hash beside the seed's, the models a checker accepts and refuses."""
+    ONNX file's hash beside the seed's, the models a checker accepts and refuses, the trace events a converter
+    wrote against the sample's and the first that differs."""
     checked = (detail or {}).get("checked") or {}
     report = (checked.get("report") or {}).get("checked") or {}
     lines: list[tuple[str, str]] = []
@@ -837,6 +838,8 @@ def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
         lines.append(
             (str(_("Defective samples it wrongly accepts")), _names(n for n, errors in rejected.items() if not errors))
         )
+    elif kind == Deliverable.SCHEMA and "sample_events" in report:
+        lines += _trace_found(report)
     elif kind == Deliverable.ONNX and "sha256" in report:
         lines.append((str(_("The file's SHA-256")), report["sha256"]))
         lines.append((str(_("The hash the seed records")), f"{report.get('expected_prefix', '')}…"))
@@ -845,6 +848,69 @@ def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
         lines.append((str(_("Models it accepts")), _names(run["model"] for run in runs if run.get("accepted"))))
         lines.append((str(_("Models it refuses")), _names(run["model"] for run in runs if not run.get("accepted"))))
     return lines
+
+
+def _trace_found(report: dict) -> list[tuple[str, str]]:
+    """V37: the events compared on each run, where the sample's times were read, and the first difference."""
+    fields = report.get("fields") or {}
+    unit = fields.get("unit", "")
+    if unit == "cycle":
+        unit = _("cycles of the clock %(clock)s") % {"clock": fields.get("clock_hz")}
+    lines = [
+        (
+            str(_("Times read from the sample")),
+            _("%(start)s and %(duration)s, in %(unit)s, to microseconds")
+            % {"start": fields.get("start"), "duration": fields.get("duration"), "unit": unit},
+        ),
+        (
+            str(_("Events compared")),
+            _("%(sample)s in the sample, %(chrome)s duration events in the converter's Chrome trace")
+            % {"sample": report["sample_events"], "chrome": report.get("converted_events", "—")},
+        ),
+    ]
+    if "varied_events" in report:
+        lines.append(
+            (
+                str(_("On the varied sample")),
+                _("%(sample)s expected, %(chrome)s written")
+                % {"sample": report.get("varied_sample_events"), "chrome": report["varied_events"]},
+            )
+        )
+    lines.append((str(_("First difference")), _trace_mismatch(report.get("first_mismatch"))))
+    return lines
+
+
+def _trace_mismatch(mismatch: dict | None) -> str:
+    if not mismatch:
+        return "—"
+    if "names" in mismatch:
+        said = _("events the sample does not name: %(names)s") % {"names": _names(mismatch["names"])}
+    elif "relation" in mismatch:
+        said = (
+            _("%(event)s (thread %(thread)s) follows %(other)s in the sample and overlaps it in the Chrome trace")
+            if mismatch["relation"] == "follows"
+            else _("%(event)s (thread %(thread)s) is inside %(other)s in the sample, not in the Chrome trace")
+        ) % {"event": mismatch["event"], "thread": mismatch["thread"], "other": mismatch["other"]}
+    elif "actual" in mismatch:
+        said = _(
+            "%(event)s (thread %(thread)s): the sample says it starts at %(ts)s µs and lasts %(dur)s µs, the "
+            "Chrome trace %(actual_ts)s µs and %(actual_dur)s µs"
+        ) % {
+            "event": mismatch["event"],
+            "thread": mismatch["thread"],
+            "ts": mismatch["expected"]["ts"],
+            "dur": mismatch["expected"]["dur"],
+            "actual_ts": mismatch["actual"]["ts"],
+            "actual_dur": mismatch["actual"]["dur"],
+        }
+    else:
+        said = _("no thread of the Chrome trace holds the sample's thread %(thread)s and no other: %(names)s") % {
+            "thread": mismatch.get("thread"),
+            "names": _names(mismatch.get("expected") or []),
+        }
+    if mismatch.get("varied"):
+        said = _("%(difference)s (on the varied sample)") % {"difference": said}
+    return str(said)
 
 
 def document_answer(deliverable: Deliverable) -> Answer | None:

@@ -181,10 +181,21 @@ VENDOR_TRACE_SCHEMA = {
 VENDOR_TRACE_SAMPLE = {
     "clock_hz": 1_000_000_000,
     "records": [
+        {"op": "decoder_layer", "chiplet": 0, "start_cycle": 0, "cycles": 5000},
         {"op": "attention_qk", "chiplet": 0, "start_cycle": 0, "cycles": 4000},
         {"op": "softmax", "chiplet": 0, "start_cycle": 4000, "cycles": 1000},
         {"op": "matmul_ffn", "chiplet": 1, "start_cycle": 5000, "cycles": 9000},
     ],
+}
+# Where the sample keeps what a trace is for (trace.py: fields.json).
+VENDOR_TRACE_FIELDS = {
+    "events": "records",
+    "name": "op",
+    "thread": "chiplet",
+    "start": "start_cycle",
+    "duration": "cycles",
+    "unit": "cycle",
+    "clock_hz": "clock_hz",
 }
 # Reads the vendor's records from trace.in, writes one complete event per record (cycles to microseconds).
 TRACE_CONVERTER = """import json
@@ -198,11 +209,12 @@ json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, open("chrome-trace.j
 """
 
 
-def trace_delivery(root: Path, *, schema=None, sample=None, converter: str = TRACE_CONVERTER) -> Path:
-    """The V37 delivery unpacked at `root`: schema.json, sample.json, convert.py and convert.txt."""
+def trace_delivery(root: Path, *, schema=None, sample=None, fields=None, converter: str = TRACE_CONVERTER) -> Path:
+    """The V37 delivery unpacked at `root`: schema.json, sample.json, fields.json, convert.py and convert.txt."""
     root.mkdir(parents=True, exist_ok=True)
     (root / "schema.json").write_text(json.dumps(VENDOR_TRACE_SCHEMA if schema is None else schema))
     (root / "sample.json").write_text(json.dumps(VENDOR_TRACE_SAMPLE if sample is None else sample))
+    (root / "fields.json").write_text(json.dumps(VENDOR_TRACE_FIELDS if fields is None else fields))
     (root / "convert.py").write_text(converter)
     (root / "convert.txt").write_text("python3 convert.py\n")
     return root

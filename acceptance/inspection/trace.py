@@ -1,25 +1,42 @@
 """V37's trace delivery: the schema of the vendor's own trace format, a sample trace in that format, and the
 converter that turns it into a Chrome trace (the format trace viewers read), which calculet runs.
 
-The delivery is a directory (an unpacked tar) holding `schema.json`, `sample.json` and `convert.txt`, the
-converter's command. The command runs in the sandbox (`isolated.run_isolated`) in a copy of the directory
+The delivery is a directory (an unpacked tar) holding `schema.json`, `sample.json`, `fields.json` and
+`convert.txt`, the converter's command. `fields.json` says where the sample keeps what a trace is for: the events
+(`events`, a dotted path in the sample), and in each event its `name`, its `thread` (a field or a list of
+fields), its `start` and `duration` and their `unit` (s, ms, us, ns, ps, or cycle with `clock_hz` the dotted path
+of the sample's clock frequency). From it calculet works out the Chrome events the sample must become: a Chrome
+trace counts in microseconds. The command runs in the sandbox (`isolated.run_isolated`) in a copy of the directory
 without `sample.json`: it reads `trace.in` and writes `chrome-trace.json`. It passes when
 
-- the schema is valid JSON Schema and accepts the sample (`rejects_sample` otherwise);
-- the sample has events: its longest array of objects, wherever it is (`sample_has_no_events`);
+- the schema is valid JSON Schema and accepts the sample (`rejects_sample`);
+- `fields.json` names the fields and every event of the sample has them, with numeric times
+  (`fields_undeclared`, `fields_not_in_sample`, `sample_has_no_events`);
 - the converter ends cleanly and writes a Chrome trace: `traceEvents` (or a bare array) of objects with a
   string `ph` and `name`, numeric `pid`, `tid` and `ts` (metadata events, `ph` "M", need no `ts`), complete
   events (`ph` "X") a non-negative `dur` (`converter_failed`, `not_chrome_trace`);
-- its events are the sample's: as many (metadata events aside), each named by a string of a sample event
-  (`trace_events_mismatch`);
-- it reads its input: given the sample without its last event it writes one event fewer
-  (`converter_ignores_input`: a canned Chrome trace passes the first run only).
+- its duration events (complete events, `ph` "X", and begin/end pairs, "B" then "E" on one thread) are the
+  sample's: as many, named as they are (`trace_events_mismatch`); each sample
+  thread's events are one Chrome thread's (`pid`, `tid`) and no other's (`thread_mismatch`);
+  each event starts and lasts what the sample says, within a microsecond, the rounding a Chrome trace allows: all
+  times scaled by one factor is a time unit converted wrongly (`time_unit_mismatch`), all moved by one offset a
+  shifted clock (`clock_shifted`), otherwise the first event off is named (`event_time_mismatch`); in each
+  thread an event inside another in the sample is inside it in the Chrome trace, and one that ends before the
+  next starts still does (`nesting_mismatch`: rounding each start and end keeps this, rounding a duration on its
+  own may not);
+- it converts what it reads: run again on the sample varied (its last event left out, every event started
+  `SHIFT_US` later, and a clock in cycles doubled), its Chrome trace holds the varied sample's events by the same
+  rules (a canned Chrome trace, a hard-coded clock or times made relative to the first event fail here;
+  `converter_ignores_input` when it writes as many events as before).
 """
 
+import copy
 import json
+import math
 import shutil
 import tempfile
-from dataclasses import replace
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,48 +46,180 @@ from acceptance.inspection.schema import SchemaReport, schema_errors
 
 SCHEMA = "schema.json"
 SAMPLE = "sample.json"
+FIELDS = "fields.json"
 COMMAND = "convert.txt"
 INPUT = "trace.in"
 OUTPUT = "chrome-trace.json"
 MAX_JSON_BYTES = 32 * 1024 * 1024
 LIMITS = replace(DEFAULT_LIMITS, wall_seconds=120, memory_bytes=1024**3)
+# Microseconds per unit of the sample's times; "cycle" is 1e6 / the sample's clock in Hz.
+MICROSECONDS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6, "cycle": None}
+# A Chrome trace counts in microseconds: a converter may round each time to a whole one.
+ROUNDING_US = 1.0
+# Far more than the rounding: the varied sample starts this much later.
+SHIFT_US = 1000
+# Float noise in comparisons of times the check computed itself.
+EPSILON_US = 1e-6
+VARIED = "on the sample varied (its last event left out, every event started 1000 µs later, a clock in cycles doubled)"
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    thread: str
+    ts: float
+    dur: float
+    index: int  # its place in the sample or the Chrome trace
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
 
 
 def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
     report = SchemaReport()
     bundle = Path(bundle)
-    missing = [name for name in (SCHEMA, SAMPLE, COMMAND) if not (bundle / name).is_file()]
+    missing = [name for name in (SCHEMA, SAMPLE, FIELDS, COMMAND) if not (bundle / name).is_file()]
     if missing:
         report.add("delivery_incomplete", f"the trace delivery has no {', '.join(missing)}", missing=missing)
         return report
-    schema, sample = _json(bundle / SCHEMA, report), _json(bundle / SAMPLE, report)
+    schema, sample, fields = (_json(bundle / name, report) for name in (SCHEMA, SAMPLE, FIELDS))
     command = (bundle / COMMAND).read_text(encoding="utf-8", errors="replace").strip()
-    if schema is None or sample is None:
+    if schema is None or sample is None or fields is None:
         return report
     errors = schema_errors(schema, sample, SAMPLE, report)
     if errors is None:
         return report
     if errors:
         report.add("rejects_sample", f"the schema rejects its own sample: {errors[0]}", errors=errors)
-    events = _events(sample)
-    report.checked.update(command=command, sample_events=len(events))
-    if not events:
-        report.add("sample_has_no_events", "the sample holds no array of events (objects)")
+    if not _fields_declared(fields, report):
+        return report
+    expected = _expected(sample, fields, report)
+    report.checked.update(command=command, fields=fields)
+    if expected is None:
+        return report
+    report.checked["sample_events"] = len(expected)
+    if not expected:
+        report.add("sample_has_no_events", f"the sample's {fields['events']} holds no events")
         return report
     converted = _convert(bundle, command, sample, 1, report, limits)
     if converted is None:
         return report
-    _compare(events, converted, report)
+    report.checked["converted_events"] = len(converted)
+    _compare(expected, converted, report, "")
     if report.findings:
         return report
-    fewer = _convert(bundle, command, _without_last_event(sample, events), 2, report, limits)
-    if fewer is not None and len(fewer) != len(events) - 1:
+    varied = _varied(sample, fields)
+    again = _convert(bundle, command, varied, 2, report, limits)
+    if again is None:
+        return report
+    report.checked.update(varied_sample_events=len(expected) - 1, varied_events=len(again))
+    if len(again) == len(converted):
         report.add(
             "converter_ignores_input",
-            f"given the sample without its last event the converter wrote {len(fewer)} events, not "
-            f"{len(events) - 1}: it does not convert what it reads",
+            f"given the sample without its last event the converter wrote {len(again)} events, not "
+            f"{len(expected) - 1}: it does not convert what it reads",
         )
+        return report
+    _compare(_expected(varied, fields, report) or [], again, report, f"{VARIED}: ")
+    if "first_mismatch" in report.checked:
+        report.checked["first_mismatch"]["varied"] = True
     return report
+
+
+def _fields_declared(fields: Any, report: Report) -> bool:
+    if not isinstance(fields, dict):
+        report.add("fields_undeclared", f"{FIELDS} is not an object")
+        return False
+    wanted = ["events", "name", "thread", "start", "duration", "unit"]
+    if fields.get("unit") == "cycle":
+        wanted.append("clock_hz")
+    absent = [key for key in wanted if key not in fields]
+    if absent:
+        report.add("fields_undeclared", f"{FIELDS} does not say {', '.join(absent)}", missing=absent)
+        return False
+    if fields["unit"] not in MICROSECONDS:
+        report.add("fields_undeclared", f"{FIELDS}'s unit {fields['unit']!r} is none of {', '.join(MICROSECONDS)}")
+        return False
+    threads = fields["thread"] if isinstance(fields["thread"], list) else [fields["thread"]]
+    paths = [fields[key] for key in ("events", "name", "start", "duration")] + threads
+    if fields["unit"] == "cycle":
+        paths.append(fields["clock_hz"])
+    if not all(isinstance(path, str) and path for path in paths):
+        report.add("fields_undeclared", f"each field {FIELDS} names is a non-empty string (a dotted path)")
+        return False
+    return True
+
+
+_ABSENT = object()
+
+
+def _at(node: Any, path: str) -> Any:
+    for key in path.split("."):
+        if isinstance(node, dict) and key in node:
+            node = node[key]
+        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+            node = node[int(key)]
+        else:
+            return _ABSENT
+    return node
+
+
+def _microseconds_per_unit(sample: Any, fields: dict) -> float | None:
+    per_unit = MICROSECONDS[fields["unit"]]
+    if per_unit is not None:
+        return per_unit
+    clock = _at(sample, fields["clock_hz"])
+    if not _number(clock) or clock <= 0:
+        return None
+    return 1e6 / clock
+
+
+def _expected(sample: Any, fields: dict, report: Report) -> list[Event] | None:
+    """The Chrome events the sample must become, in microseconds; None when the sample lacks a field."""
+    records = _at(sample, fields["events"])
+    if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+        report.add("fields_not_in_sample", f"the sample's {fields['events']} is not an array of events (objects)")
+        return None
+    per_unit = _microseconds_per_unit(sample, fields)
+    if per_unit is None:
+        report.add("fields_not_in_sample", f"the sample's clock {fields['clock_hz']} is not a positive number")
+        return None
+    threads = fields["thread"] if isinstance(fields["thread"], list) else [fields["thread"]]
+    events = []
+    for index, record in enumerate(records):
+        name, start, duration = (_at(record, fields[key]) for key in ("name", "start", "duration"))
+        thread = [_at(record, path) for path in threads]
+        if not isinstance(name, str) or not _number(start) or not _number(duration) or _ABSENT in thread:
+            report.add(
+                "fields_not_in_sample",
+                f"the sample's event {index} has no string {fields['name']}, numeric {fields['start']} and "
+                f"{fields['duration']} or its thread {', '.join(threads)}",
+                event=index,
+            )
+            return None
+        events.append(Event(name, json.dumps(thread), start * per_unit, duration * per_unit, index))
+    return events
+
+
+def _varied(sample: Any, fields: dict) -> Any:
+    """The sample less its last event, every event started SHIFT_US later, a clock in cycles doubled."""
+    varied = copy.deepcopy(sample)
+    shift = math.ceil(SHIFT_US / (_microseconds_per_unit(sample, fields) or 1.0))
+    records = _at(varied, fields["events"])
+    del records[-1]
+    for record in records:
+        _change(record, fields["start"], lambda start: start + shift)
+    if fields["unit"] == "cycle":
+        _change(varied, fields["clock_hz"], lambda clock: clock * 2)
+    return varied
+
+
+def _change(node: Any, path: str, how) -> None:
+    *parents, last = path.split(".")
+    holder = _at(node, ".".join(parents)) if parents else node
+    key = int(last) if isinstance(holder, list) else last
+    holder[key] = how(holder[key])
 
 
 def _json(path: Path, report: Report) -> Any:
@@ -84,35 +233,9 @@ def _json(path: Path, report: Report) -> Any:
         return None
 
 
-def _events(document: Any) -> list[dict]:
-    """The longest array of objects anywhere in the document: the trace's events, whatever the format."""
-    best: list[dict] = []
-    stack = [document]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, list):
-            if len(node) > len(best) and all(isinstance(item, dict) for item in node):
-                best = node  # the list itself, which `_without_last_event` finds again
-            stack.extend(node)
-        elif isinstance(node, dict):
-            stack.extend(node.values())
-    return best
-
-
-def _without_last_event(document: Any, events: list[dict]) -> Any:
-    """The document with the last of `events` (the very list object) left out."""
-    if document is events:
-        return events[:-1]
-    if isinstance(document, list):
-        return [_without_last_event(item, events) for item in document]
-    if isinstance(document, dict):
-        return {key: _without_last_event(value, events) for key, value in document.items()}
-    return document
-
-
-def _convert(bundle: Path, command: str, sample: Any, number: int, report: Report, limits) -> list[dict] | None:
-    """The converter run on `sample` in a fresh copy of the delivery; its Chrome trace's events (metadata events
-    left out), or None when it failed or wrote no Chrome trace."""
+def _convert(bundle: Path, command: str, sample: Any, number: int, report: Report, limits) -> list[Event] | None:
+    """The converter run on `sample` in a fresh copy of the delivery; its Chrome trace's duration events, or None
+    when it failed or wrote no Chrome trace."""
     scratch = Path(tempfile.mkdtemp(prefix=f"calculet-trace-{number}-"))
     try:
         workdir = scratch / "convert"
@@ -132,7 +255,9 @@ def _convert(bundle: Path, command: str, sample: Any, number: int, report: Repor
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _chrome_events(document: Any, report: Report) -> list[dict] | None:
+def _chrome_events(document: Any, report: Report) -> list[Event] | None:
+    """The Chrome trace's duration events: complete events (X), and begin/end pairs (B, E) as one; each thread
+    named by its pid and tid."""
     if document is None:
         return None
     events = document.get("traceEvents") if isinstance(document, dict) else document
@@ -143,15 +268,42 @@ def _chrome_events(document: Any, report: Report) -> list[dict] | None:
     if not isinstance(events, list):
         report.add("not_chrome_trace", f"{OUTPUT} has no traceEvents array")
         return None
-    timed = []
+    timed, spans = [], []
     for index, event in enumerate(events):
         wrong = _chrome_event_error(event)
         if wrong:
             report.add("not_chrome_trace", f"{OUTPUT} event {index}: {wrong}", event=index)
             return None
-        if event["ph"] != "M":
-            timed.append(event)
-    return timed
+        thread = json.dumps([event["pid"], event["tid"]])
+        if event["ph"] == "X":
+            timed.append(Event(event["name"], thread, event["ts"], event["dur"], index))
+        elif event["ph"] in ("B", "E"):
+            spans.append((thread, event["ts"], index, event))
+    paired = _begin_end_paired(spans, report)
+    return None if paired is None else timed + paired
+
+
+def _begin_end_paired(spans: list[tuple[str, float, int, dict]], report: Report) -> list[Event] | None:
+    """Duration events: per thread in time order (file order at equal times), each end (E) closes the latest
+    begin (B) still open."""
+    paired: list[Event] = []
+    open_: dict[str, list[Event]] = defaultdict(list)
+    for thread, ts, index, event in sorted(spans, key=lambda span: span[:3]):
+        if event["ph"] == "B":
+            open_[thread].append(Event(event["name"], thread, ts, 0.0, index))
+        elif open_[thread]:
+            begun = open_[thread].pop()
+            paired.append(replace(begun, dur=ts - begun.ts))
+        else:
+            report.add("not_chrome_trace", f"{OUTPUT} event {index}: an end (E) with no begin (B) open", event=index)
+            return None
+    unclosed = [event for events in open_.values() for event in events]
+    if unclosed:
+        report.add(
+            "not_chrome_trace", f"{OUTPUT} event {unclosed[0].index}: a begin (B) never ended", event=unclosed[0].index
+        )
+        return None
+    return paired
 
 
 def _number(value: Any) -> bool:
@@ -161,9 +313,10 @@ def _number(value: Any) -> bool:
 def _chrome_event_error(event: Any) -> str:
     if not isinstance(event, dict):
         return "not an object"
-    for key in ("ph", "name"):
-        if not isinstance(event.get(key), str) or not event[key]:
-            return f"no {key}"
+    if not isinstance(event.get("ph"), str) or not event["ph"]:
+        return "no ph"
+    if event["ph"] != "E" and (not isinstance(event.get("name"), str) or not event["name"]):
+        return "no name"  # an end event (E) takes its begin's
     for key in ("pid", "tid"):
         if not _number(event.get(key)):
             return f"{key} is not a number"
@@ -174,31 +327,140 @@ def _chrome_event_error(event: Any) -> str:
     return ""
 
 
-def _strings(node: Any) -> set[str]:
-    if isinstance(node, str):
-        return {node}
-    if isinstance(node, dict):
-        return set().union(*(_strings(value) for value in node.values()))
-    if isinstance(node, list):
-        return set().union(*(_strings(value) for value in node))
-    return set()
-
-
-def _compare(events: list[dict], converted: list[dict], report: Report) -> None:
-    report.checked["converted_events"] = len(converted)
-    if len(converted) != len(events):
+def _compare(expected: list[Event], converted: list[Event], report: Report, run: str) -> None:
+    """`converted` is `expected`: the same events, each sample thread's on one Chrome thread, the same times
+    within ROUNDING_US, the same order and nesting; the first difference found is the finding."""
+    if len(converted) != len(expected):
         report.add(
             "trace_events_mismatch",
-            f"the sample has {len(events)} events, the converter's Chrome trace {len(converted)}",
-            expected=len(events),
+            f"{run}the sample has {len(expected)} events, the converter's Chrome trace {len(converted)} duration "
+            "events (X, or B and E)",
+            expected=len(expected),
             actual=len(converted),
         )
         return
-    named = _strings(events)
-    unknown = sorted({event["name"] for event in converted} - named)
+    unknown = sorted((Counter(e.name for e in converted) - Counter(e.name for e in expected)).keys())
     if unknown:
+        report.checked["first_mismatch"] = {"names": unknown[:5]}
         report.add(
             "trace_events_mismatch",
-            f"the converter's Chrome trace names events the sample does not: {', '.join(unknown[:5])}",
+            f"{run}the converter's Chrome trace names events the sample does not: {', '.join(unknown[:5])}",
             names=unknown[:5],
         )
+        return
+    pairs = _threads_paired(expected, converted, report, run)
+    if pairs is None:
+        return
+    _times(pairs, report, run)
+    if not report.findings:
+        _nesting(pairs, report, run)
+
+
+def _threads_paired(expected: list[Event], converted: list[Event], report: Report, run: str):
+    """Per sample thread, its events paired with those of the Chrome thread that holds the same events (the
+    k-th of a name in start order with the k-th); None, with the finding, when no Chrome thread does."""
+    chrome = _by_thread(converted)
+    pairs: list[list[tuple[Event, Event]]] = []
+    for thread, events in _by_thread(expected).items():
+        names = Counter(e.name for e in events)
+        match = next((key for key, held in chrome.items() if Counter(e.name for e in held) == names), None)
+        if match is None:
+            listed = ", ".join(e.name for e in events[:5])
+            report.add(
+                "thread_mismatch",
+                f"{run}no thread of the converter's Chrome trace holds the events of the sample's thread {thread} "
+                f"and no other: {listed}",
+                thread=thread,
+            )
+            report.checked["first_mismatch"] = {"thread": thread, "expected": [e.name for e in events[:5]]}
+            return None
+        held: dict[str, list[Event]] = defaultdict(list)
+        for event in chrome.pop(match):
+            held[event.name].append(event)
+        taken: Counter = Counter()
+        paired = []
+        for event in events:
+            paired.append((event, held[event.name][taken[event.name]]))
+            taken[event.name] += 1
+        pairs.append(paired)
+    return pairs
+
+
+def _by_thread(events: list[Event]) -> dict[str, list[Event]]:
+    threads: dict[str, list[Event]] = defaultdict(list)
+    for event in sorted(events, key=lambda e: (e.ts, -e.dur, e.name, e.index)):
+        threads[event.thread].append(event)
+    return threads
+
+
+def _off(e: Event, a: Event, *, scale: float = 1.0, shift: float = 0.0) -> bool:
+    tolerance = ROUNDING_US * max(1.0, scale) + EPSILON_US
+    return abs(a.ts - (e.ts * scale + shift)) > tolerance or abs(a.dur - e.dur * scale) > tolerance
+
+
+def _times(threads: list[list[tuple[Event, Event]]], report: Report, run: str) -> None:
+    pairs = [pair for thread in threads for pair in thread]
+    wrong = [(e, a) for e, a in pairs if _off(e, a)]
+    if not wrong:
+        return
+    e, a = wrong[0]
+    report.checked["first_mismatch"] = {
+        "event": e.name,
+        "thread": e.thread,
+        "expected": {"ts": round(e.ts, 3), "dur": round(e.dur, 3)},
+        "actual": {"ts": a.ts, "dur": a.dur},
+    }
+    said = (
+        f"{e.name} (the sample's event {e.index}, thread {e.thread}) starts at {a.ts:g} µs and lasts {a.dur:g} µs in "
+        f"the converter's Chrome trace; the sample says {e.ts:g} µs and {e.dur:g} µs"
+    )
+    latest = max(pairs, key=lambda pair: pair[0].end)
+    scale = latest[1].end / latest[0].end if latest[0].end > 0 else 1.0
+    if abs(scale - 1.0) > 1e-3 and not any(_off(e, a, scale=scale) for e, a in pairs):
+        report.add(
+            "time_unit_mismatch",
+            f"{run}every time in the converter's Chrome trace is {scale:g} times the sample's: it does not convert "
+            f"the sample's unit to microseconds ({said})",
+            scale=scale,
+        )
+        return
+    shift = a.ts - e.ts
+    if not any(_off(e, a, shift=shift) for e, a in pairs):
+        report.add(
+            "clock_shifted",
+            f"{run}every event of the converter's Chrome trace starts {shift:g} µs off the sample's time ({said})",
+            shift=shift,
+        )
+        return
+    report.add("event_time_mismatch", f"{run}{said}", event=e.index)
+
+
+def _nesting(threads: list[list[tuple[Event, Event]]], report: Report, run: str) -> None:
+    """Per thread, an event inside another in the sample is inside it in the Chrome trace, and an event that
+    ends before the next one starts still does."""
+    for pairs in threads:
+        enclosing: list[tuple[Event, Event]] = []
+        for number, (e, a) in enumerate(pairs):
+            if number:
+                before, after = pairs[number - 1]
+                if before.end <= e.ts + EPSILON_US and after.end > a.ts + EPSILON_US:
+                    _nested_wrongly(report, run, e, before.name, "follows")
+                    return
+            while enclosing and not _inside(e, enclosing[-1][0]):
+                enclosing.pop()
+            if enclosing and not _inside(a, enclosing[-1][1]):
+                _nested_wrongly(report, run, e, enclosing[-1][0].name, "inside")
+                return
+            enclosing.append((e, a))
+
+
+def _inside(event: Event, outer: Event) -> bool:
+    return outer.ts <= event.ts + EPSILON_US and event.end <= outer.end + EPSILON_US
+
+
+def _nested_wrongly(report: Report, run: str, e: Event, other: str, relation: str) -> None:
+    report.checked["first_mismatch"] = {"event": e.name, "thread": e.thread, "other": other, "relation": relation}
+    said = f"{other} ends before {e.name} starts" if relation == "follows" else f"{e.name} is inside {other}"
+    report.add(
+        "nesting_mismatch", f"{run}{said} in the sample, not in the converter's Chrome trace (thread {e.thread})"
+    )

@@ -21,8 +21,9 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
   capability whose recipe is about a build (`reproducible_build`) is proven only so: an image answer without its
   build is rejected.
 - schema: an artifact of kind `schema`, the JSON Schema as a JSON file; for a trace (V37) a tar of the schema of
-  the vendor's own trace format, a sample trace in it and the converter calculet runs to a Chrome trace
-  (acceptance/inspection/trace.py). A package-metadata schema is held to the fix its question asks
+  the vendor's own trace format, a sample trace in it, where its events keep their times (`fields.json`) and the
+  converter calculet runs to a Chrome trace, whose events' threads, times and nesting are compared with the
+  sample's (acceptance/inspection/trace.py). A package-metadata schema is held to the fix its question asks
   (`Deliverable.schema_asks`, acceptance/inspection/schema.py).
 - container_image, V01 (`Deliverable.image_commits`): the image holds the compiler and its SBOM gives calcc and
   TVM at the seed's commits (acceptance/inspection/oci.py).

@@ -12,7 +12,7 @@ import pytest
 from django.apps import apps
 from django.test import Client
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
 from kombu.exceptions import OperationalError
 
 from acceptance.inputs import PromotionRequest
@@ -577,22 +577,33 @@ def schema_answer(engineer, acme, golden, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("converter", "state", "said"),
+    ("converter", "state", "said", "difference"),
     [
-        (TRACE_CONVERTER, Deliverable.ACCEPTED, "nothing found"),
+        (TRACE_CONVERTER, Deliverable.ACCEPTED, "nothing found", "—"),
         (
             TRACE_CONVERTER.replace('trace["records"]:', 'trace["records"][1:]:'),
             Deliverable.REJECTED,
-            "the sample has 3 events, the converter's Chrome trace 2",
+            "the sample has 4 events, the converter's Chrome trace 3 duration events (X, or B and E)",
+            "—",
+        ),
+        (
+            TRACE_CONVERTER.replace('"ts": record["start_cycle"] / per_us', '"ts": record["start_cycle"]'),
+            Deliverable.REJECTED,
+            "softmax (the sample's event 2, thread [0]) starts at 4000 µs",
+            "softmax (thread [0]): the sample says it starts at 4.0 µs and lasts 1.0 µs, the Chrome trace 4000 µs "
+            "and 1.0 µs",
         ),
     ],
-    ids=["its-converter-converts-the-sample", "its-converter-drops-an-event"],
+    ids=["its-converter-converts-the-sample", "its-converter-drops-an-event", "its-starts-ignore-the-clock"],
 )
-def test_v37s_trace_delivery_runs_its_converter_on_its_sample(engineer, acme, golden, tmp_path, converter, state, said):
-    """The vendor's own trace format, not npu_sim's Chrome export: the tar of schema, sample and converter."""
+def test_v37s_trace_delivery_runs_its_converter_on_its_sample(
+    engineer, acme, golden, tmp_path, converter, state, said, difference
+):
+    """The vendor's own trace format, not npu_sim's Chrome export: the tar of schema, sample, its fields and the
+    converter; the panel says what was compared and the first difference."""
     root = trace_delivery(tmp_path / "delivery", converter=converter)
     data = tar_bytes({path.name: path.read_bytes() for path in root.iterdir()})
-    answer, _deliverable, _capability = answer_with(
+    answer, deliverable, _capability = answer_with(
         engineer,
         acme,
         golden,
@@ -607,6 +618,16 @@ def test_v37s_trace_delivery_runs_its_converter_on_its_sample(engineer, acme, go
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == state, decided.reason
     assert said in decided.reason
+    found = found_lines(deliverable)
+    assert (
+        found["Times read from the sample"]
+        == "start_cycle and cycles, in cycles of the clock clock_hz, to microseconds"
+    )
+    assert found["Events compared"].startswith("4 in the sample")
+    assert found["First difference"] == difference
+    with translation.override("zh-hans"):
+        said_in_chinese = found_lines(deliverable)
+    assert said_in_chinese["比较的事件"].startswith("样例中 4 个")
 
 
 def test_a_check_run_twice_decides_once(engineer, acme, golden, tmp_path):

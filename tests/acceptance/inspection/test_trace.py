@@ -6,7 +6,13 @@ import json
 import pytest
 
 from acceptance.inspection.trace import check_trace_delivery
-from tests.inspection_builders import TRACE_CONVERTER, VENDOR_TRACE_SAMPLE, VENDOR_TRACE_SCHEMA, trace_delivery
+from tests.inspection_builders import (
+    TRACE_CONVERTER,
+    VENDOR_TRACE_FIELDS,
+    VENDOR_TRACE_SAMPLE,
+    VENDOR_TRACE_SCHEMA,
+    trace_delivery,
+)
 
 
 def codes(report) -> list[str]:
@@ -17,8 +23,9 @@ def test_the_vendors_own_format_with_its_converter_passes(tmp_path):
     """Not a Chrome trace and not npu_sim's export: the vendor's records in cycles, converted by its parser."""
     report = check_trace_delivery(trace_delivery(tmp_path / "d"))
     assert report.passed, report.findings
-    assert report.checked["sample_events"] == 3 and report.checked["converted_events"] == 3
-    assert [run["run"] for run in report.checked["runs"]] == [1, 2]  # the sample, then the sample less one event
+    assert report.checked["sample_events"] == 4 and report.checked["converted_events"] == 4
+    assert report.checked["varied_events"] == 3
+    assert [run["run"] for run in report.checked["runs"]] == [1, 2]  # the sample, then the sample varied
 
 
 def test_a_draft_7_schema_applies_too(tmp_path):
@@ -39,7 +46,9 @@ def test_a_schema_rejecting_its_own_sample_fails_naming_why(tmp_path):
 def test_a_converter_that_drops_an_event_fails(tmp_path):
     dropping = TRACE_CONVERTER.replace('for record in trace["records"]:', 'for record in trace["records"][1:]:')
     report = check_trace_delivery(trace_delivery(tmp_path / "d", converter=dropping))
-    assert [f.message for f in report.findings] == ["the sample has 3 events, the converter's Chrome trace 2"]
+    assert [f.message for f in report.findings] == [
+        "the sample has 4 events, the converter's Chrome trace 3 duration events (X, or B and E)"
+    ]
 
 
 def test_a_canned_chrome_trace_that_ignores_its_input_fails(tmp_path):
@@ -49,7 +58,7 @@ def test_a_canned_chrome_trace_that_ignores_its_input_fails(tmp_path):
     (root / "convert.txt").write_text("cp canned.json chrome-trace.json\n")
     report = check_trace_delivery(root)
     assert codes(report) == ["converter_ignores_input"]
-    assert "wrote 3 events, not 2" in report.findings[0].message
+    assert "wrote 4 events, not 3" in report.findings[0].message
 
 
 def test_events_named_otherwise_than_the_samples_fail(tmp_path):
@@ -97,7 +106,122 @@ def _converted(sample: dict) -> dict:
     per_us = sample["clock_hz"] / 1e6
     return {
         "traceEvents": [
-            {"name": r["op"], "ph": "X", "pid": 0, "tid": r["chiplet"], "ts": r["start_cycle"] / per_us, "dur": 1}
+            {
+                "name": r["op"],
+                "ph": "X",
+                "pid": 0,
+                "tid": r["chiplet"],
+                "ts": r["start_cycle"] / per_us,
+                "dur": r["cycles"] / per_us,
+            }
             for r in sample["records"]
         ]
     }
+
+
+def test_a_converter_that_rounds_to_whole_microseconds_and_sorts_its_events_passes(tmp_path):
+    """Chrome's unit is the microsecond, and its events may come in any order: neither is a difference. (Each
+    start and end rounded keeps the nesting; a duration rounded on its own can break it.)"""
+    sample = copy.deepcopy(VENDOR_TRACE_SAMPLE)
+    sample["records"][2]["cycles"] = 1400  # softmax lasts 1.4 µs
+    rounding = TRACE_CONVERTER.replace(
+        '"ts": record["start_cycle"] / per_us, "dur": record["cycles"] / per_us})',
+        '"ts": round(record["start_cycle"] / per_us),'
+        ' "dur": round((record["start_cycle"] + record["cycles"]) / per_us) - round(record["start_cycle"] / per_us)})'
+        "\nevents.reverse()",
+    )
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", sample=sample, converter=rounding))
+    assert report.passed, report.findings
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "said"),
+    [
+        # The unit ignored: cycles written as microseconds.
+        ('record["start_cycle"] / per_us, "dur": record["cycles"] / per_us', "time_unit_mismatch", "1000 times"),
+        # Every event 250 µs late.
+        ('"ts": record["start_cycle"] / per_us', "clock_shifted", "starts 250 µs off"),
+        # One event off: softmax written 3 µs late.
+        ('"ts": record["start_cycle"] / per_us', "event_time_mismatch", "softmax (the sample's event 2"),
+        # Every chiplet's events on one thread.
+        ('"tid": record["chiplet"]', "thread_mismatch", "the sample's thread [0]"),
+        # Each end a microsecond late (an inclusive end): within the rounding, but softmax now overlaps attention.
+        ('"dur": record["cycles"] / per_us', "nesting_mismatch", "attention_qk ends before softmax starts"),
+    ],
+    ids=["unit-ignored", "all-shifted", "one-event-off", "threads-merged", "ends-overlap"],
+)
+def test_a_converter_getting_the_times_or_threads_wrong_fails_naming_why(tmp_path, change, code, said):
+    wrong = {
+        "time_unit_mismatch": 'record["start_cycle"], "dur": record["cycles"]',
+        "clock_shifted": '"ts": record["start_cycle"] / per_us + 250',
+        "event_time_mismatch": '"ts": record["start_cycle"] / per_us + (3 if record["op"] == "softmax" else 0)',
+        "thread_mismatch": '"tid": 0',
+        "nesting_mismatch": '"dur": record["cycles"] / per_us + 1',
+    }[code]
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", converter=TRACE_CONVERTER.replace(change, wrong)))
+    assert codes(report) == [code]
+    assert said in report.findings[0].message, report.findings[0].message
+    assert report.checked["first_mismatch"]["thread"]
+
+
+@pytest.mark.parametrize(
+    ("change", "wrong", "code"),
+    [
+        ('per_us = trace["clock_hz"] / 1e6', "per_us = 1000", "time_unit_mismatch"),
+        (
+            'record["start_cycle"] / per_us',
+            '(record["start_cycle"] - trace["records"][0]["start_cycle"]) / per_us',
+            "clock_shifted",
+        ),
+    ],
+    ids=["clock-hard-coded", "times-relative-to-the-first-event"],
+)
+def test_a_converter_right_on_the_sample_alone_fails_on_the_varied_sample(tmp_path, change, wrong, code):
+    """The sample runs at 1 GHz and starts at 0: a hard-coded clock or relative times get it right by chance."""
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", converter=TRACE_CONVERTER.replace(change, wrong)))
+    assert codes(report) == [code]
+    assert report.findings[0].message.startswith("on the sample varied")
+
+
+def test_a_sample_in_nanoseconds_converts_without_a_clock(tmp_path):
+    fields = {**VENDOR_TRACE_FIELDS, "unit": "ns", "start": "start_ns", "duration": "ns"}
+    fields.pop("clock_hz")
+    sample = {"records": [{"op": "a", "chiplet": 0, "start_ns": 1500, "ns": 2500}]}
+    converter = """import json
+records = json.load(open("trace.in"))["records"]
+events = [{"name": r["op"], "ph": "X", "pid": 1, "tid": r["chiplet"], "ts": r["start_ns"] / 1000, "dur": r["ns"] / 1000}
+          for r in records]
+json.dump(events, open("chrome-trace.json", "w"))
+"""
+    report = check_trace_delivery(
+        trace_delivery(tmp_path / "d", schema={"type": "object"}, sample=sample, fields=fields, converter=converter)
+    )
+    assert report.passed, report.findings
+
+
+def test_fields_undeclared_or_not_in_the_sample_fail_naming_them(tmp_path):
+    fields = {key: value for key, value in VENDOR_TRACE_FIELDS.items() if key != "clock_hz"}
+    report = check_trace_delivery(trace_delivery(tmp_path / "a", fields=fields))
+    assert [f.message for f in report.findings] == ["fields.json does not say clock_hz"]
+    report = check_trace_delivery(trace_delivery(tmp_path / "b", fields={**VENDOR_TRACE_FIELDS, "unit": "tick"}))
+    assert codes(report) == ["fields_undeclared"] and "'tick'" in report.findings[0].message
+    report = check_trace_delivery(trace_delivery(tmp_path / "c", fields={**VENDOR_TRACE_FIELDS, "start": "begin"}))
+    assert codes(report) == ["fields_not_in_sample"] and "event 0" in report.findings[0].message
+
+
+def test_begin_and_end_events_count_as_one_duration_and_an_unended_begin_fails(tmp_path):
+    """Chrome's B/E pairs are as valid as X events: a B closed by the next E on its thread is one event."""
+    begin_end = TRACE_CONVERTER.replace(
+        """    events.append({"name": record["op"], "ph": "X", "pid": 0, "tid": record["chiplet"],
+                   "ts": record["start_cycle"] / per_us, "dur": record["cycles"] / per_us})""",
+        """    start, end = record["start_cycle"] / per_us, (record["start_cycle"] + record["cycles"]) / per_us
+    events.append({"name": record["op"], "ph": "B", "pid": 0, "tid": record["chiplet"], "ts": start})
+    events.append({"ph": "E", "pid": 0, "tid": record["chiplet"], "ts": end})
+events.sort(key=lambda event: (event.get("ts", -1), event["ph"] == "B"))""",
+    )
+    assert begin_end != TRACE_CONVERTER
+    report = check_trace_delivery(trace_delivery(tmp_path / "a", converter=begin_end))
+    assert report.passed, report.findings
+    unended = begin_end.replace('events.append({"ph": "E"', 'record["op"] == "softmax" or events.append({"ph": "E"')
+    report = check_trace_delivery(trace_delivery(tmp_path / "b", converter=unended))
+    assert codes(report) == ["not_chrome_trace"] and "a begin (B) never ended" in report.findings[0].message
