@@ -55,7 +55,7 @@ from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.sdk import sdk_archive
-from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges
+from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges, member_draft
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -117,7 +117,9 @@ def _credentials_path() -> Path:
 
 def _create_login(username: str, org_slug: str, role: str, org_name: str):
     """A user who can log in to the browser with the demo password; returns (user, API key)."""
-    user, key = api_user_create(username, org_slug, role, create_org=True, org_name=org_name, token_name="demo")
+    user, key = api_user_create(
+        member_draft(username, org_slug, role, create_org=True, org_name=org_name), token_name="demo"
+    )
     user.set_password(DEMO_PASSWORD)
     user.save(update_fields=["password"])
     return user, key
