@@ -129,14 +129,14 @@ def test_the_edit_page_reads_the_thread_once_and_its_queries_do_not_grow(
     """Without JavaScript the edit form comes inside the whole question page: the comment being edited is read,
     then the thread once (it was read twice, the page's own copy thrown away), whatever the thread's length."""
     question = Question.objects.get(code="V18")
-    comment = comment_create(actor=pm, question=question, body="first take")
+    comment = comment_create(actor=pm, question=question, draft=CommentDraft(body="first take"))
     edit_url = reverse("comment-edit", args=["V18", comment.pk])
     with CaptureQueriesContext(connection) as few:
         assert pm_client.get(edit_url).status_code == 200
     comment_reads = [query for query in few.captured_queries if query["sql"].startswith('SELECT "vendor_comment"."id"')]
     assert len(comment_reads) == 2
     for number in range(5):
-        comment_create(actor=acme_engineer, question=question, body=f"answer {number}")
+        comment_create(actor=acme_engineer, question=question, draft=CommentDraft(body=f"answer {number}"))
     with django_assert_num_queries(len(few.captured_queries)):
         page = pm_client.get(edit_url).content.decode()
     assert "first take</textarea>" in page and page.count('<article class="comment"') == 6

@@ -12,6 +12,7 @@ from evidence.models import Capability
 from npu_sim.golden import compare, row_figures
 from npu_sim.timing import TimingModel, context_rows
 from tests.factories import make_chain, make_run, put_to
+from vendor.inputs import CommentDraft
 from vendor.models import Question
 from vendor.services.comments import comment_create
 
@@ -159,7 +160,7 @@ def test_question_page_queries_do_not_grow_with_charts_or_comments(
     put_to(pm, acme, "V18")
     question = Question.objects.get(code="V18")
     make_run(make_chain(question, acme_engineer), stages.SOAK, stages.PASSED, metrics=SOAK, params=SOAK_PARAMS)
-    comment_create(actor=pm, question=question, body="first")
+    comment_create(actor=pm, question=question, draft=CommentDraft(body="first"))
     url = reverse("question-detail", args=["V18"])
     with CaptureQueriesContext(connection) as few:
         assert pm_client.get(url).status_code == 200
@@ -167,7 +168,7 @@ def test_question_page_queries_do_not_grow_with_charts_or_comments(
     for number, capability in enumerate(capabilities):
         chain = make_chain(question, acme_engineer, capability=capability)
         make_run(chain, stages.SOAK, stages.PASSED, metrics=SOAK, params=SOAK_PARAMS)
-        comment_create(actor=acme_engineer, question=question, body=f"from the vendor {number}")
+        comment_create(actor=acme_engineer, question=question, draft=CommentDraft(body=f"from the vendor {number}"))
     with django_assert_num_queries(len(few.captured_queries)):
         body = pm_client.get(url).content.decode()
     assert body.count("required 50 token/s") == 2 * 4  # each soak run: its requests and its decode rate
