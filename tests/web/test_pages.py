@@ -256,9 +256,10 @@ def test_audit_log_shows_each_entry_s_actor_object_and_changes_in_its_row(pm_cli
     row = body[body.index(f'<td class="num">{entry.id}</td>') :]
     row = row[: row.index("</tr>")]
     assert '<a href="?object_type=vendor.question&amp;actor=ada">ada</a>' in row
-    assert f'<code>vendor.question:{question.pk}</code></a>\n          <br><span class="muted">V01</span>' in row
-    assert '<div><code>state</code>: <span class="muted">New</span> → Asked</div>' in row
-    assert '<div><code>organisation</code>: <span class="muted">—</span> → acme</div>' in row
+    link = f'title="vendor.question:{question.pk}">Question {question.pk}</a>'
+    assert f'{link}\n          <br><span class="muted">V01</span>' in row
+    assert '<div><span title="state">State</span>: <span class="muted">New</span> → Asked</div>' in row
+    assert '<div><span title="organisation">Organisation</span>: <span class="muted">—</span> → acme</div>' in row
     assert 'class="outcome"' not in row
 
 
