@@ -9,10 +9,14 @@ from dataclasses import dataclass
 from django.utils.translation import gettext_noop
 
 from calculet.errors import DomainError
+from calculet.sentences import Labelled
 from evidence.grades import STATUSES
+from vendor.claim import ELEMENT_VERDICTS
 
 REASON_MAX_CHARS = 2000
 NOTE_MAX_CHARS = 2000
+REVIEW_NOTE_MAX_CHARS = 2000  # a checklist item's note, an element's reason
+REVIEW_REASON_MAX_CHARS = 5000  # the reason for a document review's decision
 
 
 @dataclass(frozen=True)
@@ -81,3 +85,81 @@ def approval_request(to: str, note: str = "") -> ApprovalRequest:
             gettext_noop("A note holds at most %(limit)s characters."), field="note", params={"limit": NOTE_MAX_CHARS}
         )
     return ApprovalRequest(to=to, note=note)
+
+
+@dataclass(frozen=True)
+class ItemCheck:
+    """One checklist item as the reviewer judged it: whether it holds, and a note (stripped)."""
+
+    ticked: bool
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ElementVerdict:
+    """The reviewer's verdict on one of section 13's elements: `verdict` one of ELEMENT_VERDICTS, `reason`
+    stripped (that not_applicable needs one is the review's rule, which the service checks)."""
+
+    element: str
+    verdict: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class DocumentReviewDraft:
+    """A PM's review of a document deliverable: one `ItemCheck` per posted checklist entry, in order (that
+    there is one per item of the deliverable's checklist is the service's rule), a verdict on each of
+    ELEMENTS in their order, and the decision's `reason` (stripped, given, at most REVIEW_REASON_MAX_CHARS)."""
+
+    items: tuple[ItemCheck, ...]
+    elements: tuple[ElementVerdict, ...]
+    reason: str
+
+
+def review_note(index: int, note: str) -> str:
+    """A checklist item's note as posted on the page, stripped; DomainError on "items.N.note"."""
+    if len(note) > REVIEW_NOTE_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("A note is text of at most %(limit)s characters."),
+            field=f"items.{index}.note",
+            params={"limit": REVIEW_NOTE_MAX_CHARS},
+        )
+    return note.strip()
+
+
+def element_verdict(element: str, verdict: str, reason: str) -> ElementVerdict:
+    """An element's verdict as posted on the page; DomainError on "elements.E" (none given),
+    "elements.E.verdict" or "elements.E.reason"."""
+    if not verdict:
+        raise DomainError(
+            gettext_noop("Say whether the answer's %(element)s is present or does not apply to this document."),
+            field=f"elements.{element}",
+            params={"element": Labelled("element", element)},
+        )
+    if verdict not in ELEMENT_VERDICTS:
+        raise DomainError(
+            gettext_noop("The verdict is one of: %(verdicts)s."),
+            field=f"elements.{element}.verdict",
+            params={"verdicts": list(ELEMENT_VERDICTS)},
+        )
+    if len(reason) > REVIEW_NOTE_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("A reason is text of at most %(limit)s characters."),
+            field=f"elements.{element}.reason",
+            params={"limit": REVIEW_NOTE_MAX_CHARS},
+        )
+    return ElementVerdict(element=element, verdict=verdict, reason=reason.strip())
+
+
+def review_reason(reason: str) -> str:
+    """The decision's reason as posted on the page, stripped; DomainError on "reason"."""
+    reason = reason.strip()
+    if not reason:
+        raise DomainError(gettext_noop("Give the reason for the decision."), field="reason")
+    if len(reason) > REVIEW_REASON_MAX_CHARS:
+        raise DomainError(
+            gettext_noop("The reason is at most %(limit)s characters."),
+            field="reason",
+            params={"limit": REVIEW_REASON_MAX_CHARS},
+        )
+    return reason

@@ -48,6 +48,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from vendor.inputs import member_draft  # noqa: E402
 from vendor.services.organisations import api_user_create  # noqa: E402
 
 MIB = 1024 * 1024
@@ -259,7 +260,7 @@ def main() -> None:
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     server = None
     try:
-        _, key = api_user_create("bench-vendor", "bench-vendor", "vendor", create_org=True)
+        _, key = api_user_create(member_draft("bench-vendor", "bench-vendor", "vendor", create_org=True))
         connection.close()
         for worker_class in worker_classes:
             port = free_port()

@@ -35,6 +35,7 @@ from api_upload import GIB, MIB, ROOT, curl_upload, free_port, start_gunicorn, w
 from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
+from vendor.inputs import member_draft  # noqa: E402
 from vendor.services.organisations import api_user_create  # noqa: E402
 
 SLOW_BODIES = 50
@@ -140,7 +141,7 @@ def main() -> None:
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
-        _, key = api_user_create("bench-vendor", "bench-vendor", "vendor", create_org=True)
+        _, key = api_user_create(member_draft("bench-vendor", "bench-vendor", "vendor", create_org=True))
         connection.close()
         source = work / "upload.bin"
         sha256 = write_random_file(source, int(args.size * GIB))

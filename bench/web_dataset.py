@@ -27,6 +27,7 @@ from evidence.models import Capability
 from npu_sim.golden import compare
 from npu_sim.stages import SOAK_CONTEXTS
 from npu_sim.timing import TimingModel, context_rows
+from vendor.inputs import member_draft
 from vendor.models import Answer, Artifact, Blob, Organisation, Question
 from vendor.services.organisations import api_user_create
 
@@ -48,7 +49,7 @@ def _sha(*parts) -> str:
 def _users() -> dict:
     users = {}
     for username, organisation, role, name in USERS:
-        user, _key = api_user_create(username, organisation, role, create_org=True, org_name=name)
+        user, _key = api_user_create(member_draft(username, organisation, role, create_org=True, org_name=name))
         user.set_password(PASSWORD)
         user.save(update_fields=["password"])
         users[username] = user

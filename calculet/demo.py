@@ -44,7 +44,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from acceptance import stages
-from acceptance.inputs import PromotionRequest
+from acceptance.inputs import DocumentReviewDraft, ElementVerdict, ItemCheck, PromotionRequest
 from acceptance.models import Chain, PromotionAttempt, Target
 from acceptance.recipes import RECIPES
 from acceptance.selectors import chain_stages, target_health_state
@@ -55,7 +55,7 @@ from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.sdk import sdk_archive
-from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges
+from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges, member_draft
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -117,7 +117,9 @@ def _credentials_path() -> Path:
 
 def _create_login(username: str, org_slug: str, role: str, org_name: str):
     """A user who can log in to the browser with the demo password; returns (user, API key)."""
-    user, key = api_user_create(username, org_slug, role, create_org=True, org_name=org_name, token_name="demo")
+    user, key = api_user_create(
+        member_draft(username, org_slug, role, create_org=True, org_name=org_name), token_name="demo"
+    )
     user.set_password(DEMO_PASSWORD)
     user.save(update_fields=["password"])
     return user, key
@@ -336,17 +338,18 @@ def _answer_v60(vendor, report: DemoReport) -> None:
 
 
 # A written policy carries a version; the other section 13 elements do not apply to it, each for a reason.
-V60_ELEMENTS = {
-    "version": {"verdict": "present"},
-    "executable_asset": {"verdict": "not_applicable", "reason": "A written policy ships no binary."},
-    "minimal_example": {"verdict": "not_applicable", "reason": "A policy has nothing to run."},
-    "error_path": {"verdict": "not_applicable", "reason": "A policy has no failure to exercise."},
-    "golden": {"verdict": "not_applicable", "reason": "A policy produces no numerical output."},
-    "compatibility_range": {
-        "verdict": "not_applicable",
-        "reason": "The policy states the compatibility rule per series in its text; no one range applies.",
-    },
-}
+V60_ELEMENTS = (
+    ElementVerdict("version", "present"),
+    ElementVerdict("executable_asset", "not_applicable", "A written policy ships no binary."),
+    ElementVerdict("minimal_example", "not_applicable", "A policy has nothing to run."),
+    ElementVerdict("error_path", "not_applicable", "A policy has no failure to exercise."),
+    ElementVerdict("golden", "not_applicable", "A policy produces no numerical output."),
+    ElementVerdict(
+        "compatibility_range",
+        "not_applicable",
+        "The policy states the compatibility rule per series in its text; no one range applies.",
+    ),
+)
 
 
 def _review_v60(pm, report: DemoReport) -> None:
@@ -356,15 +359,14 @@ def _review_v60(pm, report: DemoReport) -> None:
     if deliverable.reviews.exists():
         return
     notes = ["source and ABI compatibility stated per series", "0.7.7 in March, 0.8.0 in June"]
-    items = [{"ticked": True, "note": note} for note in notes[: len(deliverable.checklist)]]
-    items += [{"ticked": True, "note": ""} for _ in deliverable.checklist[len(items) :]]
-    document_review(
-        actor=pm,
-        deliverable=deliverable,
-        items=items,
+    items = [ItemCheck(ticked=True, note=note) for note in notes[: len(deliverable.checklist)]]
+    items += [ItemCheck(ticked=True) for _ in deliverable.checklist[len(items) :]]
+    draft = DocumentReviewDraft(
+        items=tuple(items),
         elements=V60_ELEMENTS,
         reason="The written policy answers both points of the acceptance form.",
     )
+    document_review(actor=pm, deliverable=deliverable, draft=draft)
     state = Question.objects.get(code="V60").state
     report.steps.append(f"reviewed V60's version policy against its checklist: accepted, V60 is {state}")
 

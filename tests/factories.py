@@ -32,7 +32,7 @@ from calculet.db import lock_rows
 from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
-from vendor.inputs import AnswerDraft, QuestionChanges
+from vendor.inputs import AnswerDraft, QuestionChanges, member_draft
 from vendor.models import Artifact, Deliverable, Question, Section
 from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
 from vendor.services.deliverables import deliverable_accept
@@ -63,7 +63,7 @@ class Account:
 def make_account(username: str, organisation: str, role: str, *, organisation_name: str = "") -> Account:
     """A user with a membership and a token, created the way the command line does (the organisation too when
     it is new), who can also log in to the browser with PASSWORD."""
-    user, key = api_user_create(username, organisation, role, create_org=True, org_name=organisation_name)
+    user, key = api_user_create(member_draft(username, organisation, role, create_org=True, org_name=organisation_name))
     user.set_password(PASSWORD)
     user.save(update_fields=["password"])
     return Account(user, key)

@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from calculet.admin import ReadOnlyAdmin, ReadOnlyInline, ServiceAdmin
 from calculet.errors import DomainError
 from vendor import states
-from vendor.inputs import QuestionChanges
+from vendor.inputs import QuestionChanges, organisation_draft, organisation_name
 from vendor.models import (
     Answer,
     ApiToken,
@@ -44,13 +44,12 @@ class OrganisationAdmin(ServiceAdmin):
 
     def service_save(self, request, obj, form, change):
         if change:
-            organisation_rename(actor=request.user, organisation=obj, name=form.cleaned_data["name"])
+            name = organisation_name(form.cleaned_data["name"])
+            organisation_rename(actor=request.user, organisation=obj, name=name)
             return
+        data = form.cleaned_data
         created = organisation_create(
-            actor=request.user,
-            slug=form.cleaned_data["slug"],
-            name=form.cleaned_data["name"],
-            kind=form.cleaned_data["kind"],
+            actor=request.user, draft=organisation_draft(data["slug"], data["name"], data["kind"])
         )
         obj.pk = created.pk
 

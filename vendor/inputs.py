@@ -254,3 +254,66 @@ def comment_draft(body: str, artifacts: list[int]) -> CommentDraft:
             gettext_noop("Link at most %(limit)s artifacts."), field="artifacts", params={"limit": ATTACHMENTS_MAX}
         )
     return CommentDraft(body=body, artifacts=tuple(artifacts))
+
+
+ORGANISATION_NAME_MAX_CHARS = 200
+SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$")
+USERNAME_PATTERN = re.compile(r"^[\w.@+-]{1,150}$")
+
+
+def organisation_name(name: str) -> str:
+    """An organisation's name, stripped; DomainError on "name" when empty or longer than 200 characters."""
+    name = name.strip()
+    if not name or len(name) > ORGANISATION_NAME_MAX_CHARS:
+        raise DomainError(gettext_noop("Give a name of at most 200 characters."), field="name")
+    return name
+
+
+def organisation_slug(slug: str) -> str:
+    """An organisation's slug as given; DomainError on "slug" unless 1–50 lowercase letters, digits and inner
+    hyphens."""
+    if not SLUG_PATTERN.match(slug):
+        raise DomainError(gettext_noop("A slug is 1–50 lowercase letters, digits and inner hyphens."), field="slug")
+    return slug
+
+
+@dataclass(frozen=True)
+class OrganisationDraft:
+    """A new organisation: `slug` and `name` parsed (`organisation_slug`, `organisation_name`); which kinds
+    exist is the service's rule."""
+
+    slug: str
+    name: str
+    kind: str
+
+
+def organisation_draft(slug: str, name: str, kind: str) -> OrganisationDraft:
+    """The organisation from what the admin or a command was given; DomainError on "slug" or "name"."""
+    return OrganisationDraft(slug=organisation_slug(slug), name=organisation_name(name), kind=kind)
+
+
+@dataclass(frozen=True)
+class MemberDraft:
+    """A new user with a role in an organisation (`api_user_create`): `username` 1–150 letters, digits and
+    @.+-_; `organisation` a slug; `new_organisation_name` the parsed name of the organisation to create when it
+    is missing (None: it must exist). Which roles exist and which kind of organisation each belongs to are the
+    service's rules."""
+
+    username: str
+    organisation: str
+    role: str
+    new_organisation_name: str | None = None
+
+
+def member_draft(
+    username: str, organisation: str, role: str, create_org: bool = False, *, org_name: str = ""
+) -> MemberDraft:
+    """The member from what a command, the demo or a bench script was given; DomainError on "username", and,
+    when `create_org` asks for the organisation, on "slug" or "name" (its name is the slug unless given)."""
+    if not USERNAME_PATTERN.match(username):
+        raise DomainError(gettext_noop("A username is 1–150 letters, digits and @.+-_ characters."), field="username")
+    new_name = None
+    if create_org:
+        organisation_slug(organisation)
+        new_name = organisation_name(org_name or organisation)
+    return MemberDraft(username=username, organisation=organisation, role=role, new_organisation_name=new_name)

@@ -5,9 +5,16 @@ from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers, status
 from rest_framework.response import Response
 
+from acceptance.inputs import (
+    REVIEW_NOTE_MAX_CHARS,
+    REVIEW_REASON_MAX_CHARS,
+    DocumentReviewDraft,
+    ElementVerdict,
+    ItemCheck,
+)
 from acceptance.selectors import question_deliverables
-from acceptance.services.reviews import MAX_NOTE, MAX_REASON, document_review
-from calculet.api import Api, StrictSerializer, plain
+from acceptance.services.reviews import document_review
+from calculet.api import Api, StrictSerializer
 from calculet.errors import NotFoundError
 from vendor.access import object_for_user
 from vendor.claim import ELEMENT_VERDICTS, ELEMENTS
@@ -17,7 +24,7 @@ from vendor.selectors import question_list
 
 class ReviewItemInputSerializer(StrictSerializer):
     ticked = serializers.BooleanField(help_text="Whether the document shows the checklist item to hold.")
-    note = serializers.CharField(allow_blank=True, required=False, max_length=MAX_NOTE)
+    note = serializers.CharField(allow_blank=True, required=False, max_length=REVIEW_NOTE_MAX_CHARS)
 
 
 class ElementVerdictInputSerializer(StrictSerializer):
@@ -27,7 +34,7 @@ class ElementVerdictInputSerializer(StrictSerializer):
         "rejects the document); not_applicable: it does not apply to this document, and the reason says why.",
     )
     reason = serializers.CharField(
-        allow_blank=True, required=False, max_length=MAX_NOTE, help_text="Required when not_applicable."
+        allow_blank=True, required=False, max_length=REVIEW_NOTE_MAX_CHARS, help_text="Required when not_applicable."
     )
 
 
@@ -45,7 +52,23 @@ class ReviewInputSerializer(StrictSerializer):
     elements = ElementVerdictsInputSerializer(
         help_text="Section 13's six elements, each present or not applicable with the reason."
     )
-    reason = serializers.CharField(max_length=MAX_REASON)
+    reason = serializers.CharField(max_length=REVIEW_REASON_MAX_CHARS)
+
+    def draft(self) -> DocumentReviewDraft:
+        """The validated review as the service takes it, the elements in section 13's order."""
+        data = self.validated_data
+        return DocumentReviewDraft(
+            items=tuple(ItemCheck(ticked=item["ticked"], note=item.get("note", "")) for item in data["items"]),
+            elements=tuple(
+                ElementVerdict(
+                    element=element,
+                    verdict=data["elements"][element]["verdict"],
+                    reason=data["elements"][element].get("reason", ""),
+                )
+                for element in ELEMENTS
+            ),
+            reason=data["reason"],
+        )
 
 
 class ReviewItemSerializer(serializers.Serializer):
@@ -161,12 +184,5 @@ class DeliverableReviewApi(Api):
         deliverable = _deliverable(question, key)
         serializer = ReviewInputSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        data = plain(serializer.validated_data)
-        review = document_review(
-            actor=request.user,
-            deliverable=deliverable,
-            items=data["items"],
-            elements=data["elements"],
-            reason=data["reason"],
-        )
+        review = document_review(actor=request.user, deliverable=deliverable, draft=serializer.draft())
         return Response(ReviewOutputSerializer(review).data, status=status.HTTP_201_CREATED)

@@ -6,6 +6,7 @@ capability."""
 from django.db import transaction
 from django.utils.translation import gettext_noop
 
+from acceptance.inputs import DocumentReviewDraft, ElementVerdict, ItemCheck
 from acceptance.selectors import document_answer
 from calculet.actors import Actor, actor_label, actor_user
 from calculet.audit import audit_record
@@ -14,101 +15,37 @@ from calculet.sentences import Labelled
 from evidence.models import EvidenceItem
 from evidence.services import evidence_record
 from vendor.access import may_act_as_pm
-from vendor.claim import ELEMENT_VERDICTS, ELEMENTS, NOT_APPLICABLE, PRESENT
+from vendor.claim import ELEMENTS, NOT_APPLICABLE, PRESENT
 from vendor.models import Answer, Deliverable, DocumentReview
 from vendor.services.deliverables import deliverable_accept, deliverable_lock, deliverable_reject
 
-MAX_NOTE = 2000
-MAX_REASON = 5000
 
-
-def _checked_items(deliverable: Deliverable, items) -> list[dict]:
-    """The posted items, one per checklist entry in order, as stored: {"item", "ticked", "note"}."""
+def _checked_items(deliverable: Deliverable, items: tuple[ItemCheck, ...]) -> list[dict]:
+    """The items, one per checklist entry in order, as stored: {"item", "ticked", "note"}."""
     checklist = list(deliverable.checklist)
-    if not isinstance(items, list) or len(items) != len(checklist):
+    if len(items) != len(checklist):
         raise DomainError(
             gettext_noop("Give one entry per checklist item (%(count)s), in the checklist's order."),
             field="items",
             params={"count": len(checklist)},
         )
-    checked = []
-    for index, (text, entry) in enumerate(zip(checklist, items, strict=True)):
-        if not isinstance(entry, dict) or not isinstance(entry.get("ticked"), bool):
-            raise DomainError(
-                gettext_noop("Say whether “%(item)s” holds: ticked true or false."),
-                field=f"items.{index}.ticked",
-                params={"item": text},
-            )
-        unknown = sorted(set(entry) - {"ticked", "note"})
-        if unknown:
-            raise DomainError(
-                gettext_noop("Unknown key %(key)s."), field=f"items.{index}.{unknown[0]}", params={"key": unknown[0]}
-            )
-        note = entry.get("note") or ""
-        if not isinstance(note, str) or len(note) > MAX_NOTE:
-            raise DomainError(
-                gettext_noop("A note is text of at most %(limit)s characters."),
-                field=f"items.{index}.note",
-                params={"limit": MAX_NOTE},
-            )
-        checked.append({"item": text, "ticked": entry["ticked"], "note": note.strip()})
-    return checked
+    return [
+        {"item": text, "ticked": item.ticked, "note": item.note} for text, item in zip(checklist, items, strict=True)
+    ]
 
 
-def _element_verdicts(elements) -> dict[str, dict]:
-    """The posted verdict on each of section 13's elements, as stored: {element: {"verdict", "reason"}}.
-    An element that does not apply to the document needs the reason why."""
-    if not isinstance(elements, dict):
-        raise DomainError(
-            gettext_noop("Give a verdict on each of section 13's elements: %(elements)s."),
-            field="elements",
-            params={"elements": list(ELEMENTS)},
-        )
-    unknown = sorted(set(elements) - set(ELEMENTS))
-    if unknown:
-        raise DomainError(
-            gettext_noop("Unknown element %(element)s; the elements are %(elements)s."),
-            field=f"elements.{unknown[0]}",
-            params={"element": unknown[0], "elements": list(ELEMENTS)},
-        )
+def _element_verdicts(elements: tuple[ElementVerdict, ...]) -> dict[str, dict]:
+    """The verdict on each of section 13's elements, as stored: {element: {"verdict", "reason"}}. An element
+    that does not apply to the document needs the reason why."""
     verdicts = {}
-    for element in ELEMENTS:
-        entry = elements.get(element)
-        if not isinstance(entry, dict):
-            raise DomainError(
-                gettext_noop("Say whether the answer's %(element)s is present or does not apply to this document."),
-                field=f"elements.{element}",
-                params={"element": Labelled("element", element)},
-            )
-        unknown = sorted(set(entry) - {"verdict", "reason"})
-        if unknown:
-            raise DomainError(
-                gettext_noop("Unknown key %(key)s."),
-                field=f"elements.{element}.{unknown[0]}",
-                params={"key": unknown[0]},
-            )
-        verdict = entry.get("verdict")
-        if verdict not in ELEMENT_VERDICTS:
-            raise DomainError(
-                gettext_noop("The verdict is one of: %(verdicts)s."),
-                field=f"elements.{element}.verdict",
-                params={"verdicts": list(ELEMENT_VERDICTS)},
-            )
-        reason = entry.get("reason") or ""
-        if not isinstance(reason, str) or len(reason) > MAX_NOTE:
-            raise DomainError(
-                gettext_noop("A reason is text of at most %(limit)s characters."),
-                field=f"elements.{element}.reason",
-                params={"limit": MAX_NOTE},
-            )
-        reason = reason.strip()
-        if verdict == NOT_APPLICABLE and not reason:
+    for entry in elements:
+        if entry.verdict == NOT_APPLICABLE and not entry.reason:
             raise DomainError(
                 gettext_noop("Say why the %(element)s does not apply to this document."),
-                field=f"elements.{element}.reason",
-                params={"element": Labelled("element", element)},
+                field=f"elements.{entry.element}.reason",
+                params={"element": Labelled("element", entry.element)},
             )
-        verdicts[element] = {"verdict": verdict, "reason": reason}
+        verdicts[entry.element] = {"verdict": entry.verdict, "reason": entry.reason}
     return verdicts
 
 
@@ -140,14 +77,13 @@ def _explanation(items: list[dict], verdicts: dict[str, dict], lacking: list[str
     return "\n".join([*lines, "", *elements, "", reason])
 
 
-def document_review(*, actor: Actor, deliverable: Deliverable, items, elements, reason: str) -> DocumentReview:
+def document_review(*, actor: Actor, deliverable: Deliverable, draft: DocumentReviewDraft) -> DocumentReview:
     """Record a PM's review of a document deliverable and decide it.
 
     Preconditions: `actor` is a PM (ForbiddenError); the deliverable is a document (DomainError on
-    `deliverable`); an answer delivers it (ConflictError on `answer`); `items` holds one {"ticked", "note"}
-    per checklist item, in order (DomainError naming the item); `elements` holds, for each of section 13's
-    six elements, {"verdict": "present"} or {"verdict": "not_applicable", "reason": why} (DomainError naming
-    the element's field); `reason` is given (DomainError on `reason`).
+    `deliverable`); an answer delivers it (ConflictError on `answer`); the draft holds one item per
+    checklist item (DomainError on `items`) and a reason for each element judged not applicable (DomainError
+    on `elements.E.reason`). The draft's shape was parsed at the edge (`acceptance.inputs`).
 
     Writes the review, E3 evidence about the deliverable (linked to no capability: a document never moves
     one) and the decision — accepted when every item is ticked and every element that applies is in the
@@ -163,15 +99,9 @@ def document_review(*, actor: Actor, deliverable: Deliverable, items, elements, 
             field="deliverable",
             params={"deliverable": deliverable.key, "kind": Labelled("deliverable_kind", deliverable.kind)},
         )
-    checked = _checked_items(deliverable, items)
-    verdicts = _element_verdicts(elements)
-    reason = reason.strip() if isinstance(reason, str) else ""
-    if not reason:
-        raise DomainError(gettext_noop("Give the reason for the decision."), field="reason")
-    if len(reason) > MAX_REASON:
-        raise DomainError(
-            gettext_noop("The reason is at most %(limit)s characters."), field="reason", params={"limit": MAX_REASON}
-        )
+    checked = _checked_items(deliverable, draft.items)
+    verdicts = _element_verdicts(draft.elements)
+    reason = draft.reason
     answer = _reviewed_answer(deliverable)
     failing = [entry["item"] for entry in checked if not entry["ticked"]]
     lacking = [

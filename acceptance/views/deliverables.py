@@ -35,20 +35,16 @@ def deliverable_review(request, code, key):
     posted = {"items": [{"ticked": False, "note": ""} for _ in deliverable.checklist], "elements": {}, "reason": ""}
     if request.method == "POST":
         form = DocumentReviewForm(request.POST, deliverable=deliverable)
-        form.is_valid()  # every field takes what is posted; the rules are the service's
+        form.is_valid()  # every field takes what is posted; the parse's refusals are in `form.refusals`
         posted = {"items": form.items(), "elements": form.elements(), "reason": form.cleaned_data["reason"]}
-        try:
-            document_review(
-                actor=request.user,
-                deliverable=deliverable,
-                items=posted["items"],
-                elements=posted["elements"],
-                reason=posted["reason"],
-            )
-        except DomainError as error:
-            errors[error.field or "form"] = error.message
-        else:
-            return HttpResponseRedirect(reverse("question-detail", args=[question.code]) + "#deliverables")
+        errors.update(form.refusals)
+        if not errors:
+            try:
+                document_review(actor=request.user, deliverable=deliverable, draft=form.draft)
+            except DomainError as error:
+                errors[error.field or "form"] = error.message
+            else:
+                return HttpResponseRedirect(reverse("question-detail", args=[question.code]) + "#deliverables")
     view = next(view for view in question_deliverables(question) if view.deliverable.pk == deliverable.pk)
     rows = [
         (index, item, posted["items"][index]["ticked"], posted["items"][index]["note"])

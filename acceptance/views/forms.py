@@ -1,12 +1,23 @@
 """The forms of the pages' actions: each parses what a page posts into the typed input the service takes
-(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest` and `ApprovalRequest`), once. The
+(`vendor.inputs.QuestionChanges`, `acceptance.inputs.PromotionRequest`, `ApprovalRequest` and
+`DocumentReviewDraft`), once. The
 service then checks the business rules (which priorities and moves exist, who may be assigned, dates not in
 the past). People are named by username, as in the API."""
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
-from acceptance.inputs import SCHEDULE_NOT_A_NUMBER, approval_request, promotion_request, schedule_number
+from acceptance.inputs import (
+    SCHEDULE_NOT_A_NUMBER,
+    DocumentReviewDraft,
+    ItemCheck,
+    approval_request,
+    element_verdict,
+    promotion_request,
+    review_note,
+    review_reason,
+    schedule_number,
+)
 from acceptance.selectors import NOBODY
 from calculet.errors import DomainError
 from vendor import selectors as vendor_selectors
@@ -194,15 +205,17 @@ class TargetHealthScheduleForm(forms.Form):
 
 class DocumentReviewForm(forms.Form):
     """A PM's review of a document deliverable: per checklist item `item-N` ticked ("yes") and `note-N`; per
-    element of section 13 `element-E` (its verdict; left empty it is left out, so the service names it) and
-    `element-E-reason`; and the decision's `reason`. Which verdicts exist and what needs a reason are the
-    service's rules."""
+    element of section 13 `element-E` (its verdict) and `element-E-reason`; and the decision's `reason`;
+    parsed into an `acceptance.inputs.DocumentReviewDraft`. `refusals` holds each field's error, under the
+    names the API uses (`items.N.note`, `elements.E.verdict`, `reason`…); that a not-applicable element has
+    its reason is the service's rule."""
 
     reason = forms.CharField(required=False, strip=False)
 
     def __init__(self, data=None, *, deliverable):
         super().__init__(data)
         self.checklist = deliverable.checklist
+        self.refusals: dict[str, str] = {}
         for index in range(len(self.checklist)):
             self.fields[f"item-{index}"] = forms.CharField(required=False, strip=False)
             self.fields[f"note-{index}"] = forms.CharField(required=False, strip=False)
@@ -210,8 +223,32 @@ class DocumentReviewForm(forms.Form):
             self.fields[f"element-{element}"] = forms.CharField(required=False, strip=False)
             self.fields[f"element-{element}-reason"] = forms.CharField(required=False, strip=False)
 
+    def _parsed(self, parse, *args):
+        try:
+            return parse(*args)
+        except DomainError as error:
+            self.refusals[error.field or "form"] = error.message
+            return None
+
+    def clean(self):
+        data = super().clean()
+        items = [
+            ItemCheck(
+                ticked=data[f"item-{index}"] == "yes", note=self._parsed(review_note, index, data[f"note-{index}"])
+            )
+            for index in range(len(self.checklist))
+        ]
+        elements = [
+            self._parsed(element_verdict, element, data[f"element-{element}"], data[f"element-{element}-reason"])
+            for element in ELEMENTS
+        ]
+        reason = self._parsed(review_reason, data["reason"])
+        if not self.refusals:
+            self.draft = DocumentReviewDraft(items=tuple(items), elements=tuple(elements), reason=reason)
+        return data
+
     def items(self) -> list[dict]:
-        """One {"ticked", "note"} per checklist item, in order; call only after `is_valid()` held."""
+        """One {"ticked", "note"} per checklist item as posted, to show again."""
         data = self.cleaned_data
         return [
             {"ticked": data[f"item-{index}"] == "yes", "note": data[f"note-{index}"]}
@@ -219,7 +256,7 @@ class DocumentReviewForm(forms.Form):
         ]
 
     def elements(self) -> dict[str, dict]:
-        """Each element's verdict as posted, the unanswered ones left out; call only after `is_valid()` held."""
+        """Each element's verdict as posted, the unanswered ones left out, to show again."""
         data = self.cleaned_data
         return {
             element: {"verdict": data[f"element-{element}"], "reason": data[f"element-{element}-reason"]}

@@ -15,7 +15,7 @@ from _soak.processes import ROOT
 from _soak.traffic import Package, PmPlan, VendorPlan
 from acceptance.services import target_ensure_simulator
 from evidence.models import Capability
-from vendor.inputs import QuestionChanges
+from vendor.inputs import QuestionChanges, member_draft
 from vendor.models import Question
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
@@ -85,7 +85,9 @@ def seed(*, vendors: int, questions_per_vendor: int, pms: int, work: Path) -> tu
     pm_users = []
     for number in range(1, pms + 1):
         user, key = api_user_create(
-            f"soak-pm-{number}", "soak-integration", "pm", create_org=True, org_name="Soak integration team"
+            member_draft(
+                f"soak-pm-{number}", "soak-integration", "pm", create_org=True, org_name="Soak integration team"
+            )
         )
         user.set_password(PASSWORD)
         user.save(update_fields=["password"])
@@ -95,7 +97,9 @@ def seed(*, vendors: int, questions_per_vendor: int, pms: int, work: Path) -> tu
     vendor_plans = []
     for number in range(1, vendors + 1):
         slug = f"soak-vendor-{number}"
-        user, key = api_user_create(slug, slug, "vendor", create_org=True, org_name=f"Soak vendor {number}")
+        user, key = api_user_create(
+            member_draft(slug, slug, "vendor", create_org=True, org_name=f"Soak vendor {number}")
+        )
         organisation = user.membership.organisation
         start = (number - 1) * questions_per_vendor
         assigned = dict(QUESTIONS[start : start + questions_per_vendor])

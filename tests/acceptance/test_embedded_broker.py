@@ -15,6 +15,7 @@ from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult, Target
 from tests.acceptance.workers import Worker, dev_script, wait_until, worker_env
 from tests.factories import complete_answer_data
+from vendor.inputs import member_draft
 from vendor.services.organisations import api_user_create
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -48,7 +49,7 @@ def post_answer(port: int, token: str, data: dict) -> int:
 def test_dev_run_workers_run_a_chain_queued_by_a_request_after_it_returned(
     organisation, question, capability, calbin, golden, tmp_path
 ):
-    _engineer, token = api_user_create("vic", organisation.slug, "vendor")
+    _engineer, token = api_user_create(member_draft("vic", organisation.slug, "vendor"))
     data_dir = tmp_path / "data"
     env = worker_env(REDIS_URL="", CALCULET_DATA_DIR=data_dir)
     logs = tmp_path / "logs"

@@ -14,6 +14,7 @@ import pytest
 import requests
 
 from tests.factories import make_capability, make_question, tiny_package_bytes
+from vendor.inputs import member_draft
 from vendor.services.organisations import api_user_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -120,8 +121,8 @@ def test_a_generated_client_runs_the_vendors_flow_and_the_pms_promotion(
     gen = generated
     models = _module(gen, "models")
     types = _module(gen, "types")
-    vendor, vendor_key = api_user_create("vic", "acme", "vendor", create_org=True)
-    _pm, pm_key = api_user_create("pam", "team", "pm", create_org=True)
+    vendor, vendor_key = api_user_create(member_draft("vic", "acme", "vendor", create_org=True))
+    _pm, pm_key = api_user_create(member_draft("pam", "team", "pm", create_org=True))
     question = make_question("V18", organisation=vendor.membership.organisation)
     capability = make_capability("decode-batch-8", status="C3", questions=[question])
     capability.deliverables.add(*question.deliverables.all())  # as the seed links V18's package to it

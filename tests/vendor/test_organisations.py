@@ -6,6 +6,7 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from calculet.errors import DomainError, ForbiddenError, NotFoundError
+from vendor.inputs import OrganisationDraft, member_draft, organisation_draft
 from vendor.models import ApiToken, Membership, Organisation
 from vendor.services.organisations import organisation_create, token_create, token_revoke
 from vendor.tokens import token_hash
@@ -76,13 +77,41 @@ def test_a_token_is_revoked_by_its_user_or_a_pm_only(pm, vendor_a, vendor_b):
     assert token.revoked_at is not None
 
 
-def test_organisations_are_created_by_a_pm_with_a_valid_slug(pm, vendor_a):
+def test_organisations_are_created_by_a_pm_with_a_free_slug_and_a_known_kind(pm, vendor_a):
+    zeta = OrganisationDraft(slug="zeta", name="Zeta", kind="vendor")
     with pytest.raises(ForbiddenError):
-        organisation_create(actor=vendor_a.user, slug="zeta", name="Zeta", kind="vendor")
+        organisation_create(actor=vendor_a.user, draft=zeta)
     with pytest.raises(DomainError) as error:
-        organisation_create(actor=pm.user, slug="Not A Slug", name="Zeta", kind="vendor")
-    assert error.value.field == "slug"
+        organisation_create(actor=pm.user, draft=OrganisationDraft(slug="zeta", name="Zeta", kind="maker"))
+    assert error.value.field == "kind"
     with pytest.raises(DomainError) as error:
-        organisation_create(actor=pm.user, slug="acme", name="Acme again", kind="vendor")
+        organisation_create(actor=pm.user, draft=OrganisationDraft(slug="acme", name="Acme again", kind="vendor"))
     assert error.value.field == "slug"
-    assert organisation_create(actor=pm.user, slug="zeta", name="Zeta", kind="vendor").kind == "vendor"
+    assert organisation_create(actor=pm.user, draft=zeta).kind == "vendor"
+
+
+@pytest.mark.parametrize(
+    ("parse", "field"),
+    [
+        (lambda: organisation_draft("Not A Slug", "Zeta", "vendor"), "slug"),
+        (lambda: organisation_draft("-zeta", "Zeta", "vendor"), "slug"),
+        (lambda: organisation_draft("zeta", "   ", "vendor"), "name"),
+        (lambda: organisation_draft("zeta", "x" * 201, "vendor"), "name"),
+        (lambda: member_draft("bad name", "acme", "vendor"), "username"),
+        (lambda: member_draft("x" * 151, "acme", "vendor"), "username"),
+        (lambda: member_draft("bob", "Bad Slug", "vendor", create_org=True), "slug"),
+        (lambda: member_draft("bob", "newco", "vendor", create_org=True, org_name="   "), "name"),
+    ],
+)
+def test_organisation_and_member_fields_are_parsed_once_naming_the_field(parse, field):
+    with pytest.raises(DomainError) as error:
+        parse()
+    assert error.value.field == field
+
+
+def test_a_member_s_new_organisation_is_named_after_its_slug_unless_named():
+    assert member_draft("bob", "newco", "vendor", create_org=True).new_organisation_name == "newco"
+    assert (
+        member_draft("bob", "newco", "vendor", create_org=True, org_name=" New Co ").new_organisation_name == "New Co"
+    )
+    assert member_draft("bob", "Any Slug", "vendor").new_organisation_name is None  # it must exist: looked up

@@ -1,7 +1,6 @@
 """Organisations, their members and API tokens."""
 
 import datetime
-import re
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -14,11 +13,10 @@ from calculet.db import lock_rows
 from calculet.errors import ConflictError, DomainError, ForbiddenError, NotFoundError
 from calculet.sentences import Labelled
 from vendor.access import may_act_as_pm
+from vendor.inputs import MemberDraft, OrganisationDraft
 from vendor.models import ApiToken, Membership, Organisation
 from vendor.tokens import token_generate_key, token_hash
 
-SLUG_PATTERN = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$")
-USERNAME_PATTERN = re.compile(r"^[\w.@+-]{1,150}$")
 ROLE_CODES = [code for code, _ in Membership.ROLES]
 TOKEN_DEFAULT_LIFETIME = datetime.timedelta(days=90)
 TOKEN_MAX_LIFETIME = datetime.timedelta(days=366)
@@ -28,22 +26,14 @@ def _role_organisation_kind(role: str) -> str:
     return Organisation.VENDOR if role == Membership.VENDOR else Organisation.INTEGRATOR
 
 
-def _organisation_name(name) -> str:
-    name = (name or "").strip() if isinstance(name, str) else ""
-    if not name or len(name) > 200:
-        raise DomainError(gettext_noop("Give a name of at most 200 characters."), field="name")
-    return name
-
-
-def organisation_create(*, actor: Actor, slug: str, name: str, kind: str) -> Organisation:
-    """Create an organisation. `actor` is a PM, or a command run at the shell."""
+def organisation_create(*, actor: Actor, draft: OrganisationDraft) -> Organisation:
+    """Create an organisation. `actor` is a PM, or a command run at the shell; the kind is integrator or
+    vendor (DomainError on `kind`); the slug is free (ConflictError on `slug`)."""
     if not isinstance(actor, Machine) and not may_act_as_pm(actor):
         raise ForbiddenError(gettext_noop("Only a PM creates organisations."))
-    if not isinstance(slug, str) or not SLUG_PATTERN.match(slug):
-        raise DomainError(gettext_noop("A slug is 1–50 lowercase letters, digits and inner hyphens."), field="slug")
-    if kind not in {Organisation.INTEGRATOR, Organisation.VENDOR}:
+    if draft.kind not in {Organisation.INTEGRATOR, Organisation.VENDOR}:
         raise DomainError(gettext_noop("The kind is integrator or vendor."), field="kind")
-    name = _organisation_name(name)
+    slug, name, kind = draft.slug, draft.name, draft.kind
     with transaction.atomic():
         if lock_rows(Organisation.objects).filter(slug=slug).exists():
             raise ConflictError(
@@ -55,10 +45,10 @@ def organisation_create(*, actor: Actor, slug: str, name: str, kind: str) -> Org
 
 
 def organisation_rename(*, actor: Actor, organisation: Organisation, name: str) -> Organisation:
-    """Give an organisation a new name; its slug and kind never change. `actor` is a PM."""
+    """Give an organisation a new name (parsed at the edge by `vendor.inputs.organisation_name`); its slug
+    and kind never change. `actor` is a PM."""
     if not may_act_as_pm(actor):
         raise ForbiddenError(gettext_noop("Only a PM renames organisations."))
-    name = _organisation_name(name)
     with transaction.atomic():
         locked = lock_rows(Organisation.objects).get(pk=organisation.pk)
         if locked.name == name:
@@ -121,23 +111,18 @@ def token_revoke(*, actor: Actor, token: ApiToken) -> ApiToken:
 
 
 def api_user_create(
-    username: str,
-    org_slug: str,
-    role: str,
-    create_org: bool = False,
+    draft: MemberDraft,
     *,
-    org_name: str = "",
     token_name: str = "created with the user",
     expires_at: datetime.datetime | None = None,
 ) -> tuple:
     """Create a user with a membership and a first API token; returns (user, key).
 
-    Preconditions: the username is free; the organisation exists, or `create_org` asks for it (its kind
-    follows the role: vendor engineers belong to vendor organisations, pm/operator/viewer to the
-    integration team's).
+    Preconditions: the role exists; the username is free; the organisation exists, or the draft names the
+    one to create (its kind follows the role: vendor engineers belong to vendor organisations,
+    pm/operator/viewer to the integration team's).
     """
-    if not isinstance(username, str) or not USERNAME_PATTERN.match(username):
-        raise DomainError(gettext_noop("A username is 1–150 letters, digits and @.+-_ characters."), field="username")
+    username, org_slug, role = draft.username, draft.organisation, draft.role
     if role not in ROLE_CODES:
         raise DomainError(
             gettext_noop("The role is one of: %(roles)s."), field="role", params={"roles": list(ROLE_CODES)}
@@ -146,15 +131,14 @@ def api_user_create(
     with transaction.atomic():
         organisation = Organisation.objects.filter(slug=org_slug).first()
         if organisation is None:
-            if not create_org:
+            if draft.new_organisation_name is None:
                 raise NotFoundError(
                     gettext_noop("Organisation %(organisation)s not found."),
                     field="org",
                     params={"organisation": org_slug},
                 )
-            organisation = organisation_create(
-                actor=SYSTEM, slug=org_slug, name=org_name or org_slug, kind=_role_organisation_kind(role)
-            )
+            new = OrganisationDraft(slug=org_slug, name=draft.new_organisation_name, kind=_role_organisation_kind(role))
+            organisation = organisation_create(actor=SYSTEM, draft=new)
         if organisation.kind != _role_organisation_kind(role):
             raise DomainError(
                 gettext_noop(

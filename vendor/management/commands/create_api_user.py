@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from calculet.errors import DomainError
+from vendor.inputs import member_draft
 from vendor.models import Membership
 from vendor.services.organisations import api_user_create
 
@@ -22,11 +23,7 @@ class Command(BaseCommand):
     def handle(self, *args, username, org, role, create_org, org_name, days, **options):
         try:
             _, key = api_user_create(
-                username,
-                org,
-                role,
-                create_org=create_org,
-                org_name=org_name,
+                member_draft(username, org, role, create_org, org_name=org_name),
                 token_name="create_api_user",
                 expires_at=timezone.now() + datetime.timedelta(days=days),
             )
