@@ -181,8 +181,11 @@ def golden_length_failure(golden: GoldenSet, params: dict) -> str:
     minimum = max(MIN_GOLDEN_DECODE_STEPS, params.get("min_decode_steps") or 0)
     if golden.decode_steps >= minimum:
         return ""
-    return (
-        f"the golden ({golden.source}) holds {golden.decode_steps} decode steps; calculet judges by at least {minimum}"
+    return Said(
+        gettext_noop("the golden (%(source)s) holds %(steps)s decode steps; calculet judges by at least %(minimum)s"),
+        source=golden.source,
+        steps=golden.decode_steps,
+        minimum=minimum,
     )
 
 
@@ -250,7 +253,7 @@ def golden_judgement(result: dict, workdir: Path, golden: GoldenSet, tolerances:
         measured = _measured_logits(workdir / MEASURED_LOGITS)
     except ValueError as error:
         return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
-    reports, failures = _compared(measured, _golden_tensors(golden), tolerances, "")
+    reports, failures = _compared(measured, _golden_tensors(golden), tolerances)
     return _verdict(result, {"tensors": reports}, failures, "the measured logits are within tolerance of the golden")
 
 
@@ -418,21 +421,29 @@ def _golden_under_load(
         measured = _measured_logits(path, {"prefill_logits": 2, "decode_logits": 3})
         with np.load(path, allow_pickle=False) as npz:
             if "request_ids" not in npz.files:
-                raise ValueError(f"{path.name} names no request_ids: which requests of the load they were")
+                raise ValueError(
+                    Said(
+                        gettext_noop("%(file)s names no request_ids: which requests of the load they were"),
+                        file=path.name,
+                    )
+                )
             request_ids = sorted(int(i) for i in npz["request_ids"])
     except ValueError as error:
         return {}, [("no_measurement", said_by(error))], []
     count = len(measured["prefill_logits"])
     if count < samples or len(measured["decode_logits"]) != count or len(request_ids) != count:
-        message = f"{MEASURED_UNDER_LOAD} holds {count} sampled responses; the soak must check {samples}"
+        message = Said(
+            gettext_noop("%(file)s holds %(count)s sampled responses; the soak must check %(samples)s"),
+            file=MEASURED_UNDER_LOAD,
+            count=count,
+            samples=samples,
+        )
         return {}, [("too_few_samples", message)], request_ids
     reports: dict = {}
     failures: list[tuple[str, str]] = []
     for index in range(count):
         sample = {name: measured[name][index].reshape(-1, measured[name].shape[-1]) for name in GOLDEN_TENSORS}
-        sample_reports, sample_failures = _compared(
-            sample, _golden_tensors(golden), tolerances, f"response {index + 1} "
-        )
+        sample_reports, sample_failures = _compared(sample, _golden_tensors(golden), tolerances, index + 1)
         reports |= {f"response_{index + 1}.{name}": report for name, report in sample_reports.items()}
         failures += [("golden_mismatch", failure) for failure in sample_failures]
     return reports, failures, request_ids
@@ -610,7 +621,7 @@ def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: di
         )
     measured = {"prefill_logits": rows[:1], "decode_logits": rows[1:]}
     expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits[:steps]}
-    _, failures = _compared(measured, expected, tolerances, "")
+    _, failures = _compared(measured, expected, tolerances)
     if not failures:
         return ""
     return Said(gettext_noop("differs from the golden: %(failures)s"), failures="; ".join(failures[:3]))
@@ -914,21 +925,40 @@ def _golden_tensors(golden: GoldenSet) -> dict[str, np.ndarray]:
 
 
 def _compared(
-    measured: dict[str, np.ndarray], expected: dict[str, np.ndarray], tolerances: dict[str, dict], label: str
+    measured: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    tolerances: dict[str, dict],
+    response: int | None = None,
 ) -> tuple[dict, list[str]]:
-    """Each measured tensor against the expected one with its tolerances: the reports and the failures."""
-    reports, failures = {}, []
+    """Each measured tensor against the expected one with its tolerances: the reports and the failures, each
+    named by its tensor (and the soak's sampled `response`). A broken limit is the comparison's own figures
+    (`max_rel 0.0123 > 0.01`), the same in every language."""
+    reports: dict = {}
+    failures: list[str] = []
     for name in GOLDEN_TENSORS:
         if measured[name].shape != expected[name].shape:
-            failures.append(
-                f"{label}{name}: measured {list(measured[name].shape)}, the golden has {list(expected[name].shape)}"
+            message = Said(
+                gettext_noop("%(tensor)s: measured %(measured)s, the golden has %(golden)s"),
+                tensor=name,
+                measured=str(list(measured[name].shape)),
+                golden=str(list(expected[name].shape)),
             )
+            failures.append(_of_response(response, message))
             continue
         report = compare(expected[name], measured[name], Tolerance.from_dict(tolerances.get(name, {})))
         report["rows"] = row_figures(expected[name], measured[name], report["k"])  # kept with the run, to draw
         reports[name] = report
-        failures += [f"{label}{name}: {failure}" for failure in report["failures"]]
+        failures += [
+            _of_response(response, Said(gettext_noop("%(tensor)s: %(limit)s"), tensor=name, limit=failure))
+            for failure in report["failures"]
+        ]
     return reports, failures
+
+
+def _of_response(response: int | None, problem: Said) -> Said:
+    if response is None:
+        return problem
+    return Said(gettext_noop("response %(response)s %(problem)s"), response=response, problem=problem)
 
 
 def _verdict(result: dict, metrics: dict, failures: list[str], passed: str) -> Judgement:
@@ -995,12 +1025,16 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
         measured = _measured_logits(workdir / MEASURED_LOGITS)
         expected = float_model_logits(calbin_path, golden)
     except ValueError as error:
-        reason = f"s8: {error}"
-        return Judgement(False, reason, [finding("no_float_reference", reason, "measurements.vs_float")])
+        said = Said(gettext_noop("s8: %(problem)s"), problem=said_by(error))
+        return Judgement(False, str(said), [finding("no_float_reference", said, "measurements.vs_float")])
     actual = np.concatenate([measured[name] for name in GOLDEN_TENSORS])
     if actual.shape != expected.shape:
-        reason = f"s8: measured {list(actual.shape)} logits, the float model gives {list(expected.shape)}"
-        return Judgement(False, reason, [finding("float_mismatch", reason, "measurements.vs_float")])
+        said = Said(
+            gettext_noop("s8: measured %(measured)s logits, the float model gives %(expected)s"),
+            measured=str(list(actual.shape)),
+            expected=str(list(expected.shape)),
+        )
+        return Judgement(False, str(said), [finding("float_mismatch", said, "measurements.vs_float")])
     limits = Tolerance(
         max_abs=None,
         max_rel=thresholds["max_rel_vs_float"],
@@ -1010,8 +1044,8 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
     )
     report = compare(expected, actual, limits)
     if report["failures"]:
-        reason = "s8: against the float model " + "; ".join(report["failures"])
-        return Judgement(False, reason, [finding("float_mismatch", reason, "measurements.vs_float")], report)
+        said = Said(gettext_noop("s8: against the float model %(limits)s"), limits="; ".join(report["failures"]))
+        return Judgement(False, str(said), [finding("float_mismatch", said, "measurements.vs_float")], report)
     return Judgement(True, "s8: the measured logits are within the S8 limits of the float model", [], report)
 
 

@@ -4,9 +4,10 @@ they were (the API gives them unchanged, with `template` and `params` added)."""
 
 import json
 
+import numpy as np
 from django.utils.translation import override
 
-from acceptance.judging import failure_judgement, soak_judgement
+from acceptance.judging import failure_judgement, golden_judgement, soak_judgement
 from calculet import sentences
 from tests.acceptance.test_failure_judging import golden, measured
 
@@ -74,3 +75,19 @@ def test_a_nested_sentence_and_a_list_read_in_the_readers_language(tmp_path):
         )
     with override("en"):
         assert sentences.text(wrong) == wrong["message"]
+
+
+def test_a_golden_limit_is_named_by_its_tensor_with_the_comparisons_own_figures(tmp_path):
+    reference = golden()
+    wrong = reference.decode_logits.copy()
+    wrong[0, 0] ^= 0x4000  # one logit far from the golden's
+    np.savez(tmp_path / "golden-actual.npz", prefill_logits=reference.prefill_logits, decode_logits=wrong)
+    judged = golden_judgement({"verdict": "fail"}, tmp_path, reference, {})
+    assert not judged.passed and judged.findings
+    for found in judged.findings:
+        assert found["code"] == "golden_mismatch" and found["message"].startswith("decode_logits: ")
+        assert found["template"] == "%(tensor)s: %(limit)s" and found["params"]["tensor"] == "decode_logits"
+        assert found["message"] == f"decode_logits: {found['params']['limit']}"
+        with override("zh-hans"):
+            assert sentences.text(found) == f"decode_logits：{found['params']['limit']}"
+    assert judged.reason == "; ".join(found["message"] for found in judged.findings)
