@@ -692,14 +692,16 @@ def _golden_run_failures(golden: GoldenSet, tokens: np.ndarray, rows: np.ndarray
     followed = next((i for i, token in enumerate(inputs) if token != greedy[i]), len(inputs))
     compared = min(len(tokens), followed + 1)
     if tokens[:compared].tolist() != greedy[:compared].tolist():
-        message = (
-            f"the greedy tokens {tokens[:compared].tolist()} are not the vendor golden's "
-            f"{greedy[:compared].tolist()} for its prompt"
+        message = Said(
+            gettext_noop("the greedy tokens %(tokens)s are not the vendor golden's %(golden)s for its prompt"),
+            tokens=str(tokens[:compared].tolist()),
+            golden=str(greedy[:compared].tolist()),
         )
         return [("golden_tokens_mismatch", message)]
     report = compare(expected[:compared], rows[:compared], Tolerance())
     if report["failures"]:
-        return [("reference_mismatch", "against the vendor golden: " + "; ".join(report["failures"][:3]))]
+        message = Said(gettext_noop("against the vendor golden: %(limits)s"), limits="; ".join(report["failures"][:3]))
+        return [("reference_mismatch", message)]
     return []
 
 
