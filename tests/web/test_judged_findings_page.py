@@ -29,7 +29,9 @@ def test_a_failed_soaks_findings_read_in_chinese_on_the_question_page(
     make_run(chain, stages.SOAK, stages.FAILED, reason=judged.reason, findings=judged.findings, params=SOAK_PARAMS)
     url = reverse("question-detail", args=["V18"])
 
-    chinese = _judged(pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode())
+    page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "运行器声称通过，但其测量不支持 — " in page  # the reason's head; its detail is the English sentences
+    chinese = _judged(page)
     assert '<span class="finding-code" title="too_few_requests">' in chinese
     assert "测得 3 个请求；压测须服务 10 个" in chinese
     assert "负载持续了 1.060 秒设备时间；压测须持续 5 秒" in chinese
