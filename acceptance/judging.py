@@ -84,8 +84,55 @@ class Judgement:
     metrics: dict = field(default_factory=dict)  # what calculet computed, in place of the runner's
 
 
+def gettext_noop(template: str) -> str:
+    """Marks an English template for the catalogue (read by xgettext as Django's is); judging imports no Django."""
+    return template
+
+
+NOTHING_MEASURED = gettext_noop("the runner wrote no %(file)s: nothing measured to judge")
+
+
+class Said(str):
+    """One of calculet's judging sentences: the English sentence, as every record and the API give it, which
+    keeps its template and parameters so a page can say it in the reader's language (`calculet.sentences`).
+    A parameter may be a list (joined ", " in English, as the reader's language lists on a page) or another
+    `Said`."""
+
+    template: str
+    params: dict
+
+    def __new__(cls, template: str, **params: Any) -> "Said":
+        said = super().__new__(cls, template % {name: _english(value) for name, value in params.items()})
+        said.template = template
+        said.params = {name: _stored(value) for name, value in params.items()}
+        return said
+
+    def stored(self) -> dict:
+        return {"template": self.template, "params": self.params}
+
+
+def _english(value: Any) -> Any:
+    return ", ".join(str(item) for item in value) if isinstance(value, list) else value
+
+
+def _stored(value: Any) -> Any:
+    """A parameter as a run's JSON keeps it: a `Said` as its template and parameters, a NumPy number as Python's."""
+    if isinstance(value, Said):
+        return value.stored()
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def finding(code: str, message: str, field_name: str = "measurements") -> dict:
-    return {"code": code, "severity": "error", "field": field_name, "message": message}
+    """A finding as a run stores it; a `Said` message keeps its template and parameters beside the sentence."""
+    found = {"code": code, "severity": "error", "field": field_name, "message": str(message)}
+    if isinstance(message, Said):
+        found |= message.stored()
+    return found
+
+
+def said_by(error: Exception) -> str:
+    """What a ValueError raised with a `Said` says, still a `Said` (str(error) would lose its template)."""
+    return error.args[0] if error.args and isinstance(error.args[0], Said) else str(error)
 
 
 def _measured_logits(path: Path, ndim: dict[str, int] | None = None) -> dict[str, np.ndarray]:
@@ -93,18 +140,25 @@ def _measured_logits(path: Path, ndim: dict[str, int] | None = None) -> dict[str
     arrays = _npz(path)
     missing = [name for name in GOLDEN_TENSORS if name not in arrays]
     if missing:
-        raise ValueError(f"{path.name} holds no {', '.join(missing)}")
+        raise ValueError(Said(gettext_noop("%(file)s holds no %(tensors)s"), file=path.name, tensors=missing))
     ndim = ndim or {"prefill_logits": 2, "decode_logits": 2}
     for name in GOLDEN_TENSORS:
         if arrays[name].dtype != np.uint16 or arrays[name].ndim != ndim[name]:
-            raise ValueError(f"{path.name}: {name} must be BF16 bit patterns (uint16) with {ndim[name]} dimensions")
+            raise ValueError(
+                Said(
+                    gettext_noop("%(file)s: %(tensor)s must be BF16 bit patterns (uint16) with %(ndim)s dimensions"),
+                    file=path.name,
+                    tensor=name,
+                    ndim=ndim[name],
+                )
+            )
     return arrays
 
 
 def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: Path) -> GoldenSet:
     """The golden the job named, read by calculet: the vendor's file, or the package's own golden."""
     if golden_source != "package" and golden_path is None:
-        raise ValueError("the job names no golden to judge against")
+        raise ValueError(Said(gettext_noop("the job names no golden to judge against")))
     try:
         if golden_source == "package":
             with open_package(calbin_path) as package:
@@ -115,7 +169,9 @@ def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: 
     except (OSError, KeyError, GoldenError, CalbinError) as error:
         raise ValueError(f"the golden cannot be read: {error}") from error
     if golden.decode_steps < 1:
-        raise ValueError(f"the golden ({golden.source}) has no decode step to judge against")
+        raise ValueError(
+            Said(gettext_noop("the golden (%(source)s) has no decode step to judge against"), source=golden.source)
+        )
     return golden
 
 
@@ -125,8 +181,11 @@ def golden_length_failure(golden: GoldenSet, params: dict) -> str:
     minimum = max(MIN_GOLDEN_DECODE_STEPS, params.get("min_decode_steps") or 0)
     if golden.decode_steps >= minimum:
         return ""
-    return (
-        f"the golden ({golden.source}) holds {golden.decode_steps} decode steps; calculet judges by at least {minimum}"
+    return Said(
+        gettext_noop("the golden (%(source)s) holds %(steps)s decode steps; calculet judges by at least %(minimum)s"),
+        source=golden.source,
+        steps=golden.decode_steps,
+        minimum=minimum,
     )
 
 
@@ -164,7 +223,7 @@ def stage_judgement(
         try:
             reference = reference_golden(golden_source, golden, calbin)
         except ValueError as error:
-            return Judgement(False, str(error), [finding("no_reference", str(error))])
+            return Judgement(False, str(error), [finding("no_reference", said_by(error))])
         too_short = golden_length_failure(reference, params)
         if too_short:
             return _coded_verdict(result, {}, [("golden_too_short", too_short)], "")
@@ -193,8 +252,8 @@ def golden_judgement(result: dict, workdir: Path, golden: GoldenSet, tolerances:
     try:
         measured = _measured_logits(workdir / MEASURED_LOGITS)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
-    reports, failures = _compared(measured, _golden_tensors(golden), tolerances, "")
+        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
+    reports, failures = _compared(measured, _golden_tensors(golden), tolerances)
     return _verdict(result, {"tensors": reports}, failures, "the measured logits are within tolerance of the golden")
 
 
@@ -207,9 +266,9 @@ def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params
     try:
         records = _jsonl(workdir / MEASURED_REQUESTS, _is_request_record, REQUEST_FIELDS)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     if not records:
-        message = f"{MEASURED_REQUESTS} lists no request: nothing measured to judge"
+        message = Said(gettext_noop("%(file)s lists no request: nothing measured to judge"), file=MEASURED_REQUESTS)
         return _coded_verdict(result, {}, [("no_measurement", message)], "")
     figures, load_failures = soak_load(records, params, golden)
     metrics |= figures
@@ -222,7 +281,13 @@ def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params
         marked = sorted(record["request"] for record in records if record["golden_sample"])
         # The sampled responses must be requests the load served, each of them once.
         if sampled != marked:
-            message = f"{MEASURED_UNDER_LOAD} holds requests {sampled}; {MEASURED_REQUESTS} marks {marked} sampled"
+            message = Said(
+                gettext_noop("%(file)s holds requests %(sampled)s; %(requests_file)s marks %(marked)s sampled"),
+                file=MEASURED_UNDER_LOAD,
+                sampled=str(sampled),
+                requests_file=MEASURED_REQUESTS,
+                marked=str(marked),
+            )
             failures.append(("golden_mismatch", message))
     passed = f"{figures['completed']} requests over {figures['duration_ms'] / 1000:.3f} s of device time"
     if samples:
@@ -238,15 +303,25 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
     failures: list[tuple[str, str]] = []
     ids = [record["request"] for record in records]
     if len(set(ids)) != len(ids):
-        failures.append(("duplicate_requests", f"{MEASURED_REQUESTS} lists a request more than once"))
+        message = Said(gettext_noop("%(file)s lists a request more than once"), file=MEASURED_REQUESTS)
+        failures.append(("duplicate_requests", message))
     required = params.get("requests") or 0
     if len(set(ids)) < required:
-        failures.append(("too_few_requests", f"{len(set(ids))} requests measured; the soak must serve {required}"))
+        message = Said(
+            gettext_noop("%(measured)s requests measured; the soak must serve %(required)s"),
+            measured=len(set(ids)),
+            required=required,
+        )
+        failures.append(("too_few_requests", message))
     marked = sum(1 for record in records if record["golden_sample"])
     samples = params.get("golden_samples") or 0
     if marked != samples:
         # A request marked a golden sample is held to the golden's length, not `output_tokens`.
-        message = f"{marked} requests are marked golden samples; the soak samples {samples}"
+        message = Said(
+            gettext_noop("%(marked)s requests are marked golden samples; the soak samples %(samples)s"),
+            marked=marked,
+            samples=samples,
+        )
         failures.append(("golden_samples_mismatch", message))
     errors: Counter[str] = Counter()
     completed = []
@@ -259,7 +334,12 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
         else:
             completed.append(record)
     if errors:
-        failures.append(("errors_under_load", f"{sum(errors.values())} requests failed under load: {dict(errors)}"))
+        message = Said(
+            gettext_noop("%(failed)s requests failed under load: %(errors)s"),
+            failed=sum(errors.values()),
+            errors=str(dict(errors)),
+        )
+        failures.append(("errors_under_load", message))
     rates = [
         (len(r["token_ms"]) - 1) * 1000.0 / (r["token_ms"][-1] - r["token_ms"][0])
         for r in completed
@@ -280,14 +360,22 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
     }
     concurrency = min(params.get("concurrency") or 1, len(records))
     if _peak_in_flight(records) < concurrency:
-        message = f"at most {_peak_in_flight(records)} requests were in flight at once; the soak holds {concurrency}"
+        message = Said(
+            gettext_noop("at most %(peak)s requests were in flight at once; the soak holds %(concurrency)s"),
+            peak=_peak_in_flight(records),
+            concurrency=concurrency,
+        )
         failures.append(("load_not_held", message))
     min_duration = params.get("min_duration_s")
     if min_duration is not None and duration_ms / 1000.0 < min_duration:
         failures.append(
             (
                 "too_short",
-                f"the load held for {duration_ms / 1000:.3f} s of device time; the soak must hold {min_duration} s",
+                Said(
+                    gettext_noop("the load held for %(held).3f s of device time; the soak must hold %(minimum)s s"),
+                    held=duration_ms / 1000,
+                    minimum=min_duration,
+                ),
             )
         )
     min_rate = params.get("min_decode_tokens_per_s")
@@ -296,7 +384,13 @@ def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tu
         failures.append(
             (
                 "rate_below_threshold",
-                f"the median per-request decode rate is {p50} token/s; the soak requires {min_rate}",
+                Said(
+                    gettext_noop(
+                        "the median per-request decode rate is %(rate)s token/s; the soak requires %(minimum)s"
+                    ),
+                    rate=p50,
+                    minimum=min_rate,
+                ),
             )
         )
     return figures, failures
@@ -327,21 +421,29 @@ def _golden_under_load(
         measured = _measured_logits(path, {"prefill_logits": 2, "decode_logits": 3})
         with np.load(path, allow_pickle=False) as npz:
             if "request_ids" not in npz.files:
-                raise ValueError(f"{path.name} names no request_ids: which requests of the load they were")
+                raise ValueError(
+                    Said(
+                        gettext_noop("%(file)s names no request_ids: which requests of the load they were"),
+                        file=path.name,
+                    )
+                )
             request_ids = sorted(int(i) for i in npz["request_ids"])
     except ValueError as error:
-        return {}, [("no_measurement", str(error))], []
+        return {}, [("no_measurement", said_by(error))], []
     count = len(measured["prefill_logits"])
     if count < samples or len(measured["decode_logits"]) != count or len(request_ids) != count:
-        message = f"{MEASURED_UNDER_LOAD} holds {count} sampled responses; the soak must check {samples}"
+        message = Said(
+            gettext_noop("%(file)s holds %(count)s sampled responses; the soak must check %(samples)s"),
+            file=MEASURED_UNDER_LOAD,
+            count=count,
+            samples=samples,
+        )
         return {}, [("too_few_samples", message)], request_ids
     reports: dict = {}
     failures: list[tuple[str, str]] = []
     for index in range(count):
         sample = {name: measured[name][index].reshape(-1, measured[name].shape[-1]) for name in GOLDEN_TENSORS}
-        sample_reports, sample_failures = _compared(
-            sample, _golden_tensors(golden), tolerances, f"response {index + 1} "
-        )
+        sample_reports, sample_failures = _compared(sample, _golden_tensors(golden), tolerances, index + 1)
         reports |= {f"response_{index + 1}.{name}": report for name, report in sample_reports.items()}
         failures += [("golden_mismatch", failure) for failure in sample_failures]
     return reports, failures, request_ids
@@ -377,7 +479,7 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
         records = _jsonl(workdir / MEASURED_SCENARIOS, _is_scenario_record, SCENARIO_FIELDS)
         logits = _npz(workdir / MEASURED_FAILURE_LOGITS)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     scenarios = params.get("scenarios")
     if scenarios is None:  # the runner's default: every fault kind, with the code the runtime documents
         scenarios = [
@@ -388,41 +490,67 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
     failures: list[tuple[str, str]] = []
     judged = []
     if not scenarios:
-        failures.append(("nothing_injected", "the job injects no fault: nothing to judge"))
+        failures.append(("nothing_injected", Said(gettext_noop("the job injects no fault: nothing to judge"))))
     for index, scenario in enumerate(scenarios):
-        label = f"scenario {index} ({scenario['fault']})"
+        label = Said(gettext_noop("scenario %(index)s (%(fault)s)"), index=index, fault=scenario["fault"])
         record = records[index] if index < len(records) else None
         if record is None or record["scenario"] != index or record["fault"] != scenario["fault"]:
-            failures.append(("scenario_unmeasured", f"{label}: {MEASURED_SCENARIOS} does not report it"))
+            message = Said(
+                gettext_noop("%(scenario)s: %(file)s does not report it"), scenario=label, file=MEASURED_SCENARIOS
+            )
+            failures.append(("scenario_unmeasured", message))
             continue
         asked_step = scenario.get("at_step", 0)  # the protocol's default: the request's first device call
         if record["at_step"] != asked_step:
-            message = f"{label}: injected at step {record['at_step']}; the job asks for step {asked_step}"
+            message = Said(
+                gettext_noop("%(scenario)s: injected at step %(step)s; the job asks for step %(asked)s"),
+                scenario=label,
+                step=record["at_step"],
+                asked=asked_step,
+            )
             failures.append(("scenario_unmeasured", message))
         expected = scenario["expect_code"]
         if expected == ErrorCode.SUCCESS and scenario["fault"] != CORRUPTED_OUTPUT:
             # Only a silent corruption ends without an error: a fault "expected" to succeed shows nothing.
             failures.append(
-                ("no_fault_effect", f"{label}: an error path expecting SUCCESS proves no fault took effect")
+                (
+                    "no_fault_effect",
+                    Said(
+                        gettext_noop("%(scenario)s: an error path expecting SUCCESS proves no fault took effect"),
+                        scenario=label,
+                    ),
+                )
             )
         if record["produced_code"] != expected:
             produced = _code_name(record["produced_code"])
-            message = f"{label}: the device produced {produced}; the answer expects {_code_name(expected)}"
+            message = Said(
+                gettext_noop("%(scenario)s: the device produced %(produced)s; the answer expects %(expected)s"),
+                scenario=label,
+                produced=produced,
+                expected=_code_name(expected),
+            )
             failures.append(("wrong_error_code", message))
         wrong_recovery = _recovery_failure(record["recovery"], expected, scenario)
         if wrong_recovery:
-            failures.append(("wrong_recovery", f"{label}: {wrong_recovery}"))
+            message = Said(gettext_noop("%(scenario)s: %(problem)s"), scenario=label, problem=wrong_recovery)
+            failures.append(("wrong_recovery", message))
         after = _request_failures(logits.get(f"scenario_{index}_after"), golden, tolerances, steps)
         if not after and record["after_code"] != ErrorCode.SUCCESS:
-            after = f"ended {_code_name(record['after_code'])}"
+            after = Said(gettext_noop("ended %(code)s"), code=_code_name(record["after_code"]))
         if after:
-            failures.append(("not_recovered", f"{label}: the request after recovery {after}"))
+            message = Said(
+                gettext_noop("%(scenario)s: the request after recovery %(problem)s"), scenario=label, problem=after
+            )
+            failures.append(("not_recovered", message))
         corrupted = None
         if scenario["fault"] == CORRUPTED_OUTPUT:
             faulty = logits.get(f"scenario_{index}_faulty")
             corrupted = faulty is not None and bool(_request_failures(faulty, golden, tolerances, steps))
             if not corrupted:
-                failures.append(("corruption_unseen", f"{label}: the faulty request's logits show no corruption"))
+                message = Said(
+                    gettext_noop("%(scenario)s: the faulty request's logits show no corruption"), scenario=label
+                )
+                failures.append(("corruption_unseen", message))
         judged.append(
             {
                 "fault": scenario["fault"],
@@ -458,7 +586,11 @@ def _recovery_failure(applied: list, code: int, scenario: dict) -> str:
     """What is wrong with the recovery actions a runner applied after a fault that produced `code` (the code
     the answer expects): "" when they are the documented recovery for it."""
     if code not in DOCUMENTED_RECOVERY:
-        return f"no recovery is documented for {_code_name(code)}; the runner applied {applied}"
+        return Said(
+            gettext_noop("no recovery is documented for %(code)s; the runner applied %(applied)s"),
+            code=_code_name(code),
+            applied=str(applied),
+        )
     core = {"chiplet": scenario.get("chiplet", 0), "core": scenario.get("core", 0)}
     documented = [action.format(**core) for action in DOCUMENTED_RECOVERY[code]]
     patterns = [re.escape(action).replace("<n>", r"\d+") for action in documented]
@@ -467,9 +599,11 @@ def _recovery_failure(applied: list, code: int, scenario: dict) -> str:
         for pattern, action in zip(patterns, applied, strict=True)
     ):
         return ""
-    return (
-        f"the runner applied {applied or 'no recovery'}; the documented recovery for {_code_name(code)} is "
-        f"{', '.join(documented) or 'none'}"
+    return Said(
+        gettext_noop("the runner applied %(applied)s; the documented recovery for %(code)s is %(documented)s"),
+        applied=str(applied) if applied else Said(gettext_noop("no recovery")),
+        code=_code_name(code),
+        documented=documented or Said(gettext_noop("none")),
     )
 
 
@@ -477,13 +611,20 @@ def _request_failures(rows: np.ndarray | None, golden: GoldenSet, tolerances: di
     """What is wrong with one golden request's measured logits (prefill row, then `steps` decode rows): "" when
     they are within tolerance of the golden."""
     if rows is None:
-        return "was not measured (no logits)"
+        return Said(gettext_noop("was not measured (no logits)"))
     if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1:
-        return f"has logits {rows.dtype} {list(rows.shape)}; {steps + 1} BF16 rows were asked"
+        return Said(
+            gettext_noop("has logits %(dtype)s %(shape)s; %(rows)s BF16 rows were asked"),
+            dtype=str(rows.dtype),
+            shape=str(list(rows.shape)),
+            rows=steps + 1,
+        )
     measured = {"prefill_logits": rows[:1], "decode_logits": rows[1:]}
     expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits[:steps]}
-    _, failures = _compared(measured, expected, tolerances, "")
-    return "differs from the golden: " + "; ".join(failures[:3]) if failures else ""
+    _, failures = _compared(measured, expected, tolerances)
+    if not failures:
+        return ""
+    return Said(gettext_noop("differs from the golden: %(failures)s"), failures="; ".join(failures[:3]))
 
 
 def runner_judgement(
@@ -498,33 +639,42 @@ def runner_judgement(
     try:
         measured = _npz(workdir / MEASURED_RUN)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     try:
         reference = _reference(calbin, result)
         if reference.package is None:
             expected = reference_golden(golden_source, golden, calbin)
-            prompt_ids, whose = expected.prompt_ids, "the vendor golden's"
+            prompt_ids, whose = expected.prompt_ids, Said(gettext_noop("the vendor golden's"))
         else:
-            expected, prompt_ids, whose = None, reference.package.goldens.prompt_ids, "the package's golden"
+            whose = Said(gettext_noop("the package's golden"))
+            expected, prompt_ids = None, reference.package.goldens.prompt_ids
     except (_NoReference, ValueError) as error:
-        return Judgement(False, str(error), [finding("no_reference", str(error))])
+        return Judgement(False, str(error), [finding("no_reference", said_by(error))])
     steps = params.get("decode_steps") or RUNNER_DECODE_STEPS
     prompt, tokens, rows = (measured.get(name) for name in ("prompt_ids", "tokens", "logits"))
     if prompt is None or tokens is None or rows is None:
-        message = f"{MEASURED_RUN} must hold prompt_ids, tokens and logits"
+        message = Said(gettext_noop("%(file)s must hold prompt_ids, tokens and logits"), file=MEASURED_RUN)
         return _coded_verdict(result, {}, [("no_measurement", message)], "")
     if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1 or tokens.shape != (steps + 1,):
-        message = f"{MEASURED_RUN} must hold {steps + 1} tokens and their BF16 logits [{steps + 1}, vocab]"
+        message = Said(
+            gettext_noop("%(file)s must hold %(rows)s tokens and their BF16 logits [%(rows)s, vocab]"),
+            file=MEASURED_RUN,
+            rows=steps + 1,
+        )
         return _coded_verdict(result, {}, [("no_measurement", message)], "")
     in_use = measured.get("kv_tokens_in_use")
     if in_use is None or in_use.shape != () or in_use.dtype.kind not in "iu":
-        message = f"{MEASURED_RUN} must hold kv_tokens_in_use, the KV tokens in use after the run (an integer)"
+        message = Said(
+            gettext_noop("%(file)s must hold kv_tokens_in_use, the KV tokens in use after the run (an integer)"),
+            file=MEASURED_RUN,
+        )
         return _coded_verdict(result, {}, [("no_measurement", message)], "")
     failures: list[tuple[str, str]] = []
     if int(in_use) != 0:
-        failures.append(("kv_not_released", f"{int(in_use)} KV tokens in use after the run"))
+        message = Said(gettext_noop("%(tokens)s KV tokens in use after the run"), tokens=int(in_use))
+        failures.append(("kv_not_released", message))
     if prompt.tolist() != prompt_ids.tolist():
-        failures.append(("wrong_prompt", f"the run's prompt is not {whose} prompt"))
+        failures.append(("wrong_prompt", Said(gettext_noop("the run's prompt is not %(whose)s prompt"), whose=whose)))
     failures += _run_failures(reference, {"prompt": prompt.tolist(), "tokens": tokens.tolist()}, rows)
     if expected is not None and not failures:
         failures += _golden_run_failures(expected, tokens, rows)
@@ -542,14 +692,16 @@ def _golden_run_failures(golden: GoldenSet, tokens: np.ndarray, rows: np.ndarray
     followed = next((i for i, token in enumerate(inputs) if token != greedy[i]), len(inputs))
     compared = min(len(tokens), followed + 1)
     if tokens[:compared].tolist() != greedy[:compared].tolist():
-        message = (
-            f"the greedy tokens {tokens[:compared].tolist()} are not the vendor golden's "
-            f"{greedy[:compared].tolist()} for its prompt"
+        message = Said(
+            gettext_noop("the greedy tokens %(tokens)s are not the vendor golden's %(golden)s for its prompt"),
+            tokens=str(tokens[:compared].tolist()),
+            golden=str(greedy[:compared].tolist()),
         )
         return [("golden_tokens_mismatch", message)]
     report = compare(expected[:compared], rows[:compared], Tolerance())
     if report["failures"]:
-        return [("reference_mismatch", "against the vendor golden: " + "; ".join(report["failures"][:3]))]
+        message = Said(gettext_noop("against the vendor golden: %(limits)s"), limits="; ".join(report["failures"][:3]))
+        return [("reference_mismatch", message)]
     return []
 
 
@@ -563,9 +715,9 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
         logits = _npz(workdir / MEASURED_SEQUENCE_LOGITS)
         reference = _reference(calbin, result)
     except _NoReference as error:
-        return Judgement(False, str(error), [finding("no_reference", str(error))])
+        return Judgement(False, str(error), [finding("no_reference", said_by(error))])
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", str(error))], "")
+        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     defaults = {name: spec.default for name, spec in INTEGRATION_PARAMS.items()}
     wanted, new_tokens, seed = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens", "seed"))
     # With the package's declared vocabulary calculet knows the prompts the job's seed gives: the runner does not
@@ -573,28 +725,57 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
     prompts = prompts_for(seed, wanted, reference.vocab)
     failures: list[tuple[str, str]] = []
     if len(records) != wanted or sorted(r["sequence"] for r in records) != list(range(1, wanted + 1)):
-        message = f"{MEASURED_SEQUENCES} lists {len(records)} sequences; the job serves {wanted}"
+        message = Said(
+            gettext_noop("%(file)s lists %(listed)s sequences; the job serves %(wanted)s"),
+            file=MEASURED_SEQUENCES,
+            listed=len(records),
+            wanted=wanted,
+        )
         failures.append(("too_few_sequences", message))
     errors = Counter(r["error"] for r in records if r["error"] is not None)
     if errors:
-        failures.append(("errors_in_service", f"{sum(errors.values())} sequences failed: {dict(errors)}"))
+        message = Said(
+            gettext_noop("%(failed)s sequences failed: %(errors)s"),
+            failed=sum(errors.values()),
+            errors=str(dict(errors)),
+        )
+        failures.append(("errors_in_service", message))
     matched = 0
     for record in records:
         if record["error"] is not None:
             continue
-        label = f"sequence {record['sequence']}"
+        label = Said(gettext_noop("sequence %(sequence)s"), sequence=record["sequence"])
         asked = max(1, new_tokens - (record["sequence"] - 1) % 3)
         rows = logits.get(f"sequence_{record['sequence']}")
         if 1 <= record["sequence"] <= wanted and record["prompt"] != prompts[record["sequence"] - 1]:
-            failures.append(("wrong_prompt", f"{label}: its prompt is not the one the job's seed {seed} gives"))
+            message = Said(
+                gettext_noop("%(sequence)s: its prompt is not the one the job's seed %(seed)s gives"),
+                sequence=label,
+                seed=seed,
+            )
+            failures.append(("wrong_prompt", message))
         elif len(record["tokens"]) != asked:
-            failures.append(("incomplete", f"{label}: {len(record['tokens'])} tokens generated; {asked} were asked"))
+            message = Said(
+                gettext_noop("%(sequence)s: %(generated)s tokens generated; %(asked)s were asked"),
+                sequence=label,
+                generated=len(record["tokens"]),
+                asked=asked,
+            )
+            failures.append(("incomplete", message))
         elif rows is None or rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != asked:
-            message = f"{label}: {MEASURED_SEQUENCE_LOGITS} holds no [{asked}, vocab] BF16 logits"
+            message = Said(
+                gettext_noop("%(sequence)s: %(file)s holds no [%(asked)s, vocab] BF16 logits"),
+                sequence=label,
+                file=MEASURED_SEQUENCE_LOGITS,
+                asked=asked,
+            )
             failures.append(("no_measurement", message))
         else:
             problems = _run_failures(reference, record, rows)
-            failures += [(code, f"{label}: {message}") for code, message in problems]
+            failures += [
+                (code, Said(gettext_noop("%(sequence)s: %(problem)s"), sequence=label, problem=message))
+                for code, message in problems
+            ]
             matched += not problems
     replayed = reference.package is not None
     metrics = {"judged_sequences": {"served": len(records), "matched": matched, "replayed": replayed}}
@@ -643,16 +824,34 @@ def _run_failures(reference: _Reference, record: dict, rows: np.ndarray) -> list
     the package's reference (when there is one)."""
     values = as_float32(rows)
     if not np.isfinite(values).all():
-        return [("logits_not_finite", f"{int((~np.isfinite(values)).sum())} logits are not finite")]
+        message = Said(gettext_noop("%(count)s logits are not finite"), count=int((~np.isfinite(values)).sum()))
+        return [("logits_not_finite", message)]
     if np.argmax(values, axis=1).tolist() != list(record["tokens"]):
-        return [("not_greedy", "a generated token is not the argmax of the logits it was chosen from")]
+        return [
+            ("not_greedy", Said(gettext_noop("a generated token is not the argmax of the logits it was chosen from")))
+        ]
     vocab, positions = reference.vocab, len(record["prompt"]) + len(record["tokens"])
     if rows.shape[1] != vocab:
-        return [("reference_mismatch", f"logits {rows.shape[1]} wide; the package's vocabulary is {vocab}")]
+        message = Said(
+            gettext_noop("logits %(width)s wide; the package's vocabulary is %(vocab)s"),
+            width=rows.shape[1],
+            vocab=vocab,
+        )
+        return [("reference_mismatch", message)]
     if not record["prompt"] or any(not 0 <= t < vocab for t in record["prompt"]):
-        return [("reference_mismatch", f"prompt token ids outside the vocabulary of {vocab}")]
+        return [
+            (
+                "reference_mismatch",
+                Said(gettext_noop("prompt token ids outside the vocabulary of %(vocab)s"), vocab=vocab),
+            )
+        ]
     if positions > reference.max_seq_len:
-        return [("reference_mismatch", f"{positions} positions; the package holds {reference.max_seq_len}")]
+        message = Said(
+            gettext_noop("%(positions)s positions; the package holds %(held)s"),
+            positions=positions,
+            held=reference.max_seq_len,
+        )
+        return [("reference_mismatch", message)]
     if reference.package is None:
         return []
     report = compare(reference.package.reference_logits(record["prompt"], record["tokens"]), rows, Tolerance())
@@ -692,7 +891,7 @@ def _is_sequence_record(record: dict) -> bool:
 def _jsonl(path: Path, valid, fields: str) -> list[dict]:
     """A measurement file of one JSON object a line; ValueError naming what is wrong with it."""
     if not path.is_file():
-        raise ValueError(f"the runner wrote no {path.name}: nothing measured to judge")
+        raise ValueError(Said(NOTHING_MEASURED, file=path.name))
     records = []
     for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
         try:
@@ -701,14 +900,21 @@ def _jsonl(path: Path, valid, fields: str) -> list[dict]:
         except (ValueError, KeyError, TypeError):
             good = False
         if not good:
-            raise ValueError(f"{path.name} line {number} must be an object with {fields}")
+            raise ValueError(
+                Said(
+                    gettext_noop("%(file)s line %(line)s must be an object with %(fields)s"),
+                    file=path.name,
+                    line=number,
+                    fields=fields,
+                )
+            )
         records.append(record)
     return records
 
 
 def _npz(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
-        raise ValueError(f"the runner wrote no {path.name}: nothing measured to judge")
+        raise ValueError(Said(NOTHING_MEASURED, file=path.name))
     try:
         with np.load(path, allow_pickle=False) as npz:
             return {name: npz[name] for name in npz.files}
@@ -721,21 +927,40 @@ def _golden_tensors(golden: GoldenSet) -> dict[str, np.ndarray]:
 
 
 def _compared(
-    measured: dict[str, np.ndarray], expected: dict[str, np.ndarray], tolerances: dict[str, dict], label: str
+    measured: dict[str, np.ndarray],
+    expected: dict[str, np.ndarray],
+    tolerances: dict[str, dict],
+    response: int | None = None,
 ) -> tuple[dict, list[str]]:
-    """Each measured tensor against the expected one with its tolerances: the reports and the failures."""
-    reports, failures = {}, []
+    """Each measured tensor against the expected one with its tolerances: the reports and the failures, each
+    named by its tensor (and the soak's sampled `response`). A broken limit is the comparison's own figures
+    (`max_rel 0.0123 > 0.01`), the same in every language."""
+    reports: dict = {}
+    failures: list[str] = []
     for name in GOLDEN_TENSORS:
         if measured[name].shape != expected[name].shape:
-            failures.append(
-                f"{label}{name}: measured {list(measured[name].shape)}, the golden has {list(expected[name].shape)}"
+            message = Said(
+                gettext_noop("%(tensor)s: measured %(measured)s, the golden has %(golden)s"),
+                tensor=name,
+                measured=str(list(measured[name].shape)),
+                golden=str(list(expected[name].shape)),
             )
+            failures.append(_of_response(response, message))
             continue
         report = compare(expected[name], measured[name], Tolerance.from_dict(tolerances.get(name, {})))
         report["rows"] = row_figures(expected[name], measured[name], report["k"])  # kept with the run, to draw
         reports[name] = report
-        failures += [f"{label}{name}: {failure}" for failure in report["failures"]]
+        failures += [
+            _of_response(response, Said(gettext_noop("%(tensor)s: %(limit)s"), tensor=name, limit=failure))
+            for failure in report["failures"]
+        ]
     return reports, failures
+
+
+def _of_response(response: int | None, problem: Said) -> Said:
+    if response is None:
+        return problem
+    return Said(gettext_noop("response %(response)s %(problem)s"), response=response, problem=problem)
 
 
 def _verdict(result: dict, metrics: dict, failures: list[str], passed: str) -> Judgement:
@@ -802,12 +1027,16 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
         measured = _measured_logits(workdir / MEASURED_LOGITS)
         expected = float_model_logits(calbin_path, golden)
     except ValueError as error:
-        reason = f"s8: {error}"
-        return Judgement(False, reason, [finding("no_float_reference", reason, "measurements.vs_float")])
+        said = Said(gettext_noop("s8: %(problem)s"), problem=said_by(error))
+        return Judgement(False, str(said), [finding("no_float_reference", said, "measurements.vs_float")])
     actual = np.concatenate([measured[name] for name in GOLDEN_TENSORS])
     if actual.shape != expected.shape:
-        reason = f"s8: measured {list(actual.shape)} logits, the float model gives {list(expected.shape)}"
-        return Judgement(False, reason, [finding("float_mismatch", reason, "measurements.vs_float")])
+        said = Said(
+            gettext_noop("s8: measured %(measured)s logits, the float model gives %(expected)s"),
+            measured=str(list(actual.shape)),
+            expected=str(list(expected.shape)),
+        )
+        return Judgement(False, str(said), [finding("float_mismatch", said, "measurements.vs_float")])
     limits = Tolerance(
         max_abs=None,
         max_rel=thresholds["max_rel_vs_float"],
@@ -817,19 +1046,25 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
     )
     report = compare(expected, actual, limits)
     if report["failures"]:
-        reason = "s8: against the float model " + "; ".join(report["failures"])
-        return Judgement(False, reason, [finding("float_mismatch", reason, "measurements.vs_float")], report)
+        said = Said(gettext_noop("s8: against the float model %(limits)s"), limits="; ".join(report["failures"]))
+        return Judgement(False, str(said), [finding("float_mismatch", said, "measurements.vs_float")], report)
     return Judgement(True, "s8: the measured logits are within the S8 limits of the float model", [], report)
 
 
 def _measured_draws(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
-        raise ValueError(f"the runner wrote no {path.name}: no draws measured to judge")
+        raise ValueError(Said(gettext_noop("the runner wrote no %(file)s: no draws measured to judge"), file=path.name))
     arrays = _npz(path)
     for name in ("draws", "repeat", "golden_sampled"):
         if name not in arrays or arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
-            raise ValueError(f"{path.name}: {name} must be a 1-D array of token ids")
+            raise ValueError(
+                Said(gettext_noop("%(file)s: %(array)s must be a 1-D array of token ids"), file=path.name, array=name)
+            )
     return arrays
+
+
+def _sampling(problem: str) -> Said:
+    return Said(gettext_noop("sampling: %(problem)s"), problem=problem)
 
 
 def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgement:
@@ -843,57 +1078,93 @@ def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgem
         measured = _measured_draws(workdir / MEASURED_DRAWS)
         row = bits_to_float32(_measured_logits(workdir / MEASURED_LOGITS)["prefill_logits"])[0]
     except ValueError as error:
-        reason = f"sampling: {error}"
-        return Judgement(False, reason, [finding("no_measurement", reason, "measurements.sampling")])
+        said = _sampling(said_by(error))
+        return Judgement(False, str(said), [finding("no_measurement", said, "measurements.sampling")])
     drawn, repeat, draws = measured["draws"], measured["repeat"], params["draws"]
     sampler = SamplingParams(params["temperature"], params["top_k"], params["top_p"], params["seed"])
     failures: list[tuple[str, str]] = []
     if len(drawn) != draws or (len(drawn) and not 0 <= drawn.min() <= drawn.max() < len(row)):
-        message = f"{len(drawn)} draws measured, {draws} token ids in 0..{len(row) - 1} asked for"
+        message = Said(
+            gettext_noop("%(measured)s draws measured, %(draws)s token ids in 0..%(last)s asked for"),
+            measured=len(drawn),
+            draws=draws,
+            last=len(row) - 1,
+        )
         failures.append(("sampling_mismatch", message))
         fit = None
     else:
         probabilities, boundary = reference_probabilities(row, sampler)
         fit = chi_square_test(drawn, probabilities, boundary)
         if not fit.p_value >= params["min_p_value"]:
-            message = (
-                f"chi-square {fit.statistic:.1f} on {fit.dof} degrees of freedom over {draws} draws against the "
-                f"reference sampler ({sampler.as_dict()}): p = {fit.p_value:.3g} < {params['min_p_value']}"
+            message = Said(
+                gettext_noop(
+                    "chi-square %(statistic).1f on %(dof)s degrees of freedom over %(draws)s draws against the "
+                    "reference sampler (%(sampler)s): p = %(p).3g < %(minimum)s"
+                ),
+                statistic=fit.statistic,
+                dof=fit.dof,
+                draws=draws,
+                sampler=str(sampler.as_dict()),
+                p=fit.p_value,
+                minimum=params["min_p_value"],
             )
             failures.append(("sampling_mismatch", message))
         if fit.outside_support:
             failures.append(
-                ("sampling_mismatch", f"{fit.outside_support} draws of tokens the reference sampler never draws")
+                (
+                    "sampling_mismatch",
+                    Said(
+                        gettext_noop("%(count)s draws of tokens the reference sampler never draws"),
+                        count=fit.outside_support,
+                    ),
+                )
             )
         # What the job's seed makes the sampling op draw: another generator's draws may fit the distribution.
         seeded = device_sample(row, sampler, counter_uniforms(sampler.seed, np.arange(draws)))
-        for name, tokens in (("drawn", drawn), ("drawn again", repeat)):
+        for name, tokens in ((Said(gettext_noop("drawn")), drawn), (Said(gettext_noop("drawn again")), repeat)):
             if tokens.shape != seeded.shape:
                 continue  # `repeat` of another length: named below
             wrong = np.flatnonzero(tokens != seeded)
             if len(wrong):
-                message = (
-                    f"{name}, {len(wrong)} of {draws} tokens are not the ones seed {sampler.seed} gives at their "
-                    f"counters (the first at counter {wrong[0]})"
+                message = Said(
+                    gettext_noop(
+                        "%(which)s, %(wrong)s of %(draws)s tokens are not the ones seed %(seed)s gives at their "
+                        "counters (the first at counter %(first)s)"
+                    ),
+                    which=name,
+                    wrong=len(wrong),
+                    draws=draws,
+                    seed=sampler.seed,
+                    first=int(wrong[0]),
                 )
                 failures.append(("draws_not_from_seed", message))
     if not np.array_equal(drawn, repeat):
         differ = int(np.count_nonzero(drawn != repeat)) if drawn.shape == repeat.shape else len(drawn)
         failures.append(
-            ("sampling_mismatch", f"drawn again with seed {sampler.seed}, {differ} of {len(drawn)} tokens differ")
+            (
+                "sampling_mismatch",
+                Said(
+                    gettext_noop("drawn again with seed %(seed)s, %(differ)s of %(drawn)s tokens differ"),
+                    seed=sampler.seed,
+                    differ=differ,
+                    drawn=len(drawn),
+                ),
+            )
         )
     if golden.sampled is None:
-        failures.append(("sampling_mismatch", f"the golden ({golden.source}) holds no sampled tokens to compare"))
+        message = Said(gettext_noop("the golden (%(source)s) holds no sampled tokens to compare"), source=golden.source)
+        failures.append(("sampling_mismatch", message))
     elif measured["golden_sampled"].tolist() != golden.sampled.token_ids.tolist():
-        message = (
-            f"on the golden's request the device sampled {measured['golden_sampled'].tolist()}, "
-            f"the golden {golden.sampled.token_ids.tolist()}"
+        message = Said(
+            gettext_noop("on the golden's request the device sampled %(sampled)s, the golden %(golden)s"),
+            sampled=str(measured["golden_sampled"].tolist()),
+            golden=str(golden.sampled.token_ids.tolist()),
         )
         failures.append(("sampling_mismatch", message))
     figures = fit.as_dict() if fit is not None else {}
     if failures:
         reason = "sampling: " + "; ".join(message for _, message in failures)
-        findings = [finding(code, f"sampling: {message}", "measurements.sampling") for code, message in failures]
+        findings = [finding(code, _sampling(message), "measurements.sampling") for code, message in failures]
         return Judgement(False, reason, findings, figures)
     reason = "sampling: the device's draws are the ones the job's seed gives, follow the reference sampler and repeat"
     return Judgement(True, reason, [], figures)

@@ -21,7 +21,7 @@ from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target,
 from acceptance.policy import AnswerFacts, ChainFacts, GateSubject
 from acceptance.protocol import VERSION_KEYS, device_attested
 from acceptance.recipes import RECIPES
-from calculet import labels
+from calculet import labels, sentences
 from evidence.exporter import checklist_export
 from evidence.models import Capability, EvidenceItem
 from vendor import states as question_states
@@ -84,8 +84,9 @@ def latest_runs(chain_ids: list[int], *, states_only: bool = False) -> dict[tupl
         runs = runs.only(*RUN_STATE_FIELDS)
     else:
         # Of the deferred result, the probes' verdicts and the device that reported them, in the same query. The
-        # params (a few hundred bytes) stay: a soak chart draws the rate they require.
-        runs = runs.defer(*(name for name in RUN_SUMMARY_DEFER if name != "params")).annotate(
+        # params (a few hundred bytes) stay: a soak chart draws the rate they require; so do the findings, whose
+        # judged sentences the page says in the reader's language.
+        runs = runs.defer(*(name for name in RUN_SUMMARY_DEFER if name not in ("params", "findings"))).annotate(
             result_probes=KeyTransform("probes", "result"), result_device=KeyTransform("device", "result")
         )
     return {(run.chain_id, run.stage): run for run in runs}
@@ -233,10 +234,21 @@ def question_chain_rows(*, user, question: Question) -> list[ChainView]:
                     "active": run is not None and run.state in stages.ACTIVE_STATES,
                     "earlier": earlier[:RUNS_PER_STAGE],
                     "probes": _probe_rows(getattr(run, "result_probes", None) or []) if run else [],
+                    "judged": _judged_findings(run.findings) if run else [],
                 }
             )
         views.append(ChainView(chain=chain, rows=rows))
     return views
+
+
+def _judged_findings(findings: list[dict]) -> list[dict]:
+    """calculet's own judging findings of a run (those stored with their template, `acceptance.judging.Said`),
+    each as its code and its sentence in the reader's language; the runner's findings are in its probes."""
+    return [
+        {"code": item.get("code", ""), "text": sentences.text(item)}
+        for item in findings
+        if isinstance(item, dict) and "template" in item
+    ]
 
 
 def _probe_rows(probes: list[dict]) -> list[dict]:

@@ -113,6 +113,11 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         _prefixed(gettext_noop("the runner refused the job (exit 2): %(detail)s")),
     ),
     (
+        # calculet's judging (acceptance/judging.py); the page lists the sentences after it in the reader's language.
+        re.compile(r"^the runner claims a pass its measurements do not support — (?P<detail>.*)$", re.S),
+        _prefixed(gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")),
+    ),
+    (
         re.compile(r"^runner protocol violated: (?P<detail>.*)$", re.S),
         _prefixed(gettext_noop("runner protocol violated: %(detail)s")),
     ),

@@ -58,7 +58,10 @@ class RunOutputSerializer(serializers.Serializer):
 
 class RunDetailOutputSerializer(RunOutputSerializer):
     log = serializers.CharField()
-    findings = serializers.JSONField()
+    findings = serializers.JSONField(
+        help_text="Each {code, severity, field, message}, message the English sentence; calculet's own judging "
+        "findings add template (its English template) and params (the figures that fill it)."
+    )
     result = serializers.JSONField()
     inputs = serializers.JSONField(help_text="The artifact and target versions the run was made for.")
     params = serializers.JSONField()
