@@ -79,6 +79,17 @@ def _check_sweeper():
         raise RuntimeError(reason)
 
 
+# What /readyz says of a failed check. It is public, so it names the check and nothing else: an exception's
+# text can carry host names, user names or paths, and goes to the log only.
+FAILED = {
+    "database": "error: the database did not answer",
+    "migrations": "error: the migrations could not be read or are not all applied",
+    "broker": "error: the broker did not accept a connection",
+    "storage": "error: the artifact store or an upload directory is unavailable, or short of free space",
+    "sweeper": "error: the sweeper has not finished a sweep within ACCEPTANCE_SWEEP_STALE_AFTER",
+}
+
+
 def readyz(request):
     checks = {
         "database": _check_database,
@@ -93,7 +104,8 @@ def readyz(request):
             check()
             results[name] = "ok"
         except Exception as exc:  # every failure counts as not ready, whatever raised it
-            results[name] = f"error: {exc}"
+            logger.error("readyz: the %s check failed: %s: %s", name, type(exc).__name__, exc)
+            results[name] = FAILED[name]
     ready = all(value == "ok" for value in results.values())
     return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)
 
