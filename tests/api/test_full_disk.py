@@ -119,6 +119,7 @@ def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(
 
 def test_readyz_reports_storage_below_the_free_space_threshold(client, settings, small_disk, caplog):
     settings.STORAGE_MIN_FREE_BYTES = 4 * MIB
+    settings.FILE_UPLOAD_TEMP_DIR = small_disk
     assert client.get("/readyz").json()["checks"]["storage"] == "ok"
     (small_disk / "filler").write_bytes(bytes(5 * MIB))
     response = client.get("/readyz")
@@ -130,6 +131,21 @@ def test_readyz_reports_storage_below_the_free_space_threshold(client, settings,
     )
     assert detail is not None, caplog.text
     assert int(detail[1]) < 4 * MIB
+
+
+def test_readyz_fails_when_plain_uploads_are_spooled_on_another_volume(client, settings, small_disk, caplog):
+    """The wrong setup: the uploads on their volume (here the small disk), the spool on another (the system's,
+    like /tmp). Each has free space and is writable; the spool is still in the wrong place."""
+    settings.STORAGE_MIN_FREE_BYTES = MIB
+    settings.FILE_UPLOAD_TEMP_DIR = small_disk
+    assert client.get("/readyz").json()["checks"]["storage"] == "ok"
+    elsewhere = small_disk.parent / "spool"
+    elsewhere.mkdir()
+    settings.FILE_UPLOAD_TEMP_DIR = elsewhere
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["storage"] == FAILED["storage"]
+    assert f"FILE_UPLOAD_TEMP_DIR {elsewhere} is not on the volume of UPLOAD_TEMP_DIR" in caplog.text
 
 
 def test_on_a_full_disk_the_rest_of_the_chunk_is_read_before_the_answer(vendor_a, small_disk):
