@@ -54,6 +54,21 @@ def test_readyz_fails_when_the_sweeper_stopped(client, settings, caplog):
 
 
 @pytest.mark.django_db
+def test_readyz_fails_when_the_sweepers_last_run_is_recorded_in_the_future(client, settings, caplog):
+    """A worker whose clock runs an hour ahead records its sweeps an hour ahead: a stopped beat would then
+    look on time for an hour past ACCEPTANCE_SWEEP_STALE_AFTER."""
+    runs_sweep()
+    settings.ACCEPTANCE_SWEEP_STALE_AFTER = 60
+    JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() + timedelta(seconds=30))
+    assert client.get(reverse("readyz")).json()["checks"]["sweeper"] == "ok"  # within the window: ordinary skew
+    JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() + timedelta(hours=1))
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    assert response.json()["checks"]["sweeper"] == FAILED["sweeper"]
+    assert "s in the future (at " in caplog.text and "disagree by more than 60 s" in caplog.text
+
+
+@pytest.mark.django_db
 def test_readyz_fails_when_plain_uploads_cannot_be_spooled(client, settings, tmp_path, caplog):
     runs_sweep()
     settings.FILE_UPLOAD_TEMP_DIR = tmp_path / "not-made"
