@@ -172,7 +172,8 @@ def _limit_error(
     low, high = bounds
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return refusal(gettext_noop("Must be a number."))
-    if whole and not float(value).is_integer():
+    # A whole-number limit is stored as an integer: the API reads `16.0` as 16, so a float here is a fraction.
+    if whole and not isinstance(value, int):
         return refusal(
             gettext_noop("Must be a whole number from %(low)s to %(high)s."), low=f"{low:g}", high=f"{high:g}"
         )

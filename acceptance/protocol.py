@@ -282,7 +282,7 @@ class RunnerEnd:
     limit_hit: str | None
     reason: str
     sandbox: dict
-    detached_processes: int = 0  # processes that left the runner's session to outlive it (the sandbox killed them)
+    detached_processes: int = 0  # processes the runner left to outlive it (the sandbox killed them)
 
     @classmethod
     def of(cls, outcome: Outcome) -> "RunnerEnd":
@@ -338,7 +338,8 @@ def runner_verdict(end: RunnerEnd, read: tuple[dict | None, str], stage: str, st
 
 
 def left_behind_findings(end: RunnerEnd) -> list[dict]:
-    """A runner that started processes in sessions of their own tried to leave them running after it: the
+    """A runner that started processes in sessions of their own, or left some running as it exited, tried to
+    leave them running after it: the
     sandbox killed them, and the verdict says so (a runner for a board must not leave anything behind)."""
     if not end.detached_processes:
         return []
@@ -348,8 +349,8 @@ def left_behind_findings(end: RunnerEnd) -> list[dict]:
             "severity": "warning",
             "field": "sandbox",
             "message": (
-                f"the runner started {end.detached_processes} process(es) in a session of their own to outlive "
-                "it (daemonised); the sandbox killed them when the runner ended"
+                f"the runner left {end.detached_processes} process(es) to outlive it (daemonised: in a session "
+                "of their own, or still running when it exited); the sandbox killed them when the runner ended"
             ),
         }
     ]

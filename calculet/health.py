@@ -48,9 +48,17 @@ def _check_broker():
         conn.ensure_connection(max_retries=1, timeout=2)
 
 
+def _made(path: Path) -> Path:
+    """`path`, or its nearest parent that exists: the disk a directory not made yet will be on."""
+    while not path.exists():
+        path = path.parent
+    return path
+
+
 def _check_storage():
     """The artifact store answers; Django can spool a plain upload to FILE_UPLOAD_TEMP_DIR (a directory it
-    does not make) and partial uploads can be written to UPLOAD_TEMP_DIR (made on the first upload); and the
+    does not make) on the volume of UPLOAD_TEMP_DIR, where partial uploads can be written (made on the first
+    upload); and the
     local disks of artifacts and uploads have at least STORAGE_MIN_FREE_BYTES free (a full disk fails every
     upload with 507)."""
     storage = storages["artifacts"]
@@ -61,12 +69,15 @@ def _check_storage():
     uploads = Path(settings.UPLOAD_TEMP_DIR)
     if uploads.exists() and not os.access(uploads, os.W_OK | os.X_OK):
         raise RuntimeError(f"UPLOAD_TEMP_DIR {uploads} cannot be written")
+    # A spool elsewhere (the system's /tmp, often a small tmpfs) would need room on a second disk for every
+    # plain upload, and copy the file across instead of renaming it.
+    if _made(spool).stat().st_dev != _made(uploads).stat().st_dev:
+        raise RuntimeError(f"FILE_UPLOAD_TEMP_DIR {spool} is not on the volume of UPLOAD_TEMP_DIR {uploads}")
     local = [uploads, spool]
     with contextlib.suppress(NotImplementedError):  # a remote store (S3) has no local path
         local.append(Path(storage.path("")))
     for path in local:
-        while not path.exists():  # not made yet: the disk it will be on
-            path = path.parent
+        path = _made(path)
         free = shutil.disk_usage(path).free
         if free < settings.STORAGE_MIN_FREE_BYTES:
             raise RuntimeError(f"{free} bytes free under {path}, below STORAGE_MIN_FREE_BYTES")
@@ -77,6 +88,17 @@ def _check_sweeper():
     reason = job_staleness(SWEEPER, stale_after=settings.ACCEPTANCE_SWEEP_STALE_AFTER)
     if reason is not None:
         raise RuntimeError(reason)
+
+
+# What /readyz says of a failed check. It is public, so it names the check and nothing else: an exception's
+# text can carry host names, user names or paths, and goes to the log only.
+FAILED = {
+    "database": "error: the database did not answer",
+    "migrations": "error: the migrations could not be read or are not all applied",
+    "broker": "error: the broker did not accept a connection",
+    "storage": "error: the artifact store or an upload directory is unavailable, or short of free space",
+    "sweeper": "error: the sweeper has not finished a sweep within ACCEPTANCE_SWEEP_STALE_AFTER",
+}
 
 
 def readyz(request):
@@ -93,7 +115,8 @@ def readyz(request):
             check()
             results[name] = "ok"
         except Exception as exc:  # every failure counts as not ready, whatever raised it
-            results[name] = f"error: {exc}"
+            logger.error("readyz: the %s check failed: %s: %s", name, type(exc).__name__, exc)
+            results[name] = FAILED[name]
     ready = all(value == "ok" for value in results.values())
     return JsonResponse({"status": "ready" if ready else "not ready", "checks": results}, status=200 if ready else 503)
 

@@ -1,6 +1,7 @@
 """The API's body parser for JSON operations (its own module: DRF imports it while its views load)."""
 
 import json
+from decimal import Decimal
 
 from django.conf import settings
 from django.utils.translation import gettext, gettext_noop
@@ -52,6 +53,22 @@ def _object_without_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
     return data
 
 
+# A whole number written with a fraction or an exponent is read as the integer it is up to this many digits
+# (an id, a count or an error code has at most 19); past it, as JSON's float: making the integer of `1e999999`
+# would cost what the body's size limit is there to prevent.
+WHOLE_NUMBER_MAX_DIGITS = 19
+
+
+def _number(text: str) -> int | float:
+    """A JSON number with a fraction or an exponent: the integer it is when it is whole (`16.0`, `2.3e+16`,
+    read from its text, since a float above 2**53 is not the number written), a float otherwise. So every
+    spelling of a whole number is one value for an integer field, and a fraction (`16.5`) is refused there."""
+    number = Decimal(text)
+    if number.adjusted() < WHOLE_NUMBER_MAX_DIGITS and number == number.to_integral_value():
+        return int(number)
+    return float(text)
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
@@ -59,7 +76,8 @@ def _no_constant(name: str):
 class JsonParser(JSONParser):
     """The API's only body format for JSON operations. A body nested deeper than JSON_MAX_DEPTH is refused
     before parsing (Python's parser would recurse until the interpreter gives up); a key repeated in one
-    object (the error names its path, `golden.tolerances.max_abs`), and NaN or Infinity, are refused."""
+    object (the error names its path, `golden.tolerances.max_abs`), and NaN or Infinity, are refused. A whole
+    number is an integer however it is written (`_number`)."""
 
     def parse(self, stream, media_type=None, parser_context=None):
         body = stream.read()
@@ -70,7 +88,10 @@ class JsonParser(JSONParser):
         encoding = (parser_context or {}).get("encoding", settings.DEFAULT_CHARSET)
         try:
             document = json.loads(
-                body.decode(encoding), object_pairs_hook=_object_without_repeated_keys, parse_constant=_no_constant
+                body.decode(encoding),
+                object_pairs_hook=_object_without_repeated_keys,
+                parse_constant=_no_constant,
+                parse_float=_number,
             )
         except ValueError as error:  # bad JSON, bad UTF-8
             raise exceptions.ParseError(gettext("JSON parse error - %(error)s") % {"error": error}) from error

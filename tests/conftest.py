@@ -155,6 +155,7 @@ def _artifact_storage(request, tmp_path):
     settings = request.getfixturevalue("settings")
     settings.STORAGE_ROOT = tmp_path / "storage"
     settings.UPLOAD_TEMP_DIR = tmp_path / "storage" / "uploads"
+    settings.FILE_UPLOAD_TEMP_DIR = tmp_path  # on the uploads' volume, as /readyz wants
     settings.STORAGES = {
         **settings.STORAGES,
         "artifacts": {

@@ -60,6 +60,21 @@ def _limits_schema(bounds: dict[str, Bounds], description: str) -> dict:
     return {"type": "object", "properties": properties, "additionalProperties": False, "description": description}
 
 
+class LimitField(serializers.FloatField):
+    """A limit's value as the JSON parser read it: a whole number stays an integer (so a whole-number limit
+    is stored as one, `16` and `16.0` alike), any other number is a float. Shown the same way: a whole value
+    an older answer stored as a float reads as the integer."""
+
+    def to_internal_value(self, data):
+        number = super().to_internal_value(data)  # the number checks, and min_value
+        return data if isinstance(data, int) and not isinstance(data, bool) else number
+
+    def to_representation(self, value):
+        if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+            return int(value)
+        return value if isinstance(value, int) else super().to_representation(value)
+
+
 @extend_schema_field(
     _limits_schema(
         tolerance_bounds(),
@@ -68,7 +83,7 @@ def _limits_schema(bounds: dict[str, Bounds], description: str) -> dict:
     )
 )
 class TolerancesField(serializers.DictField):
-    child = serializers.FloatField(min_value=0)
+    child = LimitField(min_value=0)
 
 
 @extend_schema_field(
@@ -79,7 +94,7 @@ class TolerancesField(serializers.DictField):
     )
 )
 class ThresholdsField(serializers.DictField):
-    child = serializers.FloatField()
+    child = LimitField()
 
 
 class GoldenSerializer(StrictSerializer):
@@ -173,7 +188,7 @@ class AnswerOutputSerializer(serializers.Serializer):
     error_paths = serializers.ListField(child=serializers.DictField())
     golden = serializers.SerializerMethodField()
     compatibility = serializers.DictField(child=serializers.CharField())
-    thresholds = serializers.DictField(child=serializers.FloatField())
+    thresholds = serializers.DictField(child=LimitField())
     complete = serializers.BooleanField()
     missing = serializers.ListField(child=serializers.ChoiceField(choices=ELEMENTS))
     created_at = serializers.DateTimeField()

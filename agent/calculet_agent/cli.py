@@ -9,6 +9,7 @@ target token (unknown or revoked), and polling again cannot help; 1: it refused 
 """
 
 import argparse
+import fcntl
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from calculet_agent import __version__
 from calculet_agent.cache import Cache, DigestMismatchError
 from calculet_agent.client import Client, RefusedError, UnreachableError
 from calculet_agent.digest import runner_digest
-from calculet_agent.runner import run_job
+from calculet_agent.runner import run_job, runs_left_over_remove
 from calculet_agent.signing import SIGNATURE_HEADER, key_load_or_create, public_key_text, sign
 
 logger = logging.getLogger("calculet_agent")
@@ -52,12 +53,30 @@ def _retrying(call, what: str):
             raise
 
 
+def state_lock(state: Path) -> int:
+    """Hold the state directory for this process (an open descriptor with an exclusive lock, released when the
+    process ends, killed or not): a second agent on the same directory is refused rather than sharing its key,
+    cache and run directories."""
+    state.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state / "agent.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise SystemExit(f"calculet-agent: another agent is running with the state directory {state}") from None
+    return fd
+
+
 def serve(args) -> None:
     state = Path(args.state_dir)
+    state_lock(state)
     key = key_load_or_create(state)
     cache = Cache(state / "cache" / "sha256")
     run_dir = state / "runs"
     run_dir.mkdir(parents=True, exist_ok=True)
+    removed = runs_left_over_remove(run_dir)
+    if removed:
+        logger.info("removed %s working director(ies) a stopped agent left in %s", removed, run_dir)
     client = Client(args.server, args.token)
     registration = {
         "host": args.host or platform.node(),

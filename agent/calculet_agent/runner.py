@@ -6,6 +6,7 @@ import functools
 import json
 import logging
 import shlex
+import shutil
 import tempfile
 import threading
 import time
@@ -84,6 +85,21 @@ class Reporter(threading.Thread):
         self.join()
 
 
+RUN_DIR_PREFIX = "calculet-agent-run-"
+
+
+def runs_left_over_remove(run_dir: Path) -> int:
+    """Remove the working directories (with their copies of the inputs) that a killed agent left in `run_dir`;
+    returns how many. Call it only while holding the state directory (`cli.state_lock`): then no other agent
+    runs there, and this one has not started a run yet."""
+    removed = 0
+    for path in run_dir.glob(f"{RUN_DIR_PREFIX}*"):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def run_job(
     client: Client, cache: Cache, run_dir: Path, claimed: dict, runner_command: list[str], devices: tuple[str, ...]
 ) -> tuple[dict | None, Reporter]:
@@ -94,7 +110,7 @@ def run_job(
     reporter = Reporter(client, run_id, run_token, float(job["heartbeat_seconds"]))
     reporter.start()
     try:
-        with tempfile.TemporaryDirectory(prefix=f"calculet-agent-run-{run_id}-", dir=run_dir) as tmp:
+        with tempfile.TemporaryDirectory(prefix=f"{RUN_DIR_PREFIX}{run_id}-", dir=run_dir) as tmp:
             workdir = Path(tmp)
             started = time.monotonic()
             for item in job["inputs"]:

@@ -145,7 +145,7 @@ class Outcome:
     output_bytes: int
     isolation: Isolation
     memory_peak_bytes: int = 0
-    detached_processes: int = 0  # processes that left the run's session, as daemons do (the run killed them)
+    detached_processes: int = 0  # processes left to outlive the runner, as daemons are (the run killed them)
 
     @property
     def clean_exit(self) -> bool:
@@ -466,6 +466,7 @@ class ProcessTree:
         self.root = root
         self.seen: dict[int, str] = {}
         self.detached: set[int] = set()
+        self.init: int | None = None  # a PID namespace's init, which outlives the runner by a moment
 
     def poll(self) -> list[int]:
         """Walk the tree from the root, remembering every process in it; returns those it found alive."""
@@ -485,6 +486,22 @@ class ProcessTree:
 
     def alive(self) -> list[int]:
         return [pid for pid, started in self.seen.items() if _start_time(pid) == started]
+
+    def left_in_session(self) -> None:
+        """Once the runner has exited on its own: every process still in its session or process group was left
+        to outlive it (an orphan of a double fork is no longer a descendant, and one that forked between two
+        polls was never seen); each joins the tree, to be killed, and `detached`."""
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) in (self.root, self.init):
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[0] not in ("Z", "X") and self.root in (int(fields[2]), int(fields[3])):
+                pid = int(entry.name)
+                self.add(pid)
+                self.detached.add(pid)
 
     def kill(self) -> None:
         for pid in self.alive():
@@ -588,6 +605,7 @@ class Bubblewrap(Stack):
             init = _namespace_init(info_read)
             if init is not None:
                 tree.add(init)
+                tree.init = init
         return tree
 
     def exit_status(self, status: int) -> tuple[int | None, int | None]:
@@ -886,6 +904,8 @@ class _Supervision:
         """Kill whatever the runner left behind and wait until it is gone; then read its last output and
         release what the run held. Returns the started process's wait status and resource usage."""
         self.tree.poll()
+        if self.limit_hit is None:  # not killed: what is still running was left behind
+            self.tree.left_in_session()
         self._kill()
         for fd in list(self.streams):
             while fd in self.streams and self._read(fd):

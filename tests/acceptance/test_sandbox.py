@@ -388,6 +388,27 @@ def test_a_runner_that_daemonises_has_it_named_in_its_verdict(tmp_path, sandbox_
     assert finding["severity"] == "warning" and "daemonised" in finding["message"]
 
 
+def test_a_runner_that_leaves_an_orphan_in_its_session_has_it_named_in_its_verdict(tmp_path):
+    # No setsid and no lingering: the child forks and exits at once, so its orphan is never in a session of its
+    # own and is no descendant of the runner when the runner exits 0. It is still in the runner's session. On
+    # the fallback, where no PID namespace ends it, it was killed by the process group and counted nowhere.
+    fallback = dataclasses.replace(sandbox.host(), bwrap=None, user=WORKER_USER, uid=os.geteuid(), gid=os.getegid())
+    token = uuid.uuid4().hex
+    daemon = "import os, time\nif os.fork(): os._exit(0)\ntime.sleep(300)"
+    code = f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
+    try:
+        outcome, _ = run_python(code, tmp_path, fallback)
+    finally:
+        kill_all(processes_with(token))
+    assert outcome.clean_exit, outcome.reason
+    assert outcome.detached_processes == 1
+    write_result(tmp_path / "result.json")
+    verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
+    assert verdict.verdict == stages.PASS
+    finding = next(f for f in verdict.findings if f["code"] == "processes_left_behind")
+    assert "left 1 process(es) to outlive it" in finding["message"]
+
+
 def test_the_fallback_runs_a_root_workers_runner_as_its_user(tmp_path):
     # This host without bwrap, as probed: for a root worker the runner's user is `nobody`, which the child
     # becomes before exec, without supplementary groups; it may write where others may, not in the worker's

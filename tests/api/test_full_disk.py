@@ -4,6 +4,7 @@ the tests run here and on CI). Uploads answer 507 in the API's error format and 
 import base64
 import io
 import os
+import re
 import subprocess
 from urllib.parse import urlsplit
 
@@ -12,6 +13,7 @@ import requests
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from calculet.errors import StorageFullError
+from calculet.health import FAILED
 from tests.factories import db_snapshot, sha256
 from vendor.models import Artifact, Upload
 from vendor.services import uploads as upload_services
@@ -115,17 +117,35 @@ def test_a_plain_upload_on_a_full_disk_is_a_507_and_changes_nothing(
     assert [path for path in small_disk.rglob("*") if path.is_file()] == []
 
 
-def test_readyz_reports_storage_below_the_free_space_threshold(client, settings, small_disk):
+def test_readyz_reports_storage_below_the_free_space_threshold(client, settings, small_disk, caplog):
     settings.STORAGE_MIN_FREE_BYTES = 4 * MIB
+    settings.FILE_UPLOAD_TEMP_DIR = small_disk
     assert client.get("/readyz").json()["checks"]["storage"] == "ok"
     (small_disk / "filler").write_bytes(bytes(5 * MIB))
     response = client.get("/readyz")
     assert response.status_code == 503
-    storage = response.json()["checks"]["storage"]
-    assert storage.startswith("error: ")
-    assert storage.endswith(f"bytes free under {small_disk}, below STORAGE_MIN_FREE_BYTES")
-    free = int(storage.removeprefix("error: ").split()[0])
-    assert free < 4 * MIB
+    assert response.json()["checks"]["storage"] == FAILED["storage"]
+    assert str(small_disk) not in response.content.decode()
+    detail = re.search(
+        rf"(\d+) bytes free under {re.escape(str(small_disk))}, below STORAGE_MIN_FREE_BYTES", caplog.text
+    )
+    assert detail is not None, caplog.text
+    assert int(detail[1]) < 4 * MIB
+
+
+def test_readyz_fails_when_plain_uploads_are_spooled_on_another_volume(client, settings, small_disk, caplog):
+    """The wrong setup: the uploads on their volume (here the small disk), the spool on another (the system's,
+    like /tmp). Each has free space and is writable; the spool is still in the wrong place."""
+    settings.STORAGE_MIN_FREE_BYTES = MIB
+    settings.FILE_UPLOAD_TEMP_DIR = small_disk
+    assert client.get("/readyz").json()["checks"]["storage"] == "ok"
+    elsewhere = small_disk.parent / "spool"
+    elsewhere.mkdir()
+    settings.FILE_UPLOAD_TEMP_DIR = elsewhere
+    response = client.get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["checks"]["storage"] == FAILED["storage"]
+    assert f"FILE_UPLOAD_TEMP_DIR {elsewhere} is not on the volume of UPLOAD_TEMP_DIR" in caplog.text
 
 
 def test_on_a_full_disk_the_rest_of_the_chunk_is_read_before_the_answer(vendor_a, small_disk):

@@ -13,6 +13,7 @@ from calculet.api import StrictSerializer
 from calculet.errors import DomainError
 from tests.factories import complete_answer, db_snapshot
 from vendor.inputs import QuestionChanges
+from vendor.models import Answer
 from vendor.services.questions import question_update
 
 
@@ -57,20 +58,85 @@ def test_the_number_itself_is_taken_where_its_string_is_refused(vendor_a, questi
     assert response.json()["thresholds"] == {"soak_requests": 16}
 
 
-@pytest.mark.parametrize("spelling", ["1.0", "2.3e16", "2.3e+16", "2.3E16"])
-def test_an_integer_field_refuses_every_spelling_of_a_json_fraction_or_exponent_alike(
+# Every integer field of an answer's body: where it sits, and a value it takes (`{calbin}`/`{golden}`: the id).
+INTEGER_FIELDS = {
+    "error_paths[0].expect_code": ("error_paths", 0, "expect_code", "17"),
+    "executable_assets[0]": ("executable_assets", 0, None, "{calbin}"),
+    "minimal_example.artifact": ("minimal_example", "artifact", None, "{calbin}"),
+    "golden.artifacts[0]": ("golden", "artifacts", 0, "{golden}"),
+    "thresholds.golden_min_decode_steps": ("thresholds", "golden_min_decode_steps", None, "16"),
+    "thresholds.soak_requests": ("thresholds", "soak_requests", None, "16"),
+    "thresholds.soak_concurrency": ("thresholds", "soak_concurrency", None, "16"),
+    "thresholds.soak_prompt_tokens": ("thresholds", "soak_prompt_tokens", None, "256"),
+    "thresholds.soak_output_tokens": ("thresholds", "soak_output_tokens", None, "64"),
+    "thresholds.soak_golden_samples": ("thresholds", "soak_golden_samples", None, "16"),
+}
+
+
+def _with_integer(artifacts, field: str, text: str) -> str:
+    """The complete answer's JSON with `field` written as `text` (a JSON number, as it is sent)."""
+    outer, middle, inner, _ = INTEGER_FIELDS[field]
+    body = {**complete_answer(artifacts), "thresholds": {}}
+    holder = body.setdefault(outer, {})
+    if inner is not None:
+        holder[middle][inner] = "N"
+    else:
+        holder[middle] = "N"
+    return json.dumps(body).replace('"N"', text)
+
+
+def _stored(answer, field: str):
+    outer, middle, inner, _ = INTEGER_FIELDS[field]
+    value = {
+        "error_paths": lambda: answer.error_paths,
+        "executable_assets": lambda: [a.pk for a in answer.executable_assets.all()],
+        "minimal_example": lambda: {"artifact": answer.minimal_example_artifact_id},
+        "golden": lambda: {"artifacts": [a.pk for a in answer.golden_artifacts.all()]},
+        "thresholds": lambda: answer.thresholds,
+    }[outer]()[middle]
+    return value if inner is None else value[inner]
+
+
+@pytest.mark.parametrize("field", INTEGER_FIELDS)
+@pytest.mark.parametrize("spelling", ["{n}", "{n}.0", "{n}.000", "{n}e0", "{n}0E-1"])
+def test_every_integer_field_reads_a_whole_number_in_any_notation_and_stores_an_int(
+    vendor_a, question_a, artifacts_a, field, spelling
+):
+    """One rule for every integer field (docs/api.md): a whole number is that integer however JSON writes it;
+    `expect_code: 17.0` and `soak_requests: 16.0` alike are stored as the int, never as a float."""
+    ids = {"calbin": artifacts_a["calbin"].pk, "golden": artifacts_a["golden"].pk}
+    number = INTEGER_FIELDS[field][3].format(**ids)
+    body = _with_integer(artifacts_a, field, spelling.format(n=number))
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, content_type="application/json")
+    assert response.status_code == 201, response.content
+    stored = _stored(Answer.objects.get(pk=response.json()["id"]), field)
+    assert stored == int(number) and type(stored) is int, (field, stored)
+    assert f'"{field.rpartition(".")[2].partition("[")[0]}"' in response.content.decode()
+    assert f"{number}.0" not in response.content.decode()
+
+
+@pytest.mark.parametrize("field", INTEGER_FIELDS)
+def test_every_integer_field_refuses_a_fraction_naming_the_field(vendor_a, question_a, artifacts_a, field):
+    before = db_snapshot()
+    response = vendor_a.client().post(
+        "/api/v1/questions/V18/answers/", _with_integer(artifacts_a, field, "16.5"), content_type="application/json"
+    )
+    assert response.status_code == 400, response.content
+    assert [error["field"] for error in response.json()["errors"]] == [field]
+    assert db_snapshot() == before
+
+
+@pytest.mark.parametrize("spelling", ["2.3e16", "2.3e+16", "2.3E16", "23000000000000000.0"])
+def test_an_integer_field_reads_every_spelling_of_a_large_whole_number_as_one(
     vendor_a, question_a, artifacts_a, spelling
 ):
-    """A body is read by JSON's parser: `2.3e16` and `2.3e+16` are one number, and an integer field takes
-    neither, as it takes no `1.0` (only a query string, which has no types, reads them as whole numbers)."""
-    body = json.dumps({**complete_answer(artifacts_a), "error_paths": [{"scenario": "kv", "expect_code": "N"}]})
-    response = vendor_a.client().post(
-        "/api/v1/questions/V18/answers/", body.replace('"N"', spelling), content_type="application/json"
-    )
+    """Read from the number's text: 2.3e16 is 23000000000000000 (out of an error code's range), whichever way
+    it is written."""
+    body = _with_integer(artifacts_a, "error_paths[0].expect_code", spelling)
+    response = vendor_a.client().post("/api/v1/questions/V18/answers/", body, content_type="application/json")
     assert response.status_code == 400
-    assert response.json()["errors"] == [
-        {"field": "error_paths[0].expect_code", "code": "invalid", "message": "Expected an integer, got a number."}
-    ]
+    [error] = response.json()["errors"]
+    assert (error["field"], error["code"]) == ("error_paths[0].expect_code", "max_value")
 
 
 @pytest.mark.parametrize("spelling", ["23", "23.0", "2.3e1", "2.3e+1", "2.3E1"])
@@ -80,7 +146,8 @@ def test_a_whole_number_limit_reads_every_spelling_of_its_value_alike(vendor_a, 
         "/api/v1/questions/V18/answers/", body.replace('"N"', spelling), content_type="application/json"
     )
     assert response.status_code == 201, response.content
-    assert response.json()["thresholds"] == {"soak_requests": 23}
+    assert '"thresholds":{"soak_requests":23}' in response.content.decode()
+    assert type(Answer.objects.get(pk=response.json()["id"]).thresholds["soak_requests"]) is int
 
 
 def test_every_wrong_field_is_reported_at_once(vendor_a, question_a, artifacts_a):

@@ -8,10 +8,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django import db
 from django.urls import reverse
 from django.utils import timezone
 
 from acceptance.services import runs_sweep
+from calculet import health
+from calculet.health import FAILED
 from calculet.logs import JsonFormatter, request_id_var
 from calculet.models import JobRun
 
@@ -36,29 +39,45 @@ def test_readyz_reports_each_dependency(client, settings):
 
 
 @pytest.mark.django_db
-def test_readyz_fails_when_the_sweeper_stopped(client, settings):
+def test_readyz_fails_when_the_sweeper_stopped(client, settings, caplog):
     response = client.get(reverse("readyz"))
     assert response.status_code == 503
-    assert response.json()["checks"]["sweeper"] == "error: the sweeper has not run yet"
+    assert response.json()["checks"]["sweeper"] == FAILED["sweeper"]
     runs_sweep()
     assert client.get(reverse("readyz")).json()["checks"]["sweeper"] == "ok"
     settings.ACCEPTANCE_SWEEP_STALE_AFTER = 60
     JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() - timedelta(seconds=61))
     response = client.get(reverse("readyz"))
     assert response.status_code == 503
-    stale = response.json()["checks"]["sweeper"]
-    assert stale.startswith("error: the sweeper last finished 61 s ago (at ") and stale.endswith("more than 60 s")
+    assert response.json()["checks"]["sweeper"] == FAILED["sweeper"]
+    assert "the sweeper last finished 61 s ago (at " in caplog.text and "more than 60 s" in caplog.text
 
 
 @pytest.mark.django_db
-def test_readyz_fails_when_plain_uploads_cannot_be_spooled(client, settings, tmp_path):
+def test_readyz_fails_when_the_sweepers_last_run_is_recorded_in_the_future(client, settings, caplog):
+    """A worker whose clock runs an hour ahead records its sweeps an hour ahead: a stopped beat would then
+    look on time for an hour past ACCEPTANCE_SWEEP_STALE_AFTER."""
+    runs_sweep()
+    settings.ACCEPTANCE_SWEEP_STALE_AFTER = 60
+    JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() + timedelta(seconds=30))
+    assert client.get(reverse("readyz")).json()["checks"]["sweeper"] == "ok"  # within the window: ordinary skew
+    JobRun.objects.filter(name="sweeper").update(finished_at=timezone.now() + timedelta(hours=1))
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    assert response.json()["checks"]["sweeper"] == FAILED["sweeper"]
+    assert "s in the future (at " in caplog.text and "disagree by more than 60 s" in caplog.text
+
+
+@pytest.mark.django_db
+def test_readyz_fails_when_plain_uploads_cannot_be_spooled(client, settings, tmp_path, caplog):
     runs_sweep()
     settings.FILE_UPLOAD_TEMP_DIR = tmp_path / "not-made"
     response = client.get(reverse("readyz"))
     assert response.status_code == 503
-    assert response.json()["checks"]["storage"] == (
-        f"error: FILE_UPLOAD_TEMP_DIR {tmp_path / 'not-made'} is not a directory calculet can write to"
-    )
+    assert response.json()["checks"]["storage"] == FAILED["storage"]
+    # The path is for the operator's log, not for whoever asks.
+    assert str(tmp_path) not in response.content.decode()
+    assert f"FILE_UPLOAD_TEMP_DIR {tmp_path / 'not-made'} is not a directory calculet can write to" in caplog.text
 
 
 def test_plain_uploads_are_spooled_on_the_uploads_volume():
@@ -69,7 +88,7 @@ def test_plain_uploads_are_spooled_on_the_uploads_volume():
 
 
 @pytest.mark.django_db
-def test_readyz_is_503_when_the_broker_is_unreachable(client, settings):
+def test_readyz_is_503_when_the_broker_is_unreachable(client, settings, caplog):
     settings.REDIS_URL = "redis://127.0.0.1:1/0"
     from calculet.celery import app
 
@@ -80,7 +99,36 @@ def test_readyz_is_503_when_the_broker_is_unreachable(client, settings):
     finally:
         app.conf.broker_url = original
     assert response.status_code == 503
-    assert response.json()["checks"]["broker"].startswith("error")
+    assert response.json()["checks"]["broker"] == FAILED["broker"]
+    # The refused address is named in the log only.
+    assert "127.0.0.1:1" not in response.content.decode()
+    assert "127.0.0.1:1" in caplog.text
+
+
+@pytest.mark.django_db
+def test_readyz_names_a_failed_check_without_the_errors_text(client, monkeypatch, caplog):
+    """A database outage's message names the server, the port and the user: /readyz is public, so the body
+    says only which check failed and the log keeps the message."""
+    runs_sweep()
+    leak = (
+        'connection to server at "db-7.internal.example" (10.20.30.40), port 5432 failed: '
+        'FATAL: password authentication failed for user "calculet_owner"'
+    )
+
+    def down():
+        raise db.OperationalError(leak)
+
+    monkeypatch.setattr(health, "_check_database", down)
+    response = client.get(reverse("readyz"))
+    assert response.status_code == 503
+    body = response.json()
+    assert body["checks"]["database"] == FAILED["database"]
+    assert body["checks"]["storage"] == "ok"
+    text = response.content.decode()
+    for secret in ("db-7.internal.example", "10.20.30.40", "5432", "calculet_owner", "password"):
+        assert secret not in text
+    assert leak in caplog.text
+    assert "the database check failed: OperationalError" in caplog.text
 
 
 def test_request_id_is_echoed_and_logged(client):
