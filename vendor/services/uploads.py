@@ -314,7 +314,7 @@ class _Chunk:
         flush, self.flush = self.flush, None
         if flush is not None:
             flush.wait()
-            self._store(flush.end, flush.state)
+            self._store(flush.end, flush.hash_state)
 
     def _abandon_flush(self) -> None:
         """Let a flush in flight end before the file is cut back or closed; what it made durable stays
@@ -373,8 +373,8 @@ class _Flush:
     offset and hash state that are durable once it has completed: `done()` polls, `wait()` blocks (under
     gevent cooperatively) and raises what the fsync raised."""
 
-    def __init__(self, handle, end: int, state: bytes):
-        self.end, self.state = end, state
+    def __init__(self, handle, end: int, hash_state: bytes):
+        self.end, self.hash_state = end, hash_state
         hub = _gevent_hub()
         if hub is not None:
             result = hub.threadpool.spawn(os.fsync, handle.fileno())
