@@ -30,7 +30,10 @@ def module_dir(tmp_path, monkeypatch):
     modules = tmp_path / "site"
     (modules / "board_pkg").mkdir(parents=True)
     (modules / "board_pkg" / "__init__.py").write_text("")
-    (modules / "board_pkg" / "__main__.py").write_text("print('board')\n")
+    (modules / "board_pkg" / "__main__.py").write_text("from board_pkg.runner import run\nrun()\n")
+    (modules / "board_pkg" / "runner.py").write_text("def run():\n    print('board')\n")
+    (modules / "board_pkg" / "__pycache__").mkdir()
+    (modules / "board_pkg" / "__pycache__" / "runner.cpython-312.pyc").write_bytes(b"compiled v1")
     (modules / "board_runner.py").write_text("print('runner')\n")
     real = agent_digest.scrubbed_environment
     monkeypatch.setattr(agent_digest, "scrubbed_environment", lambda: real(python_path=[str(modules)]))
@@ -60,7 +63,9 @@ def test_a_script_given_to_an_interpreter_is_in_the_digest_and_a_changed_script_
 
 def test_a_module_run_with_dash_m_is_in_the_digest_as_the_runner_s_interpreter_resolves_it(module_dir):
     package = f"{sys.executable} -m board_pkg run"
-    assert runner_files(package) == [PYTHON, module_dir / "board_pkg" / "__main__.py"]  # what -m runs
+    # A package's own files, in the order of their paths; its compiled bytecode is not its runner.
+    in_package = [module_dir / "board_pkg" / name for name in ("__init__.py", "__main__.py", "runner.py")]
+    assert runner_files(package) == [PYTHON, *in_package]
     module = f"{sys.executable} -m board_runner"
     assert runner_files(module) == [PYTHON, module_dir / "board_runner.py"]
     first = runner_digest(module)
@@ -90,3 +95,23 @@ def test_a_changed_runner_script_is_a_registration_held_for_approval(tmp_path, p
     board.refresh_from_db()
     assert board.registration_pending["changes"] == {"runner_digest": [approved, runner_digest(command)]}
     assert board.runner_digest == approved  # not applied until approved
+
+
+def test_a_changed_module_of_a_package_run_with_dash_m_changes_the_digest_and_its_bytecode_does_not(module_dir):
+    package = f"{sys.executable} -m board_pkg run"
+    first = runner_digest(package)
+    assert first == manifest(PYTHON, *sorted(path for path in (module_dir / "board_pkg").glob("*.py")))
+    # What __main__ imports is the runner as much as __main__ is.
+    (module_dir / "board_pkg" / "runner.py").write_text("def run():\n    print('measures something else')\n")
+    changed = runner_digest(package)
+    assert changed != first
+    # A module of the package named after -m covers the same package.
+    assert runner_digest(f"{sys.executable} -m board_pkg.runner") == changed
+    # Bytecode the interpreter rewrites from the sources changes nothing, in __pycache__ or beside them.
+    (module_dir / "board_pkg" / "__pycache__" / "runner.cpython-312.pyc").write_bytes(b"compiled v2")
+    (module_dir / "board_pkg" / "stale.pyc").write_bytes(b"compiled")
+    assert runner_digest(package) == changed
+    # Every other file of the package is in it, in a subpackage too.
+    (module_dir / "board_pkg" / "tables").mkdir()
+    (module_dir / "board_pkg" / "tables" / "limits.json").write_text("{}")
+    assert runner_digest(package) != changed
