@@ -16,7 +16,7 @@ from django.db.models.functions import Concat
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from acceptance import proof_labels, stages
+from acceptance import proof_labels, stages, summaries
 from acceptance.models import AnswerClaim, Chain, PromotionAttempt, Run, Target, TargetAgent
 from acceptance.policy import AnswerFacts, ChainFacts, GateSubject
 from acceptance.protocol import VERSION_KEYS, device_attested
@@ -234,21 +234,31 @@ def question_chain_rows(*, user, question: Question) -> list[ChainView]:
                     "active": run is not None and run.state in stages.ACTIVE_STATES,
                     "earlier": earlier[:RUNS_PER_STAGE],
                     "probes": _probe_rows(getattr(run, "result_probes", None) or []) if run else [],
-                    "judged": _judged_findings(run.findings) if run else [],
+                    **_judged_reason(run),
                 }
             )
         views.append(ChainView(chain=chain, rows=rows))
     return views
 
 
-def _judged_findings(findings: list[dict]) -> list[dict]:
-    """calculet's own judging findings of a run (those stored with their template, `acceptance.judging.Said`),
-    each as its code and its sentence in the reader's language; the runner's findings are in its probes."""
-    return [
-        {"code": item.get("code", ""), "text": sentences.text(item)}
-        for item in findings
-        if isinstance(item, dict) and "template" in item
-    ]
+def _judged_reason(run: Run | None) -> dict:
+    """A run's reason and calculet's own judging findings (those stored with their template,
+    `acceptance.judging.Said`) in the reader's language: the reason said whole when its findings compose it
+    (`summaries.judged_reason`), the findings it says then left out of the list below it; otherwise the stored
+    reason as `run_summary` shows it and every templated finding. The runner's findings are in its probes."""
+    if run is None:
+        return {"reason": "", "judged": []}
+    findings = run.findings if isinstance(run.findings, list) else []
+    composed = summaries.judged_reason(run.reason, findings) if run.reason else None
+    if composed is not None:
+        reason, judged = composed
+    else:
+        reason = summaries.run_summary(run.reason)
+        judged = [item for item in findings if isinstance(item, dict) and "template" in item]
+    return {
+        "reason": reason,
+        "judged": [{"code": item.get("code", ""), "text": sentences.text(item)} for item in judged],
+    }
 
 
 def _probe_rows(probes: list[dict]) -> list[dict]:

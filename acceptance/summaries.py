@@ -8,7 +8,7 @@ from collections.abc import Callable
 from django.utils.translation import gettext, gettext_noop, ngettext, override
 
 from acceptance import stages
-from calculet import labels
+from calculet import labels, sentences
 
 _MORE = re.compile(r"^(?P<detail>.*) \(and (?P<more>\d+) more\)$")
 
@@ -75,6 +75,35 @@ def _findings(match: re.Match) -> str:
     return f"{text}: {_with_more(translated + (match['detail'][len(listed) :] if detail else ''))}"
 
 
+CLAIM_UNSUPPORTED = gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")
+# A judgement's reason names at most this many of its failures (acceptance.judging._coded_verdict).
+JUDGED_IN_REASON = 5
+
+
+def judged_reason(reason: str, findings: list) -> tuple[str, list[dict]] | None:
+    """A run reason that calculet's judging composed from the run's findings, said in the active language,
+    and the templated findings it does not already say. None when the stored reason is not exactly what the
+    findings compose to in English (a runner's own words or findings, a reason stored before findings kept
+    their template): such a reason is shown as stored, never rebuilt."""
+    if not all(isinstance(item, dict) for item in findings):
+        return None
+    said = [item for item in findings if "template" in item]
+    claims = [item for item in findings if "template" not in item and item.get("code") == "claim_unsupported"]
+    if not said or len(claims) > 1 or len(said) + len(claims) != len(findings):
+        return None
+    if any(sentences.english(item) != item.get("message") for item in said):
+        return None
+    head = CLAIM_UNSUPPORTED.split("%(detail)s")[0] if claims else ""
+    if claims and claims[0].get("message") != reason:
+        return None
+    for count in sorted({len(said), min(len(said), JUDGED_IN_REASON)}):
+        if reason != head + "; ".join(item["message"] for item in said[:count]):
+            continue
+        detail = "; ".join(sentences.text(item) for item in said[:count])
+        return (gettext(CLAIM_UNSUPPORTED) % {"detail": detail} if claims else detail), said[count:]
+    return None
+
+
 def _artifacts_verified(match: re.Match) -> str:
     count = int(match["count"])
     return ngettext(
@@ -113,9 +142,9 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         _prefixed(gettext_noop("the runner refused the job (exit 2): %(detail)s")),
     ),
     (
-        # calculet's judging (acceptance/judging.py); the page lists the sentences after it in the reader's language.
+        # calculet's judging (acceptance/judging.py): a reason its findings compose is said whole by judged_reason.
         re.compile(r"^the runner claims a pass its measurements do not support — (?P<detail>.*)$", re.S),
-        _prefixed(gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")),
+        _prefixed(CLAIM_UNSUPPORTED),
     ),
     (
         re.compile(r"^runner protocol violated: (?P<detail>.*)$", re.S),

@@ -1,43 +1,106 @@
-"""A failed soak's judged findings on the question page: in the reader's language with their figures, in English
-the sentences the run stores."""
+"""A failed soak's judged reason and findings on the question page: in the reader's language with their
+figures, in English the reason the run stores, byte for byte; a reason its findings do not compose is shown as
+stored."""
 
 import re
 
 import pytest
 from django.urls import reverse
+from django.utils.translation import override
 
-from acceptance import stages
+from acceptance import stages, summaries
 from tests.acceptance.test_judged_sentences import SOAK_PARAMS, soak_failed
 from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
 
 
-def _judged(page: str) -> str:
-    [found] = re.findall(r'(?s)<ul class="judged-findings">.*?</ul>', page)
+def _judged(page: str) -> list[str]:
+    return re.findall(r'(?s)<ul class="judged-findings">.*?</ul>', page)
+
+
+def _reason(page: str) -> str:
+    [found] = re.findall(r'(?s)<div class="field-error">(.*?)</div>', page)
     return found
 
 
-@pytest.mark.django_db
-def test_a_failed_soaks_findings_read_in_chinese_on_the_question_page(
-    pm_client, pm, acme, acme_engineer, checklist, tmp_path
-):
-    judged = soak_failed(tmp_path)
+def _escaped(text: str) -> str:
+    return text.replace("'", "&#x27;")  # as the page escapes it
+
+
+def _soak_page(pm, acme, acme_engineer, reason: str, findings: list[dict]) -> str:
     put_to(pm, acme, "V18", ask=True)
     chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
     for stage in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(stages.SOAK)]:
         make_run(chain, stage, stages.PASSED)
-    make_run(chain, stages.SOAK, stages.FAILED, reason=judged.reason, findings=judged.findings, params=SOAK_PARAMS)
-    url = reverse("question-detail", args=["V18"])
+    make_run(chain, stages.SOAK, stages.FAILED, reason=reason, findings=findings, params=SOAK_PARAMS)
+    return reverse("question-detail", args=["V18"])
+
+
+@pytest.mark.django_db
+def test_a_failed_soaks_reason_reads_in_chinese_and_in_english_as_stored(
+    pm_client, pm, acme, acme_engineer, checklist, tmp_path
+):
+    judged = soak_failed(tmp_path)
+    url = _soak_page(pm, acme, acme_engineer, judged.reason, judged.findings)
 
     page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert "运行器声称通过，但其测量不支持 — " in page  # the reason's head; its detail is the English sentences
-    chinese = _judged(page)
-    assert '<span class="finding-code" title="too_few_requests">' in chinese
-    assert "测得 3 个请求；压测须服务 10 个" in chinese
-    assert "负载持续了 1.060 秒设备时间；压测须持续 5 秒" in chinese
-    assert "requests measured" not in chinese
+    reason = _reason(page)
+    assert reason.startswith("运行器声称通过，但其测量不支持 — 测得 3 个请求；压测须服务 10 个; ")
+    assert reason.endswith("; 负载持续了 1.060 秒设备时间；压测须持续 5 秒")
+    assert "requests measured" not in page  # no English sentence of the reason is left on the page
+    assert _judged(page) == []  # the reason says every judged sentence: no list repeats them
 
-    english = _judged(pm_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode())
-    for finding in judged.findings[1:]:  # byte for byte the stored sentence (HTML-escaped as the page shows it)
-        assert finding["message"].replace("'", "&#x27;") in english
-    assert "claim_unsupported" not in english  # the lead finding has no template: the reason above says it
+    page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert _reason(page) == _escaped(judged.reason)
+    assert _judged(page) == []
+    assert "claim_unsupported" not in page
+
+
+@pytest.mark.django_db
+def test_a_reason_its_findings_do_not_compose_is_shown_as_stored(
+    pm_client, pm, acme, acme_engineer, checklist, tmp_path
+):
+    judged = soak_failed(tmp_path)
+    reason = f"the runner's own words; {judged.reason}"  # a failing runner's reason leads calculet's
+    url = _soak_page(pm, acme, acme_engineer, reason, judged.findings)
+
+    page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert _reason(page) == _escaped(reason)  # not rebuilt: its first part is not a finding
+    [chinese] = _judged(page)  # the judged sentences are still listed in Chinese below it
+    assert "测得 3 个请求；压测须服务 10 个" in chinese
+    assert '<span class="finding-code" title="too_few_requests">' in chinese
+
+
+def test_a_reason_is_composed_only_from_findings_that_say_it(tmp_path):
+    judged = soak_failed(tmp_path)
+    with override("zh-hans"):
+        assert summaries.judged_reason(judged.reason, judged.findings) is not None
+        # a finding whose stored sentence is not what its template says (an older template)
+        changed = [*judged.findings[:1], {**judged.findings[1], "message": "3 requests measured"}, *judged.findings[2:]]
+        assert summaries.judged_reason(judged.reason, changed) is None
+        # a runner's own finding beside calculet's
+        runner = {"code": "probe_failed", "severity": "error", "field": "probes", "message": "probe failed"}
+        assert summaries.judged_reason(judged.reason, [*judged.findings, runner]) is None
+        # a reason that names one sentence fewer than the findings
+        shorter = judged.reason.rsplit("; ", 2)[0]
+        assert summaries.judged_reason(shorter, judged.findings) is None
+
+
+def test_a_judgement_of_more_failures_than_its_reason_names_lists_the_rest():
+    said = [
+        {
+            "code": "too_few_requests",
+            "message": f"{count} requests measured; the soak must serve 10",
+            "template": "%(measured)s requests measured; the soak must serve %(required)s",
+            "params": {"measured": count, "required": 10},
+        }
+        for count in range(1, 8)
+    ]
+    reason = "; ".join(item["message"] for item in said[: summaries.JUDGED_IN_REASON])
+    with override("zh-hans"):
+        composed = summaries.judged_reason(reason, said)
+    assert composed is not None
+    text, rest = composed
+    assert text.startswith("测得 1 个请求；压测须服务 10 个; 测得 2 个请求")
+    assert "测得 6 个" not in text
+    assert rest == said[5:]
