@@ -86,8 +86,9 @@ def accepted_by(d: DeliverableSeed) -> str:
             "the schema of the vendor's own trace format accepts its sample; the converter, run in the sandbox on "
             "the sample, writes a valid Chrome trace with the sample's events: as many, named as in it, each sample "
             "thread's on one Chrome thread, each event's start and duration those `fields.json` points to, in its "
-            "unit (a clock in cycles converted), to the microsecond, the nesting kept; and so again on the sample "
-            "varied (its last event left out, started 1000 µs later, its clock doubled)"
+            "unit (a clock in cycles converted), to the microsecond, the nesting kept; its instants on their thread "
+            "at their time and its counters at their time with their value, when `fields.json` names them; and so "
+            "again on the sample varied (its last event left out, started 1000 µs later, its clock doubled)"
         )
     if d.kind == "schema":
         asked = f"; {ASKED[d.asks][0]}" if d.asks else ""
@@ -170,8 +171,9 @@ def wrong_delivery(d: DeliverableSeed) -> str:
             "added or named otherwise: `trace_events_mismatch`; threads merged or split: `thread_mismatch`; the "
             "unit ignored or the clock hard-coded: `time_unit_mismatch`; all events shifted or made relative to "
             "the first: `clock_shifted`; one event's time off: `event_time_mismatch`; an event no longer inside "
-            "its parent or overlapping the one it precedes: `nesting_mismatch`; a canned trace whatever the input: "
-            "`converter_ignores_input`"
+            "its parent or overlapping the one it precedes: `nesting_mismatch`; an instant or a counter dropped, "
+            "mis-timed or (a counter) its value changed: `instant_mismatch`, `counter_mismatch`; a canned trace "
+            "whatever the input: `converter_ignores_input`"
         )
     if d.kind == "schema":
         said = f"{DEFECTS[d.schema_of]}: `accepts_defect`; one refusing the current {d.schema_of}: `rejects_current`"

@@ -907,6 +907,23 @@ def _trace_mismatch(mismatch: dict | None) -> str:
         return "—"
     if "names" in mismatch:
         said = _("events the sample does not name: %(names)s") % {"names": _names(mismatch["names"])}
+    elif mismatch.get("mark") == "instants":
+        said = _("instant %(event)s (thread %(thread)s): the sample says %(ts)s µs, the Chrome trace %(actual)s") % {
+            "event": mismatch["event"],
+            "thread": mismatch["thread"],
+            "ts": mismatch["expected"]["ts"],
+            "actual": _("%(ts)s µs") % {"ts": mismatch["actual"]["ts"]} if mismatch["actual"] else "—",
+        }
+    elif mismatch.get("mark") == "counters":
+        said = _(
+            "counter %(event)s: the sample says %(value)s at %(ts)s µs, the Chrome trace %(values)s at %(actual)s"
+        ) % {
+            "event": mismatch["event"],
+            "value": mismatch["expected"]["value"],
+            "ts": mismatch["expected"]["ts"],
+            "values": _names(f"{value:g}" for value in mismatch["actual"]["values"]) if mismatch["actual"] else "—",
+            "actual": _("%(ts)s µs") % {"ts": mismatch["actual"]["ts"]} if mismatch["actual"] else "—",
+        }
     elif "relation" in mismatch:
         said = (
             _("%(event)s (thread %(thread)s) follows %(other)s in the sample and overlaps it in the Chrome trace")

@@ -5,15 +5,19 @@ The delivery is a directory (an unpacked tar) holding `schema.json`, `sample.jso
 `convert.txt`, the converter's command. `fields.json` says where the sample keeps what a trace is for: the events
 (`events`, a dotted path in the sample), and in each event its `name`, its `thread` (a field or a list of
 fields), its `start` and `duration` and their `unit` (s, ms, us, ns, ps, or cycle with `clock_hz` the dotted path
-of the sample's clock frequency). From it calculet works out the Chrome events the sample must become: a Chrome
-trace counts in microseconds. The command runs in the sandbox (`isolated.run_isolated`) in a copy of the directory
-without `sample.json`: it reads `trace.in` and writes `chrome-trace.json`. It passes when
+of the sample's clock frequency). Two kinds are optional, for a sample that has them: `instants`, the dotted path
+of its instant events (a name, a thread and a start, read with the same fields), and `counters`, that of its
+counter events (a name, a start and `value`, the field of the counter's value). From it calculet works out the
+Chrome events the sample must become: a Chrome trace counts in microseconds. The command runs in the sandbox
+(`isolated.run_isolated`) in a copy of the directory without `sample.json`: it reads `trace.in` and writes
+`chrome-trace.json`. It passes when
 
 - the schema is valid JSON Schema and accepts the sample (`rejects_sample`);
 - `fields.json` names the fields and every event of the sample has them, with numeric times
   (`fields_undeclared`, `fields_not_in_sample`, `sample_has_no_events`);
 - the converter ends cleanly and writes a Chrome trace: `traceEvents` (or a bare array) of objects with a
-  string `ph` and `name`, numeric `pid`, `tid` and `ts` (metadata events, `ph` "M", need no `ts`), complete
+  string `ph` and `name`, numeric `pid`, `tid` and `ts` (metadata events, `ph` "M", need no `ts`, counters no
+  `tid`), complete
   events (`ph` "X") a non-negative `dur` (`converter_failed`, `not_chrome_trace`);
 - its duration events (complete events, `ph` "X", and begin/end pairs, "B" then "E" on one thread) are the
   sample's: as many, named as they are (`trace_events_mismatch`); each sample
@@ -24,6 +28,10 @@ without `sample.json`: it reads `trace.in` and writes `chrome-trace.json`. It pa
   thread an event inside another in the sample is inside it in the Chrome trace, and one that ends before the
   next starts still does (`nesting_mismatch`: rounding each start and end keeps this, rounding a duration on its
   own may not);
+- its instant events (`ph` "i" or "I") are the sample's instants, each on its thread's Chrome thread at its
+  time within a microsecond (`instant_mismatch`), and its counter events (`ph` "C") the sample's counters, each at
+  its time with its value among its `args` (`counter_mismatch`); dropped, added, mis-timed or changed, the first
+  is named;
 - it converts what it reads: run again on the sample varied (its last event left out, every event started
   `SHIFT_US` later, and a clock in cycles doubled), its Chrome trace holds the varied sample's events by the same
   rules (a canned Chrome trace, a hard-coded clock or times made relative to the first event fail here;
@@ -61,6 +69,9 @@ SHIFT_US = 1000
 # Float noise in comparisons of times the check computed itself.
 EPSILON_US = 1e-6
 VARIED = "on the sample varied (its last event left out, every event started 1000 µs later, a clock in cycles doubled)"
+# The optional kinds of fields.json: an instant (ph "i" or "I") has a name, thread and start; a counter (ph "C") a
+# name, start and value.
+MARKS = {"instants": ("i", "I"), "counters": ("C",)}
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,23 @@ class Event:
     @property
     def end(self) -> float:
         return self.ts + self.dur
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An instant or a counter event: a name and time (and a counter's values; an instant's thread)."""
+
+    name: str
+    thread: str
+    ts: float
+    values: tuple[float, ...]
+    index: int
+
+
+@dataclass
+class Converted:
+    events: list[Event]
+    marks: dict[str, list[Mark]]  # by kind: "instants", "counters"
 
 
 def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
@@ -96,7 +124,8 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
         return report
     expected = _expected(sample, fields, report)
     report.checked.update(command=command, fields=fields)
-    if expected is None:
+    marks = _expected_marks(sample, fields, report)
+    if expected is None or marks is None:
         return report
     report.checked["sample_events"] = len(expected)
     if not expected:
@@ -105,23 +134,26 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
     converted = _convert(bundle, command, sample, 1, report, limits)
     if converted is None:
         return report
-    report.checked["converted_events"] = len(converted)
-    _compare(expected, converted, report, "")
+    report.checked["converted_events"] = len(converted.events)
+    _compare(expected, converted.events, report, "")
+    _compare_marks(expected, marks, converted, report, "")
     if report.findings:
         return report
     varied = _varied(sample, fields)
     again = _convert(bundle, command, varied, 2, report, limits)
     if again is None:
         return report
-    report.checked.update(varied_sample_events=len(expected) - 1, varied_events=len(again))
-    if len(again) == len(converted):
+    report.checked.update(varied_sample_events=len(expected) - 1, varied_events=len(again.events))
+    if len(again.events) == len(converted.events):
         report.add(
             "converter_ignores_input",
-            f"given the sample without its last event the converter wrote {len(again)} events, not "
+            f"given the sample without its last event the converter wrote {len(again.events)} events, not "
             f"{len(expected) - 1}: it does not convert what it reads",
         )
         return report
-    _compare(_expected(varied, fields, report) or [], again, report, f"{VARIED}: ")
+    expected_varied = _expected(varied, fields, report) or []
+    _compare(expected_varied, again.events, report, f"{VARIED}: ")
+    _compare_marks(expected_varied, _expected_marks(varied, fields, report) or {}, again, report, f"{VARIED}: ")
     if "first_mismatch" in report.checked:
         report.checked["first_mismatch"]["varied"] = True
     return report
@@ -141,8 +173,12 @@ def _fields_declared(fields: Any, report: Report) -> bool:
     if fields["unit"] not in MICROSECONDS:
         report.add("fields_undeclared", f"{FIELDS}'s unit {fields['unit']!r} is none of {', '.join(MICROSECONDS)}")
         return False
+    if "counters" in fields and "value" not in fields:
+        report.add("fields_undeclared", f"{FIELDS} names counters and does not say value", missing=["value"])
+        return False
     threads = fields["thread"] if isinstance(fields["thread"], list) else [fields["thread"]]
     paths = [fields[key] for key in ("events", "name", "start", "duration")] + threads
+    paths += [fields[key] for key in (*MARKS, "value") if key in fields]
     if fields["unit"] == "cycle":
         paths.append(fields["clock_hz"])
     if not all(isinstance(path, str) and path for path in paths):
@@ -202,13 +238,47 @@ def _expected(sample: Any, fields: dict, report: Report) -> list[Event] | None:
     return events
 
 
+def _expected_marks(sample: Any, fields: dict, report: Report) -> dict[str, list[Mark]] | None:
+    """The instant and counter events the sample must become, by kind (only the kinds fields.json names); None
+    when the sample lacks a field."""
+    per_unit = _microseconds_per_unit(sample, fields)
+    if per_unit is None:
+        return None  # _expected said so
+    threads = fields["thread"] if isinstance(fields["thread"], list) else [fields["thread"]]
+    marks: dict[str, list[Mark]] = {}
+    for kind in (kind for kind in MARKS if kind in fields):
+        records = _at(sample, fields[kind])
+        if not isinstance(records, list) or not all(isinstance(record, dict) for record in records):
+            report.add("fields_not_in_sample", f"the sample's {fields[kind]} is not an array of {kind} (objects)")
+            return None
+        marks[kind] = []
+        for index, record in enumerate(records):
+            name, start = _at(record, fields["name"]), _at(record, fields["start"])
+            if kind == "counters":
+                value, thread = _at(record, fields["value"]), []
+                wanted, ok = f"numeric {fields['value']}", _number(value)
+            else:
+                value, thread = 0, [_at(record, path) for path in threads]
+                wanted, ok = f"its thread {', '.join(threads)}", _ABSENT not in thread
+            if not isinstance(name, str) or not _number(start) or not ok:
+                report.add(
+                    "fields_not_in_sample",
+                    f"the sample's {kind} {index} has no string {fields['name']}, numeric {fields['start']} "
+                    f"or {wanted}",
+                    event=index,
+                )
+                return None
+            marks[kind].append(Mark(name, json.dumps(thread), start * per_unit, (value,), index))
+    return marks
+
+
 def _varied(sample: Any, fields: dict) -> Any:
     """The sample less its last event, every event started SHIFT_US later, a clock in cycles doubled."""
     varied = copy.deepcopy(sample)
     shift = math.ceil(SHIFT_US / (_microseconds_per_unit(sample, fields) or 1.0))
     records = _at(varied, fields["events"])
     del records[-1]
-    for record in records:
+    for record in records + [mark for kind in MARKS if kind in fields for mark in _at(varied, fields[kind])]:
         _change(record, fields["start"], lambda start: start + shift)
     if fields["unit"] == "cycle":
         _change(varied, fields["clock_hz"], lambda clock: clock * 2)
@@ -233,9 +303,9 @@ def _json(path: Path, report: Report) -> Any:
         return None
 
 
-def _convert(bundle: Path, command: str, sample: Any, number: int, report: Report, limits) -> list[Event] | None:
-    """The converter run on `sample` in a fresh copy of the delivery; its Chrome trace's duration events, or None
-    when it failed or wrote no Chrome trace."""
+def _convert(bundle: Path, command: str, sample: Any, number: int, report: Report, limits) -> Converted | None:
+    """The converter run on `sample` in a fresh copy of the delivery; its Chrome trace's duration, instant and
+    counter events, or None when it failed or wrote no Chrome trace."""
     scratch = Path(tempfile.mkdtemp(prefix=f"calculet-trace-{number}-"))
     try:
         workdir = scratch / "convert"
@@ -255,9 +325,9 @@ def _convert(bundle: Path, command: str, sample: Any, number: int, report: Repor
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _chrome_events(document: Any, report: Report) -> list[Event] | None:
+def _chrome_events(document: Any, report: Report) -> Converted | None:
     """The Chrome trace's duration events: complete events (X), and begin/end pairs (B, E) as one; each thread
-    named by its pid and tid."""
+    named by its pid and tid. And its instants (i, I) and counters (C, their numeric args)."""
     if document is None:
         return None
     events = document.get("traceEvents") if isinstance(document, dict) else document
@@ -269,18 +339,24 @@ def _chrome_events(document: Any, report: Report) -> list[Event] | None:
         report.add("not_chrome_trace", f"{OUTPUT} has no traceEvents array")
         return None
     timed, spans = [], []
+    marks: dict[str, list[Mark]] = {kind: [] for kind in MARKS}
     for index, event in enumerate(events):
         wrong = _chrome_event_error(event)
         if wrong:
             report.add("not_chrome_trace", f"{OUTPUT} event {index}: {wrong}", event=index)
             return None
-        thread = json.dumps([event["pid"], event["tid"]])
+        thread = json.dumps([event["pid"], event.get("tid")])
         if event["ph"] == "X":
             timed.append(Event(event["name"], thread, event["ts"], event["dur"], index))
         elif event["ph"] in ("B", "E"):
             spans.append((thread, event["ts"], index, event))
+        for kind, phases in MARKS.items():
+            if event["ph"] in phases:
+                args = event.get("args") if isinstance(event.get("args"), dict) else {}
+                values = tuple(value for value in args.values() if _number(value))
+                marks[kind].append(Mark(event["name"], thread, event["ts"], values, index))
     paired = _begin_end_paired(spans, report)
-    return None if paired is None else timed + paired
+    return None if paired is None else Converted(timed + paired, marks)
 
 
 def _begin_end_paired(spans: list[tuple[str, float, int, dict]], report: Report) -> list[Event] | None:
@@ -317,7 +393,7 @@ def _chrome_event_error(event: Any) -> str:
         return "no ph"
     if event["ph"] != "E" and (not isinstance(event.get("name"), str) or not event["name"]):
         return "no name"  # an end event (E) takes its begin's
-    for key in ("pid", "tid"):
+    for key in ("pid", "tid") if event["ph"] != "C" else ("pid",):  # a counter is its process's
         if not _number(event.get(key)):
             return f"{key} is not a number"
     if event["ph"] != "M" and not _number(event.get("ts")):
@@ -464,3 +540,79 @@ def _nested_wrongly(report: Report, run: str, e: Event, other: str, relation: st
     report.add(
         "nesting_mismatch", f"{run}{said} in the sample, not in the converter's Chrome trace (thread {e.thread})"
     )
+
+
+def _compare_marks(
+    events: list[Event], marks: dict[str, list[Mark]], converted: Converted, report: Report, run: str
+) -> None:
+    """Each instant of the sample on its thread's Chrome thread at its time, each counter at its time with its
+    value; the first one dropped, added, off or changed is the finding. Only after the duration events matched:
+    they say which Chrome thread is which sample thread's."""
+    if report.findings or not marks:
+        return
+    paired = _threads_paired(events, converted.events, report, run) or []
+    threads = {e.thread: a.thread for pairs in paired for e, a in pairs}
+    # A sample thread with instants alone: the Chrome thread, of no other sample thread, holding the same instants.
+    written_names = _names_by_thread(converted.marks["instants"])
+    for thread, held in _names_by_thread(marks.get("instants", [])).items():
+        if thread not in threads:
+            free = [key for key, had in written_names.items() if had == held and key not in threads.values()]
+            threads[thread] = free[0] if free else ""
+    for kind, expected in marks.items():
+        code = "instant_mismatch" if kind == "instants" else "counter_mismatch"
+        written = converted.marks[kind]
+        if len(written) != len(expected):
+            phases = " or ".join(MARKS[kind])
+            report.add(
+                code,
+                f"{run}the sample has {len(expected)} {kind}, the converter's Chrome trace {len(written)} "
+                f"(ph {phases})",
+                expected=len(expected),
+                actual=len(written),
+            )
+            return
+        by_key: dict[tuple[str, str], list[Mark]] = defaultdict(list)
+        for mark in sorted(written, key=lambda m: (m.ts, m.index)):
+            by_key[(mark.name, mark.thread if kind == "instants" else "")].append(mark)
+        taken: Counter = Counter()
+        for mark in sorted(expected, key=lambda m: (m.ts, m.index)):
+            key = (mark.name, threads.get(mark.thread, "") if kind == "instants" else "")
+            found = by_key[key][taken[key]] if taken[key] < len(by_key[key]) else None
+            taken[key] += 1
+            wrong = _mark_wrong(kind, mark, found)
+            if wrong:
+                report.checked["first_mismatch"] = {
+                    "mark": kind,
+                    "event": mark.name,
+                    "thread": mark.thread,
+                    "expected": {"ts": round(mark.ts, 3), "value": mark.values[0]},
+                    "actual": None if found is None else {"ts": found.ts, "values": list(found.values)},
+                }
+                report.add(code, f"{run}{wrong}", event=mark.index)
+                return
+
+
+def _names_by_thread(marks: list[Mark]) -> dict[str, Counter]:
+    threads: dict[str, Counter] = defaultdict(Counter)
+    for mark in marks:
+        threads[mark.thread][mark.name] += 1
+    return threads
+
+
+def _mark_wrong(kind: str, mark: Mark, found: Mark | None) -> str:
+    if kind == "instants":
+        said = f"the sample's instant {mark.name} ({kind} {mark.index}, thread {mark.thread}) at {mark.ts:g} µs"
+        if found is None:
+            return f"{said} is no instant event (ph i or I) on that thread's Chrome thread"
+        if abs(found.ts - mark.ts) > ROUNDING_US + EPSILON_US:
+            return f"{said} is at {found.ts:g} µs in the converter's Chrome trace"
+        return ""
+    said = f"the sample's counter {mark.name} ({kind} {mark.index}) at {mark.ts:g} µs, value {mark.values[0]:g},"
+    if found is None:
+        return f"{said} is no counter event (ph C) in the converter's Chrome trace"
+    if abs(found.ts - mark.ts) > ROUNDING_US + EPSILON_US:
+        return f"{said} is at {found.ts:g} µs in the converter's Chrome trace"
+    if not any(math.isclose(value, mark.values[0], rel_tol=1e-9, abs_tol=1e-12) for value in found.values):
+        values = ", ".join(f"{value:g}" for value in found.values) or "none"
+        return f"{said} has args values {values} in the converter's Chrome trace"
+    return ""

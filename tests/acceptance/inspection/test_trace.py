@@ -225,3 +225,143 @@ events.sort(key=lambda event: (event.get("ts", -1), event["ph"] == "B"))""",
     unended = begin_end.replace('events.append({"ph": "E"', 'record["op"] == "softmax" or events.append({"ph": "E"')
     report = check_trace_delivery(trace_delivery(tmp_path / "b", converter=unended))
     assert codes(report) == ["not_chrome_trace"] and "a begin (B) never ended" in report.findings[0].message
+
+
+# A sample with instants (a token written) and counters (HBM bytes in use), and a converter that writes them.
+MARKED_SAMPLE = {
+    **VENDOR_TRACE_SAMPLE,
+    "markers": [
+        {"op": "token_out", "chiplet": 0, "start_cycle": 4500},
+        {"op": "token_out", "chiplet": 1, "start_cycle": 13000},
+    ],
+    "counters": [
+        {"op": "hbm_bytes", "start_cycle": 2000, "bytes": 65536},
+        {"op": "hbm_bytes", "start_cycle": 9000, "bytes": 131072},
+    ],
+}
+MARKED_FIELDS = {**VENDOR_TRACE_FIELDS, "instants": "markers", "counters": "counters", "value": "bytes"}
+MARKED_CONVERTER = TRACE_CONVERTER.replace(
+    "json.dump(",
+    """for mark in trace["markers"]:
+    events.append({"name": mark["op"], "ph": "i", "s": "t", "pid": 0, "tid": mark["chiplet"],
+                   "ts": mark["start_cycle"] / per_us})
+for counter in trace["counters"]:
+    events.append({"name": counter["op"], "ph": "C", "pid": 0, "ts": counter["start_cycle"] / per_us,
+                   "args": {"bytes": counter["bytes"]}})
+json.dump(""",
+)
+
+
+def _marked(root, converter=MARKED_CONVERTER, fields=MARKED_FIELDS):
+    return check_trace_delivery(trace_delivery(root, sample=MARKED_SAMPLE, fields=fields, converter=converter))
+
+
+def test_instants_and_counters_converted_right_pass(tmp_path):
+    """Instants on their thread at their time, counters at their time with their value (a counter needs no tid)."""
+    assert MARKED_CONVERTER != TRACE_CONVERTER
+    report = _marked(tmp_path / "d")
+    assert report.passed, report.findings
+
+
+def test_a_sample_without_instants_or_counters_ignores_the_converters(tmp_path):
+    """As before the two kinds were compared: fields.json names none, so none is asked for or compared."""
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", sample=MARKED_SAMPLE, converter=MARKED_CONVERTER))
+    assert report.passed, report.findings
+
+
+@pytest.mark.parametrize(
+    ("change", "wrong", "code", "said"),
+    [
+        (
+            'for mark in trace["markers"]:',
+            'for mark in trace["markers"][1:]:',
+            "instant_mismatch",
+            "the sample has 2 instants, the converter's Chrome trace 1 (ph i or I)",
+        ),
+        (
+            '"ts": mark["start_cycle"] / per_us',
+            '"ts": mark["start_cycle"] / per_us + 3',
+            "instant_mismatch",
+            "the sample's instant token_out (instants 0, thread [0]) at 4.5 µs is at 7.5 µs",
+        ),
+        (
+            '"tid": mark["chiplet"]',
+            '"tid": 0',
+            "instant_mismatch",
+            "the sample's instant token_out (instants 1, thread [1]) at 13 µs is no instant event (ph i or I) on "
+            "that thread's Chrome thread",
+        ),
+        (
+            'for counter in trace["counters"]:',
+            'for counter in trace["counters"][:1]:',
+            "counter_mismatch",
+            "the sample has 2 counters, the converter's Chrome trace 1 (ph C)",
+        ),
+        (
+            '"ts": counter["start_cycle"] / per_us',
+            '"ts": counter["start_cycle"] / per_us / 1000',
+            "counter_mismatch",
+            "the sample's counter hbm_bytes (counters 0) at 2 µs, value 65536, is at 0.002 µs",
+        ),
+        (
+            '"args": {"bytes": counter["bytes"]}',
+            '"args": {"kib": counter["bytes"] / 1024}',
+            "counter_mismatch",
+            "the sample's counter hbm_bytes (counters 0) at 2 µs, value 65536, has args values 64 in",
+        ),
+        (
+            '"ph": "i", "s": "t"',
+            '"ph": "n"',
+            "instant_mismatch",
+            "the sample has 2 instants, the converter's Chrome trace 0",
+        ),
+    ],
+    ids=[
+        "instant-dropped",
+        "instant-late",
+        "instant-thread-merged",
+        "counter-dropped",
+        "counter-unit-ignored",
+        "counter-value-changed",
+        "instant-as-other-phase",
+    ],
+)
+def test_instants_or_counters_dropped_mistimed_or_changed_fail_naming_the_event(tmp_path, change, wrong, code, said):
+    converter = MARKED_CONVERTER.replace(change, wrong)
+    assert converter != MARKED_CONVERTER
+    report = _marked(tmp_path / "d", converter=converter)
+    assert codes(report) == [code]
+    assert said in report.findings[0].message, report.findings[0].message
+
+
+def test_instants_hard_coded_fail_on_the_varied_sample(tmp_path):
+    """Times made relative to the first event are right on the sample (it starts at 0), not when varied."""
+    relative = MARKED_CONVERTER.replace(
+        '"ts": mark["start_cycle"] / per_us',
+        '"ts": (mark["start_cycle"] - trace["records"][0]["start_cycle"]) / per_us',
+    )
+    report = _marked(tmp_path / "d", converter=relative)
+    assert codes(report) == ["instant_mismatch"]
+    assert report.findings[0].message.startswith("on the sample varied")
+    assert report.checked["first_mismatch"]["varied"] is True
+
+
+def test_counters_without_their_value_field_or_not_in_the_sample_fail(tmp_path):
+    fields = {key: value for key, value in MARKED_FIELDS.items() if key != "value"}
+    report = _marked(tmp_path / "a", fields=fields)
+    assert [f.message for f in report.findings] == ["fields.json names counters and does not say value"]
+    report = _marked(tmp_path / "b", fields={**MARKED_FIELDS, "value": "kib"})
+    assert codes(report) == ["fields_not_in_sample"] and "counters 0" in report.findings[0].message
+
+
+def test_the_panel_names_the_instant_or_counter_that_differs(tmp_path):
+    from acceptance.selectors import _trace_mismatch
+
+    late = _marked(tmp_path / "a", converter=MARKED_CONVERTER.replace('mark["start_cycle"] / per_us', "0"))
+    assert _trace_mismatch(late.checked["first_mismatch"]) == (
+        "instant token_out (thread [0]): the sample says 4.5 µs, the Chrome trace 0 µs"
+    )
+    changed = _marked(tmp_path / "b", converter=MARKED_CONVERTER.replace('counter["bytes"]}', "1}"))
+    assert _trace_mismatch(changed.checked["first_mismatch"]) == (
+        "counter hbm_bytes: the sample says 65536 at 2.0 µs, the Chrome trace 1 at 2.0 µs"
+    )
