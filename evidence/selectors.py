@@ -1,5 +1,7 @@
 """Reads of the evidence register and the capabilities, for the pages and the API alike."""
 
+from dataclasses import dataclass
+
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_noop
@@ -112,9 +114,17 @@ def capability_by_slug(slug: str) -> Capability:
     return capability
 
 
-def capabilities_with_grades(capabilities=None, *, user):
-    """Capabilities in matrix order, each with the distinct E grades of the evidence the user may read (never
-    merged with C).
+@dataclass(frozen=True)
+class CapabilityGrades:
+    """A capability as the matrix shows it: the capability, and the distinct E grades of the evidence the user
+    may read (never merged with its C status)."""
+
+    capability: Capability
+    evidence_grades: list[str]
+
+
+def capabilities_with_grades(capabilities=None, *, user) -> list[CapabilityGrades]:
+    """Capabilities in matrix order, each with the distinct E grades of the evidence the user may read.
 
     Two queries: the grades come as distinct (capability, grade) pairs, however many evidence items (run
     evidence included) a capability has.
@@ -128,13 +138,14 @@ def capabilities_with_grades(capabilities=None, *, user):
     )
     for capability_id, grade in pairs:
         grades.setdefault(capability_id, set()).add(grade)
-    for capability in capabilities:
-        capability.evidence_grades = sorted(grades.get(capability.pk, ()))
-    return capabilities
+    return [
+        CapabilityGrades(capability=capability, evidence_grades=sorted(grades.get(capability.pk, ())))
+        for capability in capabilities
+    ]
 
 
-def capability_matrix_rows(*, user) -> list[Capability]:
-    """`capabilities_with_grades` with each capability's evidence codes, for the matrix export."""
+def capability_matrix_rows(*, user) -> list[CapabilityGrades]:
+    """`capabilities_with_grades` with each capability's evidence codes prefetched, for the matrix export."""
     return capabilities_with_grades(
         Capability.objects.prefetch_related(
             Prefetch("evidence", queryset=visible_evidence(user).only("id", "code").order_by("code"))

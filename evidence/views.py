@@ -1,6 +1,7 @@
 """Browser pages for evidence: the register of the 91 items, the capability matrix, the reports."""
 
 import csv
+from dataclasses import dataclass
 
 from django import forms
 from django.core.paginator import Paginator
@@ -10,6 +11,7 @@ from django.utils.translation import gettext_lazy as _
 from calculet import labels, web
 from evidence.exporter import CSV_BOM
 from evidence.grades import GRADES, STATUSES
+from evidence.models import Capability, EvidenceGrade, EvidenceItem, EvidenceStatus, SourceReference
 from evidence.selectors import (
     archive_list,
     capabilities_with_grades,
@@ -63,21 +65,39 @@ class EvidenceFilterForm(forms.Form):
         return items.distinct()
 
 
+@dataclass(frozen=True)
+class EvidenceRow:
+    """A seed item as the register lists it: the item, its sources, grades and statuses, and the capabilities
+    citing it that run evidence was grouped under (`run_evidence_under`)."""
+
+    item: EvidenceItem
+    sources: list[SourceReference]
+    grades: list[EvidenceGrade]
+    statuses: list[EvidenceStatus]
+    run_groups: list[Capability]
+
+
 @web.page_for(may_open_pages)
 def evidence_register(request):
     form = EvidenceFilterForm(request.GET, tables=list(evidence_table_list()))
     items = form.filter(seed_evidence_list(user=request.user))
     page = Paginator(items, EVIDENCE_PAGE_SIZE).get_page(request.GET.get("page"))
     runs_under = run_evidence_under(list(page), user=request.user)
-    for item in page:
-        item.run_groups = runs_under.get(item.pk, [])
-        # Read once each: every `.all()` of a prefetched relation in the template builds a new queryset.
-        item.source_rows = list(item.sources.all())
-        item.grade_rows = list(item.grades.all())
-        item.status_rows = list(item.statuses.all())
+    # Read once each: every `.all()` of a prefetched relation in the template builds a new queryset.
+    rows = [
+        EvidenceRow(
+            item=item,
+            sources=list(item.sources.all()),
+            grades=list(item.grades.all()),
+            statuses=list(item.statuses.all()),
+            run_groups=runs_under.get(item.pk, []),
+        )
+        for item in page
+    ]
     context = {
         "form": form,
         "page": page,
+        "rows": rows,
         "runs_without_seed_item": run_evidence_without_seed_item(user=request.user),
         "params": request.GET,
         "archives": archive_list(),
@@ -103,7 +123,8 @@ def report_capability_matrix(request):
     response.write(CSV_BOM)  # Excel reads the Chinese text right only after a byte order mark
     writer = csv.writer(response)
     writer.writerow(["slug", "title", "status", "pinned_status", "scope", "evidence_grades", "evidence"])
-    for capability in capability_matrix_rows(user=request.user):
+    for row in capability_matrix_rows(user=request.user):
+        capability = row.capability
         writer.writerow(
             [
                 capability.slug,
@@ -111,7 +132,7 @@ def report_capability_matrix(request):
                 capability.status,
                 capability.pinned_status,
                 capability.scope,
-                " ".join(capability.evidence_grades),
+                " ".join(row.evidence_grades),
                 " ".join(item.code for item in capability.evidence.all()),
             ]
         )
