@@ -30,8 +30,10 @@ from vendor.claim import MISSING, element_states
 from vendor.models import Answer, Artifact, Deliverable, DocumentReview, Question, Section
 from vendor.selectors import answer_list, artifact_list, question_list, questions_by_due, questions_owing
 
-# What a list or a progress bar needs; the full log and result stay in the database until asked for.
-RUN_SUMMARY_DEFER = ["log", "result", "inputs", "params", "findings"]
+# What a list or a progress bar needs; the full log and result stay in the database until asked for. A list
+# that says its runs' reasons in the reader's language loads their findings too (RUN_DETAIL_DEFER only).
+RUN_DETAIL_DEFER = ["log", "result", "inputs", "params"]
+RUN_SUMMARY_DEFER = [*RUN_DETAIL_DEFER, "findings"]
 RUN_HISTORY_LIMIT = 200
 RUNS_PER_STAGE = 5
 VENDOR_ARTIFACT_LIMIT = 100
@@ -248,17 +250,23 @@ def _judged_reason(run: Run | None) -> dict:
     reason as `run_summary` shows it and every templated finding. The runner's findings are in its probes."""
     if run is None:
         return {"reason": "", "judged": []}
-    findings = run.findings if isinstance(run.findings, list) else []
-    composed = summaries.judged_reason(run.reason, findings) if run.reason else None
-    if composed is not None:
-        reason, judged = composed
-    else:
-        reason = summaries.run_summary(run.reason)
-        judged = [item for item in findings if isinstance(item, dict) and "template" in item]
+    reason, judged = run_reason(run)
     return {
         "reason": reason,
         "judged": [{"code": item.get("code", ""), "text": sentences.text(item)} for item in judged],
     }
+
+
+def run_reason(run: Run) -> tuple[str, list[dict]]:
+    """A run's reason in the reader's language, and the templated findings it does not say: composed again
+    from its findings when they compose it exactly (`summaries.judged_reason`), otherwise as `run_summary`
+    shows the stored reason, with every templated finding. The run must carry its `findings`."""
+    findings = run.findings if isinstance(run.findings, list) else []
+    composed = summaries.judged_reason(run.reason, findings) if run.reason else None
+    if composed is not None:
+        return composed
+    templated = [item for item in findings if isinstance(item, dict) and "template" in item]
+    return summaries.run_summary(run.reason), templated
 
 
 def _probe_rows(probes: list[dict]) -> list[dict]:
@@ -330,7 +338,8 @@ def vendor_overview(*, user) -> dict:
         "questions": [(question, latest.get(question.pk)) for question in questions],
         "owed": deliverables_owed_views(open_ids),
         "artifacts": artifact_list(user=user).order_by("-created_at")[:VENDOR_ARTIFACT_LIMIT],
-        "runs": run_list(user=user).order_by("-id")[:VENDOR_RUN_LIMIT],
+        # With their findings, which the reason is said from in the reader's language (`run_reason`).
+        "runs": run_list(user=user).defer(None).defer(*RUN_DETAIL_DEFER).order_by("-id")[:VENDOR_RUN_LIMIT],
     }
 
 

@@ -17,6 +17,7 @@ from acceptance.selectors import (
     attention,
     promotions_blocked_since,
     question_worst_standings,
+    run_reason,
     runs_in_progress,
     section_progress,
     target_list,
@@ -97,6 +98,20 @@ class VendorQuestionRow:
     section13: AnswerElements | None
 
 
+@dataclass(frozen=True)
+class VendorRunRow:
+    """One of a vendor's latest runs on their landing page, its reason in the reader's language
+    (`run_reason`: composed again from calculet's findings when they compose it, otherwise as stored)."""
+
+    pk: int
+    question_code: str
+    stage: str
+    target_name: str
+    state: str
+    progress: float
+    reason: str
+
+
 @web.page_for(is_vendor_member)
 def vendor_home(request):
     """A vendor's view: the questions put to their organisation (overdue and due-soon ones marked), their
@@ -118,5 +133,17 @@ def vendor_home(request):
         )
         for question, answer in overview["questions"]
     ]
-    context = {"organisation": user_organisation(request.user), **overview, "questions": rows}
+    runs = [
+        VendorRunRow(
+            pk=run.pk,
+            question_code=run.chain.question.code,
+            stage=run.stage,
+            target_name=run.target.name,
+            state=run.state,
+            progress=run.progress,
+            reason=run_reason(run)[0],
+        )
+        for run in overview["runs"]
+    ]
+    context = {"organisation": user_organisation(request.user), **overview, "questions": rows, "runs": runs}
     return web.render_page(request, "acceptance/vendor-home.html", context, nav="vendor")

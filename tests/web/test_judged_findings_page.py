@@ -1,10 +1,12 @@
-"""A failed soak's judged reason and findings on the question page: in the reader's language with their
-figures, in English the reason the run stores, byte for byte; a reason its findings do not compose is shown as
-stored."""
+"""A failed soak's judged reason and findings on the question page and on the vendor's landing page: in the
+reader's language with their figures, in English the reason the run stores, byte for byte; a reason its findings
+do not compose is shown as stored."""
 
 import re
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.translation import override
 
@@ -69,6 +71,63 @@ def test_a_reason_its_findings_do_not_compose_is_shown_as_stored(
     [chinese] = _judged(page)  # the judged sentences are still listed in Chinese below it
     assert "测得 3 个请求；压测须服务 10 个" in chinese
     assert '<span class="finding-code" title="too_few_requests">' in chinese
+
+
+def _landing_reasons(client, language: str) -> list[str]:
+    page = client.get(reverse("vendor-home"), HTTP_ACCEPT_LANGUAGE=language).content.decode()
+    return re.findall(r'(?s)<td class="run-reason">(.*?)</td>', page)
+
+
+@pytest.mark.django_db
+def test_the_vendors_latest_runs_say_a_failed_soaks_reason_in_the_readers_language(
+    client, pm, acme, acme_engineer, checklist, tmp_path
+):
+    judged = soak_failed(tmp_path)
+    _soak_page(pm, acme, acme_engineer, judged.reason, judged.findings)
+    client.force_login(acme_engineer)
+
+    soak, *passed = _landing_reasons(client, "zh-hans")  # newest first: the soak, then the stages it followed
+    assert soak.startswith("运行器声称通过，但其测量不支持 — 测得 3 个请求；压测须服务 10 个; ")
+    assert soak.endswith("; 负载持续了 1.060 秒设备时间；压测须持续 5 秒")
+    assert "requests measured" not in soak
+    assert passed and set(passed) == {"—"}
+
+    soak, *_passed = _landing_reasons(client, "en")
+    assert soak == _escaped(judged.reason)
+
+
+@pytest.mark.django_db
+def test_the_vendors_latest_runs_show_a_runners_own_reason_as_stored(
+    client, pm, acme, acme_engineer, checklist, tmp_path
+):
+    judged = soak_failed(tmp_path)
+    reason = f"the runner's own words; {judged.reason}"
+    _soak_page(pm, acme, acme_engineer, reason, judged.findings)
+    client.force_login(acme_engineer)
+    soak, *_passed = _landing_reasons(client, "zh-hans")
+    assert soak == _escaped(reason)
+
+
+@pytest.mark.django_db
+def test_the_vendors_latest_runs_load_their_findings_in_the_same_query(
+    client, pm, acme, acme_engineer, checklist, tmp_path, django_assert_num_queries
+):
+    judged = soak_failed(tmp_path)
+    put_to(pm, acme, "V18", ask=True)
+    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    client.force_login(acme_engineer)
+
+    def failed_soak() -> None:
+        make_run(chain, stages.SOAK, stages.FAILED, reason=judged.reason, findings=judged.findings, params=SOAK_PARAMS)
+
+    failed_soak()
+    with CaptureQueriesContext(connection) as one_run:
+        assert len(_landing_reasons(client, "zh-hans")) == 1
+    for _ in range(3):
+        failed_soak()
+    with django_assert_num_queries(len(one_run)):  # no query per run for its findings
+        reasons = _landing_reasons(client, "zh-hans")
+    assert len(reasons) == 4 and all(reason.startswith("运行器声称通过") for reason in reasons)
 
 
 def test_a_reason_is_composed_only_from_findings_that_say_it(tmp_path):
