@@ -45,7 +45,8 @@ def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     return data
 
 
-def _no_constant(name: str):
+def refuse_constant(name: str):
+    """`json.loads`'s `parse_constant`: NaN, Infinity and -Infinity are not JSON."""
     raise ValueError(f"{name} is not JSON")
 
 
@@ -86,7 +87,7 @@ def storable_json_loads(body: bytes, *, max_depth: int = JSON_MAX_DEPTH):
     if json_depth_exceeded(body, max_depth):
         raise ValueError(f"nested deeper than {max_depth} levels")
     document = json.loads(
-        body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
+        body.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=refuse_constant, parse_float=_finite
     )
     where = _unstorable_text(document, "")
     if where:

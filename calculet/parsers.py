@@ -9,7 +9,7 @@ from rest_framework import exceptions
 from rest_framework.parsers import JSONParser
 
 from calculet.errors import DomainError
-from calculet.json_text import JSON_MAX_DEPTH, json_depth_exceeded
+from calculet.json_text import JSON_MAX_DEPTH, json_depth_exceeded, refuse_constant
 
 
 class _Repeated(dict):
@@ -69,10 +69,6 @@ def _number(text: str) -> int | float:
     return float(text)
 
 
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
 class JsonParser(JSONParser):
     """The API's only body format for JSON operations. A body nested deeper than JSON_MAX_DEPTH is refused
     before parsing (Python's parser would recurse until the interpreter gives up); a key repeated in one
@@ -90,7 +86,7 @@ class JsonParser(JSONParser):
             document = json.loads(
                 body.decode(encoding),
                 object_pairs_hook=_object_without_repeated_keys,
-                parse_constant=_no_constant,
+                parse_constant=refuse_constant,
                 parse_float=_number,
             )
         except ValueError as error:  # bad JSON, bad UTF-8
