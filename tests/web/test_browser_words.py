@@ -2,17 +2,15 @@
 page and its fields by their labels, a failed run's judged reason reads in the page's language, and the golden and
 soak charts are drawn as SVG images named by their titles."""
 
-import numpy as np
 import pytest
 from playwright.sync_api import expect
 
 from acceptance import stages
-from npu_sim.golden import compare
-from npu_sim.timing import TimingModel, context_rows
 from tests.acceptance.test_judged_sentences import SOAK_PARAMS, soak_failed
 from tests.factories import make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
 from tests.web.test_browser_details import in_language
+from tests.web.test_plots import charted_chain
 from vendor.models import Question
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,24 +93,7 @@ def test_a_failed_runs_judged_reason_reads_in_the_pages_language(
 def test_golden_and_soak_charts_are_svg_images_named_by_their_titles(
     page, pm, acme, acme_engineer, checklist, language
 ):
-    put_to(pm, acme, "V18")
-    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
-    for stage in stages.CHAIN_STAGES[:3]:
-        make_run(chain, stage, stages.PASSED)
-    rng = np.random.default_rng(7)
-    expected = rng.normal(size=(4, 512)).astype(np.float32)
-    actual = expected + rng.normal(scale=1e-3, size=expected.shape).astype(np.float32)
-    make_run(chain, stages.GOLDEN, stages.PASSED, metrics={"tensors": {"decode_logits": compare(expected, actual)}})
-    for stage in (stages.FAILURE, stages.INTEGRATION):
-        make_run(chain, stage, stages.PASSED)
-    soak = {
-        "prompt_tokens": 128,
-        "timing_scale": "qwen3-30b-a3b",
-        "ttft_ms": {"count": 32, "mean": 90.0, "p50": 80.0, "p95": 150.0, "p99": 180.0},
-        "decode_tokens_per_s": {"count": 32, "mean": 55.0, "p50": 57.0, "p95": 62.0, "p99": 63.0},
-        "context_rows": context_rows(TimingModel(), [512, 4096, 32768], 4),
-    }
-    make_run(chain, stages.SOAK, stages.FAILED, metrics=soak, params={"min_decode_tokens_per_s": 60})
+    chain = charted_chain(pm, acme, acme_engineer)
     log_in(page, "ada")
     page.goto("/questions/V18/")
     in_language(page, language)
