@@ -210,17 +210,18 @@ def _bwrap_argv(
     ]  # fmt: skip
 
 
-def _runner_view(workdir: Path, cwd: Path) -> list[str]:
+def _runner_view(workdir: Path, cwd: Path, argv: list[str]) -> list[str]:
     """bwrap's mounts for one run: the working directory read-write at its own path (the job names files by
-    absolute path). When the runner's user is not the worker's, the Python running this worker and the
-    directories it imports from (an editable install's source tree: the simulator's, this package's) are bound
-    read-only too, and a parent of any of these closed to other users (pytest's 0700
-    temporary root, a Python under /root) is replaced by a read-only tmpfs holding only the way down to
-    what is bound there."""
+    absolute path). When the runner's user is not the worker's, the Python running this worker, the
+    directories it imports from (an editable install's source tree: the simulator's, this package's) and the
+    files the runner's command names by absolute path (its script) are bound read-only too, and a parent of any
+    of these closed to other users (pytest's 0700 temporary root, a checkout in `mktemp -d`, a Python under
+    /root) is replaced by a read-only tmpfs holding only the way down to what is bound there."""
     view = ["--bind", str(workdir), str(workdir), "--chdir", str(cwd)]
     if os.geteuid() != 0:
         return view
-    wanted = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *_import_roots()})
+    named = {Path(word).resolve() for word in argv[1:] if Path(word).is_absolute() and Path(word).is_file()}
+    wanted = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *_import_roots(), *named})
     read_only = [path for path in wanted if not any(path != other and path.is_relative_to(other) for other in wanted)]
     covers: list[Path] = []
     ways: list[Path] = []
@@ -589,7 +590,7 @@ class Bubblewrap(Stack):
 
     def command(self, argv: list[str], *, workdir: Path, cwd: Path, devices: tuple[str, ...]) -> list[str]:
         self.info = os.pipe()
-        view = _runner_view(workdir, cwd)
+        view = _runner_view(workdir, cwd, argv)
         return [*_bwrap_argv(self.bwrap, self.host.uid, self.host.gid, view, devices, self.info[1]), *argv]
 
     def pass_fds(self) -> tuple[int, ...]:
