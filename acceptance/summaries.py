@@ -229,7 +229,8 @@ def _registration_reason(match: re.Match) -> str:
 
 
 def _stage_conclusion(match: re.Match) -> str:
-    """ "Isolated runner passed on Bundled NPU simulator (simulator) with x.calbin.tar 0.1.0." """
+    """ "Isolated runner passed on Bundled NPU simulator (simulator) with x.calbin.tar 0.1.0.", with " (host h)"
+    after the kind for an agent's run."""
     with override("en"):  # the conclusion names the stage by its English label
         stage = next((code for code, text in stages.STAGE_LABELS.items() if str(text) == match["stage"]), None)
     if stage is None:
@@ -240,6 +241,14 @@ def _stage_conclusion(match: re.Match) -> str:
         "target": labels.label("target_name", match["target"]),
         "kind": labels.label("target_kind", match["kind"]),
     }
+    if match["host"]:  # an agent's run names the host it came from
+        params["host"] = match["host"]
+        if match["artifact"]:
+            template = gettext(
+                "%(stage)s %(verdict)s on %(target)s (%(kind)s) (host %(host)s) with %(artifact)s %(version)s."
+            )
+            return template % {**params, "artifact": match["artifact"], "version": match["version"]}
+        return gettext("%(stage)s %(verdict)s on %(target)s (%(kind)s) (host %(host)s).") % params
     if match["artifact"]:
         return gettext("%(stage)s %(verdict)s on %(target)s (%(kind)s) with %(artifact)s %(version)s.") % {
             **params,
@@ -254,8 +263,8 @@ def _stage_conclusion(match: re.Match) -> str:
 CONCLUSIONS: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (
         re.compile(
-            r"^(?P<stage>[A-Z][^()]+?) (?P<verdict>passed|failed) on (?P<target>.+) \((?P<kind>simulator|hardware)\)"
-            r"(?: with (?P<artifact>\S+) (?P<version>\S+))?\.$"
+            r"^(?P<stage>[A-Z][^()]+?) (?P<verdict>passed|failed) on (?P<target>.+?) \((?P<kind>simulator|hardware)\)"
+            r"(?: \(host (?P<host>[^()]+)\))?(?: with (?P<artifact>\S+) (?P<version>\S+))?\.$"
         ),
         _stage_conclusion,
     ),

@@ -67,6 +67,26 @@ def test_a_sentence_calculet_did_not_write_stays_as_it_is():
     assert in_chinese("wall time limit of 30 s reached") == "wall time limit of 30 s reached"
 
 
+@pytest.mark.parametrize(
+    ("conclusion", "chinese"),
+    [
+        (
+            "Isolated runner passed on Bundled NPU simulator (simulator) (host lab-3) with b8.calbin.tar 0.1.0.",
+            "隔离 runner 在 内置 NPU 模拟器（模拟器，主机 lab-3）上用 b8.calbin.tar 0.1.0 通过。",
+        ),
+        (
+            "Isolated runner failed on Bundled NPU simulator (simulator) (host lab-3).",
+            "隔离 runner 在 内置 NPU 模拟器（模拟器，主机 lab-3）上失败。",
+        ),
+    ],
+)
+def test_an_agent_s_run_evidence_names_its_host_in_chinese_too(conclusion, chinese):
+    """The conclusion of an agent's run names the host it came from (services/runs/finishing.py): read in
+    Chinese with the host kept, never left in English."""
+    with translation.override("zh-hans"):
+        assert evidence_conclusion(conclusion) == chinese
+
+
 def test_a_runs_evidence_conclusion_and_a_deliverables_reason_read_in_chinese():
     conclusion = "Isolated runner passed on Bundled NPU simulator (simulator) with b8.calbin.tar 0.1.0."
     with translation.override("zh-hans"):
