@@ -6,7 +6,8 @@ it works whatever ALLOWED_HOSTS says.
 - V18 owes three model packages: decode batch 4, 8 and 16. The vendor delivers the batch-8 package, built by
   the simulator's `build-calbin` with its golden and a minimal example, uploaded as a tus client uploads (an
   upload created, then appended in two chunks). Its chain runs the decode_batch probe on the simulator target
-  (the runner stage runs the example beside the package too), so
+  (a worker's runner stage runs the example beside the package too; calculet-agent's records it as not run,
+  saying why), so
   decode-batch-8 is promoted to C2 on E4 evidence, then to C1 once the SDK check has found its calls (E2, from
   V20's SDK below); C0 is blocked for want of an attested hardware target. Batch 4 and 16 stay owed, so V18
   stays open.
@@ -22,10 +23,11 @@ it works whatever ALLOWED_HOSTS says.
 - Two more people work in the integration team; V17 and V18 are assigned with due dates, and the vendor
   writes in V18's thread, mentioning the PM.
 
-The chains run on a worker serving the simulator target, the SDK check on a worker of the default queue (the
-ones `scripts/dev.py run` starts, or Celery workers). The demo waits for them; when no worker serves the
-simulator, or the wait runs out, it names what is still running and leaves the promotions that need their
-verdicts to a later run of the command.
+The chains' runner stages run on what serves the simulator target — the calculet-agent `scripts/dev.py run`
+starts with a target token of its own, or a worker on its queue — their claim and artifact checks and the SDK
+check on a worker of the default queue (Celery's, which `run` starts too). The demo waits for them; when
+nothing serves the simulator, or the wait runs out, it names what is still running and leaves the promotions
+that need their verdicts to a later run of the command.
 """
 
 import datetime
@@ -419,8 +421,8 @@ def _settled(chain: Chain) -> bool:
 
 
 def _simulator_served(wait_seconds: float) -> bool:
-    """Whether a worker serves the simulator target: its heartbeat is fresh, or arrives within two heartbeat
-    periods (a worker started with the demo reports itself shortly)."""
+    """Whether an agent or a worker serves the simulator target: its heartbeat (an agent's poll counts as one)
+    is fresh, or arrives within two heartbeat periods (one started with the demo reports itself shortly)."""
     deadline = time.monotonic() + min(wait_seconds, 2 * settings.ACCEPTANCE_TARGET_HEARTBEAT_SECONDS)
     target = target_ensure_simulator()
     while True:
@@ -459,7 +461,7 @@ def _wait_for_chains(codes: tuple[str, ...], wait_seconds: float, report: DemoRe
                 report.still_running.append(f"{code}'s chain on {chain.target.slug}: {where}")
     if waiting and not served:
         report.still_running.append(
-            "no worker serves the simulator target (python manage.py serve_target simulator, or a Celery worker "
+            "nothing serves the simulator target (its calculet-agent, which scripts/dev.py run starts, or a worker "
             "on its queue)"
         )
     return waiting

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import urllib.request
 import venv
 from pathlib import Path
 
@@ -55,12 +56,48 @@ def ensure_venv(extras: str = "") -> None:
 
 
 def worker_commands(python: Path | str) -> list[list[str]]:
-    """The workers `run` starts when there is no REDIS_URL, taking tasks off the embedded broker as workers take
-    them off Redis: one on the default queue with Celery beat inside it (the sweeper, the health jobs), and the
-    simulator target's, whose heartbeats are the target's health."""
+    """The Celery worker `run` starts when there is no REDIS_URL, taking the server's own tasks (checks,
+    notifications) off the embedded broker as workers take them off Redis, with Celery beat inside it (the
+    sweeper, the health jobs)."""
     default_worker = [str(python), "-m", "celery", "-A", "calculet", "worker", "--queues", "default"]
     default_worker += ["--concurrency", "1", "--beat", "--without-gossip", "--without-mingle", "--loglevel", "info"]
-    return [default_worker, [str(python), "manage.py", "serve_target", "simulator"]]
+    return [default_worker]
+
+
+# The name of the simulator's target token `run` makes anew at each start (the one before revoked).
+AGENT_TOKEN_NAME = "scripts/dev.py run"
+
+
+def agent_dir() -> Path:
+    """The state directory of the simulator's calculet-agent: its key, input cache, run directories and token."""
+    return data_dir() / "agent"
+
+
+def agent_command(python: Path | str, state_dir: Path) -> list[str]:
+    """calculet-agent serving the bundled simulator target as an agent serves a board, with the simulator as its
+    runner: the target token in `state_dir`/token, the server's URL in its environment (`agent_env`)."""
+    agent = [str(Path(python).parent / "calculet-agent"), "--token-file", str(state_dir / "token")]
+    agent += ["--state-dir", str(state_dir), "--runner-command", f"{python} -m npu_sim run", "--poll-seconds", "2"]
+    return agent
+
+
+def agent_env(url: str) -> dict:
+    """All the agent's environment: the server's URL. No database, broker, storage or signing key."""
+    return {"CALCULET_SERVER": url}
+
+
+def wait_serving(url: str, server: subprocess.Popen, timeout: float = 120) -> None:
+    """Wait until the web server answers /healthz; a server that exits or never answers stops `run`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"the web server exited with status {server.returncode}")
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=5):
+                return
+        except OSError:
+            time.sleep(0.5)
+    sys.exit(f"the web server did not answer {url}/healthz within {timeout:.0f} s")
 
 
 def start(commands: list[list[str]], env: dict) -> list[subprocess.Popen]:
@@ -140,15 +177,25 @@ def run(port: int) -> None:
     manage = [PYTHON, "manage.py"]
     sh(*manage, "migrate", "--no-input", env=env)
     sh(*manage, "import_checklist", env=env)
+    # With REDIS_URL set, the workers and the simulator's agent are yours to run, as in production (README.md).
+    laptop = not env.get("REDIS_URL")
+    if laptop:
+        # Before the demo sends its runs: from this token on, the simulator's runner stages are pulled.
+        sh(*manage, "target_token", "create", "simulator", "--name", AGENT_TOKEN_NAME, "--replace",
+           "--key-file", agent_dir() / "token", env=env)  # fmt: skip
     # A terminal closed or a `kill` stops the workers too, as Ctrl-C does.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGHUP, signal.default_int_handler)
-    # With REDIS_URL set, the workers are yours to run, as in production (README.md).
-    processes = [] if env.get("REDIS_URL") else start(worker_commands(PYTHON), env)
+    processes = start(worker_commands(PYTHON), env) if laptop else []
     try:
-        sh(*manage, "seed_demo", env=env)  # waits for the demo's chains, which the simulator's worker runs
-        processes += start([[str(PYTHON), "manage.py", "runserver", "--insecure", f"127.0.0.1:{port}"]], env)
-        processes[-1].wait()
+        server = start([[str(PYTHON), "manage.py", "runserver", "--insecure", f"127.0.0.1:{port}"]], env)[0]
+        processes.append(server)
+        if laptop:
+            local = f"http://127.0.0.1:{port}"  # whatever CALCULET_BASE_URL says to browsers
+            wait_serving(local, server)
+            processes += start([agent_command(PYTHON, agent_dir())], agent_env(local))
+        sh(*manage, "seed_demo", env=env)  # waits for the demo's chains, which the simulator's agent runs
+        server.wait()
     except KeyboardInterrupt:
         print("\nstopping", flush=True)
     finally:

@@ -407,6 +407,30 @@ def test_the_integration_team_makes_and_revokes_tokens_in_the_admin_and_with_the
     assert AuditEntry.objects.filter(action="target_token.revoke").count() == 2
 
 
+def test_the_command_makes_a_host_s_token_anew_into_a_file_only_its_owner_reads(db, tmp_path, capsys):
+    """As `scripts/dev.py run` makes the simulator's at each start: the bundled target made on first use, the
+    token of that name made before revoked, the new key written to the agent's token file and never printed."""
+    from django.core.management import call_command
+
+    key_file = tmp_path / "agent" / "token"
+    call_command("target_token", "create", "simulator", "--name", "laptop", "--replace", "--key-file", str(key_file))
+    first = key_file.read_text().strip()
+    _, other_key = target_token_create(actor=SYSTEM, target=target_ensure_simulator(), name="lab host")
+    call_command("target_token", "create", "simulator", "--name", "laptop", "--replace", "--key-file", str(key_file))
+    second = key_file.read_text().strip()
+    output = capsys.readouterr().out
+    assert first not in output and second not in output and f"its key is in {key_file}" in output
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert Agent(first).register().status_code == 401  # replaced
+    assert Agent(second).register().status_code == 200
+    assert Agent(other_key).register().status_code == 200  # another host's token of the target is left alone
+    live = target_ensure_simulator().tokens.filter(revoked_at__isnull=True)
+    assert sorted(live.values_list("name", flat=True)) == ["lab host", "laptop"]
+    # Without --replace a second token of the name is made beside the first, as before.
+    call_command("target_token", "create", "simulator", "--name", "laptop")
+    assert live.filter(name="laptop").count() == 2
+
+
 @pytest.fixture
 def pm_client(client, pm_user):
     client.force_login(pm_user)

@@ -51,7 +51,7 @@ def laptop(tmp_path_factory) -> Laptop:
         output = run.log_text()
         vendor_token = re.search(r"vendor token:\s+(\S+)", output).group(1)
         make_viewer(env, VIEWER)
-        laptop = Laptop(url=url, vendor_token=vendor_token, output=output)
+        laptop = Laptop(url=url, vendor_token=vendor_token, output=output, data_dir=data_dir)
         for role, username in (("pm", "pm"), ("operator", "omar"), ("viewer", VIEWER), ("vendor", "acme-engineer")):
             laptop.sessions[role] = log_in(url, username)
         laptop.sessions["nobody"] = requests.Session()

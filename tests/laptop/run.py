@@ -75,6 +75,7 @@ class Laptop:
     url: str
     vendor_token: str
     output: str
+    data_dir: Path
     sessions: dict[str, requests.Session] = field(default_factory=dict)
     ids: dict[str, object] = field(default_factory=dict)
 

@@ -1,7 +1,6 @@
 """The newcomer's demo: issue 11's story built through the services only (whatever ALLOWED_HOSTS says), told
-once, on the in-process worker, on a real Celery worker, and honestly when no worker serves the simulator."""
-
-import os
+once, on the in-process worker, on the simulator's calculet-agent as `dev.py run` serves it, and honestly when
+nothing serves the simulator."""
 
 import pytest
 from django.core.management import call_command
@@ -9,6 +8,9 @@ from django.utils import timezone
 
 from acceptance import stages
 from acceptance.models import Chain, PromotionAttempt, Run, RunResult
+from acceptance.services import target_ensure_simulator
+from acceptance.services.agents import EXAMPLE_NOT_RUN, target_token_create
+from calculet.actors import SYSTEM
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem
 from vendor.models import Answer, ApiToken, Artifact, Comment, Deliverable, DocumentReview, Question, Upload
@@ -27,7 +29,8 @@ def reason_codes(attempt: PromotionAttempt) -> list[str]:
     return [reason["code"] for reason in attempt.reasons]
 
 
-def assert_the_story_was_told(output: str) -> None:
+def assert_the_story_was_told(output: str, *, by_agent: bool = False) -> None:
+    """`by_agent`: calculet-agent served the simulator, so the vendor's example was recorded as not run."""
     # V18: the batch-8 package, uploaded through the tus services, proven on the simulator.
     v18 = Answer.objects.get(question__code="V18")
     assert v18.complete and v18.missing == [] and v18.deliverable.key == "package-batch-8"
@@ -39,7 +42,10 @@ def assert_the_story_was_told(output: str) -> None:
     runner = chain.runs.get(stage=stages.RUNNER)
     assert [(probe["name"], probe["verdict"]) for probe in runner.result["probes"]] == [("decode_batch", "pass")]
     example = runner.result["minimal_example"]
-    assert example["ran"] and example["passed"] and "checking calbin.tar" in example["output"]
+    if by_agent:
+        assert not example["ran"] and example["detail"] == EXAMPLE_NOT_RUN and runner.result["agent"]["host"]
+    else:
+        assert example["ran"] and example["passed"] and "checking calbin.tar" in example["output"]
 
     attempts = {a.to_status: a for a in PromotionAttempt.objects.filter(capability__slug="decode-batch-8")}
     assert attempts["C2"].allowed and attempts["C2"].answer_id == v18.pk
@@ -131,7 +137,7 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
         for code in ("V18", "V17"):
             run = simulator_chain(code).runs.get()
             assert f"{code}'s chain on simulator: Claim pending (run {run.pk})" in output
-        assert "no worker serves the simulator target" in output
+        assert "nothing serves the simulator target" in output
         assert "V20's SDK check (a worker of the default queue runs it)" in output
         assert not PromotionAttempt.objects.exists()
         assert Question.objects.get(code="V60").state == "closed"  # a review needs no worker
@@ -148,15 +154,19 @@ def test_without_a_worker_the_demo_names_the_chains_still_running_and_asks_no_pr
 
 
 @pytest.mark.django_db(transaction=True)
-def test_seed_demo_waits_for_its_chains_on_a_real_worker(workers, settings, tmp_path, capsys):
+def test_seed_demo_waits_for_its_chains_on_the_simulator_s_agent(workers, gunicorn_server, settings, tmp_path, capsys):
+    """As `scripts/dev.py run` serves it: the simulator's runner stages pulled by calculet-agent from calculet
+    served by gunicorn, the server's own checks on a Celery worker of the default queue."""
     settings.DATA_DIR = tmp_path
     call_command("import_checklist")
-    workers.celery("simulator", "sim")
-    workers.celery("default", "default")  # the SDK check
-    call_command("seed_demo")
-    assert_the_story_was_told(capsys.readouterr().out)
-    runner_workers = RunResult.objects.filter(run__stage=stages.RUNNER).values_list("worker", flat=True)
-    assert runner_workers and not any(worker.endswith(f":{os.getpid()}") for worker in runner_workers)
+    _, key = target_token_create(actor=SYSTEM, target=target_ensure_simulator(), name="this host")
+    with gunicorn_server() as (url, _):
+        workers.celery("default", "default")  # the claim and artifact checks, the SDK check
+        workers.agent(url, key)
+        call_command("seed_demo")
+    assert_the_story_was_told(capsys.readouterr().out, by_agent=True)
+    runner_workers = RunResult.objects.filter(run__stage__in=stages.RUNNER_STAGES).values_list("worker", flat=True)
+    assert runner_workers and all(worker.startswith("agent ") for worker in runner_workers)
 
 
 @pytest.mark.django_db(transaction=True)
