@@ -13,10 +13,13 @@ from django.utils import timezone
 from acceptance import selectors, stages
 from acceptance.models import Chain, Run, RunResult
 from acceptance.protocol import StageOutcome
+from acceptance.services import target_ensure_simulator
+from acceptance.services.agents import target_token_create
 from acceptance.services.runs import finishing
 from acceptance.services.runs.claiming import run_claim
 from acceptance.services.runs.finishing import run_finish
 from acceptance.services.runs.reporting import RunReporter
+from calculet.actors import SYSTEM
 from tests.acceptance.workers import wait_until
 from tests.factories import complete_answer_data, make_artifact, make_capability, tiny_package_bytes
 from vendor.services.organisations import token_create
@@ -57,7 +60,11 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
     golden,
     tmp_path,
 ):
-    simulator = workers.celery("simulator", "sim")
+    # The server's checks on a Celery worker, the runner stages pulled by the simulator's agent from this server,
+    # whose verdicts are then written by the server's own threads while the answers arrive.
+    server_checks = workers.celery("default", "default")
+    _, target_key = target_token_create(actor=SYSTEM, target=target_ensure_simulator(), name="this host")
+    agent = workers.agent(live_server.url, target_key)
     _token, key = token_create(actor=vendor_user, user=vendor_user, name="concurrent answers")
     url = f"{live_server.url}/api/v1/questions/{question.code}/answers/"
     # A chain of another capability of the same question runs its stages on the worker while the answers
@@ -77,7 +84,7 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
         ),
         timeout=120,
         what="a runner stage of the other capability's chain at work, after its first verdict",
-        workers=[simulator],
+        workers=[agent, server_checks],
         sweep=False,
     )
 
@@ -96,7 +103,9 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
         Q(finished_at__gte=started) | Q(finished_at__isnull=True)
     )
     assert overlapping.exists()
-    wait_until(lambda: _settled(question), timeout=300, what="every run to end", workers=[simulator], sweep=False)
+    wait_until(
+        lambda: _settled(question), timeout=300, what="every run to end", workers=[agent, server_checks], sweep=False
+    )
     chain = Chain.objects.get(question=question, capability=capability)
     assert chain.answer.revision == CONCURRENT_ANSWERS + 1  # the chain checks the newest answer
     assert RunResult.objects.filter(run__chain=chain).exists()
@@ -104,7 +113,8 @@ def test_twenty_concurrent_answers_while_runs_finish_all_succeed_and_every_verdi
     assert list(Run.objects.exclude(attempt__lte=1).values_list("pk", "attempt")) == []
     assert list(RunResult.objects.exclude(attempt=1).values_list("run", "attempt")) == []
     assert "worker was lost" not in "".join(Run.objects.values_list("log", flat=True))
-    assert "deadlock" not in simulator.log_text()
+    assert "deadlock" not in server_checks.log_text()
+    assert "did not answer (5" not in agent.log_text()  # no post of the agent's met a server error
 
 
 def _claimed_claim_run(chain) -> Run:

@@ -1,6 +1,8 @@
-"""The chain on real Celery worker processes, real Redis and the real test database: promotion to C1 on
-the simulator and to C0 with a hardware target, workers killed mid-run, Redis flushed while runs wait, and
-misbehaving runners on a board host. This process plays Celery beat by calling the sweeper."""
+"""The chain on real processes, real Redis and the real test database: promotion to C1 on the simulator and never
+to C0 on a board double, each served by calculet-agent against calculet served by gunicorn; and on a target
+served by Celery (`manage.py serve_target`, a target with no token), workers killed mid-run, Redis flushed while
+runs wait, and misbehaving vendor examples on a board host. This process plays Celery beat by calling the
+sweeper."""
 
 import os
 import signal
@@ -12,10 +14,20 @@ import pytest
 from acceptance import selectors, stages
 from acceptance.inputs import PromotionRequest
 from acceptance.models import Chain, Run, RunResult, Target
-from acceptance.services import answer_submit, capability_promote, chain_start_for_answer, runs_sweep
+from acceptance.services import (
+    answer_submit,
+    capability_promote,
+    chain_start_for_answer,
+    runs_sweep,
+    target_ensure_simulator,
+    target_register,
+    target_registration_approve,
+)
+from acceptance.services.agents import target_token_create
 from acceptance.services.dispatch import queue_length
 from acceptance.services.runs.running import run_dir_prefix
 from acceptance.services.targets import target_heartbeat
+from calculet.actors import SYSTEM
 from tests.acceptance.workers import BOARD_DOUBLE, broker_flush, processes_with, wait_until
 from tests.factories import (
     answer_draft,
@@ -50,46 +62,63 @@ def submit(vendor_user, question, capability, calbin, golden, **overrides):
 
 
 def test_a_tiny_batch8_answer_reaches_c1_on_the_simulator_and_a_board_double_never_makes_it_c0(
-    workers, vendor_user, pm_user, question, capability, calbin, golden, tmp_path
+    workers, gunicorn_server, vendor_user, pm_user, question, capability, calbin, golden, tmp_path
 ):
-    simulator = workers.celery("simulator", "sim")
-    answer = submit(vendor_user, question, capability, calbin, golden)
-    wait_until(
-        lambda: all_passed(chain_on(answer, "simulator")), timeout=180, what="the simulator chain", workers=[simulator]
-    )
+    """Each target served as a board is, by calculet-agent holding only the server's URL and its target's token:
+    the simulator with the simulator as its runner, the board double with the double."""
+    _, simulator_key = target_token_create(actor=SYSTEM, target=target_ensure_simulator(), name="this host")
+    board_runner = f"{sys.executable} {BOARD_DOUBLE}"
+    board_target = target_register(
+        actor=SYSTEM, slug="board-double", kind=Target.HARDWARE, calrt_version="0.7.6", driver_version="2.3.0",
+        firmware_version="1.8.0", chip="calculet-2c", runner_command=board_runner,
+    )  # fmt: skip
+    _, board_key = target_token_create(actor=SYSTEM, target=board_target, name="board host")
+    with gunicorn_server() as (url, _):
+        server_checks = workers.celery("default", "default")
+        simulator = workers.agent(url, simulator_key, name="simulator-agent")
+        answer = submit(vendor_user, question, capability, calbin, golden)
+        wait_until(
+            lambda: all_passed(chain_on(answer, "simulator")),
+            timeout=180,
+            what="the simulator chain",
+            workers=[simulator, server_checks],
+        )
 
-    promoted = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C2"))
-    assert promoted.allowed, promoted.reasons
-    assert promoted.runs.count() == 7 and promoted.artifacts.filter(pk=calbin.pk).exists()
-    sdk_checked(capability)
-    assert capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C1")).allowed
-    blocked = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C0"))
-    assert not blocked.allowed
-    assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
-    assert "No E0 runs" in blocked.reasons[0]["message"]
+        promoted = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C2"))
+        assert promoted.allowed, promoted.reasons
+        assert promoted.runs.count() == 7 and promoted.artifacts.filter(pk=calbin.pk).exists()
+        sdk_checked(capability)
+        assert capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C1")).allowed
+        blocked = capability_promote(actor=pm_user, capability=capability, request=PromotionRequest(to="C0"))
+        assert not blocked.allowed
+        assert [r["code"] for r in blocked.reasons] == ["no_hardware_runs"]
+        assert "No E0 runs" in blocked.reasons[0]["message"]
 
-    # The board double stands for a second host: its own data folder and runner working directories.
-    board_host = tmp_path / "board-host"
-    (board_host / "runs").mkdir(parents=True)
-    board = workers.serve_target(
-        "board-double",
-        HARDWARE_VERSIONS,
-        ACCEPTANCE_RUNNER_COMMAND=f"{sys.executable} {BOARD_DOUBLE}",
-        CALCULET_DATA_DIR=board_host,
-        ACCEPTANCE_RUN_DIR=board_host / "runs",
-    )
-    wait_until(
-        lambda: Target.objects.filter(slug="board-double", health=Target.OK).exists(),
-        timeout=60,
-        what="the board double's heartbeat",
-        workers=[board],
-    )
-    chain_start_for_answer(answer.pk)
-    hardware = chain_on(answer, "board-double")
-    wait_until(lambda: all_passed(hardware), timeout=180, what="the hardware chain", workers=[board])
+        # The board double's agent stands for a second host: its own state directory and run directories.
+        board = workers.agent(url, board_key, name="board", runner=board_runner, options=HARDWARE_VERSIONS)
+        wait_until(
+            lambda: Target.objects.get(pk=board_target.pk).registration_pending,
+            timeout=60,
+            what="the board's first registration",
+            workers=[board],
+        )
+        target_registration_approve(actor=pm_user, target=board_target)
+        wait_until(
+            lambda: Target.objects.filter(slug="board-double", health=Target.OK).exists(),
+            timeout=60,
+            what="the board agent's polls",
+            workers=[board],
+        )
+        chain_start_for_answer(answer.pk)
+        hardware = chain_on(answer, "board-double")
+        wait_until(lambda: all_passed(hardware), timeout=180, what="the hardware chain", workers=[board, server_checks])
+    board_runs = tmp_path / "board-state" / "runs"
     assert "board double" in hardware.runs.get(stage=stages.SOAK).log
-    assert all(str(board_host / "runs") in run.log for run in hardware.runs.filter(stage__in=stages.RUNNER_STAGES))
-    assert not any(str(board_host) in run.log for run in chain_on(answer, "simulator").runs.all())
+    assert all(str(board_runs) in run.log for run in hardware.runs.filter(stage__in=stages.RUNNER_STAGES))
+    assert not any(str(board_runs) in run.log for run in chain_on(answer, "simulator").runs.all())
+    for chain, agent_host in ((chain_on(answer, "simulator"), "simulator"), (hardware, "board-double")):
+        for run in chain.runs.filter(stage__in=stages.RUNNER_STAGES):
+            assert run.worker.startswith("agent ") and run.result["agent"]["host"], (agent_host, run.worker)
     assert (
         not Run.objects.filter(target__slug="simulator", stage=stages.RUNNER)
         .exclude(chain=chain_on(answer, "simulator"))
@@ -130,6 +159,8 @@ LONG_SOAK = {"thresholds": {"soak_requests": 384, "soak_concurrency": 4}}
 def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
     workers, settings, vendor_user, question, capability, calbin, golden, tmp_path
 ):
+    """The simulator with no token, served by a Celery worker as a target is the older way (docs/deploy.md); an
+    agent killed mid-run is test_agent.py's."""
     simulator = workers.celery("simulator", "sim")
     answer = submit(vendor_user, question, capability, calbin, golden, **LONG_SOAK)
     run = wait_until(lambda: soak_running(answer), timeout=180, what="the soak to start", workers=[simulator])
@@ -152,6 +183,7 @@ def test_killing_the_pool_child_mid_run_ends_with_one_verdict(
 def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_verdict(
     workers, vendor_user, question, capability, calbin, golden, tmp_path
 ):
+    """As above, on the Celery path: the whole worker killed -9, another started."""
     first = workers.celery("simulator", "sim-1")
     answer = submit(vendor_user, question, capability, calbin, golden, **LONG_SOAK)
     run = wait_until(lambda: soak_running(answer), timeout=180, what="the soak to start", workers=[first])
@@ -179,12 +211,13 @@ def test_killing_the_whole_worker_mid_run_and_starting_another_ends_with_one_ver
 
 
 def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
-    workers, settings, vendor_user, organisation, capability, calbin, golden
+    workers, gunicorn_server, settings, vendor_user, organisation, capability, calbin, golden
 ):
-    from acceptance.services import target_ensure_simulator
-
+    """The simulator served by its agent: the chains' claim checks wait in Redis for the server's worker, Redis is
+    flushed, and the sweeper sends them again; the runner stages that follow are pulled by the agent."""
     settings.ACCEPTANCE_QUEUED_RESEND_AFTER = 2  # the sweeper here stands in for beat; 30 s in production
     simulator_target = target_ensure_simulator()
+    _, key = target_token_create(actor=SYSTEM, target=simulator_target, name="this host")
     target_heartbeat(queues=[simulator_target.queue], worker="about-to-start")
     answers = []
     for number in (31, 32, 33):
@@ -201,22 +234,27 @@ def test_runs_queued_when_redis_is_flushed_are_resent_by_the_sweeper(
             )
         )
     queued = list(Run.objects.filter(state=stages.QUEUED))
-    assert len(queued) == 3
-    assert queue_length("simulator") == 3
+    assert len(queued) == 3 and {run.stage for run in queued} == {stages.CLAIM}
+    assert queue_length("default") == 3 and queue_length("simulator") == 0
     broker_flush()
-    worker = workers.celery("simulator", "sim")
+    with gunicorn_server() as (url, _):
+        server_checks = workers.celery("default", "default")
+        agent = workers.agent(url, key)
 
-    def flushed_runs_done_and_chains_moved_on():
-        return all(
-            Run.objects.filter(pk=run.pk, state=stages.PASSED).exists()
-            and Run.objects.filter(chain=run.chain, stage=stages.ARTIFACT, state=stages.PASSED).exists()
-            for run in queued
+        def flushed_runs_done_and_chains_moved_on():
+            return all(
+                Run.objects.filter(pk=run.pk, state=stages.PASSED).exists()
+                and Run.objects.filter(chain=run.chain, stage=stages.RUNNER, state=stages.PASSED).exists()
+                for run in queued
+            )
+
+        wait_until(
+            flushed_runs_done_and_chains_moved_on, timeout=180, what="the flushed runs", workers=[server_checks, agent]
         )
-
-    wait_until(flushed_runs_done_and_chains_moved_on, timeout=120, what="the flushed runs", workers=[worker])
     for run in queued:
         run.refresh_from_db()
         assert run.send_count >= 2
+        assert Run.objects.get(chain=run.chain, stage=stages.RUNNER).worker.startswith("agent ")
     assert RunResult.objects.filter(run__in=queued).count() == 3
 
 
