@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Set-up and the two everyday commands, needing nothing but Python 3.11+.
 
-python3 scripts/dev.py run [--port N]  # venv, install what serving needs, migrate, import, workers, demo, serve
+python3 scripts/dev.py run [--port N]  # venv, install what serving needs, migrate, import, serve, worker, agent, demo
 python3 scripts/dev.py test [--fast]   # venv, install with the test tools, lint, checks, the test suite
 """
 
