@@ -70,7 +70,7 @@ def test_a_runners_words_before_sentences_calculet_did_not_write_are_shown_as_st
         assert summaries.judged_reason(f"{judged.reason}; the runner's words", judged.findings) is None
 
 
-def _tampered_golden_stage(calbin: Path, workdir: Path) -> judging.Judgement:
+def tampered_golden_stage(calbin: Path, workdir: Path) -> judging.Judgement:
     """A golden stage whose runner says pass: its logits beyond the job's tolerances, its draws another
     generator's."""
     result = golden_stage(calbin, workdir, SAMPLING_PROBES)
@@ -83,7 +83,7 @@ def _tampered_golden_stage(calbin: Path, workdir: Path) -> judging.Judgement:
 
 
 def test_a_golden_stage_failing_with_its_sampling_reads_wholly_in_chinese(sampling_package, tmp_path):  # noqa: F811
-    judged = _tampered_golden_stage(sampling_package, tmp_path / "run")
+    judged = tampered_golden_stage(sampling_package, tmp_path / "run")
     codes = [item["code"] for item in judged.findings]
     assert codes == ["claim_unsupported", *["golden_mismatch"] * 2, *["draws_not_from_seed"] * 2]
     assert judged.reason.startswith(CLAIM + "prefill_logits: cosine ")
@@ -98,7 +98,7 @@ def test_a_golden_stage_failing_with_its_sampling_reads_wholly_in_chinese(sampli
 
 
 def test_the_claim_of_a_pass_keeps_its_template_and_its_english_sentence(sampling_package, tmp_path):  # noqa: F811
-    judged = _tampered_golden_stage(sampling_package, tmp_path / "run")
+    judged = tampered_golden_stage(sampling_package, tmp_path / "run")
     claim = judged.findings[0]
     golden = [item["message"] for item in judged.findings[1:3]]
     assert claim["message"] == CLAIM + "; ".join(golden)
