@@ -169,6 +169,29 @@ def _lost_workers(match: re.Match) -> str:
     ) % {"count": match["count"]}
 
 
+NO_DEVICE = gettext_noop("the runner reported no device identity and versions")  # protocol.device_findings
+_VERSION_MISMATCH = re.compile(
+    r"the device reports (?P<key>calrt|driver|firmware|chip) (?P<reported>.*?); the target is registered with "
+    r"(?P<registered>.*?)(?=; the device reports |$)",
+    re.S,
+)
+
+
+def _not_the_target(match: re.Match) -> str:
+    """ "the device is not the target as registered: " and what differs (protocol.device_findings), each said in
+    the active language with the versions as they are; as stored when it is not only those sentences."""
+    detail = match["detail"]
+    if detail == NO_DEVICE:
+        said = gettext(NO_DEVICE)
+    else:
+        found = list(_VERSION_MISMATCH.finditer(detail))
+        if "; ".join(version.group(0) for version in found) != detail:
+            return match.group(0)
+        template = gettext("the device reports %(key)s %(reported)s; the target is registered with %(registered)s")
+        said = "; ".join(template % version.groupdict() for version in found)
+    return gettext("the device is not the target as registered: %(detail)s") % {"detail": said}
+
+
 def _prefixed(message: str) -> Callable[[re.Match], str]:
     return lambda match: gettext(message) % {"detail": match["detail"]}
 
@@ -197,6 +220,7 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         re.compile(r"^the runner claims a pass its measurements do not support — (?P<detail>.*)$", re.S),
         _prefixed(judging.CLAIM_UNSUPPORTED),
     ),
+    (re.compile(r"^the device is not the target as registered: (?P<detail>.*)$", re.S), _not_the_target),
     (
         re.compile(r"^runner protocol violated: (?P<detail>.*)$", re.S),
         _prefixed(gettext_noop("runner protocol violated: %(detail)s")),
