@@ -41,7 +41,7 @@ class AcceptanceConfig(AppConfig):
             checks,  # noqa: F401 - registers the system checks
             stages,
         )
-        from acceptance.finding_labels import FINDING_LABELS
+        from acceptance.finding_labels import FINDING_LABELS, GATE_REASON_LABELS
         from acceptance.models import Chain, Run, Target
         from acceptance.selectors import PROGRESS_LABELS
         from acceptance.services.targets import SIMULATOR_NAME
@@ -63,6 +63,7 @@ class AcceptanceConfig(AppConfig):
             ],
         )
         labels.register("finding", FINDING_LABELS.items())
+        labels.register("gate_reason", GATE_REASON_LABELS.items())
         labels.register("target_name", [(SIMULATOR_NAME, _("Bundled NPU simulator"))])
         labels.register_phrases("run_summary", run_summary)
         labels.register_phrases("health_reason", health_reason)

@@ -41,3 +41,28 @@ FINDING_LABELS = {
     "runner_manifest_missing": _("runner manifest missing"),
     "target_incompatible": _("target incompatible"),
 }
+
+# What each reason the promotion gate gives (acceptance/policy.py) is about, in the reader's language: the
+# audit log lists a promotion's reasons by these labels (the sentences are on the capability's page).
+GATE_REASON_LABELS = {
+    "no_change": _("already at that status"),
+    "approval_missing": _("approvals missing"),
+    "no_answer": _("no complete answer"),
+    "answer_incomplete": _("answer incomplete"),
+    "version_missing": _("no version named"),
+    "wrong_deliverable": _("not a deliverable of the capability"),
+    "deliverable_owed": _("deliverable owed"),
+    "deliverable_rejected": _("deliverable rejected"),
+    "no_target": _("no chain on a target"),
+    "stage_not_passed": _("stage not passed"),
+    "stage_stale": _("stage stale"),
+    "probe_failed": _("probe failed"),
+    "probe_not_passed": _("probe not passed"),
+    "grade_not_e0": _("not E0 evidence"),
+    "no_hardware_runs": _("no E0 runs"),
+    "no_static_check": _("no passed static check"),
+    "static_check_not_e1": _("static check below E1"),
+    "no_sdk_evidence": _("no current E2 evidence"),
+    "pinned_never_promoted": _("pinned: never promoted"),
+    "pinned_needs_full_proof": _("pinned until fully proven"),
+}

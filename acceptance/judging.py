@@ -90,6 +90,12 @@ def gettext_noop(template: str) -> str:
 
 
 NOTHING_MEASURED = gettext_noop("the runner wrote no %(file)s: nothing measured to judge")
+# The lead finding of a judgement that fails where the runner's result says pass (`_coded_verdict`).
+CLAIM_UNSUPPORTED = gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")
+# A sampling judgement's findings, and its reason, which says all of them after one "sampling: ".
+SAMPLING = gettext_noop("sampling: %(problem)s")
+# Two sentences said one after the other: "; " between them in every language.
+THEN = gettext_noop("%(first)s; %(then)s")
 
 
 class Said(str):
@@ -120,6 +126,15 @@ def _stored(value: Any) -> Any:
     if isinstance(value, Said):
         return value.stored()
     return value.item() if isinstance(value, np.generic) else value
+
+
+def together(said: list[str]) -> str:
+    """Sentences said one after the other, "; " between them: a `Said` of each pair, so every one keeps its own
+    template."""
+    joined = said[-1]
+    for first in reversed(said[:-1]):
+        joined = Said(THEN, first=first, then=joined)
+    return joined
 
 
 def finding(code: str, message: str, field_name: str = "measurements") -> dict:
@@ -855,7 +870,10 @@ def _run_failures(reference: _Reference, record: dict, rows: np.ndarray) -> list
     if reference.package is None:
         return []
     report = compare(reference.package.reference_logits(record["prompt"], record["tokens"]), rows, Tolerance())
-    return [("reference_mismatch", "; ".join(report["failures"][:3]))] if report["failures"] else []
+    if not report["failures"]:
+        return []
+    # The comparison's own figures (`max_rel 0.0123 > 0.01`), the same in every language.
+    return [("reference_mismatch", Said(gettext_noop("%(limits)s"), limits="; ".join(report["failures"][:3])))]
 
 
 def _device_versions(result: dict) -> dict:
@@ -968,6 +986,8 @@ def _verdict(result: dict, metrics: dict, failures: list[str], passed: str) -> J
 
 
 FINDING_FIELDS = {"golden_mismatch": "measurements.golden"}
+# A judgement's reason names at most this many of its failures; its findings name every one.
+JUDGED_IN_REASON = 5
 
 
 def _coded_verdict(result: dict, metrics: dict, failures: list[tuple[str, str]], passed: str) -> Judgement:
@@ -976,11 +996,11 @@ def _coded_verdict(result: dict, metrics: dict, failures: list[tuple[str, str]],
     findings = [finding(code, message, FINDING_FIELDS.get(code, "measurements")) for code, message in failures]
     messages = [message for _, message in failures]
     if failures and result.get("verdict") == "pass":
-        reason = "the runner claims a pass its measurements do not support — " + "; ".join(messages[:5])
+        reason = Said(CLAIM_UNSUPPORTED, detail=together(messages[:JUDGED_IN_REASON]))
         findings.insert(0, finding("claim_unsupported", reason))
         return Judgement(False, reason, findings, metrics)
     if failures:
-        return Judgement(False, "; ".join(messages[:5]), findings, metrics)
+        return Judgement(False, "; ".join(messages[:JUDGED_IN_REASON]), findings, metrics)
     return Judgement(True, passed, [], metrics)
 
 
@@ -1064,7 +1084,7 @@ def _measured_draws(path: Path) -> dict[str, np.ndarray]:
 
 
 def _sampling(problem: str) -> Said:
-    return Said(gettext_noop("sampling: %(problem)s"), problem=problem)
+    return Said(SAMPLING, problem=problem)
 
 
 def sampling_judgement(workdir: Path, golden: GoldenSet, params: dict) -> Judgement:

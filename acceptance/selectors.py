@@ -260,12 +260,17 @@ def _judged_reason(run: Run | None) -> dict:
 def run_reason(run: Run) -> tuple[str, list[dict]]:
     """A run's reason in the reader's language, and the templated findings it does not say: composed again
     from its findings when they compose it exactly (`summaries.judged_reason`), otherwise as `run_summary`
-    shows the stored reason, with every templated finding. The run must carry its `findings`."""
+    shows the stored reason, with every templated finding but the claim of a pass (which repeats the findings
+    after it). The run must carry its `findings`."""
     findings = run.findings if isinstance(run.findings, list) else []
     composed = summaries.judged_reason(run.reason, findings) if run.reason else None
     if composed is not None:
         return composed
-    templated = [item for item in findings if isinstance(item, dict) and "template" in item]
+    templated = [
+        item
+        for item in findings
+        if isinstance(item, dict) and "template" in item and item.get("code") != "claim_unsupported"
+    ]
     return summaries.run_summary(run.reason), templated
 
 

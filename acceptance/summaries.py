@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from django.utils.translation import gettext, gettext_noop, ngettext, override
 
-from acceptance import stages
+from acceptance import judging, stages
 from calculet import labels, sentences
 
 _MORE = re.compile(r"^(?P<detail>.*) \(and (?P<more>\d+) more\)$")
@@ -75,32 +75,83 @@ def _findings(match: re.Match) -> str:
     return f"{text}: {_with_more(translated + (match['detail'][len(listed) :] if detail else ''))}"
 
 
-CLAIM_UNSUPPORTED = gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")
-# A judgement's reason names at most this many of its failures (acceptance.judging._coded_verdict).
-JUDGED_IN_REASON = 5
+# The fields of the findings a golden stage's features add after the stage's own (judging.probe_judgements):
+# the s8 judgement's one finding, and the sampling judgement's, which its reason says after one "sampling: ".
+S8_FIELD = "measurements.vs_float"
+SAMPLING_FIELD = "measurements.sampling"
+
+
+def _said(value) -> str:
+    """A parameter of a stored sentence in the active language: a sentence itself, or plain words as they are."""
+    return sentences.text(value) if isinstance(value, dict) and "template" in value else str(value)
+
+
+def _parts(said: list[dict], claim: dict | None, count: int) -> tuple[list[tuple[str, str]], list[dict]] | None:
+    """What a judgement's reason says, part by part as (English, active language), from its templated findings
+    in their order: the stage's own (its first `count`, led by the claim of a pass when there is one), then each
+    feature's; and the stage's findings it leaves unsaid. None when the findings cannot compose a reason."""
+    groups: list[tuple[str, list[dict]]] = []
+    for item in said:
+        field = item.get("field", "")
+        kind = field if field in (S8_FIELD, SAMPLING_FIELD) else "stage"
+        if groups and groups[-1][0] == kind:
+            groups[-1][1].append(item)
+        else:
+            groups.append((kind, [item]))
+    parts: list[tuple[str, str]] = []
+    unsaid: list[dict] = []
+    for index, (kind, items) in enumerate(groups):
+        if kind == SAMPLING_FIELD:
+            if any(item["template"] != judging.SAMPLING for item in items):
+                return None
+            english = "; ".join(item["message"].removeprefix("sampling: ") for item in items)
+            text = "; ".join(_said(item["params"]["problem"]) for item in items)
+            parts.append((judging.SAMPLING % {"problem": english}, gettext(judging.SAMPLING) % {"problem": text}))
+        elif kind == S8_FIELD:
+            parts += [(item["message"], sentences.text(item)) for item in items]
+        else:
+            if index != 0:  # the stage's own findings come first
+                return None
+            english = "; ".join(item["message"] for item in items[:count])
+            text = "; ".join(sentences.text(item) for item in items[:count])
+            if claim is not None:
+                english = judging.CLAIM_UNSUPPORTED % {"detail": english}
+                text = gettext(judging.CLAIM_UNSUPPORTED) % {"detail": text}
+            parts.append((english, text))
+            unsaid = items[count:]
+    if claim is not None and (not groups or groups[0][0] != "stage" or claim.get("message") != parts[0][0]):
+        return None
+    return parts, unsaid
 
 
 def judged_reason(reason: str, findings: list) -> tuple[str, list[dict]] | None:
     """A run reason that calculet's judging composed from the run's findings, said in the active language,
-    and the templated findings it does not already say. None when the stored reason is not exactly what the
-    findings compose to in English (a runner's own words or findings, a reason stored before findings kept
-    their template): such a reason is shown as stored, never rebuilt."""
+    and the templated findings it does not already say. The reason may begin with the runner's own (a runner
+    that reported a failure: "2 check(s) failed — …; " and then calculet's), which `run_summary` says, its words
+    quoted as they are. None when the stored reason is not what the findings compose to in English (a
+    calculet sentence without its template, a reason stored before findings kept theirs): such a reason is
+    shown as stored, never rebuilt."""
     if not all(isinstance(item, dict) for item in findings):
         return None
-    said = [item for item in findings if "template" in item]
-    claims = [item for item in findings if "template" not in item and item.get("code") == "claim_unsupported"]
-    if not said or len(claims) > 1 or len(said) + len(claims) != len(findings):
+    claims = [item for item in findings if item.get("code") == "claim_unsupported"]
+    said = [item for item in findings if "template" in item and item not in claims]
+    if not said or len(claims) > 1:
         return None
     if any(sentences.english(item) != item.get("message") for item in said):
         return None
-    head = CLAIM_UNSUPPORTED.split("%(detail)s")[0] if claims else ""
-    if claims and claims[0].get("message") != reason:
-        return None
-    for count in sorted({len(said), min(len(said), JUDGED_IN_REASON)}):
-        if reason != head + "; ".join(item["message"] for item in said[:count]):
-            continue
-        detail = "; ".join(sentences.text(item) for item in said[:count])
-        return (gettext(CLAIM_UNSUPPORTED) % {"detail": detail} if claims else detail), said[count:]
+    claim = claims[0] if claims else None
+    for count in sorted({len(said), min(len(said), judging.JUDGED_IN_REASON)}):
+        composed = _parts(said, claim, count)
+        if composed is None:
+            return None
+        parts, unsaid = composed
+        english = "; ".join(part for part, _text in parts)
+        text = "; ".join(text for _english, text in parts)
+        if reason == english:
+            return text, unsaid
+        # A runner's own reason before calculet's: never with a claim of a pass, which only a passing runner makes.
+        if claim is None and reason.endswith("; " + english):
+            return run_summary(reason[: -len("; " + english)]) + "; " + text, unsaid
     return None
 
 
@@ -116,6 +167,29 @@ def _lost_workers(match: re.Match) -> str:
         "infrastructure error: the run was started %(count)s times and each time its worker was lost before a "
         "verdict; it is not retried again"
     ) % {"count": match["count"]}
+
+
+NO_DEVICE = gettext_noop("the runner reported no device identity and versions")  # protocol.device_findings
+_VERSION_MISMATCH = re.compile(
+    r"the device reports (?P<key>calrt|driver|firmware|chip) (?P<reported>.*?); the target is registered with "
+    r"(?P<registered>.*?)(?=; the device reports |$)",
+    re.S,
+)
+
+
+def _not_the_target(match: re.Match) -> str:
+    """ "the device is not the target as registered: " and what differs (protocol.device_findings), each said in
+    the active language with the versions as they are; as stored when it is not only those sentences."""
+    detail = match["detail"]
+    if detail == NO_DEVICE:
+        said = gettext(NO_DEVICE)
+    else:
+        found = list(_VERSION_MISMATCH.finditer(detail))
+        if "; ".join(version.group(0) for version in found) != detail:
+            return match.group(0)
+        template = gettext("the device reports %(key)s %(reported)s; the target is registered with %(registered)s")
+        said = "; ".join(template % version.groupdict() for version in found)
+    return gettext("the device is not the target as registered: %(detail)s") % {"detail": said}
 
 
 def _prefixed(message: str) -> Callable[[re.Match], str]:
@@ -144,8 +218,9 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (
         # calculet's judging (acceptance/judging.py): a reason its findings compose is said whole by judged_reason.
         re.compile(r"^the runner claims a pass its measurements do not support — (?P<detail>.*)$", re.S),
-        _prefixed(CLAIM_UNSUPPORTED),
+        _prefixed(judging.CLAIM_UNSUPPORTED),
     ),
+    (re.compile(r"^the device is not the target as registered: (?P<detail>.*)$", re.S), _not_the_target),
     (
         re.compile(r"^runner protocol violated: (?P<detail>.*)$", re.S),
         _prefixed(gettext_noop("runner protocol violated: %(detail)s")),

@@ -45,10 +45,14 @@ def test_a_soak_finding_keeps_its_template_and_figures_and_its_english_sentence(
         assert sentences.text(short) == "负载持续了 1.060 秒设备时间；压测须持续 5 秒"
     with override("en"):
         assert sentences.text(short) == short["message"]
-    # The reason and the lead finding stay the English sentences they were.
+    # The reason and the lead finding stay the English sentences they were; the lead keeps its template too.
     assert judged.reason.startswith("the runner claims a pass its measurements do not support — ")
     assert "3 requests measured; the soak must serve 10" in judged.reason
-    assert "template" not in judged.findings[0]  # claim_unsupported: its English sentence only
+    claim = judged.findings[0]
+    assert claim["code"] == "claim_unsupported" and claim["message"] == judged.reason
+    assert claim["template"] == "the runner claims a pass its measurements do not support — %(detail)s"
+    with override("zh-hans"):
+        assert sentences.text(claim).startswith("运行器声称通过，但其测量不支持 — 测得 3 个请求；压测须服务 10 个; ")
 
 
 def test_a_nested_sentence_and_a_list_read_in_the_readers_language(tmp_path):

@@ -1,11 +1,14 @@
 """A run's summary, stored in English, reads in the reader's language; the runner's own words stay."""
 
+from types import SimpleNamespace
+
 import pytest
 from django.utils import translation
 
 from acceptance import stages
-from acceptance.protocol import _failed_checks, _failed_probes
+from acceptance.protocol import StageOutcome, _failed_checks, _failed_probes
 from acceptance.services.checks import _outcome, finding
+from acceptance.services.runs.running import attested
 from acceptance.summaries import deliverable_reason, evidence_conclusion, run_summary
 
 
@@ -61,6 +64,31 @@ def test_calculets_error_sentences_are_translated_and_their_detail_kept(reason):
     detail = reason.split(": ", 1)[1]
     shown = in_chinese(reason)
     assert shown != reason and shown.endswith(detail)
+
+
+def _not_attested(result: dict) -> str:
+    """The reason of a run whose device is not the target as registered, as `attested` stores it."""
+    target = SimpleNamespace(as_job_target=lambda: {"calrt": "0.7.6", "driver": "1.2", "firmware": "3", "chip": "c2"})
+    return attested(StageOutcome(stages.PASS, "all checks passed", result=result), target).reason
+
+
+def test_a_device_that_is_not_the_registered_target_is_said_in_chinese_with_its_versions_as_they_are():
+    device = {"calrt": "0.7.5", "driver": "1.2", "firmware": "3; beta", "chip": "c2"}
+    reason = _not_attested({"device": device})
+    assert reason == (
+        "the device is not the target as registered: the device reports calrt 0.7.5; the target is registered with "
+        "0.7.6; the device reports firmware 3; beta; the target is registered with 3"
+    )
+    assert in_chinese(reason) == (
+        "设备不是登记的目标：设备报告的 calrt 为 0.7.5；目标登记的是 0.7.6; "
+        "设备报告的 firmware 为 3; beta；目标登记的是 3"
+    )
+    assert in_chinese(_not_attested({})) == "设备不是登记的目标：运行器未报告设备的身份和版本"
+    with translation.override("en"):
+        assert run_summary(reason) == reason
+    # Words that are not a version calculet compared: the whole reason as stored.
+    other = "the device is not the target as registered: it is a toaster"
+    assert in_chinese(other) == other
 
 
 def test_a_sentence_calculet_did_not_write_stays_as_it_is():

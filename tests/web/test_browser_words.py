@@ -1,14 +1,22 @@
 """In a real Chromium, in both languages, the words a PM reads: the audit log names a question edited through the
-page and its fields by their labels, a failed run's judged reason reads in the page's language, and the golden and
-soak charts are drawn as SVG images named by their titles."""
+page and its fields by their labels, says why a reassignment reset a deliverable and lists a promotion's gate
+reasons by their labels; a failed run's judged reason reads in the page's language, with a runner's own failure
+before it and a golden stage's sampling after it; and the golden and soak charts are drawn as SVG images named by
+their titles."""
 
 import pytest
+from django.db import transaction
 from playwright.sync_api import expect
 
 from acceptance import stages
+from calculet.audit import audit_record
+from evidence.models import Capability
+from tests.acceptance.test_feature_judging import sampling_package  # noqa: F401 (a fixture)
+from tests.acceptance.test_judged_reasons import runner_failed_soak, tampered_golden_stage
 from tests.acceptance.test_judged_sentences import SOAK_PARAMS, soak_failed
 from tests.factories import make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
+from tests.web.test_audit_words import reset_entry  # noqa: F401 (a fixture)
 from tests.web.test_browser_details import in_language
 from tests.web.test_plots import charted_chain
 from vendor.models import Question
@@ -28,6 +36,10 @@ WORDS = {
             "Decode rate per request against context length (timing model)",
         ],
         "required": "required 60 token/s",
+        "runner_failed": "1 check failed — decode_rate: 3.1 token/s below 5 token/s; 3 requests measured; ",
+        "sampling": "; sampling: drawn, ",
+        "reset": "the question was reassigned from acme to bolt: the decision was about acme's answers",
+        "gate_reasons": "Gate reasons: — → no complete answer, no current E2 evidence",
     },
     "zh-hans": {
         "saved": "已保存",
@@ -41,6 +53,10 @@ WORDS = {
             "单请求 decode 速率随上下文长度变化（时序模型）",
         ],
         "required": "要求 60 token/s",
+        "runner_failed": "1 项检查未通过 — decode_rate: 3.1 token/s below 5 token/s; 测得 3 个请求；压测须服务 10 个; ",
+        "sampling": "; 采样：首次抽样中 50000 个 token 有 ",
+        "reset": "问题已从 acme 改派给 bolt：此前的决定针对的是 acme 的回答",
+        "gate_reasons": "门禁原因: — → 没有完整的回答、没有当前的 E2 证据",
     },
 }
 LANGUAGES = list(WORDS)
@@ -87,6 +103,78 @@ def test_a_failed_runs_judged_reason_reads_in_the_pages_language(
     else:
         expect(reason).not_to_contain_text("requests measured")
     expect(soak.locator(".judged-findings")).to_have_count(0)  # the reason says them all: no list repeats them
+
+
+def _failed_stage_page(page, pm, acme, acme_engineer, stage: str, judged, language: str):
+    """V18's chain failed at `stage` with `judged`'s reason and findings, its question page open in `language`."""
+    put_to(pm, acme, "V18", ask=True)
+    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    for earlier in stages.CHAIN_STAGES[: stages.CHAIN_STAGES.index(stage)]:
+        make_run(chain, earlier, stages.PASSED)
+    make_run(chain, stage, stages.FAILED, reason=judged.reason, findings=judged.findings, params=SOAK_PARAMS)
+    log_in(page, "ada")
+    page.goto("/questions/V18/")
+    in_language(page, language)
+    return page.locator(f"#chain-{chain.pk}-{stage}")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_runners_own_failure_and_calculets_judgement_read_in_the_pages_language(
+    page, pm, acme, acme_engineer, checklist, tmp_path, language
+):
+    judged = runner_failed_soak(tmp_path)
+    soak = _failed_stage_page(page, pm, acme, acme_engineer, stages.SOAK, judged, language)
+    reason = soak.locator(":scope > .field-error")
+    expect(reason).to_contain_text(WORDS[language]["runner_failed"])
+    if language != "en":
+        expect(reason).not_to_contain_text("the soak must")
+    expect(soak.locator(".judged-findings")).to_have_count(0)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_golden_stage_failing_with_its_sampling_reads_in_the_pages_language(
+    page,
+    pm,
+    acme,
+    acme_engineer,
+    checklist,
+    sampling_package,  # noqa: F811
+    tmp_path,
+    language,
+):
+    judged = tampered_golden_stage(sampling_package, tmp_path / "run")
+    golden = _failed_stage_page(page, pm, acme, acme_engineer, stages.GOLDEN, judged, language)
+    reason = golden.locator(":scope > .field-error")
+    expect(reason).to_contain_text(WORDS[language]["reason_head"].split(" — ")[0])
+    expect(reason).to_contain_text(WORDS[language]["sampling"])
+    if language == "en":
+        expect(reason).to_have_text(judged.reason)  # as the run stores it
+    else:
+        expect(reason).not_to_contain_text("drawn")
+    expect(golden.locator(".judged-findings")).to_have_count(0)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_audit_log_says_why_a_reassignment_reset_a_deliverable_and_labels_gate_reasons(
+    page,
+    pm,
+    reset_entry,  # noqa: F811
+    language,
+):
+    capability = Capability.objects.order_by("slug").first()
+    after = {"status": "C1", "reasons": ["no_answer", "no_sdk_evidence"]}
+    with transaction.atomic():  # as every change writes its audit row
+        audit_record(actor=pm, action="capability.promote", obj=capability, before={"status": "C0"}, after=after)
+    log_in(page, "ada")
+    page.goto("/audit/?action=deliverable.reset")
+    in_language(page, language)
+    reset = page.locator("#audit-table tbody tr").filter(has=page.locator('span[title="reason"]')).first
+    expect(reset.locator(".audit-changes")).to_contain_text(WORDS[language]["reset"])
+    expect(reset).not_to_contain_text("reason_sentence")
+    page.goto("/audit/?action=capability.promote")
+    promoted = page.locator("#audit-table tbody tr").filter(has=page.locator('span[title="reasons"]'))
+    reasons = promoted.locator(".audit-changes > div").filter(has=page.locator('span[title="reasons"]'))
+    expect(reasons).to_have_text(WORDS[language]["gate_reasons"])
 
 
 @pytest.mark.parametrize("language", LANGUAGES)

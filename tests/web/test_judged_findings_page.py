@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils.translation import override
 
-from acceptance import stages, summaries
+from acceptance import judging, stages, summaries
+from tests.acceptance.test_judged_reasons import IN_CHINESE, runner_failed_soak
 from tests.acceptance.test_judged_sentences import SOAK_PARAMS, soak_failed
 from tests.factories import make_chain, make_run, put_to
 from vendor.models import Question
@@ -59,15 +60,32 @@ def test_a_failed_soaks_reason_reads_in_chinese_and_in_english_as_stored(
 
 
 @pytest.mark.django_db
+def test_a_runners_own_failure_reads_with_calculets_judgement_in_chinese_its_words_quoted(
+    pm_client, pm, acme, acme_engineer, checklist, tmp_path
+):
+    judged = runner_failed_soak(tmp_path)
+    url = _soak_page(pm, acme, acme_engineer, judged.reason, judged.findings)
+
+    page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    reason = _reason(page)
+    assert reason.startswith(IN_CHINESE)
+    assert reason.endswith("; 负载持续了 1.060 秒设备时间；压测须持续 5 秒")
+    assert "requests measured" not in page and _judged(page) == []
+
+    page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert _reason(page) == _escaped(judged.reason.replace("1 check(s) failed", "1 check failed"))
+
+
+@pytest.mark.django_db
 def test_a_reason_its_findings_do_not_compose_is_shown_as_stored(
     pm_client, pm, acme, acme_engineer, checklist, tmp_path
 ):
-    judged = soak_failed(tmp_path)
-    reason = f"the runner's own words; {judged.reason}"  # a failing runner's reason leads calculet's
+    judged = runner_failed_soak(tmp_path)
+    reason = f"{judged.reason}; the runner's words after calculet's"  # not how calculet composes a reason
     url = _soak_page(pm, acme, acme_engineer, reason, judged.findings)
 
     page = pm_client.get(url, HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
-    assert _reason(page) == _escaped(reason)  # not rebuilt: its first part is not a finding
+    assert _reason(page) == _escaped(reason).replace("1 check(s) failed", "1 项检查未通过")  # only the head said
     [chinese] = _judged(page)  # the judged sentences are still listed in Chinese below it
     assert "测得 3 个请求；压测须服务 10 个" in chinese
     assert '<span class="finding-code" title="too_few_requests">' in chinese
@@ -97,15 +115,15 @@ def test_the_vendors_latest_runs_say_a_failed_soaks_reason_in_the_readers_langua
 
 
 @pytest.mark.django_db
-def test_the_vendors_latest_runs_show_a_runners_own_reason_as_stored(
+def test_the_vendors_latest_runs_say_a_runners_own_failure_with_calculets_judgement_in_chinese(
     client, pm, acme, acme_engineer, checklist, tmp_path
 ):
-    judged = soak_failed(tmp_path)
-    reason = f"the runner's own words; {judged.reason}"
-    _soak_page(pm, acme, acme_engineer, reason, judged.findings)
+    judged = runner_failed_soak(tmp_path)
+    _soak_page(pm, acme, acme_engineer, judged.reason, judged.findings)
     client.force_login(acme_engineer)
     soak, *_passed = _landing_reasons(client, "zh-hans")
-    assert soak == _escaped(reason)
+    assert soak.startswith(IN_CHINESE)
+    assert "requests measured" not in soak
 
 
 @pytest.mark.django_db
@@ -137,9 +155,11 @@ def test_a_reason_is_composed_only_from_findings_that_say_it(tmp_path):
         # a finding whose stored sentence is not what its template says (an older template)
         changed = [*judged.findings[:1], {**judged.findings[1], "message": "3 requests measured"}, *judged.findings[2:]]
         assert summaries.judged_reason(judged.reason, changed) is None
-        # a runner's own finding beside calculet's
-        runner = {"code": "probe_failed", "severity": "error", "field": "probes", "message": "probe failed"}
-        assert summaries.judged_reason(judged.reason, [*judged.findings, runner]) is None
+        # a runner's own finding beside calculet's: the reason is still calculet's alone
+        runner = {"code": "processes_left_behind", "severity": "warning", "field": "sandbox", "message": "left"}
+        assert summaries.judged_reason(judged.reason, [*judged.findings, runner]) is not None
+        # words before a claim of a pass, which only a runner that passed makes: not calculet's composition
+        assert summaries.judged_reason(f"the runner's own words; {judged.reason}", judged.findings) is None
         # a reason that names one sentence fewer than the findings
         shorter = judged.reason.rsplit("; ", 2)[0]
         assert summaries.judged_reason(shorter, judged.findings) is None
@@ -155,7 +175,7 @@ def test_a_judgement_of_more_failures_than_its_reason_names_lists_the_rest():
         }
         for count in range(1, 8)
     ]
-    reason = "; ".join(item["message"] for item in said[: summaries.JUDGED_IN_REASON])
+    reason = "; ".join(item["message"] for item in said[: judging.JUDGED_IN_REASON])
     with override("zh-hans"):
         composed = summaries.judged_reason(reason, said)
     assert composed is not None

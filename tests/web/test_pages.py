@@ -407,7 +407,8 @@ def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_
     assert '<span title="priority">Priority</span>: <span class="muted">P2 — normal</span> → P0 — blocking' in body
     versions = '<span class="muted">—</span> → calrt 0.7.6; chip calculet-2c'
     assert f'<span title="versions">Versions</span>: {versions}' in body
-    assert '<code>reasons</code>: <span class="muted">—</span> → no_answer, no_sdk_evidence' in body
+    gate_reasons = '<span class="muted">—</span> → no complete answer, no current E2 evidence'
+    assert f'<span title="reasons">Gate reasons</span>: {gate_reasons}' in body
     assert '<code>muted</code>: <span class="muted">—</span> → yes' in body
     assert "{'" not in body and "[]" not in body and "<code>state</code>" not in body
     assert f'title="vendor.question:{question.pk}">Question {question.pk}</a>' in body and "<code>vendor." not in body
@@ -416,7 +417,8 @@ def test_audit_log_shows_states_priorities_lists_and_mappings_as_a_person_reads_
     assert '<span title="priority">优先级</span>: <span class="muted">P2 — 普通</span> → P0 — 阻断' in chinese
     assert f'<span title="versions">版本</span>: {versions}' in chinese
     # A list inside a Chinese page is joined with the enumeration comma, not ", ".
-    assert '<code>reasons</code>: <span class="muted">—</span> → no_answer、no_sdk_evidence' in chinese
+    gate_reasons = '<span class="muted">—</span> → 没有完整的回答、没有当前的 E2 证据'
+    assert f'<span title="reasons">门禁原因</span>: {gate_reasons}' in chinese
     assert '<code>muted</code>: <span class="muted">—</span> → 是' in chinese
     assert f'title="vendor.question:{question.pk}">问题 {question.pk}</a>' in chinese
 

@@ -12,7 +12,7 @@ from calculet.actors import Actor
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import DomainError, ForbiddenError
-from calculet.sentences import Labelled
+from calculet.sentences import Labelled, english, sentence
 from vendor import events, states
 from vendor.access import may_act_as_pm, user_membership
 from vendor.inputs import KEEP, QuestionChanges
@@ -209,6 +209,14 @@ def _deliverables_reset(actor: Actor, question: Question, previous: str | None) 
     now_put_to = question.organisation.slug if question.organisation else None
     for deliverable in lock_rows(Deliverable.objects).filter(question=question).exclude(state=Deliverable.OWED):
         before = {"state": deliverable.state, "reason": deliverable.reason}
+        why = sentence(
+            gettext_noop(
+                "the question was reassigned from %(previous)s to %(now)s: the decision was about %(previous)s's "
+                "answers"
+            ),
+            previous=previous,
+            now=now_put_to,
+        )
         deliverable.state, deliverable.reason = Deliverable.OWED, ""
         deliverable.decided_at, deliverable.decided_by = None, None
         deliverable.save(update_fields=["state", "reason", "decided_at", "decided_by"])
@@ -221,8 +229,8 @@ def _deliverables_reset(actor: Actor, question: Question, previous: str | None) 
                 "state": Deliverable.OWED,
                 "question": question.code,
                 "key": deliverable.key,
-                "reason": f"the question was reassigned from {previous} to {now_put_to}: the decision was about "
-                f"{previous}'s answers",
+                "reason": english(why),
+                "reason_sentence": why,  # the audit log says the reason in its reader's language
             },
         )
 

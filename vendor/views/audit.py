@@ -8,7 +8,7 @@ from django.core.paginator import Paginator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import pgettext_lazy
 
-from calculet import audit, labels, web
+from calculet import audit, labels, sentences, web
 from calculet.errors import DomainError
 from vendor.access import may_read_audit
 from vendor.selectors import audit_entries
@@ -88,6 +88,7 @@ FIELD_KINDS = {
     "grade": "grade",
     "role": "role",
     "health": "health",
+    "reasons": "gate_reason",  # a promotion's: the gate's reason codes
 }
 # The kinds of object an entry is about, by their labels (the type code stays in the filter link's title).
 OBJECT_LABELS = {
@@ -131,6 +132,7 @@ FIELD_LABELS = {
     "stage": _("Stage"),
     "verdict": _("Verdict"),
     "versions": _("Versions"),
+    "reasons": _("Gate reasons"),
 }
 
 
@@ -168,6 +170,26 @@ class AuditRow:
     changes: list[tuple[str, str | None, object, object]]
 
 
+# A snapshot's `<field>_sentence` is that field's sentence as `calculet.sentences.sentence` stores it, beside
+# its English in `<field>` (what the API gives): the log says it in the reader's language.
+SENTENCE_SUFFIX = "_sentence"
+
+
+# Stored English sentences a registered phrase says in the reader's language, by the object and its field.
+PHRASES = {("vendor.deliverable", "reason"): "deliverable_reason"}
+
+
+def _shown_in(entry, snapshot: dict, field: str):
+    """A snapshot's field as a person reads it: its sentence in the reader's language when it keeps one."""
+    said = snapshot.get(field + SENTENCE_SUFFIX)
+    if isinstance(said, dict) and "template" in said:
+        return sentences.text(said)
+    value = snapshot.get(field)
+    if (entry.object_type, field) in PHRASES and isinstance(value, str) and value:
+        return labels.phrase(PHRASES[entry.object_type, field], value)
+    return _shown(entry, field, value)
+
+
 def _audit_row(entry) -> AuditRow:
     before = entry.before if isinstance(entry.before, dict) else {}
     after = entry.after if isinstance(entry.after, dict) else {}
@@ -176,9 +198,9 @@ def _audit_row(entry) -> AuditRow:
         outcome = _("asked %(to)s, stayed %(status)s") % {"to": after.get("to"), "status": before.get("status")}
     else:
         changes = [
-            (key, FIELD_LABELS.get(key), _shown(entry, key, before.get(key)), _shown(entry, key, after.get(key)))
+            (key, FIELD_LABELS.get(key), _shown_in(entry, before, key), _shown_in(entry, after, key))
             for key in dict.fromkeys([*before, *after])
-            if before.get(key) != after.get(key)
+            if before.get(key) != after.get(key) and not key.endswith(SENTENCE_SUFFIX)
         ]
     return AuditRow(
         id=entry.id,
