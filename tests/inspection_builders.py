@@ -316,16 +316,21 @@ def build_project(root: Path, *, reproducible: bool = True) -> Path:
     return root
 
 
-# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (the probes' valid model with a
+# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (`add_model` with a
 # doc_string, ModelProto field 6, whose nonce was searched for once), and V05: a vendor's ONNX checker.
 C02_NONCE = 12091347
 
 
-def c02_onnx() -> bytes:
-    from acceptance.inspection.onnx import probe_models
+def add_model() -> bytes:
+    """A valid ONNX model: z = Add(x, y) at opset 17."""
+    from acceptance.inspection.onnx import encode_model
 
+    return encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
+
+
+def c02_onnx() -> bytes:
     doc = f"C02 stand-in, nonce {C02_NONCE:010d}".encode()
-    return probe_models()["valid"][0] + b"\x32" + bytes([len(doc)]) + doc
+    return add_model() + b"\x32" + bytes([len(doc)]) + doc
 
 
 # Reads model.onnx's protobuf and refuses what the ONNX checker refuses here: bytes that are no ModelProto with a

@@ -8,14 +8,21 @@ and `opset_import` (8). The same few fields are written to make the models V05's
   hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`).
 - `check_onnx_checker`: the checker's delivery is a directory (an unpacked tar) holding `run.txt`, its
   command; calculet runs it in the sandbox (`isolated.run_isolated`) in a fresh copy of the directory, once per
-  model, the model as `model.onnx`. It must end cleanly on a valid model (`refuses_valid_onnx`) and fail on
+  model, the model as `model.onnx`. It must end cleanly on each valid model (`refuses_valid_onnx`) and fail on
   each invalid one with a non-zero exit (`accepts_invalid_onnx`, naming it): bytes that are no model, and a graph
   whose node reads a tensor nothing defines, which ONNX's own checker refuses. A run the sandbox ends (a limit, a
   signal) decides nothing (`checker_failed`). A checker that accepts or refuses everything fails.
+  The models are made anew for each check, from a seed it records (`probe_models`): chains of Add, Sub and Mul
+  over tensors with random names, run in a random order, the undefined-tensor model the same size as a valid one
+  and the truncated one longer than the other valid one, so a checker that knows the models by their bytes, their
+  size, their names or their order fails.
 """
 
 import hashlib
+import random
+import secrets
 import shutil
+import string
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -160,6 +167,9 @@ def _value_info(name: str, shape: tuple[int, ...]) -> bytes:
     return _len(1, name) + _len(2, _len(1, tensor))
 
 
+OPSET_17 = _len(8, _len(1, "") + _int(2, 17))  # ModelProto's last field: opset_import, the default domain at 17
+
+
 def encode_model(nodes: list[tuple[str, list[str], list[str]]], *, inputs: list[str], outputs: list[str]) -> bytes:
     """A ModelProto (IR 8, opset 17) of float [1, 4] tensors: `nodes` as (op_type, inputs, outputs)."""
     graph = b"".join(
@@ -169,17 +179,56 @@ def encode_model(nodes: list[tuple[str, list[str], list[str]]], *, inputs: list[
     graph += _len(2, "calculet-probe")
     graph += b"".join(_len(11, _value_info(name, (1, 4))) for name in inputs)
     graph += b"".join(_len(12, _value_info(name, (1, 4))) for name in outputs)
-    return _int(1, 8) + _len(2, "calculet") + _len(7, graph) + _len(8, _len(1, "") + _int(2, 17))
+    return _int(1, 8) + _len(2, "calculet") + _len(7, graph) + OPSET_17
 
 
-def probe_models() -> dict[str, tuple[bytes, str]]:
-    """The models a checker is run on: name -> (bytes, what it is). `valid` must be accepted, the others refused."""
-    valid = encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
-    dangling = encode_model([("Add", ["x", "undefined"], ["z"])], inputs=["x"], outputs=["z"])
+OPS = ("Add", "Sub", "Mul")
+NAME_LENGTH = 8
+
+
+def _fresh_name(rng: random.Random, taken: set[str]) -> str:
+    while (name := "".join(rng.choices(string.ascii_lowercase, k=NAME_LENGTH))) in taken:
+        pass
+    taken.add(name)
+    return name
+
+
+def _chain(
+    rng: random.Random, length: int, taken: set[str]
+) -> tuple[list[tuple[str, list[str], list[str]]], list[str]]:
+    """`length` binary nodes, each reading the previous one's output and a graph input; and the graph's inputs."""
+    inputs = [_fresh_name(rng, taken), _fresh_name(rng, taken)]
+    nodes, last = [], inputs[0]
+    for _ in range(length):
+        out = _fresh_name(rng, taken)
+        nodes.append((rng.choice(OPS), [last, rng.choice(inputs)], [out]))
+        last = out
+    return nodes, inputs
+
+
+def probe_models(rng: random.Random) -> dict[str, tuple[bytes, str]]:
+    """The models a checker is run on, made with `rng`: name -> (bytes, what it is). The `valid` ones must be
+    accepted, the others refused. `dangling-input` is `valid` with one tensor a node reads renamed (the same size);
+    `truncated` is `valid-longer` cut inside its graph, longer than `valid`."""
+    taken: set[str] = set()
+    nodes, inputs = _chain(rng, rng.randint(1, 3), taken)
+    longer, longer_inputs = _chain(rng, len(nodes) + rng.randint(2, 4), taken)
+    valid = encode_model(nodes, inputs=inputs, outputs=nodes[-1][2])
+    valid_longer = encode_model(longer, inputs=longer_inputs, outputs=longer[-1][2])
+    at = rng.randrange(len(nodes))
+    op, reads, writes = nodes[at]
+    undefined = _fresh_name(rng, taken)
+    dangling_nodes = [*nodes[:at], (op, [reads[0], undefined], writes), *nodes[at + 1 :]]
+    dangling = encode_model(dangling_nodes, inputs=inputs, outputs=nodes[-1][2])
+    cut = rng.randint(len(valid) + 1, len(valid_longer) - len(OPSET_17) - 1)  # inside the graph (field 7)
     return {
-        "valid": (valid, "a valid model: z = Add(x, y) at opset 17"),
-        "dangling-input": (dangling, "a graph whose Add reads the tensor 'undefined', which nothing defines"),
-        "truncated": (valid[: len(valid) // 2], "the valid model cut in half: no ModelProto"),
+        "valid": (valid, f"a valid model of {len(nodes)} nodes ({', '.join(n[0] for n in nodes)}) at opset 17"),
+        "valid-longer": (valid_longer, f"a valid model of {len(longer)} nodes at opset 17"),
+        "dangling-input": (
+            dangling,
+            f"a graph whose {op} (node {at + 1}) reads the tensor {undefined!r}, which nothing defines",
+        ),
+        "truncated": (valid_longer[:cut], f"the valid model of {len(longer)} nodes cut to {cut} bytes: no ModelProto"),
     }
 
 
@@ -222,16 +271,21 @@ def check_onnx_file(path: Path, *, sha256_prefix: str) -> Report:
     return report
 
 
-def check_onnx_checker(bundle: Path, *, limits=LIMITS) -> Report:
-    """V05: the vendor's checker, run on each of `probe_models()`, accepts the valid one and refuses the others."""
+def check_onnx_checker(bundle: Path, *, limits=LIMITS, seed: int | None = None) -> Report:
+    """V05: the vendor's checker, run on each of `probe_models()` (made from `seed`, a random one when None), accepts
+    the valid ones and refuses the others."""
     report = Report()
     bundle = Path(bundle)
     if not (bundle / COMMAND).is_file():
         report.add("delivery_incomplete", f"the checker's delivery has no {COMMAND} (its command)")
         return report
     command = (bundle / COMMAND).read_text(encoding="utf-8", errors="replace").strip()
-    report.checked.update(command=command, runs=[])
-    for name, (data, description) in probe_models().items():
+    seed = secrets.randbits(64) if seed is None else seed
+    rng = random.Random(seed)
+    models = list(probe_models(rng).items())
+    rng.shuffle(models)
+    report.checked.update(command=command, seed=seed, runs=[])
+    for name, (data, description) in models:
         scratch = Path(tempfile.mkdtemp(prefix=f"calculet-onnx-{name}-"))
         try:
             workdir = scratch / "check"
@@ -252,13 +306,13 @@ def check_onnx_checker(bundle: Path, *, limits=LIMITS) -> Report:
                 model=name,
                 output_tail=ran.output_tail,
             )
-        elif name == "valid" and refused:
+        elif name.startswith("valid") and refused:
             report.add(
                 "refuses_valid_onnx",
                 f"the checker refuses {description} (exit {outcome.exit_code})",
                 model=name,
                 output_tail=ran.output_tail,
             )
-        elif name != "valid" and accepted:
+        elif not name.startswith("valid") and accepted:
             report.add("accepts_invalid_onnx", f"the checker accepts {description}", model=name)
     return report

@@ -16,7 +16,6 @@ from django.utils import timezone, translation
 from kombu.exceptions import OperationalError
 
 from acceptance.inputs import PromotionRequest
-from acceptance.inspection.onnx import probe_models
 from acceptance.recipes import DECODE_CALLS, KV_MANAGER_CALLS
 from acceptance.selectors import question_deliverables
 from acceptance.services import answer_submit, capability_promote, deliverable_checks, dispatch
@@ -46,6 +45,7 @@ from tests.inspection_builders import (
     COMPONENT_FILES,
     PACKAGE_METADATA_SCHEMA,
     TRACE_CONVERTER,
+    add_model,
     build_project,
     build_sdk,
     c02_onnx,
@@ -830,7 +830,7 @@ def test_the_panel_gives_the_schemas_verdict_on_each_sample(engineer, acme, gold
     ("data", "state", "said"),
     [
         (c02_onnx, Deliverable.ACCEPTED, "nothing found"),
-        (lambda: probe_models()["valid"][0], Deliverable.REJECTED, "not the 316f06… the seed records"),
+        (add_model, Deliverable.REJECTED, "not the 316f06… the seed records"),
     ],
     ids=["c02-s-onnx", "another-onnx"],
 )
@@ -852,7 +852,7 @@ def test_v04_s_onnx_is_accepted_only_with_c02_s_hash(engineer, acme, golden, tmp
     ("command", "state", "said", "refused"),
     [
         ("python3 check.py", Deliverable.ACCEPTED, "nothing found", "dangling-input, truncated"),
-        ("true", Deliverable.REJECTED, "the checker accepts a graph whose Add reads the tensor 'undefined'", "—"),
+        ("true", Deliverable.REJECTED, "the checker accepts a graph whose ", "—"),
     ],
     ids=["a-checker-that-checks", "a-checker-that-accepts-everything"],
 )
