@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Collection
 from pathlib import Path
 
 from npu_sim.sdk import build_sdk, example_source  # noqa: F401 - the tests' SDKs are the simulator's
@@ -30,13 +31,14 @@ SPDX = {
 CYCLONEDX = {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "application", "name": "tvm"}]}
 
 
-def tar_bytes(files: dict[str, bytes], *, compress: bool = False) -> bytes:
-    """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero."""
+def tar_bytes(files: dict[str, bytes], *, compress: bool = False, executable: Collection[str] = ()) -> bytes:
+    """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero; those `executable`
+    names with their execute bits."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
             info = tarfile.TarInfo(name)
-            info.size, info.mode = len(files[name]), 0o644
+            info.size, info.mode = len(files[name]), 0o755 if name in executable else 0o644
             archive.addfile(info, io.BytesIO(files[name]))
     return buffer.getvalue()
 
@@ -60,7 +62,7 @@ def oci_image_files(
     artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none; `sbom_document` in place of the
     stock SPDX or CycloneDX one."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
-    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"})
+    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, executable={"usr/bin/calcc"})
     layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
     diff_ids = [f"sha256:{hashlib.sha256(compiler).hexdigest()}"]
     for extra in extra_layers:
