@@ -553,7 +553,7 @@ def test_v47_s_schema_naming_no_version_is_rejected_naming_why(engineer, acme, g
     )
     decided = deliverable_check_answer(answer.pk)
     assert decided.state == Deliverable.REJECTED
-    assert "claiming schema_version 999: it names no version" in decided.reason
+    assert "claiming schema_version 999: it does not pin 2" in decided.reason
 
 
 # A check runs once
@@ -908,7 +908,7 @@ WEAK_METADATA_SCHEMA = {
 @pytest.mark.parametrize(
     ("code", "asks", "said"),
     [
-        ("V47", "version", "claiming schema_version 999: it names no version"),
+        ("V47", "version", "claiming schema_version 999: it does not pin 2"),
         ("V48", "units", "the schema gives memory/chiplets/*/dram no unit"),
         ("V33", "A16", "accepts A16's 16 TiB written as 17592186044416 B"),
         ("V43", "A17", "accepts the current metadata with the decode labelled llm_prefill"),
