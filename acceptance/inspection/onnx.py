@@ -2,10 +2,14 @@
 
 An ONNX file is a protobuf `ModelProto` (onnx/onnx.proto). Its wire format is read here without the onnx
 package: the model's `ir_version` (field 1), `graph` (7: its nodes, inputs, outputs and initializers by name)
-and `opset_import` (8). The same few fields are written to make the models V05's checker is run on.
+and `opset_import` (8), whatever the file's size: each message's fields are walked by seeking over their values,
+so every byte of the file belongs to a field and a file cut short or padded with garbage is no model. The same few
+fields are written to make the models V05's checker is run on.
 
-- `check_onnx_file`: the delivered file is a model (`not_onnx` otherwise) and its SHA-256 begins with the
-  hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`).
+- `check_onnx_file`: the delivered file is a model with a graph of nodes (`not_onnx` otherwise) and its SHA-256
+  begins with the hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`). The seed
+  gives six hexadecimal digits, 24 bits: a file can be made to match them in minutes, so the prefix names which
+  model is meant and does not prove the file is it.
 - `check_onnx_checker`: the checker's delivery is a directory (an unpacked tar) holding `run.txt`, its
   command; calculet runs it in the sandbox (`isolated.run_isolated`) in a fresh copy of the directory, once per
   model, the model as `model.onnx`. It must end cleanly on each valid model (`refuses_valid_onnx`) and fail on
@@ -19,6 +23,7 @@ and `opset_import` (8). The same few fields are written to make the models V05's
 """
 
 import hashlib
+import io
 import random
 import secrets
 import shutil
@@ -26,6 +31,7 @@ import string
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO
 
 from acceptance.inspection import Report
 from acceptance.inspection.isolated import DEFAULT_LIMITS, run_isolated
@@ -34,7 +40,10 @@ COMMAND = "run.txt"
 MODEL = "model.onnx"
 LIMITS = replace(DEFAULT_LIMITS, wall_seconds=120, memory_bytes=1024**3)
 CHUNK = 1024 * 1024
-MAX_PARSED_BYTES = 256 * 1024 * 1024  # a larger model's hash is checked, its structure not read
+# Bounds on what a model's structure costs to read, whatever its size: fields walked, and a name's length.
+MAX_FIELDS = 2_000_000
+MAX_TEXT_BYTES = 64 * 1024
+MAX_VARINT_BYTES = 10
 FLOAT = 1  # TensorProto.FLOAT
 
 
@@ -44,55 +53,68 @@ class WireError(ValueError):
 
 # Reading
 
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise WireError("a varint runs past the end")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
+Span = tuple[int, int]  # where a length-delimited value is in the file: (offset, length)
 
 
-def fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    """The (field number, value) pairs of one protobuf message: varints as ints, everything else as bytes."""
-    found: list[tuple[int, int | bytes]] = []
-    at = 0
-    while at < len(data):
-        key, at = _varint(data, at)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise WireError("field number 0")
-        if wire == 0:
-            value, at = _varint(data, at)
-            found.append((number, value))
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            if at + width > len(data):
-                raise WireError("a fixed-width field runs past the end")
-            found.append((number, data[at : at + width]))
-            at += width
-        elif wire == 2:
-            length, at = _varint(data, at)
-            if at + length > len(data):
-                raise WireError("a length-delimited field runs past the end")
-            found.append((number, data[at : at + length]))
+class _Reader:
+    """A protobuf message read where it lies, of any size: each message's fields walked by seeking over their
+    values, only the short strings asked for (names, types) read, so a model of gigabytes is read as a few kilobytes
+    of structure and every byte of it is accounted for by a field."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.walked = 0
+
+    def _varint(self, at: int, end: int) -> tuple[int, int]:
+        self.stream.seek(at)
+        value = shift = 0
+        for used, byte in enumerate(self.stream.read(min(MAX_VARINT_BYTES, end - at)), start=1):
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, at + used
+        raise WireError("a varint runs past the end")
+
+    def fields(self, span: Span) -> list[tuple[int, int | Span]]:
+        """The (field number, value) pairs of the message at `span`: varints as ints, everything else as spans."""
+        at, end = span[0], span[0] + span[1]
+        found: list[tuple[int, int | Span]] = []
+        while at < end:
+            self.walked += 1
+            if self.walked > MAX_FIELDS:
+                raise WireError(f"more than {MAX_FIELDS} protobuf fields")
+            key, at = self._varint(at, end)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise WireError("field number 0")
+            if wire == 0:
+                value, at = self._varint(at, end)
+                found.append((number, value))
+                continue
+            if wire in (1, 5):
+                length = 8 if wire == 1 else 4
+            elif wire == 2:
+                length, at = self._varint(at, end)
+            else:
+                raise WireError(f"wire type {wire} (groups) is not used by ONNX")
+            if at + length > end:
+                raise WireError("a field runs past the end of its message")
+            found.append((number, (at, length)))
             at += length
-        else:
-            raise WireError(f"wire type {wire} (groups) is not used by ONNX")
-    return found
+        return found
 
+    def texts(self, message: list[tuple[int, int | Span]], number: int) -> list[str]:
+        spans = [value for n, value in message if n == number and isinstance(value, tuple)]
+        if any(length > MAX_TEXT_BYTES for _, length in spans):
+            raise WireError(f"a name or type longer than {MAX_TEXT_BYTES} bytes")
+        out = []
+        for at, length in spans:
+            self.stream.seek(at)
+            out.append(self.stream.read(length).decode("utf-8", errors="replace"))
+        return out
 
-def _bytes_of(message: list[tuple[int, int | bytes]], number: int) -> list[bytes]:
-    return [value for n, value in message if n == number and isinstance(value, bytes)]
-
-
-def _text(value: bytes) -> str:
-    return value.decode("utf-8", errors="replace")
+    def messages(self, message: list[tuple[int, int | Span]], number: int) -> list[list[tuple[int, int | Span]]]:
+        return [self.fields(value) for n, value in message if n == number and isinstance(value, tuple)]
 
 
 @dataclass
@@ -105,33 +127,34 @@ class Model:
     initializers: list[str] = field(default_factory=list)
 
 
-def read_model(data: bytes) -> Model:
-    """The model's IR version, opsets and graph; WireError when the bytes are no ModelProto with a graph."""
-    top = fields(data)
+def read_model(data: bytes | IO[bytes]) -> Model:
+    """The model's IR version, opsets and graph, from its bytes or a file open for reading; WireError when they
+    are no ModelProto with a graph."""
+    stream = io.BytesIO(data) if isinstance(data, bytes) else data
+    size = stream.seek(0, io.SEEK_END)
+    reader = _Reader(stream)
+    top = reader.fields((0, size))
     ir = [value for n, value in top if n == 1 and isinstance(value, int)]
     opsets: dict[str, int] = {}
-    for opset in _bytes_of(top, 8):
-        parts = fields(opset)
-        domain = "".join(_text(v) for v in _bytes_of(parts, 1))
-        versions = [v for n, v in parts if n == 2 and isinstance(v, int)]
-        opsets[domain or "ai.onnx"] = versions[0] if versions else 0
-    graphs = _bytes_of(top, 7)
+    for opset in reader.messages(top, 8):
+        versions = [v for n, v in opset if n == 2 and isinstance(v, int)]
+        opsets["".join(reader.texts(opset, 1)) or "ai.onnx"] = versions[0] if versions else 0
+    graphs = reader.messages(top, 7)
     if not graphs:
         raise WireError("no graph (ModelProto field 7)")
-    graph = fields(graphs[0])
+    graph = graphs[0]
     model = Model(ir[0] if ir else None, opsets)
-    for node in _bytes_of(graph, 1):
-        parts = fields(node)
+    for node in reader.messages(graph, 1):
         model.nodes.append(
             {
-                "op_type": "".join(_text(v) for v in _bytes_of(parts, 4)),
-                "inputs": [_text(v) for v in _bytes_of(parts, 1)],
-                "outputs": [_text(v) for v in _bytes_of(parts, 2)],
+                "op_type": "".join(reader.texts(node, 4)),
+                "inputs": reader.texts(node, 1),
+                "outputs": reader.texts(node, 2),
             }
         )
-    model.initializers = ["".join(_text(v) for v in _bytes_of(fields(t), 8)) for t in _bytes_of(graph, 5)]
-    model.inputs = ["".join(_text(v) for v in _bytes_of(fields(i), 1)) for i in _bytes_of(graph, 11)]
-    model.outputs = ["".join(_text(v) for v in _bytes_of(fields(o), 1)) for o in _bytes_of(graph, 12)]
+    model.initializers = ["".join(reader.texts(t, 8)) for t in reader.messages(graph, 5)]
+    model.inputs = ["".join(reader.texts(i, 1)) for i in reader.messages(graph, 11)]
+    model.outputs = ["".join(reader.texts(o, 1)) for o in reader.messages(graph, 12)]
     return model
 
 
@@ -257,17 +280,17 @@ def check_onnx_file(path: Path, *, sha256_prefix: str) -> Report:
             actual=digest,
             expected_prefix=sha256_prefix,
         )
-    if path.stat().st_size > MAX_PARSED_BYTES:
-        report.checked["structure"] = f"not read: larger than {MAX_PARSED_BYTES} bytes"
-        return report
     try:
-        model = read_model(path.read_bytes())
+        with path.open("rb") as stream:
+            model = read_model(stream)
     except WireError as error:
         report.add("not_onnx", f"the file is not an ONNX model (a ModelProto with a graph): {error}")
         return report
     report.checked.update(ir_version=model.ir_version, opsets=model.opsets, nodes=len(model.nodes))
     if model.ir_version is None or not model.opsets:
         report.add("not_onnx", "the file names no IR version or no opset: not an ONNX model")
+    elif not model.nodes or not all(node["op_type"] for node in model.nodes):
+        report.add("not_onnx", "the file's graph has no node, or a node with no op_type: not the model compiled")
     return report
 
 

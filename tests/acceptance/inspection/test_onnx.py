@@ -114,3 +114,44 @@ def test_a_checker_without_its_command_fails(tmp_path):
     root = onnx_checker(tmp_path / "d")
     (root / "run.txt").unlink()
     assert codes(check_onnx_checker(root)) == ["delivery_incomplete"]
+
+
+def test_a_large_file_s_structure_is_read_too(tmp_path):
+    """Past 256 MiB the structure used not to be read: garbage of that size with the prefix passed as ONNX."""
+    path = tmp_path / "big.onnx"
+    with path.open("wb") as stream:
+        stream.seek(257 * 1024 * 1024)
+        stream.write(b"garbage")
+    prefix = hashlib.sha256(path.read_bytes()).hexdigest()[:6]
+    assert codes(check_onnx_file(path, sha256_prefix=prefix)) == ["not_onnx"]
+
+
+def test_a_large_model_is_read_by_seeking_over_its_weights(tmp_path):
+    """A graph holding a 300 MiB initializer (TensorProto raw_data, field 9): its structure read, its weights not."""
+    from acceptance.inspection.onnx import OPSET_17, _encode_varint, _int, _key, _len
+
+    weight_bytes = 300 * 1024 * 1024
+    raw_data_head = _len(8, "w") + _key(9, 2) + _encode_varint(weight_bytes)
+    initializer = _key(5, 2) + _encode_varint(len(raw_data_head) + weight_bytes) + raw_data_head
+    node = _len(1, _len(1, "x") + _len(1, "w") + _len(2, "z") + _len(4, "Add"))
+    names = _len(11, _len(1, "x")) + _len(12, _len(1, "z"))
+    graph_length = len(node + names + initializer) + weight_bytes
+    path = tmp_path / "large.onnx"
+    with path.open("wb") as stream:
+        stream.write(_int(1, 8) + _key(7, 2) + _encode_varint(graph_length) + node + names + initializer)
+        stream.seek(weight_bytes, 1)  # the weights: a hole, zeros
+        stream.write(OPSET_17)
+    report = check_onnx_file(path, sha256_prefix="0")
+    assert [f.code for f in report.findings if f.code != "hash_mismatch"] == []
+    assert report.checked["nodes"] == 1 and report.checked["opsets"] == {"ai.onnx": 17}
+
+
+def test_a_model_with_an_empty_graph_fails(tmp_path):
+    """IR version, opset and a graph field holding nothing: a ModelProto, not the model that was compiled."""
+    from acceptance.inspection.onnx import OPSET_17, _int, _len
+
+    data = _int(1, 8) + _len(7, b"") + OPSET_17
+    path = tmp_path / "empty.onnx"
+    path.write_bytes(data)
+    report = check_onnx_file(path, sha256_prefix=hashlib.sha256(data).hexdigest()[:6])
+    assert codes(report) == ["not_onnx"] and "has no node" in report.findings[0].message
