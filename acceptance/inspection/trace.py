@@ -12,7 +12,8 @@ Chrome events the sample must become: a Chrome trace counts in microseconds. The
 (`isolated.run_isolated`) in a copy of the directory without `sample.json`: it reads `trace.in` and writes
 `chrome-trace.json`. It passes when
 
-- the schema is valid JSON Schema and accepts the sample (`rejects_sample`);
+- the schema is valid JSON Schema and accepts the sample (`rejects_sample`), and describes its events: it rejects
+  the sample with its first event's start or duration removed or its start a string (`schema_describes_no_event`);
 - `fields.json` names the fields and every event of the sample has them, with numeric times
   (`fields_undeclared`, `fields_not_in_sample`, `sample_has_no_events`);
 - the converter ends cleanly and writes a Chrome trace: `traceEvents` (or a bare array) of objects with a
@@ -30,8 +31,8 @@ Chrome events the sample must become: a Chrome trace counts in microseconds. The
   own may not);
 - its instant events (`ph` "i" or "I") are the sample's instants, each on its thread's Chrome thread at its
   time within a microsecond (`instant_mismatch`), and its counter events (`ph` "C") the sample's counters, each at
-  its time with its value among its `args` (`counter_mismatch`); dropped, added, mis-timed or changed, the first
-  is named;
+  its time with its value the one number of its `args` (`counter_mismatch`); dropped, added, mis-timed or
+  changed, the first is named;
 - it converts what it reads: run again on the sample varied at random for each check (one of its events left
   out, one of its instants and one of its counters too where it has two or more, every event started between
   `SHIFT_US` and twice that later, each counter's value raised, and a clock in cycles multiplied by 2 to 4), its
@@ -139,6 +140,7 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS, seed: int | None = None
     if not expected:
         report.add("sample_has_no_events", f"the sample's {fields['events']} holds no events")
         return report
+    _check_schema_describes_events(schema, sample, fields, report)
     converted = _convert(bundle, command, sample, 1, report, limits)
     if converted is None:
         return report
@@ -168,6 +170,38 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS, seed: int | None = None
     if "first_mismatch" in report.checked:
         report.checked["first_mismatch"]["varied"] = True
     return report
+
+
+def _check_schema_describes_events(schema: Any, sample: Any, fields: dict, report: SchemaReport) -> None:
+    """The schema is the format's: it rejects the sample with its first event's start or duration missing, or its
+    start not a number (a schema that accepts any object describes no field)."""
+    for key, change, said in (
+        ("start", _REMOVE, "without its start"),
+        ("duration", _REMOVE, "without its duration"),
+        ("start", "soon", "with its start the string 'soon'"),
+    ):
+        changed = copy.deepcopy(sample)
+        _set(_at(changed, fields["events"])[0], fields[key], change)
+        if schema_errors(schema, changed, f"the sample's event 0 {said}", report) == []:
+            report.add(
+                "schema_describes_no_event",
+                f"the schema accepts the sample's event 0 {said} ({fields[key]}): it does not describe the events "
+                f"{FIELDS} names",
+                field=fields[key],
+            )
+
+
+_REMOVE = object()
+
+
+def _set(node: Any, path: str, value: Any) -> None:
+    """The field at the dotted `path` set to `value`, or removed with _REMOVE."""
+    *parents, last = path.split(".")
+    holder = _at(node, ".".join(parents)) if parents else node
+    if isinstance(holder, dict) and value is _REMOVE:
+        holder.pop(last, None)
+    elif isinstance(holder, dict):
+        holder[last] = value
 
 
 def _fields_declared(fields: Any, report: Report) -> bool:
@@ -653,7 +687,8 @@ def _mark_wrong(kind: str, mark: Mark, found: Mark | None) -> str:
         return f"{said} is no counter event (ph C) in the converter's Chrome trace"
     if abs(found.ts - mark.ts) > ROUNDING_US + EPSILON_US:
         return f"{said} is at {found.ts:g} µs in the converter's Chrome trace"
-    if not any(math.isclose(value, mark.values[0], rel_tol=1e-9, abs_tol=1e-12) for value in found.values):
+    # One series a counter: a value among several in its args would let every value of the sample stand in each.
+    if len(found.values) != 1 or not math.isclose(found.values[0], mark.values[0], rel_tol=1e-9, abs_tol=1e-12):
         values = ", ".join(f"{value:g}" for value in found.values) or "none"
         return f"{said} has args values {values} in the converter's Chrome trace"
     return ""

@@ -193,8 +193,10 @@ events = [{"name": r["op"], "ph": "X", "pid": 1, "tid": r["chiplet"], "ts": r["s
           for r in records]
 json.dump(events, open("chrome-trace.json", "w"))
 """
+    record = {"type": "object", "required": ["start_ns", "ns"], "properties": {"start_ns": {"type": "integer"}}}
+    schema = {"type": "object", "properties": {"records": {"type": "array", "items": record}}}
     report = check_trace_delivery(
-        trace_delivery(tmp_path / "d", schema={"type": "object"}, sample=sample, fields=fields, converter=converter)
+        trace_delivery(tmp_path / "d", schema=schema, sample=sample, fields=fields, converter=converter)
     )
     assert report.passed, report.findings
 
@@ -436,3 +438,33 @@ def test_a_sample_timed_nan_fails_as_not_json(tmp_path):
         json.dumps(VENDOR_TRACE_SAMPLE).replace('"start_cycle": 4000', '"start_cycle": 1e999')
     )
     assert "past a double's range" in check_trace_delivery(root).findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "object"}, "without its start (start_cycle)"),
+        (
+            {**VENDOR_TRACE_SCHEMA, "properties": {**VENDOR_TRACE_SCHEMA["properties"], "records": {"type": "array"}}},
+            "without its start (start_cycle)",
+        ),
+    ],
+    ids=["any-object", "records-of-anything"],
+)
+def test_a_trace_schema_that_describes_no_event_fails(tmp_path, schema, said):
+    """The schema of the vendor's format: one that accepts any object, or records of anything, describes nothing."""
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", schema=schema))
+    assert codes(report)[0] == "schema_describes_no_event"
+    assert said in report.findings[0].message
+
+
+def test_a_counter_holding_every_value_of_the_sample_fails(tmp_path):
+    """Each counter event with all the sample's counter values in its args: its own value was among them."""
+    every = MARKED_CONVERTER.replace(
+        '"args": {"bytes": counter["bytes"]}',
+        '"args": {f"v{i}": c["bytes"] for i, c in enumerate(trace["counters"])}',
+    )
+    assert every != MARKED_CONVERTER
+    report = _marked(tmp_path / "d", converter=every)
+    assert codes(report) == ["counter_mismatch"]
+    assert "has args values 65536, 131072" in report.findings[0].message
