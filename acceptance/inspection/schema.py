@@ -15,8 +15,8 @@ each says; checked besides the above):
 - `units` (V48): every size field has its unit: each of UNIT_FIELDS (the device's and each chiplet's memory,
   each parameter block's and each tensor's size) is given one by the schema, a `unit` keyword naming one of
   UNITS in a subschema that applies to the field and accepts its value (a `unit` in a branch the value never
-  takes gives none), or, for a field that carries its unit (`{"value", "unit"}`), by rejecting it without it
-  (`field_without_unit`, naming the field).
+  takes gives none), or, for a field that carries its unit (`{"value", "unit"}`), by rejecting it without it and
+  with a unit that is none (`furlong`) (`field_without_unit`, naming the field).
 - `A16` (V33): the unit of `device_memory_required` fixed, not only MB refused: A16's 16 TiB written in B,
   KiB or GiB is rejected, and so is a size no board holds drawn for each check (between 1 TiB and 1 PiB, in
   each of UNITS, from a seed the report records), so a schema that knows the sizes probed fails
@@ -85,6 +85,7 @@ RANGED_KEYS = ("calrt", "driver", "firmware")
 IMPOSSIBLE_BYTES = (2**40, 2**50)
 UNIT_BYTES = {"B": 1, "KB": 1000, "KiB": 2**10, "MB": 1000**2, "MiB": 2**20, "GB": 1000**3, "GiB": 2**30}
 SENTINEL = "calculet-unit-probe:"
+UNKNOWN_UNIT = "furlong"
 
 
 def check_schema(
@@ -185,7 +186,7 @@ def _check_a16(validator: Any, current: dict[str, Any], report: SchemaReport, rn
     for required, said in (
         (size, f"a bare number ({size})"),
         ({"value": size}, "a value with no unit"),
-        ({"value": size, "unit": "furlong"}, "the unit 'furlong'"),
+        ({"value": size, "unit": UNKNOWN_UNIT}, f"the unit {UNKNOWN_UNIT!r}"),
     ):
         if _accepts(validator, _with_memory(current, required), said, report):
             report.add(
@@ -318,9 +319,12 @@ def _check_units(schema: Any, validator: Any, current: dict[str, Any], report: S
             where = "/".join(map(str, path))
             value = _at(current, path)
             if where not in units and isinstance(value, dict) and "unit" in value:
-                without = copy.deepcopy(current)
+                without, unknown = copy.deepcopy(current), copy.deepcopy(current)
                 del _at(without, path)["unit"]
-                given[where] = not _accepts(validator, without, f"{where} without its unit", report)
+                _at(unknown, path)["unit"] = UNKNOWN_UNIT
+                given[where] = not _accepts(validator, without, f"{where} without its unit", report) and not _accepts(
+                    validator, unknown, f"{where} in {UNKNOWN_UNIT}", report
+                )
             else:
                 given[where] = where in units
         missing = [where for where in ("/".join(map(str, path)) for path in found) if not given[where]]

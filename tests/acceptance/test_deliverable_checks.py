@@ -942,3 +942,34 @@ def test_each_schema_question_accepts_the_schema_with_its_fix_and_rejects_one_wi
     decided = deliverable_check_answer(second.pk)
     assert decided.state == Deliverable.REJECTED
     assert said in decided.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (
+            json.dumps(PACKAGE_METADATA_SCHEMA)[:-1] + ', "properties": {}}',
+            "the schema is not JSON: the key 'properties' appears more than once in one object",
+        ),
+        (json.dumps(PACKAGE_METADATA_SCHEMA).replace('"minimum": 0', '"minimum": NaN', 1), "NaN is not JSON"),
+    ],
+    ids=["a-key-given-twice", "nan"],
+)
+def test_a_schema_read_one_way_here_and_another_elsewhere_is_rejected(engineer, acme, golden, tmp_path, text, said):
+    """Python keeps a repeated key's last value, other parsers its first: the schema is refused, not guessed at."""
+    answer, deliverable, _capability = answer_with(
+        engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V48",
+        kind="schema",
+        artifact_kind="schema",
+        data=text.encode(),
+        capability_slug="calbin-metadata-schema",
+        schema_of="package-metadata",
+        schema_asks="units",
+    )
+    decided = deliverable_check_answer(answer.pk)
+    assert decided.state == Deliverable.REJECTED
+    assert said in decided.reason

@@ -199,6 +199,16 @@ def test_v48_names_the_size_field_left_without_a_unit():
     }
     report = check_schema(optional, "package-metadata", asks="units")
     assert [f.detail["field"] for f in report.findings] == ["memory/device_memory_required"]
+    # And only when it must be a unit: required, but any string.
+    free = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    free["$defs"]["size_on_a_board"] = {
+        "type": "object",
+        "required": ["value", "unit"],
+        "properties": {"value": {"type": "integer", "maximum": 2**36}, "unit": {"type": "string"}},
+    }
+    report = check_schema(free, "package-metadata", asks="units")
+    assert codes(report) == ["accepts_defect", "field_without_unit"]  # A16's MB too: V08's check says so
+    assert report.findings[1].detail["field"] == "memory/device_memory_required"
 
 
 def test_v48_finds_a_unit_given_through_a_reference_in_a_branch():
