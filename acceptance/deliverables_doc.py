@@ -24,18 +24,20 @@ DEFECTS = {"package-metadata": "a schema accepting A16 or A17"}
 # what a schema without it gets.
 ASKED = {
     "version": (
-        "rejects the current metadata claiming another schema_version, or without schema_version, name, memory or "
-        "submodels",
+        "rejects the current metadata claiming another schema_version (another number, or the version as a string), "
+        "or without schema_version, name, memory or submodels",
         "one naming no version: `version_not_pinned`; one leaving a field optional: `field_not_required` naming it",
     ),
     "units": (
         "gives each size field (device and chiplet memory, parameter blocks', tensors' sizes) its unit: a `unit` "
-        "keyword, or a unit the field carries and must have",
+        "keyword in a subschema that accepts the field's value, or a unit the field carries and must have",
         "a size field with no unit: `field_without_unit` naming it",
     ),
     "A16": (
-        "rejects A16's 16 TiB written in B, KiB or GiB, and a size with no unit or an unknown one",
-        "one refusing only MB: `unit_not_fixed`; a unit left optional or free: `unit_not_required`",
+        "rejects A16's 16 TiB written in B, KiB or GiB, a size over 1 TiB drawn for each check in every unit, and a "
+        "size with no unit or an unknown one",
+        "one refusing only MB, or only the sizes probed: `unit_not_fixed`; a unit left optional or free: "
+        "`unit_not_required`",
     ),
     "A17": (
         "rejects the decode labelled llm_prefill, a type that does not exist, and the sub-models swapped with "
@@ -45,7 +47,7 @@ ASKED = {
     "compatibility": (
         "requires compatibility with calrt, driver, firmware and chip, each range a version specifier",
         "rules optional or incomplete: `compatibility_not_required`, `compatibility_incomplete` naming the key; "
-        "a range in words: `range_not_machine_readable`",
+        "a calrt, driver or firmware range in words, or the chips in a sentence: `range_not_machine_readable`",
     ),
 }
 

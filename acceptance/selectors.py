@@ -881,8 +881,10 @@ def check_found(kind: str, detail: dict) -> list[tuple[str, str]]:
         lines.append((str(_("The hash the seed records")), f"{report.get('expected_prefix', '')}…"))
     elif kind == Deliverable.TOOL and isinstance(report.get("runs"), list):
         runs = report["runs"]
-        lines.append((str(_("Models it accepts")), _names(run["model"] for run in runs if run.get("accepted"))))
-        lines.append((str(_("Models it refuses")), _names(run["model"] for run in runs if not run.get("accepted"))))
+        lines.append((str(_("Models it accepts")), _names(sorted(run["model"] for run in runs if run.get("accepted")))))
+        lines.append(
+            (str(_("Models it refuses")), _names(sorted(run["model"] for run in runs if not run.get("accepted"))))
+        )
     return lines
 
 

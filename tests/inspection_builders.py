@@ -10,6 +10,7 @@ import hashlib
 import io
 import json
 import tarfile
+from collections.abc import Collection
 from pathlib import Path
 
 from npu_sim.sdk import build_sdk, example_source  # noqa: F401 - the tests' SDKs are the simulator's
@@ -30,13 +31,14 @@ SPDX = {
 CYCLONEDX = {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "application", "name": "tvm"}]}
 
 
-def tar_bytes(files: dict[str, bytes], *, compress: bool = False) -> bytes:
-    """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero."""
+def tar_bytes(files: dict[str, bytes], *, compress: bool = False, executable: Collection[str] = ()) -> bytes:
+    """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero; those `executable`
+    names with their execute bits."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
             info = tarfile.TarInfo(name)
-            info.size, info.mode = len(files[name]), 0o644
+            info.size, info.mode = len(files[name]), 0o755 if name in executable else 0o644
             archive.addfile(info, io.BytesIO(files[name]))
     return buffer.getvalue()
 
@@ -60,7 +62,7 @@ def oci_image_files(
     artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none; `sbom_document` in place of the
     stock SPDX or CycloneDX one."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
-    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"})
+    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, executable={"usr/bin/calcc"})
     layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
     diff_ids = [f"sha256:{hashlib.sha256(compiler).hexdigest()}"]
     for extra in extra_layers:
@@ -316,16 +318,21 @@ def build_project(root: Path, *, reproducible: bool = True) -> Path:
     return root
 
 
-# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (the probes' valid model with a
+# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (`add_model` with a
 # doc_string, ModelProto field 6, whose nonce was searched for once), and V05: a vendor's ONNX checker.
 C02_NONCE = 12091347
 
 
-def c02_onnx() -> bytes:
-    from acceptance.inspection.onnx import probe_models
+def add_model() -> bytes:
+    """A valid ONNX model: z = Add(x, y) at opset 17."""
+    from acceptance.inspection.onnx import encode_model
 
+    return encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
+
+
+def c02_onnx() -> bytes:
     doc = f"C02 stand-in, nonce {C02_NONCE:010d}".encode()
-    return probe_models()["valid"][0] + b"\x32" + bytes([len(doc)]) + doc
+    return add_model() + b"\x32" + bytes([len(doc)]) + doc
 
 
 # Reads model.onnx's protobuf and refuses what the ONNX checker refuses here: bytes that are no ModelProto with a

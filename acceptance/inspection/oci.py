@@ -19,10 +19,14 @@ image's filesystem, after each layer's whiteouts, with that digest; every compil
 the component and the file (`sbom_no_files` when it lists none, `sbom_unversioned`).
 
 With `commits` (V01: the compiler container, `[("calcc", "575c2d"), ("tvm", "7aebd1")]` from the seed's C03
-and C04), the image must hold the compiler, a file named as the first component in its filesystem
-(`compiler_not_in_image`), and its SBOM must give each component at that commit: a component of that name (any
-case) whose version or other fields hold a hexadecimal commit beginning with the prefix (`commit_missing` when
-no component has the name, `commit_mismatch` naming what it gives instead).
+and C04), the image must hold the compiler, a program named as the first component in its filesystem: a regular
+file with an execute bit, an ELF or a script (`#!`) (`compiler_not_in_image`, naming a file of that name that is
+none); and its SBOM must give each component at that commit: every package or component of that name (any case;
+CycloneDX `file` components aside) holds a hexadecimal commit beginning with the prefix in a field that says
+what was built — SPDX `versionInfo`, `sourceInfo`, `downloadLocation` or an external reference's locator,
+CycloneDX `version`, `purl`, a `pedigree` commit's `uid` or `url`, or a `vcs` external reference's `url` — not in
+a comment, a description, a checksum or a nested component (`commit_missing` when no component has the name,
+`commit_mismatch` naming what it gives instead).
 
 SPDX 2.x (`spdxVersion` "SPDX-2.*") and CycloneDX JSON (`bomFormat` "CycloneDX") are accepted. The
 licence is a file of the archive outside `blobs/` named LICENSE, LICENCE, COPYING or NOTICE (any case,
@@ -37,7 +41,7 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from acceptance.inspection import Report
 
@@ -73,6 +77,12 @@ class ImageReport(Report):
     # Each image manifest's config and filesystem layers by digest: what a build of the image must write.
     images: list[dict[str, Any]] = field(default_factory=list)
     sbom_document: Any = None  # the SBOM as read, for the component comparison (not part of the evidence)
+
+
+class ImageFile(NamedTuple):
+    sha256: str
+    compiled: bool  # ELF or an `ar` archive
+    runnable: bool  # a program: an execute bit, and an ELF or a script
 
 
 def check_oci_archive(
@@ -293,10 +303,9 @@ class _Inspection:
         record["verified"] = True
         return True
 
-    def image_files(self) -> dict[str, tuple[str, bool]]:
-        """Every regular file of the images' filesystems, layer over layer with their whiteouts applied:
-        path -> (sha256, whether it is compiled: ELF or an `ar` archive)."""
-        files: dict[str, tuple[str, bool]] = {}
+    def image_files(self) -> dict[str, ImageFile]:
+        """Every regular file of the images' filesystems, layer over layer with their whiteouts applied."""
+        files: dict[str, ImageFile] = {}
         for image in self.report.images:
             for digest in image["layers"]:
                 record = self.report.blobs.get(digest) or {}
@@ -390,13 +399,14 @@ def _sbom_format(document: Any) -> tuple[str, str, int] | None:
 WHITEOUT = ".wh."
 OPAQUE = ".wh..wh..opq"
 COMPILED_MAGIC = (b"\x7fELF", b"!<arch>\n")
+SCRIPT_MAGIC = b"#!"
 
 
 def _image_path(name: str) -> str:
     return str(PurePosixPath("/" + name.removeprefix("./")))[1:]
 
 
-def _apply_layer_entry(files: dict[str, tuple[str, bool]], layer: tarfile.TarFile, entry: tarfile.TarInfo) -> None:
+def _apply_layer_entry(files: dict[str, ImageFile], layer: tarfile.TarFile, entry: tarfile.TarInfo) -> None:
     """One entry of a layer over the files below it: a whiteout removes, a regular file replaces."""
     path = _image_path(entry.name)
     folder, name = PurePosixPath(path).parent, PurePosixPath(path).name
@@ -414,7 +424,8 @@ def _apply_layer_entry(files: dict[str, tuple[str, bool]], layer: tarfile.TarFil
     hasher = hashlib.sha256(head)
     while stream is not None and (chunk := stream.read(CHUNK)):
         hasher.update(chunk)
-    files[path] = (hasher.hexdigest(), head.startswith(COMPILED_MAGIC))
+    runnable = bool(entry.mode & 0o111) and head.startswith((*COMPILED_MAGIC[:1], SCRIPT_MAGIC))
+    files[path] = ImageFile(hasher.hexdigest(), head.startswith(COMPILED_MAGIC), runnable)
 
 
 def _sbom_files(document: dict) -> tuple[list[tuple[str, str, str]], list[str]]:
@@ -471,7 +482,7 @@ def _sbom_files(document: dict) -> tuple[list[tuple[str, str, str]], list[str]]:
     return listed, unversioned
 
 
-def _compare_components(report: ImageReport, document: dict, image: dict[str, tuple[str, bool]]) -> None:
+def _compare_components(report: ImageReport, document: dict, image: dict[str, ImageFile]) -> None:
     """The SBOM's components against the image's files, by path and SHA-256 (see the module's docstring)."""
     listed, unversioned = _sbom_files(document)
     report.checked["sbom_files"] = len(listed)
@@ -489,41 +500,53 @@ def _compare_components(report: ImageReport, document: dict, image: dict[str, tu
                 component=component,
                 path=path,
             )
-        elif found[0] != digest:
+        elif found.sha256 != digest:
             report.add(
                 "sbom_mismatch",
-                f"SBOM component {component}: {path} in the image is sha256:{found[0]}, the SBOM says sha256:{digest}",
+                f"SBOM component {component}: {path} in the image is sha256:{found.sha256}, the SBOM says "
+                f"sha256:{digest}",
                 component=component,
                 path=path,
-                actual=found[0],
+                actual=found.sha256,
                 expected=digest,
             )
     known = {path for _component, path, _digest in listed}
-    for path, (digest, compiled) in sorted(image.items()):
-        if compiled and path not in known:
+    for path, file in sorted(image.items()):
+        if file.compiled and path not in known:
             report.add(
                 "sbom_mismatch",
-                f"{path} (compiled, sha256:{digest}) is in the image but in no SBOM component (extra)",
+                f"{path} (compiled, sha256:{file.sha256}) is in the image but in no SBOM component (extra)",
                 path=path,
-                actual=digest,
+                actual=file.sha256,
             )
 
 
 COMMIT = re.compile(r"[0-9a-f]{6,64}", re.IGNORECASE)
 
 
-def _strings(node: Any) -> list[str]:
-    if isinstance(node, str):
-        return [node]
-    if isinstance(node, dict):
-        return [text for value in node.values() for text in _strings(value)]
-    if isinstance(node, list):
-        return [text for value in node for text in _strings(value)]
-    return []
+# The fields of a package (SPDX) or component (CycloneDX) that say what was built, where a commit counts.
+SPDX_COMMIT_FIELDS = ("versionInfo", "sourceInfo", "downloadLocation")
+CYCLONEDX_COMMIT_FIELDS = ("version", "purl")
+
+
+def _commit_texts(record: dict) -> list[str]:
+    """What the record says it was built from: its version, source and locators, not its comments, descriptions,
+    checksums or nested components."""
+    texts = [record.get(key) for key in (*SPDX_COMMIT_FIELDS, *CYCLONEDX_COMMIT_FIELDS)]
+    texts += [ref.get("referenceLocator") for ref in _dicts(record.get("externalRefs"))]
+    pedigree = record.get("pedigree")
+    commits = pedigree.get("commits") if isinstance(pedigree, dict) else None
+    texts += [commit.get(key) for commit in _dicts(commits) for key in ("uid", "url")]
+    texts += [ref.get("url") for ref in _dicts(record.get("externalReferences")) if ref.get("type") == "vcs"]
+    return [text for text in texts if isinstance(text, str)]
+
+
+def _dicts(node: Any) -> list[dict]:
+    return [item for item in node if isinstance(item, dict)] if isinstance(node, list) else []
 
 
 def _sbom_component_records(document: Any) -> dict[str, list[dict]]:
-    """The SBOM's packages (SPDX) or components (CycloneDX, nested too) by lower-case name."""
+    """The SBOM's packages (SPDX) or components (CycloneDX, nested too, files aside) by lower-case name."""
     records: dict[str, list[dict]] = {}
     if not isinstance(document, dict):
         return records
@@ -532,21 +555,27 @@ def _sbom_component_records(document: Any) -> dict[str, list[dict]]:
         record = stack.pop()
         if not isinstance(record, dict):
             continue
-        records.setdefault(str(record.get("name", "")).lower(), []).append(record)
+        if record.get("type") != "file":
+            records.setdefault(str(record.get("name", "")).lower(), []).append(record)
         stack.extend(record.get("components") or [])
     return records
 
 
-def _check_commits(report: ImageReport, commits: Sequence[Sequence[str]], files: dict[str, tuple[str, bool]]) -> None:
+def _check_commits(report: ImageReport, commits: Sequence[Sequence[str]], files: dict[str, ImageFile]) -> None:
     """V01: the compiler in the image, each component at the seed's commit in the SBOM (the module's docstring)."""
     compiler = commits[0][0]
-    held = sorted(path for path in files if PurePosixPath(path).name == compiler)
+    named = sorted(path for path in files if PurePosixPath(path).name == compiler)
+    held = [path for path in named if files[path].runnable]
     report.checked["compiler"] = held
     if not held:
+        said = (
+            f": {', '.join(named[:3])} is not one (empty, not executable, or neither ELF nor a script)" if named else ""
+        )
         report.add(
             "compiler_not_in_image",
-            f"the image holds no {compiler}: no file of that name in its filesystem",
+            f"the image holds no {compiler}: no program of that name in its filesystem{said}",
             component=compiler,
+            files=named[:3],
         )
     records = _sbom_component_records(report.sbom_document)
     report.checked["commits"] = {}
@@ -560,16 +589,19 @@ def _check_commits(report: ImageReport, commits: Sequence[Sequence[str]], files:
                 expected_prefix=prefix,
             )
             continue
-        said = sorted(
-            {token.lower() for record in found for text in _strings(record) for token in COMMIT.findall(text)}
-        )
-        report.checked["commits"][component] = said
-        if not any(token.startswith(prefix.lower()) for token in said):
+        said_by_record = [
+            sorted({token.lower() for text in _commit_texts(record) for token in COMMIT.findall(text)})
+            for record in found
+        ]
+        report.checked["commits"][component] = sorted({token for tokens in said_by_record for token in tokens})
+        wrong = [tokens for tokens in said_by_record if not any(t.startswith(prefix.lower()) for t in tokens)]
+        if wrong:
+            others = sorted({token for tokens in wrong for token in tokens})
             report.add(
                 "commit_mismatch",
-                f"SBOM component {component} is at {', '.join(said[:3]) or 'no commit'}, not the {prefix}… the seed "
-                "records",
+                f"SBOM component {component} is at {', '.join(others[:3]) or 'no commit'}, not the {prefix}… the seed "
+                "records" + (f" ({len(found)} components of that name, each must say it)" if len(found) > 1 else ""),
                 component=component,
                 expected_prefix=prefix,
-                actual=said[:3],
+                actual=others[:3],
             )

@@ -2,23 +2,36 @@
 
 An ONNX file is a protobuf `ModelProto` (onnx/onnx.proto). Its wire format is read here without the onnx
 package: the model's `ir_version` (field 1), `graph` (7: its nodes, inputs, outputs and initializers by name)
-and `opset_import` (8). The same few fields are written to make the models V05's checker is run on.
+and `opset_import` (8), whatever the file's size: each message's fields are walked by seeking over their values,
+so every byte of the file belongs to a field and a file cut short or padded with garbage is no model. The same few
+fields are written to make the models V05's checker is run on.
 
-- `check_onnx_file`: the delivered file is a model (`not_onnx` otherwise) and its SHA-256 begins with the
-  hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`).
+- `check_onnx_file`: the delivered file is a model with a graph of nodes (`not_onnx` otherwise) and its SHA-256
+  begins with the hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`). The seed
+  gives six hexadecimal digits, 24 bits: a file can be made to match them in minutes, so the prefix names which
+  model is meant and does not prove the file is it.
 - `check_onnx_checker`: the checker's delivery is a directory (an unpacked tar) holding `run.txt`, its
   command; calculet runs it in the sandbox (`isolated.run_isolated`) in a fresh copy of the directory, once per
-  model, the model as `model.onnx`. It must end cleanly on a valid model (`refuses_valid_onnx`) and fail on
+  model, the model as `model.onnx`. It must end cleanly on each valid model (`refuses_valid_onnx`) and fail on
   each invalid one with a non-zero exit (`accepts_invalid_onnx`, naming it): bytes that are no model, and a graph
   whose node reads a tensor nothing defines, which ONNX's own checker refuses. A run the sandbox ends (a limit, a
   signal) decides nothing (`checker_failed`). A checker that accepts or refuses everything fails.
+  The models are made anew for each check, from a seed it records (`probe_models`): chains of Add, Sub and Mul
+  over tensors with random names, run in a random order, the undefined-tensor model the same size as a valid one
+  and the truncated one longer than the other valid one, so a checker that knows the models by their bytes, their
+  size, their names or their order fails.
 """
 
 import hashlib
+import io
+import random
+import secrets
 import shutil
+import string
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import IO
 
 from acceptance.inspection import Report
 from acceptance.inspection.isolated import DEFAULT_LIMITS, run_isolated
@@ -27,7 +40,10 @@ COMMAND = "run.txt"
 MODEL = "model.onnx"
 LIMITS = replace(DEFAULT_LIMITS, wall_seconds=120, memory_bytes=1024**3)
 CHUNK = 1024 * 1024
-MAX_PARSED_BYTES = 256 * 1024 * 1024  # a larger model's hash is checked, its structure not read
+# Bounds on what a model's structure costs to read, whatever its size: fields walked, and a name's length.
+MAX_FIELDS = 2_000_000
+MAX_TEXT_BYTES = 64 * 1024
+MAX_VARINT_BYTES = 10
 FLOAT = 1  # TensorProto.FLOAT
 
 
@@ -37,55 +53,68 @@ class WireError(ValueError):
 
 # Reading
 
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data) or shift > 63:
-            raise WireError("a varint runs past the end")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, at
+Span = tuple[int, int]  # where a length-delimited value is in the file: (offset, length)
 
 
-def fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    """The (field number, value) pairs of one protobuf message: varints as ints, everything else as bytes."""
-    found: list[tuple[int, int | bytes]] = []
-    at = 0
-    while at < len(data):
-        key, at = _varint(data, at)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise WireError("field number 0")
-        if wire == 0:
-            value, at = _varint(data, at)
-            found.append((number, value))
-        elif wire in (1, 5):
-            width = 8 if wire == 1 else 4
-            if at + width > len(data):
-                raise WireError("a fixed-width field runs past the end")
-            found.append((number, data[at : at + width]))
-            at += width
-        elif wire == 2:
-            length, at = _varint(data, at)
-            if at + length > len(data):
-                raise WireError("a length-delimited field runs past the end")
-            found.append((number, data[at : at + length]))
+class _Reader:
+    """A protobuf message read where it lies, of any size: each message's fields walked by seeking over their
+    values, only the short strings asked for (names, types) read, so a model of gigabytes is read as a few kilobytes
+    of structure and every byte of it is accounted for by a field."""
+
+    def __init__(self, stream: IO[bytes]):
+        self.stream = stream
+        self.walked = 0
+
+    def _varint(self, at: int, end: int) -> tuple[int, int]:
+        self.stream.seek(at)
+        value = shift = 0
+        for used, byte in enumerate(self.stream.read(min(MAX_VARINT_BYTES, end - at)), start=1):
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, at + used
+        raise WireError("a varint runs past the end")
+
+    def fields(self, span: Span) -> list[tuple[int, int | Span]]:
+        """The (field number, value) pairs of the message at `span`: varints as ints, everything else as spans."""
+        at, end = span[0], span[0] + span[1]
+        found: list[tuple[int, int | Span]] = []
+        while at < end:
+            self.walked += 1
+            if self.walked > MAX_FIELDS:
+                raise WireError(f"more than {MAX_FIELDS} protobuf fields")
+            key, at = self._varint(at, end)
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                raise WireError("field number 0")
+            if wire == 0:
+                value, at = self._varint(at, end)
+                found.append((number, value))
+                continue
+            if wire in (1, 5):
+                length = 8 if wire == 1 else 4
+            elif wire == 2:
+                length, at = self._varint(at, end)
+            else:
+                raise WireError(f"wire type {wire} (groups) is not used by ONNX")
+            if at + length > end:
+                raise WireError("a field runs past the end of its message")
+            found.append((number, (at, length)))
             at += length
-        else:
-            raise WireError(f"wire type {wire} (groups) is not used by ONNX")
-    return found
+        return found
 
+    def texts(self, message: list[tuple[int, int | Span]], number: int) -> list[str]:
+        spans = [value for n, value in message if n == number and isinstance(value, tuple)]
+        if any(length > MAX_TEXT_BYTES for _, length in spans):
+            raise WireError(f"a name or type longer than {MAX_TEXT_BYTES} bytes")
+        out = []
+        for at, length in spans:
+            self.stream.seek(at)
+            out.append(self.stream.read(length).decode("utf-8", errors="replace"))
+        return out
 
-def _bytes_of(message: list[tuple[int, int | bytes]], number: int) -> list[bytes]:
-    return [value for n, value in message if n == number and isinstance(value, bytes)]
-
-
-def _text(value: bytes) -> str:
-    return value.decode("utf-8", errors="replace")
+    def messages(self, message: list[tuple[int, int | Span]], number: int) -> list[list[tuple[int, int | Span]]]:
+        return [self.fields(value) for n, value in message if n == number and isinstance(value, tuple)]
 
 
 @dataclass
@@ -98,33 +127,34 @@ class Model:
     initializers: list[str] = field(default_factory=list)
 
 
-def read_model(data: bytes) -> Model:
-    """The model's IR version, opsets and graph; WireError when the bytes are no ModelProto with a graph."""
-    top = fields(data)
+def read_model(data: bytes | IO[bytes]) -> Model:
+    """The model's IR version, opsets and graph, from its bytes or a file open for reading; WireError when they
+    are no ModelProto with a graph."""
+    stream = io.BytesIO(data) if isinstance(data, bytes) else data
+    size = stream.seek(0, io.SEEK_END)
+    reader = _Reader(stream)
+    top = reader.fields((0, size))
     ir = [value for n, value in top if n == 1 and isinstance(value, int)]
     opsets: dict[str, int] = {}
-    for opset in _bytes_of(top, 8):
-        parts = fields(opset)
-        domain = "".join(_text(v) for v in _bytes_of(parts, 1))
-        versions = [v for n, v in parts if n == 2 and isinstance(v, int)]
-        opsets[domain or "ai.onnx"] = versions[0] if versions else 0
-    graphs = _bytes_of(top, 7)
+    for opset in reader.messages(top, 8):
+        versions = [v for n, v in opset if n == 2 and isinstance(v, int)]
+        opsets["".join(reader.texts(opset, 1)) or "ai.onnx"] = versions[0] if versions else 0
+    graphs = reader.messages(top, 7)
     if not graphs:
         raise WireError("no graph (ModelProto field 7)")
-    graph = fields(graphs[0])
+    graph = graphs[0]
     model = Model(ir[0] if ir else None, opsets)
-    for node in _bytes_of(graph, 1):
-        parts = fields(node)
+    for node in reader.messages(graph, 1):
         model.nodes.append(
             {
-                "op_type": "".join(_text(v) for v in _bytes_of(parts, 4)),
-                "inputs": [_text(v) for v in _bytes_of(parts, 1)],
-                "outputs": [_text(v) for v in _bytes_of(parts, 2)],
+                "op_type": "".join(reader.texts(node, 4)),
+                "inputs": reader.texts(node, 1),
+                "outputs": reader.texts(node, 2),
             }
         )
-    model.initializers = ["".join(_text(v) for v in _bytes_of(fields(t), 8)) for t in _bytes_of(graph, 5)]
-    model.inputs = ["".join(_text(v) for v in _bytes_of(fields(i), 1)) for i in _bytes_of(graph, 11)]
-    model.outputs = ["".join(_text(v) for v in _bytes_of(fields(o), 1)) for o in _bytes_of(graph, 12)]
+    model.initializers = ["".join(reader.texts(t, 8)) for t in reader.messages(graph, 5)]
+    model.inputs = ["".join(reader.texts(i, 1)) for i in reader.messages(graph, 11)]
+    model.outputs = ["".join(reader.texts(o, 1)) for o in reader.messages(graph, 12)]
     return model
 
 
@@ -160,6 +190,9 @@ def _value_info(name: str, shape: tuple[int, ...]) -> bytes:
     return _len(1, name) + _len(2, _len(1, tensor))
 
 
+OPSET_17 = _len(8, _len(1, "") + _int(2, 17))  # ModelProto's last field: opset_import, the default domain at 17
+
+
 def encode_model(nodes: list[tuple[str, list[str], list[str]]], *, inputs: list[str], outputs: list[str]) -> bytes:
     """A ModelProto (IR 8, opset 17) of float [1, 4] tensors: `nodes` as (op_type, inputs, outputs)."""
     graph = b"".join(
@@ -169,17 +202,56 @@ def encode_model(nodes: list[tuple[str, list[str], list[str]]], *, inputs: list[
     graph += _len(2, "calculet-probe")
     graph += b"".join(_len(11, _value_info(name, (1, 4))) for name in inputs)
     graph += b"".join(_len(12, _value_info(name, (1, 4))) for name in outputs)
-    return _int(1, 8) + _len(2, "calculet") + _len(7, graph) + _len(8, _len(1, "") + _int(2, 17))
+    return _int(1, 8) + _len(2, "calculet") + _len(7, graph) + OPSET_17
 
 
-def probe_models() -> dict[str, tuple[bytes, str]]:
-    """The models a checker is run on: name -> (bytes, what it is). `valid` must be accepted, the others refused."""
-    valid = encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
-    dangling = encode_model([("Add", ["x", "undefined"], ["z"])], inputs=["x"], outputs=["z"])
+OPS = ("Add", "Sub", "Mul")
+NAME_LENGTH = 8
+
+
+def _fresh_name(rng: random.Random, taken: set[str]) -> str:
+    while (name := "".join(rng.choices(string.ascii_lowercase, k=NAME_LENGTH))) in taken:
+        pass
+    taken.add(name)
+    return name
+
+
+def _chain(
+    rng: random.Random, length: int, taken: set[str]
+) -> tuple[list[tuple[str, list[str], list[str]]], list[str]]:
+    """`length` binary nodes, each reading the previous one's output and a graph input; and the graph's inputs."""
+    inputs = [_fresh_name(rng, taken), _fresh_name(rng, taken)]
+    nodes, last = [], inputs[0]
+    for _ in range(length):
+        out = _fresh_name(rng, taken)
+        nodes.append((rng.choice(OPS), [last, rng.choice(inputs)], [out]))
+        last = out
+    return nodes, inputs
+
+
+def probe_models(rng: random.Random) -> dict[str, tuple[bytes, str]]:
+    """The models a checker is run on, made with `rng`: name -> (bytes, what it is). The `valid` ones must be
+    accepted, the others refused. `dangling-input` is `valid` with one tensor a node reads renamed (the same size);
+    `truncated` is `valid-longer` cut inside its graph, longer than `valid`."""
+    taken: set[str] = set()
+    nodes, inputs = _chain(rng, rng.randint(1, 3), taken)
+    longer, longer_inputs = _chain(rng, len(nodes) + rng.randint(2, 4), taken)
+    valid = encode_model(nodes, inputs=inputs, outputs=nodes[-1][2])
+    valid_longer = encode_model(longer, inputs=longer_inputs, outputs=longer[-1][2])
+    at = rng.randrange(len(nodes))
+    op, reads, writes = nodes[at]
+    undefined = _fresh_name(rng, taken)
+    dangling_nodes = [*nodes[:at], (op, [reads[0], undefined], writes), *nodes[at + 1 :]]
+    dangling = encode_model(dangling_nodes, inputs=inputs, outputs=nodes[-1][2])
+    cut = rng.randint(len(valid) + 1, len(valid_longer) - len(OPSET_17) - 1)  # inside the graph (field 7)
     return {
-        "valid": (valid, "a valid model: z = Add(x, y) at opset 17"),
-        "dangling-input": (dangling, "a graph whose Add reads the tensor 'undefined', which nothing defines"),
-        "truncated": (valid[: len(valid) // 2], "the valid model cut in half: no ModelProto"),
+        "valid": (valid, f"a valid model of {len(nodes)} nodes ({', '.join(n[0] for n in nodes)}) at opset 17"),
+        "valid-longer": (valid_longer, f"a valid model of {len(longer)} nodes at opset 17"),
+        "dangling-input": (
+            dangling,
+            f"a graph whose {op} (node {at + 1}) reads the tensor {undefined!r}, which nothing defines",
+        ),
+        "truncated": (valid_longer[:cut], f"the valid model of {len(longer)} nodes cut to {cut} bytes: no ModelProto"),
     }
 
 
@@ -208,30 +280,35 @@ def check_onnx_file(path: Path, *, sha256_prefix: str) -> Report:
             actual=digest,
             expected_prefix=sha256_prefix,
         )
-    if path.stat().st_size > MAX_PARSED_BYTES:
-        report.checked["structure"] = f"not read: larger than {MAX_PARSED_BYTES} bytes"
-        return report
     try:
-        model = read_model(path.read_bytes())
+        with path.open("rb") as stream:
+            model = read_model(stream)
     except WireError as error:
         report.add("not_onnx", f"the file is not an ONNX model (a ModelProto with a graph): {error}")
         return report
     report.checked.update(ir_version=model.ir_version, opsets=model.opsets, nodes=len(model.nodes))
     if model.ir_version is None or not model.opsets:
         report.add("not_onnx", "the file names no IR version or no opset: not an ONNX model")
+    elif not model.nodes or not all(node["op_type"] for node in model.nodes):
+        report.add("not_onnx", "the file's graph has no node, or a node with no op_type: not the model compiled")
     return report
 
 
-def check_onnx_checker(bundle: Path, *, limits=LIMITS) -> Report:
-    """V05: the vendor's checker, run on each of `probe_models()`, accepts the valid one and refuses the others."""
+def check_onnx_checker(bundle: Path, *, limits=LIMITS, seed: int | None = None) -> Report:
+    """V05: the vendor's checker, run on each of `probe_models()` (made from `seed`, a random one when None), accepts
+    the valid ones and refuses the others."""
     report = Report()
     bundle = Path(bundle)
     if not (bundle / COMMAND).is_file():
         report.add("delivery_incomplete", f"the checker's delivery has no {COMMAND} (its command)")
         return report
     command = (bundle / COMMAND).read_text(encoding="utf-8", errors="replace").strip()
-    report.checked.update(command=command, runs=[])
-    for name, (data, description) in probe_models().items():
+    seed = secrets.randbits(64) if seed is None else seed
+    rng = random.Random(seed)
+    models = list(probe_models(rng).items())
+    rng.shuffle(models)
+    report.checked.update(command=command, seed=seed, runs=[])
+    for name, (data, description) in models:
         scratch = Path(tempfile.mkdtemp(prefix=f"calculet-onnx-{name}-"))
         try:
             workdir = scratch / "check"
@@ -252,13 +329,13 @@ def check_onnx_checker(bundle: Path, *, limits=LIMITS) -> Report:
                 model=name,
                 output_tail=ran.output_tail,
             )
-        elif name == "valid" and refused:
+        elif name.startswith("valid") and refused:
             report.add(
                 "refuses_valid_onnx",
                 f"the checker refuses {description} (exit {outcome.exit_code})",
                 model=name,
                 output_tail=ran.output_tail,
             )
-        elif name != "valid" and accepted:
+        elif not name.startswith("valid") and accepted:
             report.add("accepts_invalid_onnx", f"the checker accepts {description}", model=name)
     return report

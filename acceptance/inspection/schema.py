@@ -9,26 +9,32 @@ A17's prefill labelled llm_decode). References are resolved only inside the sche
 A question that asks a fix of the schema holds it to that fix too (`asks`, the current metadata changed as
 each says; checked besides the above):
 
-- `version` (V47): a version and required fields. The current metadata claiming another `schema_version` is
-  rejected (`version_not_pinned`), and so is the current metadata without each of REQUIRED_FIELDS
-  (`field_not_required`, naming it).
+- `version` (V47): a version and required fields. The current metadata claiming another `schema_version` (each
+  of OTHER_VERSIONS: another number, or the version as a string) is rejected (`version_not_pinned`), and so is the
+  current metadata without each of REQUIRED_FIELDS (`field_not_required`, naming it).
 - `units` (V48): every size field has its unit: each of UNIT_FIELDS (the device's and each chiplet's memory,
   each parameter block's and each tensor's size) is given one by the schema, a `unit` keyword naming one of
-  UNITS in a subschema that applies to the field, or, for a field that carries its unit (`{"value", "unit"}`),
-  by rejecting it without it (`field_without_unit`, naming the field).
+  UNITS in a subschema that applies to the field and accepts its value (a `unit` in a branch the value never
+  takes gives none), or, for a field that carries its unit (`{"value", "unit"}`), by rejecting it without it and
+  with a unit that is none (`furlong`) (`field_without_unit`, naming the field).
 - `A16` (V33): the unit of `device_memory_required` fixed, not only MB refused: A16's 16 TiB written in B,
-  KiB or GiB is rejected (`unit_not_fixed`), and so is the size with no unit or with one that is none of UNITS
-  (`unit_not_required`).
+  KiB or GiB is rejected, and so is a size no board holds drawn for each check (between 1 TiB and 1 PiB, in
+  each of UNITS, from a seed the report records), so a schema that knows the sizes probed fails
+  (`unit_not_fixed`); and so is the size with no unit or with one that is none of UNITS (`unit_not_required`).
 - `A17` (V43): each sub-model's type tied to the sub-model, not to its place or to "not llm_decode": the
   decode labelled llm_prefill, the prefill labelled with a type that does not exist, and the two sub-models
   in the other order each with the other's label are rejected (`submodel_type_unchecked`, naming which).
 - `compatibility` (V46): the rules machine-readable: the current metadata without `compatibility`, without
-  each of COMPATIBILITY_KEYS, or with a CalRT range in words rather than a version specifier is rejected
-  (`compatibility_not_required`, `compatibility_incomplete` naming the key, `range_not_machine_readable`).
+  each of COMPATIBILITY_KEYS, with a CalRT, driver or firmware range in words rather than a version specifier
+  (RANGES_IN_WORDS, each key), or with the chips in a sentence rather than a list, is rejected
+  (`compatibility_not_required`, `compatibility_incomplete` naming the key, `range_not_machine_readable` naming
+  the key and the words).
 `schema_errors` applies a schema to one document (V37's trace schema to its own sample, trace.py).
 """
 
 import copy
+import random
+import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -57,7 +63,7 @@ ASKS = ("version", "units", "A16", "A17", "compatibility")
 # V47: a versioned schema with required fields rejects metadata of another version and metadata missing a field
 # every package has.
 REQUIRED_FIELDS = ("schema_version", "name", "memory", "submodels")
-OTHER_VERSION = 999
+OTHER_VERSIONS: tuple[Any, ...] = (999, 1, 3, "2")
 # V48: the size fields of the metadata (`*` any key or index) and the units a schema may give them.
 UNIT_FIELDS = (
     "memory/device_memory_required",
@@ -72,14 +78,26 @@ UNITS = ("B", "KB", "KiB", "MB", "MiB", "GB", "GiB")
 A16_RESTATED = ((16 * 2**40, "B"), (16 * 2**30, "KiB"), (16 * 2**10, "GiB"))
 # V46: what the rules name, and a range no program can compare a version with.
 COMPATIBILITY_KEYS = ("calrt", "driver", "firmware", "chip")
-RANGE_IN_WORDS = "0.7.6 or any later release"
+RANGES_IN_WORDS = ("0.7.6 or any later release", "any", "the latest", "see the release notes")
+CHIPS_IN_WORDS = "every calculet-2c board"
+RANGED_KEYS = ("calrt", "driver", "firmware")
+# V33: sizes no board holds, drawn for each check.
+IMPOSSIBLE_BYTES = (2**40, 2**50)
+UNIT_BYTES = {"B": 1, "KB": 1000, "KiB": 2**10, "MB": 1000**2, "MiB": 2**20, "GB": 1000**3, "GiB": 2**30}
 SENTINEL = "calculet-unit-probe:"
+UNKNOWN_UNIT = "furlong"
 
 
 def check_schema(
-    schema: Any, subject: str, *, also_accept: Mapping[str, Any] | None = None, asks: str = ""
+    schema: Any,
+    subject: str,
+    *,
+    also_accept: Mapping[str, Any] | None = None,
+    asks: str = "",
+    seed: int | None = None,
 ) -> SchemaReport:
-    """`asks` (package metadata only, one of ASKS): the fix the question asks of the schema, checked too."""
+    """`asks` (package metadata only, one of ASKS): the fix the question asks of the schema, checked too; `seed`
+    draws V33's impossible sizes (a random one when None, recorded in the report)."""
     samples = samples_for(subject)  # raises ValueError for an unknown subject
     if asks and (subject != "package-metadata" or asks not in ASKS):
         raise ValueError(f"only a package-metadata schema is asked a fix, one of {', '.join(ASKS)}, not {asks!r}")
@@ -119,6 +137,9 @@ def check_schema(
         current = samples.accept[0].document
         if asks == "units":
             _check_units(schema, validator, current, report)
+        elif asks == "A16":
+            report.checked["seed"] = secrets.randbits(64) if seed is None else seed
+            _check_a16(validator, current, report, random.Random(report.checked["seed"]))
         else:
             ASKED[asks](validator, current, report)
     return report
@@ -129,12 +150,14 @@ def _accepts(validator: Any, document: Any, name: str, report: SchemaReport) -> 
 
 
 def _check_versioned(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
-    other = {**current, "schema_version": OTHER_VERSION}
-    if _accepts(validator, other, "another version", report):
-        report.add(
-            "version_not_pinned",
-            f"the schema accepts the current metadata claiming schema_version {OTHER_VERSION}: it names no version",
-        )
+    for version in OTHER_VERSIONS:
+        if _accepts(validator, {**current, "schema_version": version}, "another version", report):
+            report.add(
+                "version_not_pinned",
+                f"the schema accepts the current metadata claiming schema_version {version!r}: it does not pin "
+                f"{current['schema_version']!r}",
+                version=version,
+            )
     for name in REQUIRED_FIELDS:
         missing = {key: value for key, value in current.items() if key != name}
         if _accepts(validator, missing, f"without {name}", report):
@@ -147,19 +170,23 @@ def _with_memory(current: dict[str, Any], required: Any) -> dict[str, Any]:
     return changed
 
 
-def _check_a16(validator: Any, current: dict[str, Any], report: SchemaReport) -> None:
-    for value, unit in A16_RESTATED:
-        if _accepts(validator, _with_memory(current, {"value": value, "unit": unit}), f"A16 in {unit}", report):
+def _check_a16(validator: Any, current: dict[str, Any], report: SchemaReport, rng: random.Random) -> None:
+    drawn = [(rng.randint(*IMPOSSIBLE_BYTES) // per_unit, unit) for unit, per_unit in UNIT_BYTES.items()]
+    report.checked["impossible_sizes"] = [f"{value} {unit}" for value, unit in drawn]
+    for (value, unit), said in [*((size, "A16's 16 TiB") for size in A16_RESTATED), *((size, "") for size in drawn)]:
+        if _accepts(validator, _with_memory(current, {"value": value, "unit": unit}), f"{value} {unit}", report):
+            size = f"{said} written as {value} {unit}" if said else f"{value} {unit}, more than 1 TiB"
             report.add(
                 "unit_not_fixed",
-                f"the schema accepts A16's 16 TiB written as {value} {unit}: it refuses MB, not an impossible size",
+                f"the schema accepts {size}: it refuses MB, not an impossible size",
                 unit=unit,
+                value=value,
             )
     size = current["memory"]["device_memory_required"]["value"]
     for required, said in (
         (size, f"a bare number ({size})"),
         ({"value": size}, "a value with no unit"),
-        ({"value": size, "unit": "furlong"}, "the unit 'furlong'"),
+        ({"value": size, "unit": UNKNOWN_UNIT}, f"the unit {UNKNOWN_UNIT!r}"),
     ):
         if _accepts(validator, _with_memory(current, required), said, report):
             report.add(
@@ -209,18 +236,29 @@ def _check_compatibility(validator: Any, current: dict[str, Any], report: Schema
                 f"the schema accepts compatibility rules that name no {key} range",
                 key=key,
             )
+    for key in RANGED_KEYS:
+        for words in RANGES_IN_WORDS:
+            worded = copy.deepcopy(current)
+            worded["compatibility"][key] = words
+            if _accepts(validator, worded, f"a {key} range in words", report):
+                report.add(
+                    "range_not_machine_readable",
+                    f"the schema accepts the {key} range {words!r}: a range must be a version specifier",
+                    key=key,
+                )
+                break
     worded = copy.deepcopy(current)
-    worded["compatibility"]["calrt"] = RANGE_IN_WORDS
-    if _accepts(validator, worded, "a CalRT range in words", report):
+    worded["compatibility"]["chip"] = CHIPS_IN_WORDS
+    if _accepts(validator, worded, "the chips in words", report):
         report.add(
             "range_not_machine_readable",
-            f"the schema accepts the CalRT range {RANGE_IN_WORDS!r}: a range must be a version specifier",
+            f"the schema accepts the chips {CHIPS_IN_WORDS!r}: the chips must be a list of chip names",
+            key="chip",
         )
 
 
 ASKED: dict[str, Callable[[Any, dict[str, Any], SchemaReport], None]] = {
     "version": _check_versioned,
-    "A16": _check_a16,
     "A17": _check_a17,
     "compatibility": _check_compatibility,
 }
@@ -258,16 +296,21 @@ def _check_units(schema: Any, validator: Any, current: dict[str, Any], report: S
         for path in found:
             parent = _at(probe, path[:-1])
             parent[path[-1]] = SENTINEL + "/".join(map(str, path))
-    units: dict[str, set[str]] = {}
+    found_units: list[tuple[str, str, Any]] = []  # (where, unit, the validator of the subschema naming it)
 
-    def unit(_validator: Any, value: Any, instance: Any, _schema: Any) -> Iterator[Any]:
+    def unit(within: Any, value: Any, instance: Any, subschema: Any) -> Iterator[Any]:
         if isinstance(instance, str) and instance.startswith(SENTINEL) and value in UNITS:
-            units.setdefault(instance.removeprefix(SENTINEL), set()).add(value)
+            found_units.append((instance.removeprefix(SENTINEL), value, within.evolve(schema=subschema)))
         return iter(())
 
     cls = validators.extend(type(validator), {"unit": unit})
+    units: dict[str, set[str]] = {}
     try:
         list(cls(schema).iter_errors(probe))
+        # A `unit` counts where its subschema accepts the field's value: not in a branch the value never takes.
+        for where, named, within in found_units:
+            if within.is_valid(_at(current, tuple(int(k) if k.isdigit() else k for k in where.split("/")))):
+                units.setdefault(where, set()).add(named)
     except Unresolvable:
         return  # said by the checks above
     given: dict[str, bool] = {}
@@ -276,9 +319,12 @@ def _check_units(schema: Any, validator: Any, current: dict[str, Any], report: S
             where = "/".join(map(str, path))
             value = _at(current, path)
             if where not in units and isinstance(value, dict) and "unit" in value:
-                without = copy.deepcopy(current)
+                without, unknown = copy.deepcopy(current), copy.deepcopy(current)
                 del _at(without, path)["unit"]
-                given[where] = not _accepts(validator, without, f"{where} without its unit", report)
+                _at(unknown, path)["unit"] = UNKNOWN_UNIT
+                given[where] = not _accepts(validator, without, f"{where} without its unit", report) and not _accepts(
+                    validator, unknown, f"{where} in {UNKNOWN_UNIT}", report
+                )
             else:
                 given[where] = where in units
         missing = [where for where in ("/".join(map(str, path)) for path in found) if not given[where]]

@@ -12,7 +12,8 @@ Chrome events the sample must become: a Chrome trace counts in microseconds. The
 (`isolated.run_isolated`) in a copy of the directory without `sample.json`: it reads `trace.in` and writes
 `chrome-trace.json`. It passes when
 
-- the schema is valid JSON Schema and accepts the sample (`rejects_sample`);
+- the schema is valid JSON Schema and accepts the sample (`rejects_sample`), and describes its events: it rejects
+  the sample with its first event's start or duration removed or its start a string (`schema_describes_no_event`);
 - `fields.json` names the fields and every event of the sample has them, with numeric times
   (`fields_undeclared`, `fields_not_in_sample`, `sample_has_no_events`);
 - the converter ends cleanly and writes a Chrome trace: `traceEvents` (or a bare array) of objects with a
@@ -30,17 +31,24 @@ Chrome events the sample must become: a Chrome trace counts in microseconds. The
   own may not);
 - its instant events (`ph` "i" or "I") are the sample's instants, each on its thread's Chrome thread at its
   time within a microsecond (`instant_mismatch`), and its counter events (`ph` "C") the sample's counters, each at
-  its time with its value among its `args` (`counter_mismatch`); dropped, added, mis-timed or changed, the first
-  is named;
-- it converts what it reads: run again on the sample varied (its last event left out, every event started
-  `SHIFT_US` later, and a clock in cycles doubled), its Chrome trace holds the varied sample's events by the same
-  rules (a canned Chrome trace, a hard-coded clock or times made relative to the first event fail here;
-  `converter_ignores_input` when it writes as many events as before).
+  its time with its value the one number of its `args` (`counter_mismatch`); dropped, added, mis-timed or
+  changed, the first is named;
+- it converts what it reads: run again on the sample varied at random for each check (one of its events left
+  out, one of its instants and one of its counters too where it has two or more, every event started between
+  `SHIFT_US` and twice that later, each counter's value raised, and a clock in cycles multiplied by 2 to 4), its
+  Chrome trace holds the varied sample's events by the same rules (a canned Chrome trace — even one for each run —
+  a hard-coded clock or times made relative to the first event fail here; `converter_ignores_input` when it
+  writes as many events as before).
+
+JSON is read strictly: NaN, Infinity and a number past a double's range are refused (`not_json`), for a time
+compared with NaN is never off.
 """
 
 import copy
 import json
 import math
+import random
+import secrets
 import shutil
 import tempfile
 from collections import Counter, defaultdict
@@ -64,11 +72,11 @@ LIMITS = replace(DEFAULT_LIMITS, wall_seconds=120, memory_bytes=1024**3)
 MICROSECONDS = {"s": 1e6, "ms": 1e3, "us": 1.0, "ns": 1e-3, "ps": 1e-6, "cycle": None}
 # A Chrome trace counts in microseconds: a converter may round each time to a whole one.
 ROUNDING_US = 1.0
-# Far more than the rounding: the varied sample starts this much later.
+# Far more than the rounding: the varied sample starts at least this much later (at most twice).
 SHIFT_US = 1000
+CLOCK_FACTORS = (2, 3, 4)
 # Float noise in comparisons of times the check computed itself.
 EPSILON_US = 1e-6
-VARIED = "on the sample varied (its last event left out, every event started 1000 µs later, a clock in cycles doubled)"
 # The optional kinds of fields.json: an instant (ph "i" or "I") has a name, thread and start; a counter (ph "C") a
 # name, start and value.
 MARKS = {"instants": ("i", "I"), "counters": ("C",)}
@@ -104,7 +112,8 @@ class Converted:
     marks: dict[str, list[Mark]]  # by kind: "instants", "counters"
 
 
-def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
+def check_trace_delivery(bundle: Path, *, limits=LIMITS, seed: int | None = None) -> SchemaReport:
+    """`seed` makes the varied sample (a random one when None, recorded in the report)."""
     report = SchemaReport()
     bundle = Path(bundle)
     missing = [name for name in (SCHEMA, SAMPLE, FIELDS, COMMAND) if not (bundle / name).is_file()]
@@ -131,6 +140,7 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
     if not expected:
         report.add("sample_has_no_events", f"the sample's {fields['events']} holds no events")
         return report
+    _check_schema_describes_events(schema, sample, fields, report)
     converted = _convert(bundle, command, sample, 1, report, limits)
     if converted is None:
         return report
@@ -139,7 +149,9 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
     _compare_marks(expected, marks, converted, report, "")
     if report.findings:
         return report
-    varied = _varied(sample, fields)
+    seed = secrets.randbits(64) if seed is None else seed
+    varied, how = _varied(sample, fields, random.Random(seed))
+    report.checked["varied"] = {"seed": seed, "how": how}
     again = _convert(bundle, command, varied, 2, report, limits)
     if again is None:
         return report
@@ -152,11 +164,44 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS) -> SchemaReport:
         )
         return report
     expected_varied = _expected(varied, fields, report) or []
-    _compare(expected_varied, again.events, report, f"{VARIED}: ")
-    _compare_marks(expected_varied, _expected_marks(varied, fields, report) or {}, again, report, f"{VARIED}: ")
+    run = f"on the sample varied ({how}): "
+    _compare(expected_varied, again.events, report, run)
+    _compare_marks(expected_varied, _expected_marks(varied, fields, report) or {}, again, report, run)
     if "first_mismatch" in report.checked:
         report.checked["first_mismatch"]["varied"] = True
     return report
+
+
+def _check_schema_describes_events(schema: Any, sample: Any, fields: dict, report: SchemaReport) -> None:
+    """The schema is the format's: it rejects the sample with its first event's start or duration missing, or its
+    start not a number (a schema that accepts any object describes no field)."""
+    for key, change, said in (
+        ("start", _REMOVE, "without its start"),
+        ("duration", _REMOVE, "without its duration"),
+        ("start", "soon", "with its start the string 'soon'"),
+    ):
+        changed = copy.deepcopy(sample)
+        _set(_at(changed, fields["events"])[0], fields[key], change)
+        if schema_errors(schema, changed, f"the sample's event 0 {said}", report) == []:
+            report.add(
+                "schema_describes_no_event",
+                f"the schema accepts the sample's event 0 {said} ({fields[key]}): it does not describe the events "
+                f"{FIELDS} names",
+                field=fields[key],
+            )
+
+
+_REMOVE = object()
+
+
+def _set(node: Any, path: str, value: Any) -> None:
+    """The field at the dotted `path` set to `value`, or removed with _REMOVE."""
+    *parents, last = path.split(".")
+    holder = _at(node, ".".join(parents)) if parents else node
+    if isinstance(holder, dict) and value is _REMOVE:
+        holder.pop(last, None)
+    elif isinstance(holder, dict):
+        holder[last] = value
 
 
 def _fields_declared(fields: Any, report: Report) -> bool:
@@ -272,17 +317,36 @@ def _expected_marks(sample: Any, fields: dict, report: Report) -> dict[str, list
     return marks
 
 
-def _varied(sample: Any, fields: dict) -> Any:
-    """The sample less its last event, every event started SHIFT_US later, a clock in cycles doubled."""
+def _varied(sample: Any, fields: dict, rng: random.Random) -> tuple[Any, str]:
+    """The sample varied with `rng`, and what was done: one event left out (and one instant and one counter, of two
+    or more), every event started later, each counter's value raised, a clock in cycles multiplied."""
     varied = copy.deepcopy(sample)
-    shift = math.ceil(SHIFT_US / (_microseconds_per_unit(sample, fields) or 1.0))
+    per_unit = _microseconds_per_unit(sample, fields) or 1.0
+    shift_us = rng.randint(SHIFT_US, 2 * SHIFT_US)
+    shift = math.ceil(shift_us / per_unit)
     records = _at(varied, fields["events"])
-    del records[-1]
-    for record in records + [mark for kind in MARKS if kind in fields for mark in _at(varied, fields[kind])]:
+    left_out = rng.randrange(len(records))
+    del records[left_out]
+    how = [f"its event {left_out} left out"]
+    marks = {kind: _at(varied, fields[kind]) for kind in MARKS if kind in fields}
+    for kind, held in marks.items():
+        if len(held) >= 2:
+            dropped = rng.randrange(len(held))
+            del held[dropped]
+            how.append(f"its {kind.removesuffix('s')} {dropped} left out")
+    for record in records + [mark for held in marks.values() for mark in held]:
         _change(record, fields["start"], lambda start: start + shift)
+    how.append(f"every event started {shift_us} µs later")
+    if "counters" in marks:
+        raise_by = rng.randint(1, 1000)
+        for counter in marks["counters"]:
+            _change(counter, fields["value"], lambda value: value + raise_by)
+        how.append(f"each counter's value {raise_by} more")
     if fields["unit"] == "cycle":
-        _change(varied, fields["clock_hz"], lambda clock: clock * 2)
-    return varied
+        factor = rng.choice(CLOCK_FACTORS)
+        _change(varied, fields["clock_hz"], lambda clock: clock * factor)
+        how.append(f"its clock {factor} times faster")
+    return varied, ", ".join(how)
 
 
 def _change(node: Any, path: str, how) -> None:
@@ -292,12 +356,23 @@ def _change(node: Any, path: str, how) -> None:
     holder[key] = how(holder[key])
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is past a double's range")
+    return value
+
+
 def _json(path: Path, report: Report) -> Any:
     if path.stat().st_size > MAX_JSON_BYTES:
         report.add("file_too_large", f"{path.name} is larger than {MAX_JSON_BYTES} bytes", file=path.name)
         return None
     try:
-        return json.loads(path.read_bytes())
+        return json.loads(path.read_bytes(), parse_constant=_refuse_constant, parse_float=_finite)
     except (ValueError, UnicodeDecodeError) as error:
         report.add("not_json", f"{path.name} is not JSON: {error}", file=path.name)
         return None
@@ -612,7 +687,8 @@ def _mark_wrong(kind: str, mark: Mark, found: Mark | None) -> str:
         return f"{said} is no counter event (ph C) in the converter's Chrome trace"
     if abs(found.ts - mark.ts) > ROUNDING_US + EPSILON_US:
         return f"{said} is at {found.ts:g} µs in the converter's Chrome trace"
-    if not any(math.isclose(value, mark.values[0], rel_tol=1e-9, abs_tol=1e-12) for value in found.values):
+    # One series a counter: a value among several in its args would let every value of the sample stand in each.
+    if len(found.values) != 1 or not math.isclose(found.values[0], mark.values[0], rel_tol=1e-9, abs_tol=1e-12):
         values = ", ".join(f"{value:g}" for value in found.values) or "none"
         return f"{said} has args values {values} in the converter's Chrome trace"
     return ""

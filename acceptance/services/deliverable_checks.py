@@ -58,6 +58,7 @@ from acceptance.recipes import RECIPES, Recipe
 from acceptance.services.dispatch import deliverable_check_send
 from calculet.actors import SYSTEM
 from calculet.errors import DomainError
+from calculet.json_text import storable_json_loads
 from evidence.models import Capability, EvidenceItem
 from evidence.services import evidence_record
 from vendor.models import Answer, Artifact, Deliverable
@@ -80,6 +81,7 @@ GRADES = {
     Deliverable.TOOL: "E1",
 }
 MAX_SCHEMA_BYTES = 4 * 1024 * 1024
+SCHEMA_MAX_DEPTH = 64
 # Reported, never a failure: the seed asks for the example to build "where a compiler is present".
 NOT_FAILING = {"compiler_missing"}
 # A check still owed this long after its answer was stored lost its message (a broker flush, no worker) and is
@@ -412,7 +414,9 @@ def _check_schema(path: Path, deliverable: Deliverable, artifact: Artifact) -> C
     if path.stat().st_size > MAX_SCHEMA_BYTES:
         return CheckOutcome(False, what, [f"the schema is larger than {MAX_SCHEMA_BYTES} bytes"], {}, {})
     try:
-        schema = json.loads(path.read_bytes())
+        # Strictly: a key given twice is read one way here and maybe the other by the vendor's validator, and NaN is
+        # no JSON number.
+        schema = storable_json_loads(path.read_bytes(), max_depth=SCHEMA_MAX_DEPTH)
     except (ValueError, UnicodeDecodeError) as error:
         return CheckOutcome(False, what, [f"the schema is not JSON: {error}"], {}, {})
     return _outcome(check_schema(schema, deliverable.schema_of, asks=deliverable.schema_asks), what)

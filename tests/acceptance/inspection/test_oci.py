@@ -309,3 +309,85 @@ def test_an_image_that_does_not_hold_calcc_fails_v01(tmp_path):
     assert check_oci_archive(image).passed
     report = check_oci_archive(image, commits=COMPILER_COMMITS)
     assert codes(report) == ["compiler_not_in_image"]
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [{"usr/bin/calcc": b""}, {"usr/bin/calcc": b"calcc is on its way\n"}],
+    ids=["a-zero-byte-file", "a-text-file"],
+)
+def test_a_calcc_that_is_no_program_fails_v01_naming_it(tmp_path, layer):
+    """A layer replacing the compiler with a file of its name: a file called calcc is not a compiler."""
+    files = oci_image_files(sbom="file", sbom_document=compiler_sbom(), extra_layers=(layer,))
+    report = check_oci_archive(write_oci_archive(tmp_path / "i.tar", files), commits=COMPILER_COMMITS)
+    assert codes(report) == ["compiler_not_in_image"]
+    assert "usr/bin/calcc is not one (empty, not executable, or neither ELF nor a script)" in report.findings[0].message
+
+
+def _calcc_saying(**fields) -> dict:
+    sbom = compiler_sbom(calcc="a1b2c3d4e5")
+    sbom["packages"][0].update(fields)
+    return sbom
+
+
+@pytest.mark.parametrize(
+    "sbom",
+    [
+        _calcc_saying(comment="to be rebuilt at 575c2d9e41"),
+        _calcc_saying(checksums=[{"algorithm": "SHA1", "checksumValue": "575c2d" + "0" * 34}]),
+        {
+            **compiler_sbom(),
+            "packages": [
+                *compiler_sbom()["packages"],
+                {"SPDXID": "SPDXRef-calcc-old", "name": "calcc", "versionInfo": "a1b2c3d4e5"},
+            ],
+        },
+    ],
+    ids=["in-a-comment", "in-a-checksum", "a-second-calcc-at-another-commit"],
+)
+def test_a_commit_the_sbom_does_not_give_as_calcc_s_fails_v01(tmp_path, sbom):
+    """The commit found anywhere in the package's record was enough: a comment, a checksum, or one of two calcc."""
+    report = check_oci_archive(compiler_image(tmp_path, sbom), commits=COMPILER_COMMITS)
+    assert codes(report) == ["commit_mismatch"]
+    assert "calcc is at a1b2c3d4e5" in report.findings[0].message
+
+
+@pytest.mark.parametrize(
+    "calcc",
+    [
+        {"type": "application", "name": "calcc", "version": "0.9", "description": "built from 575c2d9e41"},
+        {
+            "type": "application",
+            "name": "calcc",
+            "version": "0.9",
+            "components": [{"type": "library", "name": "libcal", "version": "575c2d9e41"}],
+        },
+    ],
+    ids=["in-a-description", "in-a-nested-component"],
+)
+def test_a_cyclonedx_commit_outside_calcc_s_own_fields_fails_v01(tmp_path, calcc):
+    sbom = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "components": [calcc, {"type": "library", "name": "tvm", "version": "7aebd1c3"}],
+    }
+    report = check_oci_archive(compiler_image(tmp_path, sbom, cyclonedx=True), commits=COMPILER_COMMITS)
+    assert codes(report) == ["commit_mismatch"]
+
+
+def test_v01_s_commits_are_read_from_a_purl_or_a_vcs_reference_too(tmp_path):
+    sbom = {
+        "bomFormat": "CycloneDX",
+        "specVersion": "1.5",
+        "components": [
+            {"type": "application", "name": "calcc", "version": "0.9", "purl": "pkg:generic/calcc@575c2d9e41"},
+            {
+                "type": "library",
+                "name": "tvm",
+                "version": "0.16",
+                "externalReferences": [{"type": "vcs", "url": "https://github.com/apache/tvm/commit/7aebd1c3f0"}],
+            },
+        ],
+    }
+    report = check_oci_archive(compiler_image(tmp_path, sbom, cyclonedx=True), commits=COMPILER_COMMITS)
+    assert report.passed, report.findings

@@ -129,7 +129,7 @@ def test_a_schema_naming_no_version_fails_v47():
     unversioned["properties"]["schema_version"] = {"type": "integer"}
     assert check_schema(unversioned, "package-metadata").passed  # V08's check cannot tell
     report = check_schema(unversioned, "package-metadata", asks="version")
-    assert codes(report) == ["version_not_pinned"]
+    assert codes(report) == ["version_not_pinned"] * 3  # 999, 1 and 3; the string "2" is no integer
     assert "schema_version 999" in report.findings[0].message
 
 
@@ -169,13 +169,13 @@ def test_the_schema_that_holds_passes_each_question_s_fix(asks):
 @pytest.mark.parametrize(
     ("asks", "expected"),
     [
-        ("version", ["version_not_pinned"] + ["field_not_required"] * 4),
+        ("version", ["version_not_pinned"] * 4 + ["field_not_required"] * 4),
         ("units", ["field_without_unit"] * 6),
-        ("A16", ["unit_not_fixed"] * 3 + ["unit_not_required"] * 3),
+        ("A16", ["unit_not_fixed"] * (3 + 6) + ["unit_not_required"] * 3),  # every drawn size but the one in MB
         ("A17", ["submodel_type_unchecked"] * 3),
         (
             "compatibility",
-            ["compatibility_not_required"] + ["compatibility_incomplete"] * 4 + ["range_not_machine_readable"],
+            ["compatibility_not_required"] + ["compatibility_incomplete"] * 4 + ["range_not_machine_readable"] * 4,
         ),
     ],
 )
@@ -199,6 +199,16 @@ def test_v48_names_the_size_field_left_without_a_unit():
     }
     report = check_schema(optional, "package-metadata", asks="units")
     assert [f.detail["field"] for f in report.findings] == ["memory/device_memory_required"]
+    # And only when it must be a unit: required, but any string.
+    free = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    free["$defs"]["size_on_a_board"] = {
+        "type": "object",
+        "required": ["value", "unit"],
+        "properties": {"value": {"type": "integer", "maximum": 2**36}, "unit": {"type": "string"}},
+    }
+    report = check_schema(free, "package-metadata", asks="units")
+    assert codes(report) == ["accepts_defect", "field_without_unit"]  # A16's MB too: V08's check says so
+    assert report.findings[1].detail["field"] == "memory/device_memory_required"
 
 
 def test_v48_finds_a_unit_given_through_a_reference_in_a_branch():
@@ -213,7 +223,7 @@ def test_v33_refuses_a16_whatever_its_unit():
     schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
     schema["$defs"]["size_on_a_board"]["oneOf"][0]["properties"]["value"] = {"type": "integer"}  # any bytes
     report = check_schema(schema, "package-metadata", asks="A16")
-    assert codes(report) == ["unit_not_fixed"]
+    assert codes(report) == ["unit_not_fixed"] * 2  # A16's 16 TiB in B, and the size drawn in B
     assert "written as 17592186044416 B" in report.findings[0].message
 
 
@@ -239,3 +249,66 @@ def test_v46_refuses_a_range_in_words_and_a_missing_key():
     report = check_schema(schema, "package-metadata", asks="compatibility")
     assert codes(report) == ["compatibility_incomplete", "range_not_machine_readable"]
     assert report.findings[0].detail["key"] == "firmware"
+
+
+# A vendor's schema that knows the checks rather than holding the fix: each passed its question's check before.
+
+
+def test_v48_counts_no_unit_in_a_branch_the_value_never_takes():
+    """Sizes of any integer, their unit in a branch for strings: the check's probe is a string, the sizes are not."""
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["$defs"]["bytes"] = {"anyOf": [{"type": "integer"}, {"type": "string", "unit": "B"}]}
+    report = check_schema(schema, "package-metadata", asks="units")
+    assert codes(report) == ["field_without_unit"] * 5
+    assert "memory/chiplets/*/dram" in report.findings[0].message
+    under_not = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    under_not["$defs"]["bytes"] = {"type": "integer", "not": {"type": "string", "unit": "B"}}
+    assert codes(check_schema(under_not, "package-metadata", asks="units")) == ["field_without_unit"] * 5
+
+
+def test_v48_refuses_a_unit_said_in_a_description_only():
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["$defs"]["bytes"] = {"type": "integer", "minimum": 0, "description": "in bytes (B)"}
+    assert codes(check_schema(schema, "package-metadata", asks="units")) == ["field_without_unit"] * 5
+
+
+def test_v33_refuses_a_schema_that_knows_the_sizes_probed():
+    """A16's 16 MiB-or-16 TiB restated in each unit refused by value, 32 TiB and any other size accepted."""
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["$defs"]["size_on_a_board"] = {
+        "type": "object",
+        "required": ["value", "unit"],
+        "properties": {
+            "unit": {"enum": ["B", "KB", "KiB", "MB", "MiB", "GB", "GiB"]},
+            "value": {"not": {"enum": [16777216, 17592186044416, 17179869184, 16384]}},
+        },
+    }
+    report = check_schema(schema, "package-metadata", asks="A16", seed=5)
+    assert codes(report) == ["unit_not_fixed"] * 7
+    assert report.checked["seed"] == 5 and len(report.checked["impossible_sizes"]) == 7
+    assert "more than 1 TiB" in report.findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (("driver", {"type": "string"}), "driver"),
+        (("firmware", {"type": "string"}), "firmware"),
+        (("calrt", {"type": "string", "not": {"const": "0.7.6 or any later release"}}), "calrt"),
+        (("chip", {}), "chip"),
+    ],
+    ids=["driver-in-words", "firmware-in-words", "calrt-knowing-the-words-probed", "chips-in-a-sentence"],
+)
+def test_v46_refuses_each_range_in_words(change, key):
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["properties"]["compatibility"]["properties"][change[0]] = change[1]
+    report = check_schema(schema, "package-metadata", asks="compatibility")
+    assert codes(report) == ["range_not_machine_readable"]
+    assert report.findings[0].detail["key"] == key
+
+
+def test_v47_refuses_a_schema_that_knows_the_version_probed():
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    schema["properties"]["schema_version"] = {"not": {"const": 999}}
+    report = check_schema(schema, "package-metadata", asks="version")
+    assert [f.detail["version"] for f in report.findings] == [1, 3, "2"]

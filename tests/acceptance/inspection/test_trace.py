@@ -193,8 +193,10 @@ events = [{"name": r["op"], "ph": "X", "pid": 1, "tid": r["chiplet"], "ts": r["s
           for r in records]
 json.dump(events, open("chrome-trace.json", "w"))
 """
+    record = {"type": "object", "required": ["start_ns", "ns"], "properties": {"start_ns": {"type": "integer"}}}
+    schema = {"type": "object", "properties": {"records": {"type": "array", "items": record}}}
     report = check_trace_delivery(
-        trace_delivery(tmp_path / "d", schema={"type": "object"}, sample=sample, fields=fields, converter=converter)
+        trace_delivery(tmp_path / "d", schema=schema, sample=sample, fields=fields, converter=converter)
     )
     assert report.passed, report.findings
 
@@ -365,3 +367,104 @@ def test_the_panel_names_the_instant_or_counter_that_differs(tmp_path):
     assert _trace_mismatch(changed.checked["first_mismatch"]) == (
         "counter hbm_bytes: the sample says 65536 at 2.0 µs, the Chrome trace 1 at 2.0 µs"
     )
+
+
+def _varied_as_it_was(sample: dict) -> dict:
+    """The one varied sample every check used to run: the last event left out, 1000 µs later, the clock doubled."""
+    varied = copy.deepcopy(sample)
+    del varied["records"][-1]
+    shift = 1000 * sample["clock_hz"] // 10**6
+    for record in varied["records"]:
+        record["start_cycle"] += shift
+    varied["clock_hz"] *= 2
+    return varied
+
+
+def test_a_canned_chrome_trace_for_each_run_fails(tmp_path):
+    """A converter that counts the records it reads and copies one of two Chrome traces made beforehand: it passed
+    while the varied sample was the same for every check."""
+    root = trace_delivery(tmp_path / "d")
+    (root / "sample-trace.json").write_text(json.dumps(_converted(VENDOR_TRACE_SAMPLE)))
+    (root / "varied-trace.json").write_text(json.dumps(_converted(_varied_as_it_was(VENDOR_TRACE_SAMPLE))))
+    (root / "convert.txt").write_text(
+        'if [ "$(grep -o start_cycle trace.in | wc -l)" -eq 4 ]; then cp sample-trace.json chrome-trace.json; '
+        "else cp varied-trace.json chrome-trace.json; fi\n"
+    )
+    for seed in range(3):
+        report = check_trace_delivery(root, seed=seed)
+        assert report.findings and report.findings[0].message.startswith("on the sample varied"), report.findings
+        assert report.checked["varied"]["seed"] == seed
+
+
+def test_the_varied_sample_differs_from_one_check_to_the_next(tmp_path):
+    root = trace_delivery(tmp_path / "d")
+    hows = {check_trace_delivery(root, seed=seed).checked["varied"]["how"] for seed in range(4)}
+    assert len(hows) == 4
+
+
+NAN_TIMES = """import json
+trace = json.load(open("trace.in"))
+begins = [{"name": r["op"], "ph": "B", "pid": 0, "tid": r["chiplet"], "ts": float("nan")} for r in trace["records"]]
+ends = [{"ph": "E", "pid": 0, "tid": r["chiplet"], "ts": float("nan")} for r in trace["records"]]
+json.dump({"traceEvents": begins + ends}, open("chrome-trace.json", "w"))
+"""
+
+
+def test_a_chrome_trace_timed_nan_fails_as_not_json(tmp_path):
+    """NaN is no JSON number, and a time compared with NaN is never off: begin and end events at NaN passed every
+    comparison of a sample without nesting."""
+    sample = {
+        "clock_hz": 1_000_000_000,
+        "records": [
+            {"op": "a", "chiplet": 0, "start_cycle": 0, "cycles": 4000},
+            {"op": "b", "chiplet": 0, "start_cycle": 5000, "cycles": 1000},
+            {"op": "c", "chiplet": 1, "start_cycle": 5000, "cycles": 9000},
+        ],
+    }
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", sample=sample, converter=NAN_TIMES))
+    assert codes(report) == ["not_json"]
+    assert "chrome-trace.json is not JSON: NaN is not JSON" in report.findings[0].message
+
+
+def test_a_sample_timed_nan_fails_as_not_json(tmp_path):
+    """A sample's NaN start made any time the converter wrote for that event right."""
+    root = trace_delivery(tmp_path / "d", schema={"type": "object"})
+    (root / "sample.json").write_text(
+        json.dumps(VENDOR_TRACE_SAMPLE).replace('"start_cycle": 4000', '"start_cycle": NaN')
+    )
+    report = check_trace_delivery(root)
+    assert codes(report) == ["not_json"] and "sample.json" in report.findings[0].message
+    (root / "sample.json").write_text(
+        json.dumps(VENDOR_TRACE_SAMPLE).replace('"start_cycle": 4000', '"start_cycle": 1e999')
+    )
+    assert "past a double's range" in check_trace_delivery(root).findings[0].message
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        ({"type": "object"}, "without its start (start_cycle)"),
+        (
+            {**VENDOR_TRACE_SCHEMA, "properties": {**VENDOR_TRACE_SCHEMA["properties"], "records": {"type": "array"}}},
+            "without its start (start_cycle)",
+        ),
+    ],
+    ids=["any-object", "records-of-anything"],
+)
+def test_a_trace_schema_that_describes_no_event_fails(tmp_path, schema, said):
+    """The schema of the vendor's format: one that accepts any object, or records of anything, describes nothing."""
+    report = check_trace_delivery(trace_delivery(tmp_path / "d", schema=schema))
+    assert codes(report)[0] == "schema_describes_no_event"
+    assert said in report.findings[0].message
+
+
+def test_a_counter_holding_every_value_of_the_sample_fails(tmp_path):
+    """Each counter event with all the sample's counter values in its args: its own value was among them."""
+    every = MARKED_CONVERTER.replace(
+        '"args": {"bytes": counter["bytes"]}',
+        '"args": {f"v{i}": c["bytes"] for i, c in enumerate(trace["counters"])}',
+    )
+    assert every != MARKED_CONVERTER
+    report = _marked(tmp_path / "d", converter=every)
+    assert codes(report) == ["counter_mismatch"]
+    assert "has args values 65536, 131072" in report.findings[0].message
