@@ -64,7 +64,8 @@ def browser():
 @pytest.fixture
 def page(browser, live_server):
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(10_000)
+    # Playwright's own default: at load 14 on two cores a page's first load took over 10 s.
+    context.set_default_timeout(30_000)
     page = context.new_page()
     yield page
     context.close()
