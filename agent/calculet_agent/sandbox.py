@@ -31,6 +31,7 @@ a run, starts it, watches it and ends it (`_prepare`, `_start`, `_Supervision`).
 standard library, so that a program without Django can run it.
 """
 
+import ast
 import contextlib
 import ctypes
 import itertools
@@ -41,6 +42,7 @@ import resource
 import selectors
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -213,15 +215,17 @@ def _bwrap_argv(
 def _runner_view(workdir: Path, cwd: Path, argv: list[str]) -> list[str]:
     """bwrap's mounts for one run: the working directory read-write at its own path (the job names files by
     absolute path). When the runner's user is not the worker's, the Python running this worker, the
-    directories it imports from (an editable install's source tree: the simulator's, this package's) and the
-    files the runner's command names by absolute path (its script) are bound read-only too, and a parent of any
-    of these closed to other users (pytest's 0700 temporary root, a checkout in `mktemp -d`, a Python under
-    /root) is replaced by a read-only tmpfs holding only the way down to what is bound there."""
+    directories it imports from (`sys.path`), the source trees of its editable installs (`_editable_sources`:
+    the simulator's, this package's) and the files the runner's command names by absolute path (its script) are
+    bound read-only too, and a parent of any of these closed to other users (pytest's 0700 temporary root, a
+    checkout in `mktemp -d`, a Python under /root) is replaced by a read-only tmpfs holding only the way down
+    to what is bound there."""
     view = ["--bind", str(workdir), str(workdir), "--chdir", str(cwd)]
     if os.geteuid() != 0:
         return view
     named = {Path(word).resolve() for word in argv[1:] if Path(word).is_absolute() and Path(word).is_file()}
-    wanted = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *_import_roots(), *named})
+    python = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    wanted = sorted({*python, *_import_roots(), *_editable_sources(), *named})
     read_only = [path for path in wanted if not any(path != other and path.is_relative_to(other) for other in wanted)]
     covers: list[Path] = []
     ways: list[Path] = []
@@ -250,6 +254,33 @@ def _runner_view(workdir: Path, cwd: Path, argv: list[str]) -> list[str]:
 def _import_roots() -> set[Path]:
     """The directories on `sys.path`, without the interpreter's own and the working directory ("")."""
     return {Path(entry).resolve() for entry in sys.path if entry and Path(entry).is_dir()}
+
+
+def _editable_sources() -> set[Path]:
+    """The source trees of this Python's editable installs (`pip install -e`) that are not on `sys.path`:
+    setuptools maps an editable project's packages to its checkout in an `__editable__` finder in site-packages,
+    which the runner's Python loads, not a directory on `sys.path` (a `.pth` file's directory is on it). The
+    finder is read as text: nothing of site-packages is imported here."""
+    found = [
+        path
+        for site_packages in site.getsitepackages()
+        for finder in Path(site_packages).glob("__editable___*_finder.py")
+        for path in _finder_paths(finder)
+    ]
+    return {Path(entry).resolve() for entry in found if Path(entry).exists()}
+
+
+def _finder_paths(finder: Path) -> list[str]:
+    """The paths in a setuptools `__editable__` finder's `MAPPING` (package: its directory) and `NAMESPACES`
+    (namespace package: its directories), both literals at the module's top level."""
+    paths: list[str] = []
+    for statement in ast.parse(finder.read_text()).body:
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
+            if statement.target.id == "MAPPING":
+                paths += ast.literal_eval(statement.value).values()
+            elif statement.target.id == "NAMESPACES":
+                paths += [path for directories in ast.literal_eval(statement.value).values() for path in directories]
+    return paths
 
 
 def _bwrap_usable(uid: int, gid: int) -> str | None:

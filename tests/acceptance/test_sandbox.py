@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+import venv
 from pathlib import Path
 
 import pytest
@@ -477,6 +478,47 @@ def test_the_sandbox_runs_with_only_the_standard_library(tmp_path):
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["True", "ran", "['calculet_agent']"]
+
+
+def test_a_runner_imports_the_editable_install_of_a_checkout_in_a_closed_directory(tmp_path):
+    # A checkout in `mktemp -d` (0700), its venv inside, and a project installed editable there: setuptools
+    # sends its package's imports to the checkout through a finder in site-packages, not a directory on sys.path.
+    # A root worker's runner runs as nobody, who cannot pass the closed directory: the sandbox binds what the
+    # finder names (before it did, the runner failed with "No module named 'flatpkg'").
+    closed = Path(tempfile.mkdtemp(prefix="calculet-sandbox-checkout-"))
+    assert closed.stat().st_mode & 0o777 == 0o700
+    project = closed / "project"
+    (project / "flatpkg").mkdir(parents=True)
+    (project / "flatpkg" / "__init__.py").write_text("WHERE = __file__\n")
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "flatpkg"\nversion = "1"\n[tool.setuptools]\npackages = ["flatpkg"]\n'
+    )
+    python = closed / "venv" / "bin" / "python"
+    runner = "import flatpkg; print(flatpkg.WHERE)"
+    worker = (
+        "import sys, tempfile\n"
+        f"sys.path.insert(0, {str(sandbox.PACKAGE_ROOT)!r})\n"
+        "from pathlib import Path\n"
+        "from calculet_agent import sandbox\n"
+        "limits = sandbox.Limits(wall_seconds=60, memory_bytes=2**30, output_bytes=2**20, file_bytes=2**20,"
+        " workdir_bytes=2**20)\n"
+        "seen = []\n"
+        f"outcome = sandbox.run_sandboxed([sys.executable, '-c', {runner!r}], workdir=Path({str(tmp_path)!r}),"
+        " env=sandbox.scrubbed_environment(), limits=limits, on_output=lambda stream, chunk: seen.append(chunk))\n"
+        "print(outcome.isolation.user, outcome.exit_code, b''.join(seen).decode())"
+    )
+    try:
+        venv.EnvBuilder().create(closed / "venv")
+        install = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "-e", project]
+        subprocess.run(install, check=True, capture_output=True, timeout=600)
+        site_packages = next((closed / "venv" / "lib").glob("python*/site-packages"))
+        assert list(site_packages.glob("__editable___flatpkg_*_finder.py")), "installed through a finder"
+        ran = subprocess.run([python, "-c", worker], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(closed)
+    assert ran.returncode == 0, ran.stderr
+    user = "nobody" if os.geteuid() == 0 else WORKER_USER
+    assert ran.stdout.split() == [user, "0", str(project / "flatpkg" / "__init__.py")], ran.stdout
 
 
 def write_result(path: Path, **fields):
