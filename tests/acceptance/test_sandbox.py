@@ -389,6 +389,60 @@ def test_a_runner_that_daemonises_has_it_named_in_its_verdict(tmp_path, sandbox_
     assert finding["severity"] == "warning" and "daemonised" in finding["message"]
 
 
+def test_a_daemon_that_leaves_just_before_the_runner_exits_is_counted_under_bubblewrap(tmp_path):
+    # The daemon calls setsid and forks at once, while the supervisor is held in on_output, and the runner exits
+    # as soon as it is up: no poll sees it. The supervisor is held until it is gone, so that what it finds after
+    # is only what the namespace reported (before the census, the kernel killed it with the namespace, counted
+    # nowhere: detached_processes 0).
+    token = uuid.uuid4().hex
+    daemon = "import os, time\nos.setsid()\nif os.fork(): os._exit(0)\nopen('up', 'w').close()\ntime.sleep(300)"
+    code = (
+        "import os, subprocess, sys, time\n"
+        "print('ready', flush=True)\n"
+        "while not os.path.exists('go'): time.sleep(0.01)\n"
+        f"subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
+        "while not os.path.exists('up'): time.sleep(0.01)\n"
+    )
+
+    def hold_the_supervisor(stream: str, chunk: bytes) -> None:
+        if b"ready" in chunk:
+            (tmp_path / "go").touch()
+            assert wait_until(lambda: (tmp_path / "up").exists())
+            assert wait_until(lambda: processes_with(token) == [])
+
+    try:
+        outcome, _ = run_python(code, tmp_path, sandbox.host(), on_output=hold_the_supervisor)
+    finally:
+        kill_all(processes_with(token))
+    assert outcome.clean_exit, outcome.reason
+    assert outcome.detached_processes == 1
+    write_result(tmp_path / "result.json")
+    verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
+    assert verdict.verdict == stages.PASS
+    finding = next(f for f in verdict.findings if f["code"] == "processes_left_behind")
+    assert "left 1 process(es) to outlive it" in finding["message"]
+
+
+def test_a_runner_that_waits_for_its_children_has_no_finding(tmp_path, sandbox_host):
+    # Children run and waited for (a shell's background job among them, a fork the last thing before the exit):
+    # nothing outlives the runner, run after run.
+    code = (
+        "import os, subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+        "subprocess.run(['/bin/sh', '-c', '/bin/true & wait'], check=True)\n"
+        "pid = os.fork()\n"
+        "if pid == 0: os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    for _ in range(5):
+        outcome, _ = run_python(code, tmp_path, sandbox_host)
+        assert outcome.clean_exit, outcome.reason
+        assert outcome.detached_processes == 0
+        write_result(tmp_path / "result.json")
+        verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
+        assert [f for f in verdict.findings if f["code"] == "processes_left_behind"] == []
+
+
 def test_a_runner_that_leaves_an_orphan_in_its_session_has_it_named_in_its_verdict(tmp_path):
     # No setsid and no lingering: the child forks and exits at once, so its orphan is never in a session of its
     # own and is no descendant of the runner when the runner exits 0. It is still in the runner's session. On
