@@ -642,7 +642,9 @@ class Bubblewrap(Stack):
         self.info = os.pipe()
         self.census = os.pipe()
         view = _runner_view(workdir, cwd, argv)
-        census = [sys.executable, "-S", "-I", str(CENSUS), str(self.census[1])]
+        # The interpreter itself, not a venv's link to it: its standard library is all the census needs, and it
+        # is bound in (`_runner_view`) even for a worker started with -S, whose sys.prefix is not its venv's.
+        census = [str(Path(sys.executable).resolve()), "-S", "-I", str(CENSUS), str(self.census[1])]
         return [*_bwrap_argv(self.bwrap, self.host.uid, self.host.gid, view, devices, self.info[1], census), *argv]
 
     def pass_fds(self) -> tuple[int, ...]:
@@ -674,14 +676,16 @@ class Bubblewrap(Stack):
         """What the census counted in the namespace once the runner had exited on its own; what the polls saw
         when a limit ended the run, or when the census wrote nothing (the runner's user killed it: a worker
         that is not root runs both as one user, and the run ends as killed by that signal)."""
-        counted = b""
+        report = b""
         if self.census is not None:
             os.set_blocking(self.census[0], False)
             with contextlib.suppress(BlockingIOError):
-                counted = os.read(self.census[0], 64)
+                while chunk := os.read(self.census[0], 65536):
+                    report += chunk
             os.close(self.census[0])
-        if exited and counted.strip().isdigit():
-            return int(counted)
+        counted = report.splitlines()[-1:]  # the census's own line is the last (`CENSUS`)
+        if exited and counted and counted[0].isdigit():
+            return int(counted[0])
         return super().left_behind(tree, exited=exited)
 
     def abandon(self) -> None:

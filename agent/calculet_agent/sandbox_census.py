@@ -5,20 +5,19 @@ exit ends bwrap's init, and with it the namespace, whose last processes the kern
 
 No process escapes the count: every one in the namespace descends from COMMAND, a signal sent to all
 (`kill(-1)`) reaches a child whose fork is under way as well, and the count waits until each has stopped. The
-census runs as the worker's user (root: the runner, `nobody`, can neither signal nor trace it), is not dumpable
-(a runner of the same user cannot open its file descriptors) and keeps FD from COMMAND. Standard library only,
-and nothing of this package: it runs with `-S -I`.
+census runs as the worker's user (root: the runner, `nobody`, can neither signal nor trace it) and keeps FD from
+COMMAND; its count is the last line on FD, written once every other process has stopped, so a runner of the
+same user that opened FD through /proc cannot write after it. Standard library only, and nothing of this
+package: it runs with `-S -I`, and imports only what costs nothing to start.
 """
 
-import contextlib
-import ctypes
 import os
-import signal
 import sys
 import time
 
-PR_SET_DUMPABLE = 4
 INIT = 1
+# signal.SIGSTOP on Linux, without the signal module, whose import of enum is most of a census's start-up.
+SIGSTOP = 19
 STOPPED = ("T", "t")
 DEAD = ("Z", "X")
 STOP_SECONDS = 5
@@ -50,11 +49,22 @@ def left_in_namespace() -> int:
         time.sleep(0.001)
 
 
+def in_bwraps_namespace() -> bool:
+    """Whether this is bwrap's command in a PID namespace of its own (its parent is the namespace's init, bwrap):
+    anywhere else a signal to all would reach every process the user may signal."""
+    try:
+        with open(f"/proc/{INIT}/comm") as comm:
+            return os.getppid() == INIT and comm.read().strip() == "bwrap"
+    except OSError:
+        return False
+
+
 def main() -> None:
+    if not in_bwraps_namespace():
+        sys.exit("calculet sandbox: the census runs only as bwrap's command, in a PID namespace of its own")
     report = int(sys.argv[1])
     command = sys.argv[2:]
     os.set_inheritable(report, False)
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     runner = os.fork()
     if runner == 0:
         try:
@@ -63,9 +73,13 @@ def main() -> None:
             print(f"calculet sandbox: cannot run {command[0]}: {error}", file=sys.stderr)
         os._exit(127)
     _, status = os.waitpid(runner, 0)
-    with contextlib.suppress(ProcessLookupError):  # nothing else is left
-        os.kill(-1, signal.SIGSTOP)
-    os.write(report, f"{left_in_namespace()}\n".encode())
+    try:
+        os.kill(-1, SIGSTOP)
+    except ProcessLookupError:  # no other process is left
+        left = 0
+    else:
+        left = left_in_namespace()
+    os.write(report, f"{left}\n".encode())
     code = os.waitstatus_to_exitcode(status)
     sys.exit(128 - code if code < 0 else code)  # killed by signal n: 128 + n, as bwrap reports it
 

@@ -423,6 +423,16 @@ def test_a_daemon_that_leaves_just_before_the_runner_exits_is_counted_under_bubb
     assert "left 1 process(es) to outlive it" in finding["message"]
 
 
+def test_the_census_refuses_to_run_outside_bwraps_namespace(tmp_path):
+    # Its signal to all stops every process its user may signal: outside bwrap's namespace, a host's. Here it
+    # is PID 1 of a namespace of unshare's, where a census that did not refuse would stop only what is in it.
+    unshare = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]
+    census = [sys.executable, "-S", "-I", str(sandbox.CENSUS), "1", "/bin/echo", "ran"]
+    ran = subprocess.run([*unshare, *census], capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout) == (1, ""), ran.stderr
+    assert "the census runs only as bwrap's command, in a PID namespace of its own" in ran.stderr
+
+
 def test_a_runner_that_waits_for_its_children_has_no_finding(tmp_path, sandbox_host):
     # Children run and waited for (a shell's background job among them, a fork the last thing before the exit):
     # nothing outlives the runner, run after run.
