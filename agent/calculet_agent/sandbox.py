@@ -4,7 +4,9 @@ The command runs under bubblewrap (`bwrap`), as an unprivileged user, in a worki
 with a scrubbed environment and these limits, each of which ends the run with a reason that says which:
 
 - its own PID namespace: when the run ends, bwrap's init inside it dies and the kernel kills every process
-  left in the namespace, `setsid` or not; the supervisor returns only once they are gone;
+  left in the namespace, `setsid` or not; the supervisor returns only once they are gone. Inside, the census
+  (`sandbox_census.py`) starts the runner and, once it has exited on its own, stops and counts what it left
+  there before the namespace goes (`Outcome.detached_processes`, exact on this stack);
 - memory, for the whole process tree together: a cgroup v2 of the run's own (`memory.max`, OOM-killed as one
   group) where the worker's cgroup is delegated with the memory controller; otherwise the supervisor sums the
   tree's proportional set size (PSS) every MEMORY_POLL_SECONDS and kills the namespace past the limit.
@@ -20,10 +22,10 @@ with a scrubbed environment and these limits, each of which ends the run with a 
 
 Where bwrap cannot run here (not installed, or the kernel refuses it user namespaces), the command runs in
 its own session and process group, as the same user, and each outcome says what was in force (`Isolation`):
-no PID namespace (the supervisor kills every descendant it saw, but one that double-forks between two
-polls escapes), the host's filesystem as far as that user may write it, and for the network only the audit
-hook that Python runners load. The child also asks the kernel for SIGKILL when its parent dies, so a killed
-worker leaves no runner behind.
+no PID namespace (the supervisor kills and counts every descendant it saw, but one that double-forks
+between two polls escapes both), the host's filesystem as far as that user may write it, and for the network
+only the audit hook that Python runners load. The child also asks the kernel for SIGKILL when its parent
+dies, so a killed worker leaves no runner behind.
 
 The two are the isolation stacks `Bubblewrap` and `Session` (`Stack`), and the memory limit's two methods
 `Cgroup` and `PssPoll` (`MemoryLimit`); `host()` chooses both once per process. `run_sandboxed` prepares
@@ -31,6 +33,7 @@ a run, starts it, watches it and ends it (`_prepare`, `_start`, `_Supervision`).
 standard library, so that a program without Django can run it.
 """
 
+import ast
 import contextlib
 import ctypes
 import itertools
@@ -41,6 +44,7 @@ import resource
 import selectors
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -53,6 +57,7 @@ from typing import IO, ClassVar, Protocol, cast
 # The directory holding this package (in a source tree, `agent/`): `python -S` run here imports it.
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 SITE_DIR = Path(__file__).resolve().parent / "sandbox_site"
+CENSUS = Path(__file__).resolve().parent / "sandbox_census.py"
 NETWORK_DENIED_EXIT = 97
 NETWORK_DENIED_MARKER = "CALCULET-SANDBOX: network access denied"
 
@@ -183,13 +188,20 @@ def _runner_account() -> tuple[str, int, int]:
 
 
 def _bwrap_argv(
-    bwrap: str, uid: int, gid: int, view: list[str], devices: tuple[str, ...] = (), info_fd: int | None = None
+    bwrap: str,
+    uid: int,
+    gid: int,
+    view: list[str],
+    devices: tuple[str, ...] = (),
+    info_fd: int | None = None,
+    census: list[str] | None = None,
 ) -> list[str]:
     """bwrap's arguments up to the runner's command. A root worker runs bwrap as root, so that it can mount
     what the runner's user could not reach (`_runner_view`), and `setpriv` turns into that user, without
     capabilities, before the command; any other worker runs bwrap as itself in a user namespace. `devices`
     are the host's device nodes the runner may use (a board's), in the otherwise minimal /dev. `info_fd`:
-    where bwrap writes the pid of the namespace's init (`_namespace_init`)."""
+    where bwrap writes the pid of the namespace's init (`_namespace_init`). `census`: the command that starts
+    the runner inside the namespace and counts what it leaves there (`CENSUS`), as the worker's user."""
     as_root = os.geteuid() == 0
     become = ["--reuid", str(uid), "--regid", str(gid), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
     return [
@@ -206,6 +218,7 @@ def _bwrap_argv(
         *view,
         *(["--info-fd", str(info_fd)] if info_fd is not None else []),
         "--",
+        *(census or []),
         *(["setpriv", *become, "--no-new-privs", "--"] if as_root else []),
     ]  # fmt: skip
 
@@ -213,15 +226,17 @@ def _bwrap_argv(
 def _runner_view(workdir: Path, cwd: Path, argv: list[str]) -> list[str]:
     """bwrap's mounts for one run: the working directory read-write at its own path (the job names files by
     absolute path). When the runner's user is not the worker's, the Python running this worker, the
-    directories it imports from (an editable install's source tree: the simulator's, this package's) and the
-    files the runner's command names by absolute path (its script) are bound read-only too, and a parent of any
-    of these closed to other users (pytest's 0700 temporary root, a checkout in `mktemp -d`, a Python under
-    /root) is replaced by a read-only tmpfs holding only the way down to what is bound there."""
+    directories it imports from (`sys.path`), the source trees of its editable installs (`_editable_sources`:
+    the simulator's, this package's), the census (`CENSUS`) and the files the runner's command names by
+    absolute path (its script) are bound read-only too, and a parent of any of these closed to other users
+    (pytest's 0700 temporary root, a checkout in `mktemp -d`, a Python under /root) is replaced by a read-only
+    tmpfs holding only the way down to what is bound there."""
     view = ["--bind", str(workdir), str(workdir), "--chdir", str(cwd)]
     if os.geteuid() != 0:
         return view
     named = {Path(word).resolve() for word in argv[1:] if Path(word).is_absolute() and Path(word).is_file()}
-    wanted = sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *_import_roots(), *named})
+    python = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve()}
+    wanted = sorted({*python, CENSUS, *_import_roots(), *_editable_sources(), *named})
     read_only = [path for path in wanted if not any(path != other and path.is_relative_to(other) for other in wanted)]
     covers: list[Path] = []
     ways: list[Path] = []
@@ -250,6 +265,33 @@ def _runner_view(workdir: Path, cwd: Path, argv: list[str]) -> list[str]:
 def _import_roots() -> set[Path]:
     """The directories on `sys.path`, without the interpreter's own and the working directory ("")."""
     return {Path(entry).resolve() for entry in sys.path if entry and Path(entry).is_dir()}
+
+
+def _editable_sources() -> set[Path]:
+    """The source trees of this Python's editable installs (`pip install -e`) that are not on `sys.path`:
+    setuptools maps an editable project's packages to its checkout in an `__editable__` finder in site-packages,
+    which the runner's Python loads, not a directory on `sys.path` (a `.pth` file's directory is on it). The
+    finder is read as text: nothing of site-packages is imported here."""
+    found = [
+        path
+        for site_packages in site.getsitepackages()
+        for finder in Path(site_packages).glob("__editable___*_finder.py")
+        for path in _finder_paths(finder)
+    ]
+    return {Path(entry).resolve() for entry in found if Path(entry).exists()}
+
+
+def _finder_paths(finder: Path) -> list[str]:
+    """The paths in a setuptools `__editable__` finder's `MAPPING` (package: its directory) and `NAMESPACES`
+    (namespace package: its directories), both literals at the module's top level."""
+    paths: list[str] = []
+    for statement in ast.parse(finder.read_text()).body:
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.value:
+            if statement.target.id == "MAPPING":
+                paths += ast.literal_eval(statement.value).values()
+            elif statement.target.id == "NAMESPACES":
+                paths += [path for directories in ast.literal_eval(statement.value).values() for path in directories]
+    return paths
 
 
 def _bwrap_usable(uid: int, gid: int) -> str | None:
@@ -570,14 +612,21 @@ class Stack(ABC):
         signal_number = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         return exit_code, signal_number
 
+    def left_behind(self, tree: ProcessTree, *, exited: bool) -> int:
+        """How many processes the runner left to outlive it, once the tree is gone; `exited`: on its own, not
+        ended by a limit. Here: every process the polls saw leave the runner's session, and when it exited,
+        every one still in its session or process group then (`ProcessTree`)."""
+        return len(tree.detached)
+
     @abstractmethod
     def abandon(self) -> None:
         """Release what `command` set up, when the run cannot start."""
 
 
 class Bubblewrap(Stack):
-    """bwrap's namespaces: a PID namespace whose init the run waits for, a network with only a loopback, the
-    host's filesystem read-only but for the working directory, `nobody` through `setpriv` for a root worker."""
+    """bwrap's namespaces: a PID namespace whose init the run waits for and whose census starts the runner and
+    counts what it leaves there (`CENSUS`), a network with only a loopback, the host's filesystem read-only but
+    for the working directory, `nobody` through `setpriv` for a root worker."""
 
     pid_namespace = True
     network = NAMESPACE
@@ -587,19 +636,26 @@ class Bubblewrap(Stack):
         super().__init__(sandbox_host)
         self.bwrap = bwrap
         self.info: tuple[int, int] | None = None  # the pipe bwrap writes its namespace's init to
+        self.census: tuple[int, int] | None = None  # the pipe the census writes its count to
 
     def command(self, argv: list[str], *, workdir: Path, cwd: Path, devices: tuple[str, ...]) -> list[str]:
         self.info = os.pipe()
+        self.census = os.pipe()
         view = _runner_view(workdir, cwd, argv)
-        return [*_bwrap_argv(self.bwrap, self.host.uid, self.host.gid, view, devices, self.info[1]), *argv]
+        # The interpreter itself, not a venv's link to it: its standard library is all the census needs, and it
+        # is bound in (`_runner_view`) even for a worker started with -S, whose sys.prefix is not its venv's.
+        census = [str(Path(sys.executable).resolve()), "-S", "-I", str(CENSUS), str(self.census[1])]
+        return [*_bwrap_argv(self.bwrap, self.host.uid, self.host.gid, view, devices, self.info[1], census), *argv]
 
     def pass_fds(self) -> tuple[int, ...]:
-        return () if self.info is None else (self.info[1],)
+        return () if self.info is None or self.census is None else (self.info[1], self.census[1])
 
     def find_tree(self, pid: int) -> ProcessTree:
         """The tree from bwrap's outer process, with the namespace's init in it from the start, so that the run
         ends only once the init is gone (`_namespace_init`)."""
         tree = ProcessTree(pid)
+        if self.census is not None:
+            os.close(self.census[1])
         if self.info is not None:
             info_read, info_write = self.info
             os.close(info_write)
@@ -616,10 +672,27 @@ class Bubblewrap(Stack):
             return None, exit_code - 128
         return exit_code, signal_number
 
+    def left_behind(self, tree: ProcessTree, *, exited: bool) -> int:
+        """What the census counted in the namespace once the runner had exited on its own; what the polls saw
+        when a limit ended the run, or when the census wrote nothing (the runner's user killed it: a worker
+        that is not root runs both as one user, and the run ends as killed by that signal)."""
+        report = b""
+        if self.census is not None:
+            os.set_blocking(self.census[0], False)
+            with contextlib.suppress(BlockingIOError):
+                while chunk := os.read(self.census[0], 65536):
+                    report += chunk
+            os.close(self.census[0])
+        counted = report.splitlines()[-1:]  # the census's own line is the last (`CENSUS`)
+        if exited and counted and counted[0].isdigit():
+            return int(counted[0])
+        return super().left_behind(tree, exited=exited)
+
     def abandon(self) -> None:
-        if self.info is not None:
-            os.close(self.info[0])
-            os.close(self.info[1])
+        for pipe in (self.info, self.census):
+            if pipe is not None:
+                os.close(pipe[0])
+                os.close(pipe[1])
 
 
 class Session(Stack):
@@ -869,6 +942,7 @@ class _Supervision:
         self.limit_hit: str | None = None
         self.output_bytes = 0
         self.memory_peak = 0
+        self.left_behind = 0
         self.tail = b""
         # The kernel tells the selector when the runner exits (Linux 5.3+), so no polling delay is added per run.
         self.pidfd = os.pidfd_open(process.pid)
@@ -924,6 +998,7 @@ class _Supervision:
             self.limit_hit = MEMORY
         self.memory_peak = self.memory.peak()
         self.memory.remove()
+        self.left_behind = self.stack.left_behind(self.tree, exited=self.limit_hit is None)
         return status, rusage
 
     def outcome(self, status: int, rusage: resource.struct_rusage) -> Outcome:
@@ -941,7 +1016,7 @@ class _Supervision:
             output_bytes=self.output_bytes,
             isolation=self.stack.isolation,
             memory_peak_bytes=self.memory_peak,
-            detached_processes=len(self.tree.detached),
+            detached_processes=self.left_behind,
         )
 
     def _wait(self, deadline: float) -> bool:

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
+import venv
 from pathlib import Path
 
 import pytest
@@ -388,6 +389,70 @@ def test_a_runner_that_daemonises_has_it_named_in_its_verdict(tmp_path, sandbox_
     assert finding["severity"] == "warning" and "daemonised" in finding["message"]
 
 
+def test_a_daemon_that_leaves_just_before_the_runner_exits_is_counted_under_bubblewrap(tmp_path):
+    # The daemon calls setsid and forks at once, while the supervisor is held in on_output, and the runner exits
+    # as soon as it is up: no poll sees it. The supervisor is held until it is gone, so that what it finds after
+    # is only what the namespace reported (before the census, the kernel killed it with the namespace, counted
+    # nowhere: detached_processes 0).
+    token = uuid.uuid4().hex
+    daemon = "import os, time\nos.setsid()\nif os.fork(): os._exit(0)\nopen('up', 'w').close()\ntime.sleep(300)"
+    code = (
+        "import os, subprocess, sys, time\n"
+        "print('ready', flush=True)\n"
+        "while not os.path.exists('go'): time.sleep(0.01)\n"
+        f"subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}']).wait()\n"
+        "while not os.path.exists('up'): time.sleep(0.01)\n"
+    )
+
+    def hold_the_supervisor(stream: str, chunk: bytes) -> None:
+        if b"ready" in chunk:
+            (tmp_path / "go").touch()
+            assert wait_until(lambda: (tmp_path / "up").exists())
+            assert wait_until(lambda: processes_with(token) == [])
+
+    try:
+        outcome, _ = run_python(code, tmp_path, sandbox.host(), on_output=hold_the_supervisor)
+    finally:
+        kill_all(processes_with(token))
+    assert outcome.clean_exit, outcome.reason
+    assert outcome.detached_processes == 1
+    write_result(tmp_path / "result.json")
+    verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
+    assert verdict.verdict == stages.PASS
+    finding = next(f for f in verdict.findings if f["code"] == "processes_left_behind")
+    assert "left 1 process(es) to outlive it" in finding["message"]
+
+
+def test_the_census_refuses_to_run_outside_bwraps_namespace(tmp_path):
+    # Its signal to all stops every process its user may signal: outside bwrap's namespace, a host's. Here it
+    # is PID 1 of a namespace of unshare's, where a census that did not refuse would stop only what is in it.
+    unshare = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"]
+    census = [sys.executable, "-S", "-I", str(sandbox.CENSUS), "1", "/bin/echo", "ran"]
+    ran = subprocess.run([*unshare, *census], capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stdout) == (1, ""), ran.stderr
+    assert "the census runs only as bwrap's command, in a PID namespace of its own" in ran.stderr
+
+
+def test_a_runner_that_waits_for_its_children_has_no_finding(tmp_path, sandbox_host):
+    # Children run and waited for (a shell's background job among them, a fork the last thing before the exit):
+    # nothing outlives the runner, run after run.
+    code = (
+        "import os, subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'pass'], check=True)\n"
+        "subprocess.run(['/bin/sh', '-c', '/bin/true & wait'], check=True)\n"
+        "pid = os.fork()\n"
+        "if pid == 0: os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+    )
+    for _ in range(5):
+        outcome, _ = run_python(code, tmp_path, sandbox_host)
+        assert outcome.clean_exit, outcome.reason
+        assert outcome.detached_processes == 0
+        write_result(tmp_path / "result.json")
+        verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
+        assert [f for f in verdict.findings if f["code"] == "processes_left_behind"] == []
+
+
 def test_a_runner_that_leaves_an_orphan_in_its_session_has_it_named_in_its_verdict(tmp_path):
     # No setsid and no lingering: the child forks and exits at once, so its orphan is never in a session of its
     # own and is no descendant of the runner when the runner exits 0. It is still in the runner's session. On
@@ -477,6 +542,47 @@ def test_the_sandbox_runs_with_only_the_standard_library(tmp_path):
     )
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["True", "ran", "['calculet_agent']"]
+
+
+def test_a_runner_imports_the_editable_install_of_a_checkout_in_a_closed_directory(tmp_path):
+    # A checkout in `mktemp -d` (0700), its venv inside, and a project installed editable there: setuptools
+    # sends its package's imports to the checkout through a finder in site-packages, not a directory on sys.path.
+    # A root worker's runner runs as nobody, who cannot pass the closed directory: the sandbox binds what the
+    # finder names (before it did, the runner failed with "No module named 'flatpkg'").
+    closed = Path(tempfile.mkdtemp(prefix="calculet-sandbox-checkout-"))
+    assert closed.stat().st_mode & 0o777 == 0o700
+    project = closed / "project"
+    (project / "flatpkg").mkdir(parents=True)
+    (project / "flatpkg" / "__init__.py").write_text("WHERE = __file__\n")
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "flatpkg"\nversion = "1"\n[tool.setuptools]\npackages = ["flatpkg"]\n'
+    )
+    python = closed / "venv" / "bin" / "python"
+    runner = "import flatpkg; print(flatpkg.WHERE)"
+    worker = (
+        "import sys, tempfile\n"
+        f"sys.path.insert(0, {str(sandbox.PACKAGE_ROOT)!r})\n"
+        "from pathlib import Path\n"
+        "from calculet_agent import sandbox\n"
+        "limits = sandbox.Limits(wall_seconds=60, memory_bytes=2**30, output_bytes=2**20, file_bytes=2**20,"
+        " workdir_bytes=2**20)\n"
+        "seen = []\n"
+        f"outcome = sandbox.run_sandboxed([sys.executable, '-c', {runner!r}], workdir=Path({str(tmp_path)!r}),"
+        " env=sandbox.scrubbed_environment(), limits=limits, on_output=lambda stream, chunk: seen.append(chunk))\n"
+        "print(outcome.isolation.user, outcome.exit_code, b''.join(seen).decode())"
+    )
+    try:
+        venv.EnvBuilder().create(closed / "venv")
+        install = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-deps", "-e", project]
+        subprocess.run(install, check=True, capture_output=True, timeout=600)
+        site_packages = next((closed / "venv" / "lib").glob("python*/site-packages"))
+        assert list(site_packages.glob("__editable___flatpkg_*_finder.py")), "installed through a finder"
+        ran = subprocess.run([python, "-c", worker], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(closed)
+    assert ran.returncode == 0, ran.stderr
+    user = "nobody" if os.geteuid() == 0 else WORKER_USER
+    assert ran.stdout.split() == [user, "0", str(project / "flatpkg" / "__init__.py")], ran.stdout
 
 
 def write_result(path: Path, **fields):
