@@ -76,7 +76,7 @@ def _findings(match: re.Match) -> str:
 
 
 CLAIM_UNSUPPORTED = gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")
-# A judgement's reason names at most this many of its failures (acceptance.judging._coded_verdict).
+# A judgement's reason names at most this many of its failures (acceptance.judging.coded_verdict).
 JUDGED_IN_REASON = 5
 
 

@@ -6,6 +6,7 @@ from npu_sim.client import TIMEOUT_FACTOR, RequestResult, run_call, run_request
 from npu_sim.errors import ErrorCode, code_of
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.golden import compare
+from npu_sim.loaded_calbin import Calbin
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
@@ -28,7 +29,12 @@ def decode(session: Session, tokens: dict[int, int]) -> dict[int, np.ndarray]:
 
 
 def prompt_of(session: Session, length: int, seed: int = 0) -> list[int]:
-    return np.random.default_rng([seed, length]).integers(0, session.calbin.config.vocab, length).tolist()
+    return package_prompt(session.calbin, length, seed)
+
+
+def package_prompt(calbin: Calbin, length: int, seed: int = 0) -> list[int]:
+    """The prompt of `length` tokens a KV probe uses, from the package alone (the caller judges by it too)."""
+    return np.random.default_rng([seed, length]).integers(0, calbin.config.vocab, length).tolist()
 
 
 # kv_manager (K07)

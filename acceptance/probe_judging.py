@@ -1,0 +1,350 @@
+"""calculet's verdict on a probe's own checks from what the runner observed. No ORM here, nothing of Django.
+
+At a stage where a probe has a plan of its own, the runner records what the device did — the positions
+after each KV edit, the code each call returned, logits as BF16 bit patterns, keys and values as the device
+reads them back, counts — in `<probe>-<stage>-observed.npz` beside the result (docs/runner-protocol.md, "A
+probe's observations"). calculet recomputes each of the probe's checks from those observations against its
+own expectations and the package's reference: its verdict replaces the runner's probe verdict. A probe
+whose runner says pass where the observations do not support it fails `claim_unsupported` naming the check;
+a missing observation file, or one without an observation a check needs, is `no_measurement`.
+
+`PROBE_JUDGES` holds one judge per converted probe, by name: for each stage with a plan of the probe's own,
+the function that recomputes that plan's checks. A probe not in it, and a stage where a probe runs the
+stage's routine (judged from the stage's own files), are judged as before (docs/acceptance.md lists which).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from acceptance.judging import (
+    MEASURED_FILES,
+    Judgement,
+    NoReference,
+    Said,
+    code_name,
+    coded_verdict,
+    finding,
+    gettext_noop,
+    package_reference,
+    read_npz,
+    said_by,
+)
+from npu_sim.errors import ErrorCode
+from npu_sim.golden import as_float32, compare
+from npu_sim.loaded_calbin import Calbin
+from npu_sim.probes import kv_shift
+from npu_sim.probes.kv import package_prompt
+
+OBSERVED_FILE = "{probe}-{stage}-observed.npz"
+EQUAL = gettext_noop("%(observation)s: %(observed)s (calculet expects %(expected)s)")
+BOTH = gettext_noop("%(first)s; %(second)s")
+
+
+class ObservationMissing(ValueError):
+    """An observation a check needs is missing or not of its form (`no_measurement`)."""
+
+
+@dataclass
+class Observed:
+    """One probe's observations at one stage, the package they are judged by, and the checks calculet computes."""
+
+    probe: str
+    file: str
+    arrays: dict[str, np.ndarray]
+    calbin: Calbin | None
+    checks: list[dict] = field(default_factory=list)
+
+    def package(self) -> Calbin:
+        """The package loaded on calculet's reference; NoReference for one that has none (vendor form)."""
+        if self.calbin is None:
+            raise NoReference("the package has no reference calculet can run (a vendor-form package)")
+        return self.calbin
+
+    def array(self, name: str) -> np.ndarray:
+        if name not in self.arrays:
+            raise ObservationMissing(
+                Said(gettext_noop("%(file)s holds no %(observation)s"), file=self.file, observation=name)
+            )
+        return self.arrays[name]
+
+    def integers(self, name: str) -> list[int]:
+        """A 1-D integer observation (positions, sequences, token ids)."""
+        value = self.array(name)
+        if value.ndim != 1 or (value.size and value.dtype.kind not in "iu"):
+            raise self._not_of_form(name, Said(gettext_noop("a list of integers")))
+        return [int(item) for item in value]
+
+    def integer(self, name: str) -> int:
+        """A 0-d integer observation (a count, a position, a code)."""
+        value = self.array(name)
+        if value.ndim != 0 or value.dtype.kind not in "iu":
+            raise self._not_of_form(name, Said(gettext_noop("an integer")))
+        return int(value)
+
+    def bits(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Logits as BF16 bit patterns of `shape`."""
+        value = self.array(name)
+        if value.dtype != np.uint16 or value.shape != shape:
+            form = Said(gettext_noop("BF16 bit patterns (uint16) of shape %(shape)s"), shape=str(list(shape)))
+            raise self._not_of_form(name, form)
+        return value
+
+    def floats(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
+        """Keys or values as the device reads them back, float32 of `shape`, every one finite."""
+        value = self.array(name)
+        if value.dtype != np.float32 or value.shape != shape or not np.isfinite(value).all():
+            form = Said(gettext_noop("finite float32 values of shape %(shape)s"), shape=str(list(shape)))
+            raise self._not_of_form(name, form)
+        return value
+
+    def _not_of_form(self, name: str, form: Said) -> ObservationMissing:
+        return ObservationMissing(
+            Said(gettext_noop("%(file)s: %(observation)s is not %(form)s"), file=self.file, observation=name, form=form)
+        )
+
+    def check(self, name: str, passed: bool, detail: str) -> None:
+        self.checks.append({"name": name, "passed": bool(passed), "detail": detail})
+
+    def matches(self, expected: dict[str, Any]) -> tuple[bool, Said]:
+        """Whether each named observation is what calculet expects of it (a list of integers, or an integer: a
+        count or a code), and what each is."""
+        passed = True
+        detail: Said | None = None
+        for name, wanted in expected.items():
+            observed: Any = self.integers(name) if isinstance(wanted, list) else self.integer(name)
+            passed = passed and observed == wanted
+            shown = (code_name(observed), code_name(wanted)) if isinstance(wanted, ErrorCode) else (observed, wanted)
+            part = Said(EQUAL, observation=name, observed=str(shown[0]), expected=str(shown[1]))
+            detail = part if detail is None else Said(BOTH, first=detail, second=part)
+        assert detail is not None
+        return passed, detail
+
+    def expect(self, check: str, expected: dict[str, Any]) -> None:
+        self.check(check, *self.matches(expected))
+
+    def same_bits(self, first: str, second: str) -> tuple[bool, Said]:
+        """Whether two observed logits rows, each as wide as the package's vocabulary, are the same bits."""
+        width = (self.package().config.vocab,)
+        a, b = self.bits(first, width), self.bits(second, width)
+        differing = int(np.count_nonzero(a != b))
+        said = Said(
+            gettext_noop(
+                "%(first)s and %(second)s differ in %(differing)s of %(total)s logits (calculet expects none)"
+            ),
+            first=first,
+            second=second,
+            differing=differing,
+            total=len(a),
+        )
+        return differing == 0, said
+
+
+# kv_shift (V26): its runner, golden, failure and integration plans; its soak runs the stage's routine.
+
+
+def _kv_shift_runner(observed: Observed) -> None:
+    observed.expect("remove", {"remove.positions": kv_shift.REMOVED})
+    observed.expect("add", {"add.positions": kv_shift.ADDED})
+    observed.expect("div", {"div.positions": kv_shift.DIVIDED})
+    observed.expect("copy", {"copy.cells": kv_shift.COPIED_CELLS, "copy.positions": kv_shift.COPIED})
+    observed.expect("keep", {"keep.sequences": kv_shift.KEPT})
+    read_back, restored = observed.matches({"state.cells": kv_shift.COPIED_CELLS, "state.positions": kv_shift.COPIED})
+    same, decoded = observed.same_bits("state.source_logits", "state.read_logits")
+    observed.check("state", read_back and same, Said(BOTH, first=restored, second=decoded))
+    observed.expect("context_shift", {"context_shift.positions": kv_shift.SHIFTED})
+    observed.expect("decode_after_edits", {"decode_after_edits.pos_max": kv_shift.NEXT_POSITION})
+
+
+def _kv_shift_golden(observed: Observed) -> None:
+    calbin = observed.package()
+    kept = kv_shift.kept_tokens(package_prompt(calbin, kv_shift.GOLDEN_PROMPT))
+    config = calbin.config
+    shape = (config.kv_heads, len(kept), config.head_dim)
+    for edit, positions in kv_shift.GOLDEN_POSITIONS.items():
+        keys, values = kv_shift.fresh_layer0(calbin, kept, positions)
+        placed = observed.integers(f"{edit}.positions") == positions
+        error = float(np.max(np.abs(observed.floats(f"{edit}.keys", shape) - keys)))
+        limit = kv_shift.kv_tolerance(calbin.k_dtype)
+        said = Said(
+            gettext_noop(
+                "%(observation)s within %(error).2e of calculet's fresh layer-0 keys at positions %(positions)s "
+                "(at most %(limit)s)"
+            ),
+            observation=f"{edit}.keys",
+            error=error,
+            positions=str(positions),
+            limit=limit,
+        )
+        positions_said = Said(
+            EQUAL,
+            observation=f"{edit}.positions",
+            observed=str(observed.integers(f"{edit}.positions")),
+            expected=str(positions),
+        )
+        observed.check(
+            f"{edit}:keys_rerotated", placed and error <= limit, Said(BOTH, first=positions_said, second=said)
+        )
+        if edit == "shift":
+            error = float(np.max(np.abs(observed.floats("shift.values", shape) - values)))
+            limit = kv_shift.kv_tolerance(calbin.v_dtype)
+            said = Said(
+                gettext_noop(
+                    "%(observation)s within %(error).2e of calculet's layer-0 values of the kept tokens (at most "
+                    "%(limit)s)"
+                ),
+                observation="shift.values",
+                error=error,
+                limit=limit,
+            )
+            observed.check("shift:values_moved_as_they_are", error <= limit, said)
+    same, said = observed.same_bits("copy.source_logits", "copy.copy_logits")
+    observed.check("copy:decodes_as_the_source", same, said)
+
+
+def _kv_shift_failure(observed: Observed) -> None:
+    cells = list(range(kv_shift.FAILURE_PROMPT))
+    for name, code in kv_shift.REFUSALS.items():
+        expected: dict[str, Any] = {f"refused:{name}.code": code}
+        if name != "tokens in flight":  # refused while a token is pending: its cells are the allocation's
+            expected[f"refused:{name}.positions"] = cells
+        observed.expect(f"refused:{name}", expected)
+
+
+def _kv_shift_integration(observed: Observed) -> None:
+    calbin = observed.package()
+    window = min(kv_shift.WINDOW, calbin.max_seq_len)
+    made = observed.integers("shift.tokens")
+    observed_window = observed.integer("shift.window")
+    generated = len(made) == 2 * window and observed_window == window
+    said = Said(
+        gettext_noop(
+            "%(tokens)s tokens through a %(window)s-cell window (calculet expects %(expected)s through %(cells)s)"
+        ),
+        tokens=len(made),
+        window=observed_window,
+        expected=2 * window,
+        cells=window,
+    )
+    observed.check("generation_past_the_window", generated, said)
+    rows = observed.bits("shift.logits", (len(made) + 1, calbin.config.vocab))
+    if np.argmax(as_float32(rows[:-1]), axis=1).tolist() != made:
+        said = Said(gettext_noop("a generated token is not the argmax of the logits it was chosen from"))
+        observed.check("shifted_like_the_reference", False, said)
+        return
+    prompt = package_prompt(calbin, window // 2)
+    report = compare(kv_shift.reference_shifted_rows(calbin, prompt, made, window), rows, kv_shift.SHIFT_TOLERANCE)
+    said = Said(
+        gettext_noop("against calculet's replay through the same shifts: %(figures)s"),
+        figures="; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}",
+    )
+    observed.check("shifted_like_the_reference", report["passed"], said)
+
+
+@dataclass(frozen=True)
+class ProbeJudge:
+    """How calculet judges one probe: for each stage with a plan of the probe's own, the function that
+    recomputes its checks from the observations."""
+
+    stages: dict[str, Callable[[Observed], None]]
+
+
+PROBE_JUDGES: dict[str, ProbeJudge] = {
+    "kv_shift": ProbeJudge(
+        {
+            "runner": _kv_shift_runner,
+            "golden": _kv_shift_golden,
+            "failure": _kv_shift_failure,
+            "integration": _kv_shift_integration,
+        }
+    ),
+}
+
+
+def _judged_here(stage: str, probes: list[dict]) -> list[str]:
+    """The job's probes whose checks calculet judges at `stage`, in job order, each once."""
+    names = [probe["name"] for probe in probes if stage in PROBE_JUDGES.get(probe["name"], ProbeJudge({})).stages]
+    return list(dict.fromkeys(names))
+
+
+def measured_files(stage: str, probes: list[dict]) -> list[str]:
+    """The files calculet reads for a stage with these probes: the stage's own (`judging.MEASURED_FILES`) and
+    each judged probe's observations (calculet-agent sends them back)."""
+    observed = [OBSERVED_FILE.format(probe=name, stage=stage) for name in _judged_here(stage, probes)]
+    return [*MEASURED_FILES.get(stage, ()), *observed]
+
+
+def probe_judgements(stage: str, result: dict, probes: list[dict], workdir: Path, calbin: Path) -> dict[str, Judgement]:
+    """calculet's verdict on each of the job's probes it judges at `stage`, by name, from the observations the
+    runner left in `workdir`; `result` is the runner's (its entry for the probe says what the runner claims)."""
+    entries = {entry.get("name"): entry for entry in result.get("probes", []) if isinstance(entry, dict)}
+    judgements = {}
+    package: Calbin | None | NoReference = None
+    for name in _judged_here(stage, probes):
+        if package is None:
+            try:
+                package = package_reference(calbin, result).package
+            except NoReference as error:
+                package = error
+        judgements[name] = _probe_judgement(name, stage, entries.get(name, {}), workdir, package)
+    return judgements
+
+
+def _probe_judgement(
+    name: str, stage: str, claimed: dict, workdir: Path, package: Calbin | NoReference | None
+) -> Judgement:
+    file = OBSERVED_FILE.format(probe=name, stage=stage)
+    field_name = f"measurements.probes.{name}"
+    try:
+        arrays = read_npz(workdir / file)
+        if isinstance(package, NoReference):
+            raise package
+        observed = Observed(name, file, arrays, package)
+        PROBE_JUDGES[name].stages[stage](observed)
+    except NoReference as error:
+        said = _of_probe(name, said_by(error))
+        return Judgement(False, str(said), [finding("no_reference", said, field_name)])
+    except ValueError as error:
+        return _verdict(claimed, {}, [("no_measurement", _of_probe(name, said_by(error)))], name, field_name)
+    failed: list[tuple[str, str]] = [
+        (
+            "probe_check_failed",
+            _of_probe(name, Said(gettext_noop("%(check)s: %(detail)s"), check=c["name"], detail=c["detail"])),
+        )
+        for c in observed.checks
+        if not c["passed"]
+    ]
+    metrics = {"checks": [{**check, "detail": str(check["detail"])} for check in observed.checks]}
+    return _verdict(claimed, metrics, failed, name, field_name)
+
+
+def _of_probe(name: str, problem: str) -> Said:
+    return Said(gettext_noop("%(probe)s: %(problem)s"), probe=name, problem=problem)
+
+
+def _verdict(claimed: dict, metrics: dict, failures: list[tuple[str, str]], name: str, field_name: str) -> Judgement:
+    judged = coded_verdict(claimed, metrics, failures, f"{name}: every check holds on what the runner observed")
+    for item in judged.findings:
+        item["field"] = field_name
+    return judged
+
+
+def with_probe_checks(judged: Judgement, probes_judged: dict[str, Judgement]) -> Judgement:
+    """A stage's judgement with its probes' (metrics `judged_probes`, by name): it passes when every one passes."""
+    if not probes_judged:
+        return judged
+    metrics = {
+        **judged.metrics,
+        "judged_probes": {
+            name: {"verdict": "pass" if probe.passed else "fail", **probe.metrics}
+            for name, probe in probes_judged.items()
+        },
+    }
+    failed = [j for j in (judged, *probes_judged.values()) if not j.passed]
+    if not failed:
+        return Judgement(True, judged.reason, [], metrics)
+    findings = [item for j in failed for item in j.findings]
+    return Judgement(False, "; ".join(j.reason for j in failed), findings, metrics)

@@ -1,0 +1,212 @@
+"""A probe's own checks judged by calculet from what the runner observed (issue 20.1): the simulator's runner on a
+real package, its observations left as they are (the right run passes) or changed under a passing verdict (it
+fails naming the check), or not written (nothing measured)."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.utils.translation import override
+
+from acceptance import probe_judging
+from calculet import sentences
+from npu_sim.calbin.build import build_calbin
+from npu_sim.errors import ErrorCode
+from npu_sim.probes import PROBES
+from npu_sim.runner import run_job
+
+KV_SHIFT = [{"name": "kv_shift", "params": {}}]
+STAGE_PARAMS = {
+    "runner": {},
+    "golden": {},
+    "failure": {},
+    "integration": {"sequences": 4, "max_new_tokens": 4},
+}
+
+
+@pytest.fixture(scope="module")
+def two_lanes(tmp_path_factory) -> Path:
+    return build_calbin(tmp_path_factory.mktemp("kv_shift") / "b2.tar", decode_batch=2, tar=True)
+
+
+@pytest.fixture(scope="module")
+def runs(two_lanes, tmp_path_factory) -> dict[str, tuple[dict, Path]]:
+    """Each stage kv_shift has a plan of its own for, run once by the simulator's runner: its result and files."""
+    done = {}
+    for stage, params in STAGE_PARAMS.items():
+        workdir = tmp_path_factory.mktemp(stage)
+        job = {"schema_version": 2, "stage": stage, "calbin": str(two_lanes), "probes": KV_SHIFT, "params": params}
+        done[stage] = (run_job(job, workdir=workdir), workdir)
+    return done
+
+
+def judged(stage: str, runs, two_lanes, workdir: Path | None = None, result: dict | None = None):
+    ran, ran_in = runs[stage]
+    judgements = probe_judging.probe_judgements(stage, result or ran, KV_SHIFT, workdir or ran_in, two_lanes)
+    return judgements["kv_shift"]
+
+
+def tampered(stage: str, runs, tmp_path: Path, change) -> Path:
+    """A copy of the stage's files whose kv_shift observations `change` rewrote (the runner's result unchanged)."""
+    _, workdir = runs[stage]
+    name = f"kv_shift-{stage}-observed.npz"
+    with np.load(workdir / name) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    change(arrays)
+    np.savez(tmp_path / name, **arrays)
+    return tmp_path
+
+
+@pytest.mark.parametrize("stage", STAGE_PARAMS)
+def test_the_right_run_passes_every_check_calculet_recomputes(stage, runs, two_lanes):
+    result, _ = runs[stage]
+    [probe] = result["probes"]
+    assert probe["verdict"] == "pass"
+    judgement = judged(stage, runs, two_lanes)
+    assert judgement.passed, judgement.reason
+    checks = [check["name"] for check in judgement.metrics["checks"]]
+    runner_checks = [check["name"] for check in probe["checks"]]
+    # calculet recomputes every check of the probe's own plan (the stage's routine after it is the stage's).
+    assert checks and set(checks) <= set(runner_checks)
+    assert f"kv_shift-{stage}-observed.npz" in result["produced_files"]
+
+
+def test_every_own_check_of_the_runner_plan_is_recomputed(runs, two_lanes):
+    result, _ = runs["runner"]
+    assert [c["name"] for c in judged("runner", runs, two_lanes).metrics["checks"]] == [
+        c["name"] for c in result["probes"][0]["checks"]
+    ]
+
+
+def wrong_removal(arrays):
+    arrays["remove.positions"] = np.array([0, 1, 2, 3, 4, 5, 6])
+
+
+def test_positions_that_are_not_the_edit_s_fail_the_check_under_the_runner_s_pass(runs, two_lanes, tmp_path):
+    workdir = tampered("runner", runs, tmp_path, wrong_removal)
+    judgement = judged("runner", runs, two_lanes, workdir)
+    assert not judgement.passed
+    assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "probe_check_failed"]
+    assert judgement.findings[1]["message"] == (
+        "kv_shift: remove: remove.positions: [0, 1, 2, 3, 4, 5, 6] (calculet expects [0, 1, 2, 6, 7, 8, 9])"
+    )
+    assert judgement.reason.startswith("the runner claims a pass its measurements do not support — kv_shift: remove:")
+    assert {f["field"] for f in judgement.findings} == {"measurements.probes.kv_shift"}
+    failed = [c["name"] for c in judgement.metrics["checks"] if not c["passed"]]
+    assert failed == ["remove"]
+
+
+def test_a_state_read_back_that_decodes_otherwise_fails_state(runs, two_lanes, tmp_path):
+    def other_bits(arrays):
+        arrays["state.read_logits"] = arrays["state.read_logits"] ^ np.uint16(1)
+
+    judgement = judged("runner", runs, two_lanes, tampered("runner", runs, tmp_path, other_bits))
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["state"]
+    assert "state.source_logits and state.read_logits differ in" in judgement.reason
+
+
+def test_keys_not_rerotated_fail_against_calculet_s_fresh_keys(runs, two_lanes, tmp_path):
+    def stale_keys(arrays):
+        arrays["div.keys"] = arrays["shift.keys"]  # the keys as they were before seq_div: not re-rotated
+
+    judgement = judged("golden", runs, two_lanes, tampered("golden", runs, tmp_path, stale_keys))
+    assert not judgement.passed
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["div:keys_rerotated"]
+    assert judgement.findings[0]["code"] == "claim_unsupported"
+    assert "of calculet's fresh layer-0 keys at positions" in judgement.findings[1]["message"]
+
+
+def test_values_changed_by_the_shift_fail(runs, two_lanes, tmp_path):
+    def moved_wrong(arrays):
+        arrays["shift.values"] = arrays["shift.values"][:, ::-1].copy()
+
+    judgement = judged("golden", runs, two_lanes, tampered("golden", runs, tmp_path, moved_wrong))
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["shift:values_moved_as_they_are"]
+
+
+def test_an_invalid_edit_refused_with_another_code_fails_naming_it(runs, two_lanes, tmp_path):
+    def accepted(arrays):
+        arrays["refused:divide by 0.code"] = np.array(int(ErrorCode.SUCCESS))
+
+    judgement = judged("failure", runs, two_lanes, tampered("failure", runs, tmp_path, accepted))
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["refused:divide by 0"]
+    assert "refused:divide by 0.code: SUCCESS (0) (calculet expects KV_SHIFT_INVALID" in judgement.reason
+
+
+def test_logits_that_do_not_follow_calculet_s_replay_through_the_shifts_fail(runs, two_lanes, tmp_path):
+    def drifted(arrays):
+        rows = arrays["shift.logits"]
+        last = rows[-1].view(np.int16)
+        rows[-1] = (last + np.int16(200)).view(np.uint16)  # the last row only: no token was chosen from it
+
+    judgement = judged("integration", runs, two_lanes, tampered("integration", runs, tmp_path, drifted))
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["shifted_like_the_reference"]
+    assert "against calculet's replay through the same shifts: " in judgement.reason
+
+
+def test_a_token_not_chosen_from_its_row_fails(runs, two_lanes, tmp_path):
+    def other_token(arrays):
+        arrays["shift.tokens"][0] = (arrays["shift.tokens"][0] + 1) % 256
+
+    judgement = judged("integration", runs, two_lanes, tampered("integration", runs, tmp_path, other_token))
+    assert "a generated token is not the argmax of the logits it was chosen from" in judgement.reason
+
+
+def test_without_its_observations_a_passing_probe_is_unsupported(runs, two_lanes, tmp_path):
+    judgement = judged("runner", runs, two_lanes, tmp_path)
+    assert not judgement.passed
+    assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "no_measurement"]
+    assert judgement.findings[1]["message"] == (
+        "kv_shift: the runner wrote no kv_shift-runner-observed.npz: nothing measured to judge"
+    )
+
+
+def test_an_observation_left_out_is_no_measurement_naming_it(runs, two_lanes, tmp_path):
+    def forgotten(arrays):
+        del arrays["keep.sequences"]
+
+    judgement = judged("runner", runs, two_lanes, tampered("runner", runs, tmp_path, forgotten))
+    assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "no_measurement"]
+    assert judgement.findings[1]["message"] == "kv_shift: kv_shift-runner-observed.npz holds no keep.sequences"
+
+
+def test_a_runner_that_says_fail_is_not_turned_into_a_pass(runs, two_lanes, tmp_path):
+    result, _ = runs["runner"]
+    failing = {**result, "probes": [{**result["probes"][0], "verdict": "fail"}]}
+    judgement = judged("runner", runs, two_lanes, tampered("runner", runs, tmp_path, wrong_removal), failing)
+    assert [f["code"] for f in judgement.findings] == ["probe_check_failed"]
+
+
+def test_the_files_calculet_reads_name_each_judged_probe_s_observations():
+    assert probe_judging.measured_files("golden", KV_SHIFT) == [
+        "golden-actual.npz",
+        "sampling-draws.npz",
+        "kv_shift-golden-observed.npz",
+    ]
+    # kv_shift's soak is the stage's routine, judged from the stage's files; kv_manager is not converted.
+    assert probe_judging.measured_files("soak", KV_SHIFT) == ["soak-golden-actual.npz", "soak-requests.jsonl"]
+    assert probe_judging.measured_files("runner", [{"name": "kv_manager"}]) == ["runner-actual.npz"]
+
+
+def test_a_probe_finding_reads_in_the_readers_language(runs, two_lanes, tmp_path):
+    judgement = judged("runner", runs, two_lanes, tampered("runner", runs, tmp_path, wrong_removal))
+    failed = judgement.findings[1]
+    assert json.loads(json.dumps(failed)) == failed  # as a run's JSON stores it
+    with override("zh-hans"):
+        assert sentences.text(failed) == (
+            "kv_shift：remove：remove.positions：[0, 1, 2, 3, 4, 5, 6]（calculet 期望 [0, 1, 2, 6, 7, 8, 9]）"
+        )
+
+
+def paragraph(doc: str, opening: str) -> str:
+    return doc.split(opening, 1)[1].split("\n\n", 1)[0]
+
+
+def test_the_docs_name_the_probes_judged_and_every_one_not_yet():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "acceptance.md").read_text()
+    converted = paragraph(doc, "**A probe's own checks are judged by calculet").split("Converted: ", 1)[1]
+    not_yet = paragraph(doc, "Not yet judged by calculet and still read from the runner's result")
+    assert set(re.findall(r"`([a-z0-9_]+)`", converted)) & set(PROBES) == set(probe_judging.PROBE_JUDGES)
+    assert set(re.findall(r"`([a-z0-9_]+)`", not_yet)) & set(PROBES) == set(PROBES) - set(probe_judging.PROBE_JUDGES)
