@@ -36,7 +36,7 @@ from acceptance.judging import (
 from npu_sim.errors import ErrorCode
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import kv_shift
+from npu_sim.probes import kv, kv_shift
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -126,10 +126,12 @@ class Observed:
     def expect(self, check: str, expected: dict[str, Any]) -> None:
         self.check(check, *self.matches(expected))
 
-    def same_bits(self, first: str, second: str) -> tuple[bool, Said]:
-        """Whether two observed logits rows, each as wide as the package's vocabulary, are the same bits."""
-        width = (self.package().config.vocab,)
-        a, b = self.bits(first, width), self.bits(second, width)
+    def same_bits(self, first: str, second: str, rows: int | None = None) -> tuple[bool, Said]:
+        """Whether two observed logits, each as wide as the package's vocabulary (a row, or `rows` rows), are
+        the same bits."""
+        vocab = self.package().config.vocab
+        shape = (vocab,) if rows is None else (rows, vocab)
+        a, b = self.bits(first, shape), self.bits(second, shape)
         differing = int(np.count_nonzero(a != b))
         said = Said(
             gettext_noop(
@@ -138,9 +140,21 @@ class Observed:
             first=first,
             second=second,
             differing=differing,
-            total=len(a),
+            total=a.size,
         )
         return differing == 0, said
+
+    def same(self, check: str, first: str, second: str) -> None:
+        """One check: two integer observations equal (a lane given back and taken again)."""
+        a, b = self.integer(first), self.integer(second)
+        said = Said(
+            gettext_noop("%(first)s: %(observed)s, %(second)s: %(other)s (calculet expects them equal)"),
+            first=first,
+            observed=a,
+            second=second,
+            other=b,
+        )
+        self.check(check, a == b, said)
 
 
 # kv_shift (V26): its runner, golden, failure and integration plans; its soak runs the stage's routine.
@@ -244,6 +258,89 @@ def _kv_shift_integration(observed: Observed) -> None:
     observed.check("shifted_like_the_reference", report["passed"], said)
 
 
+# kv_manager (K07): its runner, golden, failure and soak plans; its integration runs the stage's routine.
+
+
+def _kv_manager_runner(observed: Observed) -> None:
+    lanes = observed.package().decode_lanes
+    observed.expect("can_allocate", {"can_allocate.five": 1, "can_allocate.zero": 0})
+    # A 5-token prompt prefilled as sequence 1; then 12 tokens shifted by DoShift(discard 4, keep 2).
+    observed.expect("allocate_and_apply", {"allocate_and_apply.cells": 5, "allocate_and_apply.pending": 0})
+    observed.expect("capacity_enforced", {"capacity_enforced.code": ErrorCode.KV_NO_CAPACITY})
+    observed.expect("lanes_enforced", {"lanes_enforced.lanes": lanes, "lanes_enforced.can_allocate": 0})
+    observed.same("free_returns_the_lane", "free_returns_the_lane.freed", "free_returns_the_lane.taken")
+    observed.expect("unknown_sequence", {"unknown_sequence.code": ErrorCode.KV_SEQUENCE_UNKNOWN})
+    observed.expect("clear", {"clear.sequences": [], "clear.used_tokens": 0})
+    observed.expect("do_shift", {"do_shift.cells": 8, "do_shift.pos_max": 7})
+
+
+def _kv_manager_golden(observed: Observed) -> None:
+    codes = {f"reused_lane_is_clean.{name}_code": ErrorCode.SUCCESS for name in ("before", "other", "after")}
+    served, said = observed.matches(codes)
+    if served:
+        rows = kv.MANAGER_GOLDEN_STEPS + 1
+        served, said = observed.same_bits("reused_lane_is_clean.before", "reused_lane_is_clean.after", rows)
+    observed.check("reused_lane_is_clean", served, said)
+
+
+def _kv_manager_failure(observed: Observed) -> None:
+    # Sequence 1 of 4 tokens; its next step's apply fails, then runs again.
+    failed = {"apply_failure_rolls_back.code": ErrorCode.KV_APPLY_FAILED}
+    rolled_back = {"apply_failure_rolls_back.cells": 4, "apply_failure_rolls_back.pending": 0}
+    observed.expect("apply_failure_rolls_back", failed | rolled_back)
+    observed.expect(
+        "retry_after_rollback", {"retry_after_rollback.code": ErrorCode.SUCCESS, "retry_after_rollback.cells": 5}
+    )
+    observed.expect("reset_clears_the_kv", {"reset_clears_the_kv.sequences": []})
+
+
+def _kv_manager_soak(observed: Observed) -> None:
+    observed.expect("kv_empty_after_load", {"kv_empty_after_load.used_tokens": 0, "kv_empty_after_load.sequences": []})
+
+
+# kv_seq_min_max (K05): its runner, golden, failure and integration plans; its soak runs the stage's routine.
+
+
+def _kv_seq_min_max_runner(observed: Observed) -> None:
+    observed.expect("unknown_sequence", {"unknown_sequence.code": ErrorCode.KV_SEQUENCE_UNKNOWN})
+    # 3 cells allocated, not applied; then a 10-token prefill, two decode steps, positions 0-2 removed.
+    observed.expect("nothing_committed", {"nothing_committed.min": -1, "nothing_committed.max": -1})
+    observed.expect("after_prefill", {"after_prefill.min": 0, "after_prefill.max": 9})
+    observed.expect("after_decode", {"after_decode.max": 11})
+    observed.expect("after_removing_the_front", {"after_removing_the_front.min": 3, "after_removing_the_front.max": 11})
+
+
+def _kv_seq_min_max_golden(observed: Observed) -> None:
+    calbin = observed.package()
+    observed.expect("next_is_max_plus_one", {"next_is_max_plus_one.position": kv.MIN_MAX_KEPT})
+    prompt = package_prompt(calbin, kv.MIN_MAX_PROMPT)[: kv.MIN_MAX_KEPT]
+    expected = calbin.reference_logits(prompt, [kv.MIN_MAX_TOKEN, 0])[1:2]
+    row = observed.bits("continues_from_max.logits", (calbin.config.vocab,))
+    report = compare(expected, row[None, :])
+    said = Said(
+        gettext_noop("%(observation)s against calculet's reference of the first %(kept)s tokens: %(figures)s"),
+        observation="continues_from_max.logits",
+        kept=kv.MIN_MAX_KEPT,
+        figures="; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}",
+    )
+    observed.check("continues_from_max", report["passed"], said)
+
+
+def _kv_seq_min_max_failure(observed: Observed) -> None:
+    # Sequence 1 of 6 tokens; its next step's apply fails.
+    observed.expect(
+        "max_kept_on_failure", {"max_kept_on_failure.code": ErrorCode.KV_APPLY_FAILED, "max_kept_on_failure.max": 5}
+    )
+
+
+def _kv_seq_min_max_integration(observed: Observed) -> None:
+    lanes = observed.package().decode_lanes
+    expected: dict[str, Any] = {"interleaved_min_max.lanes": lanes}
+    if lanes > 1:
+        expected |= {f"interleaved_min_max.max_{seq_id}": kv.interleaved_maxima(seq_id) for seq_id in (1, 2)}
+    observed.expect("interleaved_min_max", expected)
+
+
 @dataclass(frozen=True)
 class ProbeJudge:
     """How calculet judges one probe: for each stage with a plan of the probe's own, the function that
@@ -259,6 +356,22 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
             "golden": _kv_shift_golden,
             "failure": _kv_shift_failure,
             "integration": _kv_shift_integration,
+        }
+    ),
+    "kv_manager": ProbeJudge(
+        {
+            "runner": _kv_manager_runner,
+            "golden": _kv_manager_golden,
+            "failure": _kv_manager_failure,
+            "soak": _kv_manager_soak,
+        }
+    ),
+    "kv_seq_min_max": ProbeJudge(
+        {
+            "runner": _kv_seq_min_max_runner,
+            "golden": _kv_seq_min_max_golden,
+            "failure": _kv_seq_min_max_failure,
+            "integration": _kv_seq_min_max_integration,
         }
     ),
 }

@@ -23,7 +23,9 @@ STAGE_PARAMS = {
     "golden": {},
     "failure": {},
     "integration": {"sequences": 4, "max_new_tokens": 4},
+    "soak": {"requests": 4, "concurrency": 2, "prompt_tokens": 8, "output_tokens": 6},
 }
+JUDGED = [(probe, stage) for probe, judge in probe_judging.PROBE_JUDGES.items() for stage in judge.stages]
 
 
 @pytest.fixture(scope="module")
@@ -32,26 +34,33 @@ def two_lanes(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def runs(two_lanes, tmp_path_factory) -> dict[str, tuple[dict, Path]]:
-    """Each stage kv_shift has a plan of its own for, run once by the simulator's runner: its result and files."""
+def runs(two_lanes, tmp_path_factory) -> dict[tuple[str, str], tuple[dict, Path]]:
+    """Each stage a judged probe has a plan of its own for, run once by the simulator's runner: its result and
+    files, by (probe, stage)."""
     done = {}
-    for stage, params in STAGE_PARAMS.items():
-        workdir = tmp_path_factory.mktemp(stage)
-        job = {"schema_version": 2, "stage": stage, "calbin": str(two_lanes), "probes": KV_SHIFT, "params": params}
-        done[stage] = (run_job(job, workdir=workdir), workdir)
+    for probe, stage in JUDGED:
+        workdir = tmp_path_factory.mktemp(f"{probe}-{stage}")
+        job = {
+            "schema_version": 2,
+            "stage": stage,
+            "calbin": str(two_lanes),
+            "probes": [{"name": probe, "params": {}}],
+            "params": STAGE_PARAMS[stage],
+        }
+        done[probe, stage] = (run_job(job, workdir=workdir), workdir)
     return done
 
 
-def judged(stage: str, runs, two_lanes, workdir: Path | None = None, result: dict | None = None):
-    ran, ran_in = runs[stage]
-    judgements = probe_judging.probe_judgements(stage, result or ran, KV_SHIFT, workdir or ran_in, two_lanes)
-    return judgements["kv_shift"]
+def judged(stage: str, runs, two_lanes, workdir: Path | None = None, result: dict | None = None, probe="kv_shift"):
+    ran, ran_in = runs[probe, stage]
+    probes = [{"name": probe, "params": {}}]
+    return probe_judging.probe_judgements(stage, result or ran, probes, workdir or ran_in, two_lanes)[probe]
 
 
-def tampered(stage: str, runs, tmp_path: Path, change) -> Path:
-    """A copy of the stage's files whose kv_shift observations `change` rewrote (the runner's result unchanged)."""
-    _, workdir = runs[stage]
-    name = f"kv_shift-{stage}-observed.npz"
+def tampered(stage: str, runs, tmp_path: Path, change, probe="kv_shift") -> Path:
+    """A copy of the stage's files whose probe observations `change` rewrote (the runner's result unchanged)."""
+    _, workdir = runs[probe, stage]
+    name = f"{probe}-{stage}-observed.npz"
     with np.load(workdir / name) as npz:
         arrays = {key: npz[key] for key in npz.files}
     change(arrays)
@@ -59,25 +68,87 @@ def tampered(stage: str, runs, tmp_path: Path, change) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("stage", STAGE_PARAMS)
-def test_the_right_run_passes_every_check_calculet_recomputes(stage, runs, two_lanes):
-    result, _ = runs[stage]
-    [probe] = result["probes"]
-    assert probe["verdict"] == "pass"
-    judgement = judged(stage, runs, two_lanes)
+@pytest.mark.parametrize(("probe", "stage"), JUDGED)
+def test_the_right_run_passes_every_check_calculet_recomputes(probe, stage, runs, two_lanes):
+    result, _ = runs[probe, stage]
+    [entry] = result["probes"]
+    assert entry["verdict"] == "pass"
+    judgement = judged(stage, runs, two_lanes, probe=probe)
     assert judgement.passed, judgement.reason
     checks = [check["name"] for check in judgement.metrics["checks"]]
-    runner_checks = [check["name"] for check in probe["checks"]]
+    runner_checks = [check["name"] for check in entry["checks"]]
     # calculet recomputes every check of the probe's own plan (the stage's routine after it is the stage's).
     assert checks and set(checks) <= set(runner_checks)
-    assert f"kv_shift-{stage}-observed.npz" in result["produced_files"]
+    assert f"{probe}-{stage}-observed.npz" in result["produced_files"]
 
 
-def test_every_own_check_of_the_runner_plan_is_recomputed(runs, two_lanes):
-    result, _ = runs["runner"]
-    assert [c["name"] for c in judged("runner", runs, two_lanes).metrics["checks"]] == [
+@pytest.mark.parametrize("probe", ["kv_shift", "kv_manager", "kv_seq_min_max"])
+def test_every_own_check_of_the_runner_plan_is_recomputed(probe, runs, two_lanes):
+    result, _ = runs[probe, "runner"]
+    assert [c["name"] for c in judged("runner", runs, two_lanes, probe=probe).metrics["checks"]] == [
         c["name"] for c in result["probes"][0]["checks"]
     ]
+
+
+def replaced(name: str, value):
+    def change(arrays):
+        arrays[name] = np.array(value)
+
+    return change
+
+
+def bit_flipped(name: str):
+    def change(arrays):
+        arrays[name] = arrays[name] ^ np.uint16(1)
+
+    return change
+
+
+@pytest.mark.parametrize(
+    ("probe", "stage", "change", "check"),
+    [
+        ("kv_manager", "runner", replaced("can_allocate.zero", 1), "can_allocate"),
+        ("kv_manager", "runner", replaced("allocate_and_apply.pending", 1), "allocate_and_apply"),
+        ("kv_manager", "runner", replaced("capacity_enforced.code", 0), "capacity_enforced"),
+        ("kv_manager", "runner", replaced("lanes_enforced.lanes", 1), "lanes_enforced"),
+        ("kv_manager", "runner", replaced("free_returns_the_lane.taken", 7), "free_returns_the_lane"),
+        ("kv_manager", "runner", replaced("unknown_sequence.code", 0), "unknown_sequence"),
+        ("kv_manager", "runner", replaced("clear.used_tokens", 3), "clear"),
+        ("kv_manager", "runner", replaced("do_shift.pos_max", 11), "do_shift"),
+        ("kv_manager", "golden", bit_flipped("reused_lane_is_clean.after"), "reused_lane_is_clean"),
+        ("kv_manager", "golden", replaced("reused_lane_is_clean.other_code", 21), "reused_lane_is_clean"),
+        ("kv_manager", "failure", replaced("apply_failure_rolls_back.cells", 5), "apply_failure_rolls_back"),
+        ("kv_manager", "failure", replaced("retry_after_rollback.code", 21), "retry_after_rollback"),
+        ("kv_manager", "failure", replaced("reset_clears_the_kv.sequences", [1]), "reset_clears_the_kv"),
+        ("kv_manager", "soak", replaced("kv_empty_after_load.used_tokens", 6), "kv_empty_after_load"),
+        ("kv_seq_min_max", "runner", replaced("unknown_sequence.code", 0), "unknown_sequence"),
+        ("kv_seq_min_max", "runner", replaced("nothing_committed.max", 2), "nothing_committed"),
+        ("kv_seq_min_max", "runner", replaced("after_prefill.min", 1), "after_prefill"),
+        ("kv_seq_min_max", "runner", replaced("after_decode.max", 10), "after_decode"),
+        ("kv_seq_min_max", "runner", replaced("after_removing_the_front.min", 0), "after_removing_the_front"),
+        ("kv_seq_min_max", "golden", replaced("next_is_max_plus_one.position", 16), "next_is_max_plus_one"),
+        ("kv_seq_min_max", "failure", replaced("max_kept_on_failure.max", 6), "max_kept_on_failure"),
+        ("kv_seq_min_max", "integration", replaced("interleaved_min_max.max_2", [5, 6, 7, 8]), "interleaved_min_max"),
+    ],
+)
+def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
+    probe, stage, change, check, runs, two_lanes, tmp_path
+):
+    judgement = judged(stage, runs, two_lanes, tampered(stage, runs, tmp_path, change, probe), probe=probe)
+    assert not judgement.passed
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == [check]
+    assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "probe_check_failed"]
+    assert judgement.findings[1]["message"].startswith(f"{probe}: {check}: ")
+
+
+def test_a_token_decoded_after_the_removal_that_is_not_the_reference_s_fails(runs, two_lanes, tmp_path):
+    def drifted(arrays):
+        arrays["continues_from_max.logits"] = (arrays["continues_from_max.logits"].view(np.int16) + 200).view(np.uint16)
+
+    workdir = tampered("golden", runs, tmp_path, drifted, "kv_seq_min_max")
+    judgement = judged("golden", runs, two_lanes, workdir, probe="kv_seq_min_max")
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["continues_from_max"]
+    assert "continues_from_max.logits against calculet's reference of the first 12 tokens: " in judgement.reason
 
 
 def wrong_removal(arrays):
@@ -173,7 +244,7 @@ def test_an_observation_left_out_is_no_measurement_naming_it(runs, two_lanes, tm
 
 
 def test_a_runner_that_says_fail_is_not_turned_into_a_pass(runs, two_lanes, tmp_path):
-    result, _ = runs["runner"]
+    result, _ = runs["kv_shift", "runner"]
     failing = {**result, "probes": [{**result["probes"][0], "verdict": "fail"}]}
     judgement = judged("runner", runs, two_lanes, tampered("runner", runs, tmp_path, wrong_removal), failing)
     assert [f["code"] for f in judgement.findings] == ["probe_check_failed"]
@@ -185,9 +256,15 @@ def test_the_files_calculet_reads_name_each_judged_probe_s_observations():
         "sampling-draws.npz",
         "kv_shift-golden-observed.npz",
     ]
-    # kv_shift's soak is the stage's routine, judged from the stage's files; kv_manager is not converted.
-    assert probe_judging.measured_files("soak", KV_SHIFT) == ["soak-golden-actual.npz", "soak-requests.jsonl"]
-    assert probe_judging.measured_files("runner", [{"name": "kv_manager"}]) == ["runner-actual.npz"]
+    # kv_shift's soak is the stage's routine, judged from the stage's files; kv_manager's is its own.
+    probes = [*KV_SHIFT, {"name": "kv_manager"}]
+    assert probe_judging.measured_files("soak", probes) == [
+        "soak-golden-actual.npz",
+        "soak-requests.jsonl",
+        "kv_manager-soak-observed.npz",
+    ]
+    # output_buffer is not converted: its checks are still the runner's.
+    assert probe_judging.measured_files("runner", [{"name": "output_buffer"}]) == ["runner-actual.npz"]
 
 
 def test_a_probe_finding_reads_in_the_readers_language(runs, two_lanes, tmp_path):
