@@ -36,7 +36,7 @@ from acceptance.judging import (
 from npu_sim.errors import ErrorCode
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import kv, kv_shift
+from npu_sim.probes import buffers, kv, kv_shift
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -85,6 +85,13 @@ class Observed:
             raise self._not_of_form(name, Said(gettext_noop("an integer")))
         return int(value)
 
+    def text(self, name: str) -> str:
+        """A 0-d string observation (a buffer's status)."""
+        value = self.array(name)
+        if value.ndim != 0 or value.dtype.kind != "U":
+            raise self._not_of_form(name, Said(gettext_noop("a string")))
+        return str(value)
+
     def bits(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
         """Logits as BF16 bit patterns of `shape`."""
         value = self.array(name)
@@ -110,12 +117,15 @@ class Observed:
         self.checks.append({"name": name, "passed": bool(passed), "detail": detail})
 
     def matches(self, expected: dict[str, Any]) -> tuple[bool, Said]:
-        """Whether each named observation is what calculet expects of it (a list of integers, or an integer: a
-        count or a code), and what each is."""
+        """Whether each named observation is what calculet expects of it (a list of integers; an integer: a
+        count or a code; a string: a status), and what each is."""
         passed = True
         detail: Said | None = None
         for name, wanted in expected.items():
-            observed: Any = self.integers(name) if isinstance(wanted, list) else self.integer(name)
+            if isinstance(wanted, str):
+                observed: Any = self.text(name)
+            else:
+                observed = self.integers(name) if isinstance(wanted, list) else self.integer(name)
             passed = passed and observed == wanted
             shown = (code_name(observed), code_name(wanted)) if isinstance(wanted, ErrorCode) else (observed, wanted)
             part = Said(EQUAL, observation=name, observed=str(shown[0]), expected=str(shown[1]))
@@ -253,7 +263,7 @@ def _kv_shift_integration(observed: Observed) -> None:
     report = compare(kv_shift.reference_shifted_rows(calbin, prompt, made, window), rows, kv_shift.SHIFT_TOLERANCE)
     said = Said(
         gettext_noop("against calculet's replay through the same shifts: %(figures)s"),
-        figures="; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}",
+        figures=_figures(report),
     )
     observed.check("shifted_like_the_reference", report["passed"], said)
 
@@ -321,7 +331,7 @@ def _kv_seq_min_max_golden(observed: Observed) -> None:
         gettext_noop("%(observation)s against calculet's reference of the first %(kept)s tokens: %(figures)s"),
         observation="continues_from_max.logits",
         kept=kv.MIN_MAX_KEPT,
-        figures="; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}",
+        figures=_figures(report),
     )
     observed.check("continues_from_max", report["passed"], said)
 
@@ -339,6 +349,83 @@ def _kv_seq_min_max_integration(observed: Observed) -> None:
     if lanes > 1:
         expected |= {f"interleaved_min_max.max_{seq_id}": kv.interleaved_maxima(seq_id) for seq_id in (1, 2)}
     observed.expect("interleaved_min_max", expected)
+
+
+# output_buffer (I07, V22): its runner, failure and soak plans; its golden and integration run the stage's routine.
+
+
+def _output_buffer_runner(observed: Observed) -> None:
+    # Two prefills submitted in parallel mode, the first waited on briefly, then fully; then a core exception.
+    first_second = {"pending_and_running.first": "running", "pending_and_running.second": "pending"}
+    observed.expect("pending_and_running", first_second)
+    observed.expect("no_output_before_done", {"no_output_before_done.code": ErrorCode.INVALID_ARGUMENT})
+    observed.expect("wait_times_out", {"wait_times_out.code": ErrorCode.TIMEOUT, "wait_times_out.status": "running"})
+    observed.expect("wait_completes", {"wait_completes.code": ErrorCode.SUCCESS, "wait_completes.status": "done"})
+    observed.expect("negative_wait_refused", {"negative_wait_refused.code": ErrorCode.INVALID_ARGUMENT})
+    faulted = {"core_exception_state.code": ErrorCode.CORE_EXCEPTION, "core_exception_state.status": "core_exception"}
+    observed.expect("core_exception_state", faulted)
+    observed.expect("buffers_given_back", {"buffers_given_back.dynamic_bytes": 0})
+
+
+def _output_buffer_failure(observed: Observed) -> None:
+    # A hung job waited on twice, its core reset, then submitted again.
+    observed.expect("hang_times_out", {"hang_times_out.codes": [ErrorCode.TIMEOUT, ErrorCode.TIMEOUT]})
+    aborted = {"aborted_by_reset.code": ErrorCode.JOB_ABORTED, "aborted_by_reset.status": "core_exception"}
+    observed.expect("aborted_by_reset", aborted)
+    observed.expect("resubmitted", {"resubmitted.code": ErrorCode.SUCCESS})
+
+
+def _output_buffer_soak(observed: Observed) -> None:
+    observed.expect("buffers_given_back", {"buffers_given_back.dynamic_bytes": 0})
+
+
+# fixed_task (I06): its runner and failure plans; its golden plan's comparison is still the runner's.
+
+
+def _fixed_task_runner(observed: Observed) -> None:
+    calbin = observed.package()
+    held = observed.integers("buffer_held_once.dynamic_bytes")
+    golden = calbin.goldens
+    steps = min(buffers.FIXED_STEPS, golden.decode_steps)
+    once = len(held) == steps and len(set(held)) == 1 and held[0] > 0
+    said = Said(
+        gettext_noop(
+            "%(observation)s: %(observed)s (calculet expects %(steps)s submits holding one and the same buffer)"
+        ),
+        observation="buffer_held_once.dynamic_bytes",
+        observed=str(held),
+        steps=steps,
+    )
+    observed.check("buffer_held_once", once, said)
+    served, said = observed.matches({"same_as_infer.infer_code": ErrorCode.SUCCESS})
+    if served:
+        served, said = observed.same_bits("same_as_infer.fixed", "same_as_infer.infer", steps + 1)
+    if served:
+        tokens = golden.decode_input_ids[:steps].tolist()
+        expected = calbin.reference_logits(golden.prompt_ids.tolist(), [*tokens, 0])
+        report = compare(expected, observed.bits("same_as_infer.fixed", (steps + 1, calbin.config.vocab)))
+        served = report["passed"]
+        said = Said(
+            BOTH,
+            first=said,
+            second=Said(
+                gettext_noop("%(observation)s against calculet's replay of the package's golden prompt: %(figures)s"),
+                observation="same_as_infer.fixed",
+                figures=_figures(report),
+            ),
+        )
+    observed.check("same_as_infer", served, said)
+    observed.expect("busy_while_running", {"busy_while_running.code": ErrorCode.BUSY})
+
+
+def _fixed_task_failure(observed: Observed) -> None:
+    observed.expect("buffer_gone_after_clear", {"buffer_gone_after_clear.code": ErrorCode.INVALID_ARGUMENT})
+    observed.expect("recreated", {"recreated.code": ErrorCode.SUCCESS})
+
+
+def _figures(report: dict) -> str:
+    """A comparison's broken limits, or its cosine and top-1 when it holds."""
+    return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
 
 
 @dataclass(frozen=True)
@@ -374,6 +461,10 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
             "integration": _kv_seq_min_max_integration,
         }
     ),
+    "output_buffer": ProbeJudge(
+        {"runner": _output_buffer_runner, "failure": _output_buffer_failure, "soak": _output_buffer_soak}
+    ),
+    "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
 }
 
 

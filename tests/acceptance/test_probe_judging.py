@@ -82,7 +82,7 @@ def test_the_right_run_passes_every_check_calculet_recomputes(probe, stage, runs
     assert f"{probe}-{stage}-observed.npz" in result["produced_files"]
 
 
-@pytest.mark.parametrize("probe", ["kv_shift", "kv_manager", "kv_seq_min_max"])
+@pytest.mark.parametrize("probe", ["kv_shift", "kv_manager", "kv_seq_min_max", "output_buffer", "fixed_task"])
 def test_every_own_check_of_the_runner_plan_is_recomputed(probe, runs, two_lanes):
     result, _ = runs[probe, "runner"]
     assert [c["name"] for c in judged("runner", runs, two_lanes, probe=probe).metrics["checks"]] == [
@@ -129,6 +129,27 @@ def bit_flipped(name: str):
         ("kv_seq_min_max", "golden", replaced("next_is_max_plus_one.position", 16), "next_is_max_plus_one"),
         ("kv_seq_min_max", "failure", replaced("max_kept_on_failure.max", 6), "max_kept_on_failure"),
         ("kv_seq_min_max", "integration", replaced("interleaved_min_max.max_2", [5, 6, 7, 8]), "interleaved_min_max"),
+        ("output_buffer", "runner", replaced("pending_and_running.second", "running"), "pending_and_running"),
+        ("output_buffer", "runner", replaced("no_output_before_done.code", 0), "no_output_before_done"),
+        ("output_buffer", "runner", replaced("wait_times_out.status", "done"), "wait_times_out"),
+        ("output_buffer", "runner", replaced("wait_completes.code", int(ErrorCode.TIMEOUT)), "wait_completes"),
+        ("output_buffer", "runner", replaced("negative_wait_refused.code", 0), "negative_wait_refused"),
+        ("output_buffer", "runner", replaced("core_exception_state.status", "done"), "core_exception_state"),
+        ("output_buffer", "runner", replaced("buffers_given_back.dynamic_bytes", 4096), "buffers_given_back"),
+        ("output_buffer", "failure", replaced("hang_times_out.codes", [int(ErrorCode.TIMEOUT), 0]), "hang_times_out"),
+        ("output_buffer", "failure", replaced("aborted_by_reset.code", 0), "aborted_by_reset"),
+        ("output_buffer", "failure", replaced("resubmitted.code", int(ErrorCode.TIMEOUT)), "resubmitted"),
+        ("output_buffer", "soak", replaced("buffers_given_back.dynamic_bytes", 4096), "buffers_given_back"),
+        (
+            "fixed_task",
+            "runner",
+            replaced("buffer_held_once.dynamic_bytes", [4096, 8192, 8192, 8192]),
+            "buffer_held_once",
+        ),
+        ("fixed_task", "runner", bit_flipped("same_as_infer.infer"), "same_as_infer"),
+        ("fixed_task", "runner", replaced("busy_while_running.code", 0), "busy_while_running"),
+        ("fixed_task", "failure", replaced("buffer_gone_after_clear.code", 0), "buffer_gone_after_clear"),
+        ("fixed_task", "failure", replaced("recreated.code", int(ErrorCode.BUSY)), "recreated"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
@@ -139,6 +160,17 @@ def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runne
     assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == [check]
     assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "probe_check_failed"]
     assert judgement.findings[1]["message"].startswith(f"{probe}: {check}: ")
+
+
+def test_a_fixed_task_and_an_infer_that_agree_on_wrong_logits_fail_against_calculet_s_replay(runs, two_lanes, tmp_path):
+    def both_drifted(arrays):
+        for name in ("same_as_infer.fixed", "same_as_infer.infer"):
+            arrays[name] = (arrays[name].view(np.int16) + 200).view(np.uint16)
+
+    workdir = tampered("runner", runs, tmp_path, both_drifted, "fixed_task")
+    judgement = judged("runner", runs, two_lanes, workdir, probe="fixed_task")
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["same_as_infer"]
+    assert "same_as_infer.fixed against calculet's replay of the package's golden prompt: " in judgement.reason
 
 
 def test_a_token_decoded_after_the_removal_that_is_not_the_reference_s_fails(runs, two_lanes, tmp_path):
@@ -263,8 +295,8 @@ def test_the_files_calculet_reads_name_each_judged_probe_s_observations():
         "soak-requests.jsonl",
         "kv_manager-soak-observed.npz",
     ]
-    # output_buffer is not converted: its checks are still the runner's.
-    assert probe_judging.measured_files("runner", [{"name": "output_buffer"}]) == ["runner-actual.npz"]
+    # job_cancel is not converted: its checks are still the runner's.
+    assert probe_judging.measured_files("runner", [{"name": "job_cancel"}]) == ["runner-actual.npz"]
 
 
 def test_a_probe_finding_reads_in_the_readers_language(runs, two_lanes, tmp_path):
