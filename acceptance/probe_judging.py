@@ -36,7 +36,7 @@ from acceptance.judging import (
 from npu_sim.errors import ErrorCode
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, kv, kv_shift
+from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -423,6 +423,60 @@ def _fixed_task_failure(observed: Observed) -> None:
     observed.expect("recreated", {"recreated.code": ErrorCode.SUCCESS})
 
 
+# c_api_nonblocking (I13): its runner and failure plans; its golden plan's comparison is still the runner's.
+
+
+def _c_api_nonblocking_runner(observed: Observed) -> None:
+    calbin = observed.package()
+    code, returned = observed.matches({"nonblocking_returns_at_once.code": ErrorCode.SUCCESS})
+    status = observed.text("nonblocking_returns_at_once.status")
+    at_once = Said(
+        EQUAL,
+        observation="nonblocking_returns_at_once.status",
+        observed=status,
+        expected=Said(gettext_noop("pending or running")),
+    )
+    observed.check(
+        "nonblocking_returns_at_once",
+        code and status in ("pending", "running"),
+        Said(BOTH, first=returned, second=at_once),
+    )
+    observed.expect("wait_timeout_code", {"wait_timeout_code.code": ErrorCode.TIMEOUT})
+    codes = {
+        f"blocking_equals_nonblocking.{name}": ErrorCode.SUCCESS
+        for name in ("wait_code", "output_code", "blocking_code")
+    }
+    served, said = observed.matches(codes)
+    if served:
+        served, said = observed.same_bits(
+            "blocking_equals_nonblocking.nonblocking", "blocking_equals_nonblocking.blocking"
+        )
+    if served:
+        expected = calbin.reference_logits(c_api_nonblocking.C_PROMPT, [0])
+        row = observed.bits("blocking_equals_nonblocking.nonblocking", (calbin.config.vocab,))
+        report = compare(expected, row[None, :])
+        served = report["passed"]
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of the prompt %(prompt)s: %(figures)s"),
+            observation="blocking_equals_nonblocking.nonblocking",
+            prompt=str(c_api_nonblocking.C_PROMPT),
+            figures=_figures(report),
+        )
+        said = Said(BOTH, first=said, second=replayed)
+    observed.check("blocking_equals_nonblocking", served, said)
+    refused = {
+        "errors_are_codes.out_of_vocab": ErrorCode.INVALID_ARGUMENT,
+        "errors_are_codes.wrong_shape": ErrorCode.SHAPE_MISMATCH,
+    }
+    observed.expect("errors_are_codes", refused)
+
+
+def _c_api_nonblocking_failure(observed: Observed) -> None:
+    faults = {"faults_as_codes.busy": ErrorCode.BUSY, "faults_as_codes.core_exception": ErrorCode.CORE_EXCEPTION}
+    observed.expect("faults_as_codes", faults)
+    observed.expect("serves_after_recovery", {"serves_after_recovery.code": ErrorCode.SUCCESS})
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -465,6 +519,7 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
         {"runner": _output_buffer_runner, "failure": _output_buffer_failure, "soak": _output_buffer_soak}
     ),
     "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
+    "c_api_nonblocking": ProbeJudge({"runner": _c_api_nonblocking_runner, "failure": _c_api_nonblocking_failure}),
 }
 
 

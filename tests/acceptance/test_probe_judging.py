@@ -82,7 +82,7 @@ def test_the_right_run_passes_every_check_calculet_recomputes(probe, stage, runs
     assert f"{probe}-{stage}-observed.npz" in result["produced_files"]
 
 
-@pytest.mark.parametrize("probe", ["kv_shift", "kv_manager", "kv_seq_min_max", "output_buffer", "fixed_task"])
+@pytest.mark.parametrize("probe", list(probe_judging.PROBE_JUDGES))
 def test_every_own_check_of_the_runner_plan_is_recomputed(probe, runs, two_lanes):
     result, _ = runs[probe, "runner"]
     assert [c["name"] for c in judged("runner", runs, two_lanes, probe=probe).metrics["checks"]] == [
@@ -150,6 +150,27 @@ def bit_flipped(name: str):
         ("fixed_task", "runner", replaced("busy_while_running.code", 0), "busy_while_running"),
         ("fixed_task", "failure", replaced("buffer_gone_after_clear.code", 0), "buffer_gone_after_clear"),
         ("fixed_task", "failure", replaced("recreated.code", int(ErrorCode.BUSY)), "recreated"),
+        (
+            "c_api_nonblocking",
+            "runner",
+            replaced("nonblocking_returns_at_once.status", "done"),
+            "nonblocking_returns_at_once",
+        ),
+        ("c_api_nonblocking", "runner", replaced("wait_timeout_code.code", 0), "wait_timeout_code"),
+        (
+            "c_api_nonblocking",
+            "runner",
+            bit_flipped("blocking_equals_nonblocking.blocking"),
+            "blocking_equals_nonblocking",
+        ),
+        ("c_api_nonblocking", "runner", replaced("errors_are_codes.wrong_shape", 0), "errors_are_codes"),
+        ("c_api_nonblocking", "failure", replaced("faults_as_codes.busy", 0), "faults_as_codes"),
+        (
+            "c_api_nonblocking",
+            "failure",
+            replaced("serves_after_recovery.code", int(ErrorCode.BUSY)),
+            "serves_after_recovery",
+        ),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
@@ -171,6 +192,19 @@ def test_a_fixed_task_and_an_infer_that_agree_on_wrong_logits_fail_against_calcu
     judgement = judged("runner", runs, two_lanes, workdir, probe="fixed_task")
     assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["same_as_infer"]
     assert "same_as_infer.fixed against calculet's replay of the package's golden prompt: " in judgement.reason
+
+
+def test_a_blocking_and_a_non_blocking_call_that_agree_on_wrong_logits_fail_against_calculet_s_replay(
+    runs, two_lanes, tmp_path
+):
+    def both_drifted(arrays):
+        for name in ("blocking_equals_nonblocking.nonblocking", "blocking_equals_nonblocking.blocking"):
+            arrays[name] = (arrays[name].view(np.int16) + 200).view(np.uint16)
+
+    workdir = tampered("runner", runs, tmp_path, both_drifted, "c_api_nonblocking")
+    judgement = judged("runner", runs, two_lanes, workdir, probe="c_api_nonblocking")
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["blocking_equals_nonblocking"]
+    assert "against calculet's replay of the prompt [1, 2, 3]: " in judgement.reason
 
 
 def test_a_token_decoded_after_the_removal_that_is_not_the_reference_s_fails(runs, two_lanes, tmp_path):
