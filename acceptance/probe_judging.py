@@ -539,17 +539,16 @@ def measured_files(stage: str, probes: list[dict]) -> list[str]:
 def probe_judgements(stage: str, result: dict, probes: list[dict], workdir: Path, calbin: Path) -> dict[str, Judgement]:
     """calculet's verdict on each of the job's probes it judges at `stage`, by name, from the observations the
     runner left in `workdir`; `result` is the runner's (its entry for the probe says what the runner claims)."""
+    names = _judged_here(stage, probes)
+    if not names:
+        return {}
     entries = {entry.get("name"): entry for entry in result.get("probes", []) if isinstance(entry, dict)}
-    judgements = {}
-    package: Calbin | None | NoReference = None
-    for name in _judged_here(stage, probes):
-        if package is None:
-            try:
-                package = package_reference(calbin, result).package
-            except NoReference as error:
-                package = error
-        judgements[name] = _probe_judgement(name, stage, entries.get(name, {}), workdir, package)
-    return judgements
+    package: Calbin | None | NoReference
+    try:
+        package = package_reference(calbin, result).package  # loaded once for all the probes
+    except NoReference as error:
+        package = error
+    return {name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package) for name in names}
 
 
 def _probe_judgement(
