@@ -90,7 +90,7 @@ def gettext_noop(template: str) -> str:
 
 
 NOTHING_MEASURED = gettext_noop("the runner wrote no %(file)s: nothing measured to judge")
-# The lead finding of a judgement that fails where the runner's result says pass (`_coded_verdict`).
+# The lead finding of a judgement that fails where the runner's result says pass (`coded_verdict`).
 CLAIM_UNSUPPORTED = gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")
 # A sampling judgement's findings, and its reason, which says all of them after one "sampling: ".
 SAMPLING = gettext_noop("sampling: %(problem)s")
@@ -152,7 +152,7 @@ def said_by(error: Exception) -> str:
 
 def _measured_logits(path: Path, ndim: dict[str, int] | None = None) -> dict[str, np.ndarray]:
     """The device's logits the runner wrote; ValueError naming what is wrong with the file."""
-    arrays = _npz(path)
+    arrays = read_npz(path)
     missing = [name for name in GOLDEN_TENSORS if name not in arrays]
     if missing:
         raise ValueError(Said(gettext_noop("%(file)s holds no %(tensors)s"), file=path.name, tensors=missing))
@@ -241,7 +241,7 @@ def stage_judgement(
             return Judgement(False, str(error), [finding("no_reference", said_by(error))])
         too_short = golden_length_failure(reference, params)
         if too_short:
-            return _coded_verdict(result, {}, [("golden_too_short", too_short)], "")
+            return coded_verdict(result, {}, [("golden_too_short", too_short)], "")
     if stage == "soak":
         return soak_judgement(result, workdir, reference, params)
     assert reference is not None
@@ -267,7 +267,7 @@ def golden_judgement(result: dict, workdir: Path, golden: GoldenSet, tolerances:
     try:
         measured = _measured_logits(workdir / MEASURED_LOGITS)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
+        return coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     reports, failures = _compared(measured, _golden_tensors(golden), tolerances)
     return _verdict(result, {"tensors": reports}, failures, "the measured logits are within tolerance of the golden")
 
@@ -281,10 +281,10 @@ def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params
     try:
         records = _jsonl(workdir / MEASURED_REQUESTS, _is_request_record, REQUEST_FIELDS)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
+        return coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     if not records:
         message = Said(gettext_noop("%(file)s lists no request: nothing measured to judge"), file=MEASURED_REQUESTS)
-        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+        return coded_verdict(result, {}, [("no_measurement", message)], "")
     figures, load_failures = soak_load(records, params, golden)
     metrics |= figures
     failures += load_failures
@@ -307,7 +307,7 @@ def soak_judgement(result: dict, workdir: Path, golden: GoldenSet | None, params
     passed = f"{figures['completed']} requests over {figures['duration_ms'] / 1000:.3f} s of device time"
     if samples:
         passed += f"; {samples} sampled responses under load match the golden"
-    return _coded_verdict(result, metrics, failures, passed)
+    return coded_verdict(result, metrics, failures, passed)
 
 
 def soak_load(records: list[dict], params: dict, golden: GoldenSet | None) -> tuple[dict, list[tuple[str, str]]]:
@@ -492,9 +492,9 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
     golden, and a silent corruption shows in the faulty request's logits."""
     try:
         records = _jsonl(workdir / MEASURED_SCENARIOS, _is_scenario_record, SCENARIO_FIELDS)
-        logits = _npz(workdir / MEASURED_FAILURE_LOGITS)
+        logits = read_npz(workdir / MEASURED_FAILURE_LOGITS)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
+        return coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     scenarios = params.get("scenarios")
     if scenarios is None:  # the runner's default: every fault kind, with the code the runtime documents
         scenarios = [
@@ -537,12 +537,12 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
                 )
             )
         if record["produced_code"] != expected:
-            produced = _code_name(record["produced_code"])
+            produced = code_name(record["produced_code"])
             message = Said(
                 gettext_noop("%(scenario)s: the device produced %(produced)s; the answer expects %(expected)s"),
                 scenario=label,
                 produced=produced,
-                expected=_code_name(expected),
+                expected=code_name(expected),
             )
             failures.append(("wrong_error_code", message))
         wrong_recovery = _recovery_failure(record["recovery"], expected, scenario)
@@ -551,7 +551,7 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
             failures.append(("wrong_recovery", message))
         after = _request_failures(logits.get(f"scenario_{index}_after"), golden, tolerances, steps)
         if not after and record["after_code"] != ErrorCode.SUCCESS:
-            after = Said(gettext_noop("ended %(code)s"), code=_code_name(record["after_code"]))
+            after = Said(gettext_noop("ended %(code)s"), code=code_name(record["after_code"]))
         if after:
             message = Said(
                 gettext_noop("%(scenario)s: the request after recovery %(problem)s"), scenario=label, problem=after
@@ -572,13 +572,13 @@ def failure_judgement(result: dict, workdir: Path, golden: GoldenSet, params: di
                 "at_step": record["at_step"],
                 "expect_code": expected,
                 "produced_code": record["produced_code"],
-                "produced_name": _code_name(record["produced_code"]),
+                "produced_name": code_name(record["produced_code"]),
                 "corruption_detected": corrupted,
                 "recovery": record["recovery"],
                 "recovered": not after,
             }
         )
-    return _coded_verdict(
+    return coded_verdict(
         result, {"scenarios": judged}, failures, f"{len(judged)} faults produced the expected code and recovered"
     )
 
@@ -603,7 +603,7 @@ def _recovery_failure(applied: list, code: int, scenario: dict) -> str:
     if code not in DOCUMENTED_RECOVERY:
         return Said(
             gettext_noop("no recovery is documented for %(code)s; the runner applied %(applied)s"),
-            code=_code_name(code),
+            code=code_name(code),
             applied=str(applied),
         )
     core = {"chiplet": scenario.get("chiplet", 0), "core": scenario.get("core", 0)}
@@ -617,7 +617,7 @@ def _recovery_failure(applied: list, code: int, scenario: dict) -> str:
     return Said(
         gettext_noop("the runner applied %(applied)s; the documented recovery for %(code)s is %(documented)s"),
         applied=str(applied) if applied else Said(gettext_noop("no recovery")),
-        code=_code_name(code),
+        code=code_name(code),
         documented=documented or Said(gettext_noop("none")),
     )
 
@@ -652,38 +652,38 @@ def runner_judgement(
     vendor-form package has no replay: its run is of the vendor's golden (`golden_source`, `golden`) and its
     tokens and logits are that golden's."""
     try:
-        measured = _npz(workdir / MEASURED_RUN)
+        measured = read_npz(workdir / MEASURED_RUN)
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
+        return coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     try:
-        reference = _reference(calbin, result)
+        reference = package_reference(calbin, result)
         if reference.package is None:
             expected = reference_golden(golden_source, golden, calbin)
             prompt_ids, whose = expected.prompt_ids, Said(gettext_noop("the vendor golden's"))
         else:
             whose = Said(gettext_noop("the package's golden"))
             expected, prompt_ids = None, reference.package.goldens.prompt_ids
-    except (_NoReference, ValueError) as error:
+    except (NoReference, ValueError) as error:
         return Judgement(False, str(error), [finding("no_reference", said_by(error))])
     steps = params.get("decode_steps") or RUNNER_DECODE_STEPS
     prompt, tokens, rows = (measured.get(name) for name in ("prompt_ids", "tokens", "logits"))
     if prompt is None or tokens is None or rows is None:
         message = Said(gettext_noop("%(file)s must hold prompt_ids, tokens and logits"), file=MEASURED_RUN)
-        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+        return coded_verdict(result, {}, [("no_measurement", message)], "")
     if rows.dtype != np.uint16 or rows.ndim != 2 or len(rows) != steps + 1 or tokens.shape != (steps + 1,):
         message = Said(
             gettext_noop("%(file)s must hold %(rows)s tokens and their BF16 logits [%(rows)s, vocab]"),
             file=MEASURED_RUN,
             rows=steps + 1,
         )
-        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+        return coded_verdict(result, {}, [("no_measurement", message)], "")
     in_use = measured.get("kv_tokens_in_use")
     if in_use is None or in_use.shape != () or in_use.dtype.kind not in "iu":
         message = Said(
             gettext_noop("%(file)s must hold kv_tokens_in_use, the KV tokens in use after the run (an integer)"),
             file=MEASURED_RUN,
         )
-        return _coded_verdict(result, {}, [("no_measurement", message)], "")
+        return coded_verdict(result, {}, [("no_measurement", message)], "")
     failures: list[tuple[str, str]] = []
     if int(in_use) != 0:
         message = Said(gettext_noop("%(tokens)s KV tokens in use after the run"), tokens=int(in_use))
@@ -694,7 +694,7 @@ def runner_judgement(
     if expected is not None and not failures:
         failures += _golden_run_failures(expected, tokens, rows)
     what = "match calculet's replay" if expected is None else "are the vendor golden's (no replay)"
-    return _coded_verdict(result, {}, failures, f"{steps} decode steps {what}")
+    return coded_verdict(result, {}, failures, f"{steps} decode steps {what}")
 
 
 def _golden_run_failures(golden: GoldenSet, tokens: np.ndarray, rows: np.ndarray) -> list[tuple[str, str]]:
@@ -727,12 +727,12 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
     the package's reference (a vendor-form package, which only a board runs, has no replay)."""
     try:
         records = _jsonl(workdir / MEASURED_SEQUENCES, _is_sequence_record, SEQUENCE_FIELDS)
-        logits = _npz(workdir / MEASURED_SEQUENCE_LOGITS)
-        reference = _reference(calbin, result)
-    except _NoReference as error:
+        logits = read_npz(workdir / MEASURED_SEQUENCE_LOGITS)
+        reference = package_reference(calbin, result)
+    except NoReference as error:
         return Judgement(False, str(error), [finding("no_reference", said_by(error))])
     except ValueError as error:
-        return _coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
+        return coded_verdict(result, {}, [("no_measurement", said_by(error))], "")
     defaults = {name: spec.default for name, spec in INTEGRATION_PARAMS.items()}
     wanted, new_tokens, seed = (params.get(name, defaults[name]) for name in ("sequences", "max_new_tokens", "seed"))
     # With the package's declared vocabulary calculet knows the prompts the job's seed gives: the runner does not
@@ -795,15 +795,15 @@ def integration_judgement(result: dict, workdir: Path, calbin: Path, params: dic
     replayed = reference.package is not None
     metrics = {"judged_sequences": {"served": len(records), "matched": matched, "replayed": replayed}}
     what = "match calculet's replay alone" if replayed else "are greedy, finite and vocabulary-wide (no replay)"
-    return _coded_verdict(result, metrics, failures, f"{matched} sequences served {what}")
+    return coded_verdict(result, metrics, failures, f"{matched} sequences served {what}")
 
 
-class _NoReference(Exception):
+class NoReference(Exception):
     pass
 
 
 @dataclass(frozen=True)
-class _Reference:
+class PackageReference:
     """What calculet knows of a package to judge a greedy run by: the vocabulary and positions it declares, and
     the package loaded for a replay on its reference (None for a vendor-form package, which only a board runs:
     its runs are held to its declared vocabulary and, at the runner stage, to the vendor's golden)."""
@@ -813,26 +813,26 @@ class _Reference:
     package: Calbin | None
 
 
-def _reference(calbin: Path, result: dict) -> _Reference:
-    """The package as calculet judges its runs, checked against the device the result reports. _NoReference
+def package_reference(calbin: Path, result: dict) -> PackageReference:
+    """The package as calculet judges its runs, checked against the device the result reports. NoReference
     when it cannot be loaded, or a vendor-form package declares no model (its __Tokenizer/config.json)."""
     try:
         with open_package(calbin) as package:
             meta = read_meta(package)
         if meta.form == VENDOR_FORM:
             if meta.config is None:
-                raise _NoReference(
+                raise NoReference(
                     "the vendor-form package declares no model config (__Tokenizer/config.json with the prefill's "
                     "input length): no vocabulary to judge its logits by"
                 )
-            return _Reference(meta.config.vocab, meta.config.max_seq_len, None)
+            return PackageReference(meta.config.vocab, meta.config.max_seq_len, None)
         loaded = load_calbin(calbin, _device_versions(result))
     except (CalrtError, CalbinError, OSError, KeyError, ValueError) as error:
-        raise _NoReference(f"the package cannot be loaded for calculet's reference: {error}") from error
-    return _Reference(loaded.config.vocab, loaded.max_seq_len, loaded)
+        raise NoReference(f"the package cannot be loaded for calculet's reference: {error}") from error
+    return PackageReference(loaded.config.vocab, loaded.max_seq_len, loaded)
 
 
-def _run_failures(reference: _Reference, record: dict, rows: np.ndarray) -> list[tuple[str, str]]:
+def _run_failures(reference: PackageReference, record: dict, rows: np.ndarray) -> list[tuple[str, str]]:
     """What is wrong with one greedy run (its prompt, its tokens, the logits each token was chosen from): a
     logit not finite, a token not its row's argmax (first index on ties), rows not as wide as the package's
     vocabulary, a prompt outside it or longer than the package holds, logits other than calculet's replay on
@@ -883,7 +883,7 @@ def _device_versions(result: dict) -> dict:
     return {key: str(device.get(key, "")) for key in ("calrt", "driver", "firmware", "chip")}
 
 
-def _code_name(code: int) -> str:
+def code_name(code: int) -> str:
     return f"{ErrorCode(code).name} ({code})" if code in set(ErrorCode) else f"code {code}"
 
 
@@ -930,7 +930,7 @@ def _jsonl(path: Path, valid, fields: str) -> list[dict]:
     return records
 
 
-def _npz(path: Path) -> dict[str, np.ndarray]:
+def read_npz(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise ValueError(Said(NOTHING_MEASURED, file=path.name))
     try:
@@ -982,7 +982,7 @@ def _of_response(response: int | None, problem: Said) -> Said:
 
 
 def _verdict(result: dict, metrics: dict, failures: list[str], passed: str) -> Judgement:
-    return _coded_verdict(result, metrics, [("golden_mismatch", failure) for failure in failures], passed)
+    return coded_verdict(result, metrics, [("golden_mismatch", failure) for failure in failures], passed)
 
 
 FINDING_FIELDS = {"golden_mismatch": "measurements.golden"}
@@ -990,7 +990,7 @@ FINDING_FIELDS = {"golden_mismatch": "measurements.golden"}
 JUDGED_IN_REASON = 5
 
 
-def _coded_verdict(result: dict, metrics: dict, failures: list[tuple[str, str]], passed: str) -> Judgement:
+def coded_verdict(result: dict, metrics: dict, failures: list[tuple[str, str]], passed: str) -> Judgement:
     """Pass when nothing failed; otherwise a failure naming what did, led by `claim_unsupported` when the
     runner's result says pass."""
     findings = [finding(code, message, FINDING_FIELDS.get(code, "measurements")) for code, message in failures]
@@ -1074,7 +1074,7 @@ def s8_float_judgement(workdir: Path, calbin_path: Path, golden: GoldenSet, thre
 def _measured_draws(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         raise ValueError(Said(gettext_noop("the runner wrote no %(file)s: no draws measured to judge"), file=path.name))
-    arrays = _npz(path)
+    arrays = read_npz(path)
     for name in ("draws", "repeat", "golden_sampled"):
         if name not in arrays or arrays[name].ndim != 1 or arrays[name].dtype.kind not in "iu":
             raise ValueError(

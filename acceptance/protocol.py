@@ -27,7 +27,7 @@ from calculet.json_text import storable_json_loads
 SCHEMA_VERSION = 2
 VERSION_KEYS = ("calrt", "driver", "firmware", "chip")
 RESULT_MAX_BYTES = 16 * 1024**2
-# A measurement file calculet-agent sends back with its result (acceptance.judging.MEASURED_FILES).
+# A measurement file calculet-agent sends back with its result (acceptance.probe_judging.measured_files).
 MEASUREMENT_MAX_BYTES = 64 * 1024**2
 
 

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
-from acceptance import judging, stages
+from acceptance import judging, probe_judging, stages
 from acceptance.models import Run, RunResult, RunToken, Target, TargetAgent, TargetToken
 from acceptance.protocol import RunnerEnd, StageOutcome, parse_result, runner_verdict
 from acceptance.services.registration import AGENT_FIELDS, VERSION_FIELDS, target_registration_propose
@@ -73,7 +73,8 @@ class AgentRegistration:
 class RunReport:
     """What the agent posts about a run: output chunks numbered from 0, progress, and at the end how the
         runner ended, the bytes of its result file (None when it wrote none) and of the files it measured into
-    (`judging.MEASURED_FILES`), by name; and the seconds its input fetch and runner took (`fetch`, `runner`)."""
+    (`probe_judging.measured_files`), by name; and the seconds its input fetch and runner took (`fetch`,
+    `runner`)."""
 
     run: int
     attempt: int
@@ -254,7 +255,7 @@ def run_job(run: Run) -> dict:
         "files": job.files,
         "env": job.env,
         "job": job.job,
-        "measurements": list(judging.MEASURED_FILES.get(run.stage, ())),
+        "measurements": probe_judging.measured_files(run.stage, run.probes),
         "heartbeat_seconds": settings.ACCEPTANCE_RUN_HEARTBEAT_SECONDS,
         "limits": {
             "wall_seconds": settings.ACCEPTANCE_RUNNER_WALL_SECONDS,
@@ -381,7 +382,7 @@ def run_result(*, token: RunToken, body: bytes, signature: str, report: RunRepor
         raise DomainError(gettext_noop("A result says how the runner ended."), field="end")
     run = Run.objects.select_related("target", "answer").get(pk=token.run_id)
     run.attempt = token.attempt  # run_finish writes the verdict only while this attempt holds the run
-    unexpected = sorted(set(report.measurements) - set(judging.MEASURED_FILES.get(run.stage, ())))
+    unexpected = sorted(set(report.measurements) - set(probe_judging.measured_files(run.stage, run.probes)))
     if unexpected:
         raise DomainError(
             gettext_noop("A %(stage)s result carries no %(unexpected)s."),

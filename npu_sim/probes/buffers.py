@@ -26,24 +26,26 @@ def _buffer_runner(run: ProbeRun) -> None:
     other.allocate(1, 3)
     first = device.infer(prefill, kv, {1: [1, 2, 3]})
     second = device.infer(prefill, other, {1: [4, 5, 6]})
-    states = (first.status, second.status)
+    states = (
+        run.observe("pending_and_running.first", first.status),
+        run.observe("pending_and_running.second", second.status),
+    )
     run.check("pending_and_running", states == (BufferStatus.RUNNING, BufferStatus.PENDING), f"two jobs: {states}")
-    early = code_of(lambda: first.logits)
+    early = run.observe("no_output_before_done.code", code_of(lambda: first.logits))
     run.check(
         "no_output_before_done", early == ErrorCode.INVALID_ARGUMENT, f"reading a running job's logits: {early.name}"
     )
-    short = first.wait(first.record.time.total_ms / 10)
+    short = run.observe("wait_times_out.code", first.wait(first.record.time.total_ms / 10))
+    status = run.observe("wait_times_out.status", first.status)
     run.check(
         "wait_times_out",
-        short == ErrorCode.TIMEOUT and first.status == BufferStatus.RUNNING,
-        f"a short wait: {short.name}, still {first.status}",
+        short == ErrorCode.TIMEOUT and status == BufferStatus.RUNNING,
+        f"a short wait: {short.name}, still {status}",
     )
-    run.check(
-        "wait_completes",
-        first.wait(1e9) == ErrorCode.SUCCESS and first.status == BufferStatus.DONE,
-        f"then: {first.status}",
-    )
-    negative = code_of(lambda: first.wait(-1.0))
+    done = run.observe("wait_completes.code", first.wait(1e9))
+    status = run.observe("wait_completes.status", first.status)
+    run.check("wait_completes", done == ErrorCode.SUCCESS and status == BufferStatus.DONE, f"then: {status}")
+    negative = run.observe("negative_wait_refused.code", code_of(lambda: first.wait(-1.0)))
     run.check("negative_wait_refused", negative == ErrorCode.INVALID_ARGUMENT, f"wait(-1): {negative.name}")
     second.wait(1e9)
     kv.clear()
@@ -51,19 +53,17 @@ def _buffer_runner(run: ProbeRun) -> None:
     device.inject(Fault(FaultKind.CORE_EXCEPTION, at_step=0))
     kv.allocate(1, 3)
     faulted = device.infer(prefill, kv, {1: [1, 2, 3]})
-    code = faulted.wait(1e9)
+    code = run.observe("core_exception_state.code", faulted.wait(1e9))
+    status = run.observe("core_exception_state.status", faulted.status)
     run.check(
         "core_exception_state",
-        code == ErrorCode.CORE_EXCEPTION and faulted.status == BufferStatus.CORE_EXCEPTION,
-        f"{code.name}, {faulted.status}",
+        code == ErrorCode.CORE_EXCEPTION and status == BufferStatus.CORE_EXCEPTION,
+        f"{code.name}, {status}",
     )
     recover(device, session.calbin, code)
     kv.clear()
-    run.check(
-        "buffers_given_back",
-        device.chiplets[session.handle.chiplets[0]].dynamic_bytes == 0,
-        "no output buffer memory left after the waits",
-    )
+    left = run.observe("buffers_given_back.dynamic_bytes", device.chiplets[session.handle.chiplets[0]].dynamic_bytes)
+    run.check("buffers_given_back", left == 0, "no output buffer memory left after the waits")
 
 
 def _buffer_failure(run: ProbeRun) -> None:
@@ -73,18 +73,20 @@ def _buffer_failure(run: ProbeRun) -> None:
     device.inject(Fault(FaultKind.TIMEOUT, at_step=0))
     kv.allocate(1, 3)
     hung = device.infer(session.calbin.model_of_type("llm_prefill"), kv, {1: [1, 2, 3]})
-    waits = [hung.wait(1e3), hung.wait(1e6)]
+    waits = run.observe("hang_times_out.codes", [hung.wait(1e3), hung.wait(1e6)])
     device.disarm_faults()
     run.check("hang_times_out", waits == [ErrorCode.TIMEOUT, ErrorCode.TIMEOUT], f"waits: {[w.name for w in waits]}")
     device.reset_core(session.handle.chiplets[0], 0)
-    aborted = hung.wait(1.0)
+    aborted = run.observe("aborted_by_reset.code", hung.wait(1.0))
+    status = run.observe("aborted_by_reset.status", hung.status)
     run.check(
         "aborted_by_reset",
-        aborted == ErrorCode.JOB_ABORTED and hung.status == BufferStatus.CORE_EXCEPTION,
-        f"{aborted.name}, {hung.status}",
+        aborted == ErrorCode.JOB_ABORTED and status == BufferStatus.CORE_EXCEPTION,
+        f"{aborted.name}, {status}",
     )
     retry = device.infer(session.calbin.model_of_type("llm_prefill"), kv, {1: [1, 2, 3]})
-    run.check("resubmitted", retry.wait(1e9) == ErrorCode.SUCCESS, "the same job submitted again completes")
+    again = run.observe("resubmitted.code", retry.wait(1e9))
+    run.check("resubmitted", again == ErrorCode.SUCCESS, "the same job submitted again completes")
     kv.clear()
     generic.inject_faults(run, session)
 
@@ -92,7 +94,9 @@ def _buffer_failure(run: ProbeRun) -> None:
 def _buffer_soak(run: ProbeRun) -> None:
     session = run.session()
     generic.load_and_soak(run, session)
-    left = session.device.chiplets[session.handle.chiplets[0]].dynamic_bytes
+    left = run.observe(
+        "buffers_given_back.dynamic_bytes", session.device.chiplets[session.handle.chiplets[0]].dynamic_bytes
+    )
     run.check("buffers_given_back", left == 0, f"{left} B of output buffers left after the soak")
 
 
@@ -136,11 +140,16 @@ def _fixed_decode(session: Session, prompt: list[int], tokens: list[int]) -> tup
     return rows, held
 
 
+# The runner plan decodes the package's golden prompt and its first `FIXED_STEPS` decode inputs.
+FIXED_STEPS = 4
+
+
 def _fixed_runner(run: ProbeRun) -> None:
     session = run.session()
     golden = session.calbin.goldens
-    tokens = golden.decode_input_ids[:4].tolist()
+    tokens = golden.decode_input_ids[:FIXED_STEPS].tolist()
     rows, held = _fixed_decode(session, golden.prompt_ids.tolist(), tokens)
+    run.observe("buffer_held_once.dynamic_bytes", held)
     run.check(
         "buffer_held_once",
         len(set(held)) == 1 and held[0] > 0,
@@ -149,7 +158,9 @@ def _fixed_runner(run: ProbeRun) -> None:
     plain = run_request(
         session.device, session.calbin, session.kv, 1, golden.prompt_ids.tolist(), len(tokens), forced=tokens
     )
-    same = plain.ok and np.array_equal(np.stack(rows).view(np.uint16), plain.logits_rows().view(np.uint16))
+    run.observe("same_as_infer.infer_code", plain.code)
+    fixed = run.observe("same_as_infer.fixed", np.stack(rows).view(np.uint16))
+    same = plain.ok and np.array_equal(fixed, run.observe("same_as_infer.infer", plain.logits_rows().view(np.uint16)))
     run.check("same_as_infer", same, "the fixed task's logits equal infer's, bit for bit")
     device, kv = session.device, session.kv
     kv.allocate(1, 3)
@@ -157,7 +168,7 @@ def _fixed_runner(run: ProbeRun) -> None:
     task = device.create_fixed_task(session.calbin.model_of_type("llm_decode"), kv, [1])
     kv.allocate(1, 1)
     task.submit({1: [4]})
-    busy = code_of(lambda: task.submit({1: [4]}))
+    busy = run.observe("busy_while_running.code", code_of(lambda: task.submit({1: [4]})))
     run.check("busy_while_running", busy == ErrorCode.BUSY, f"a second submit while the first runs: {busy.name}")
     task.release()
     kv.clear()
@@ -185,12 +196,13 @@ def _fixed_failure(run: ProbeRun) -> None:
     task = device.create_fixed_task(session.calbin.model_of_type("llm_decode"), kv, [1])
     device.clear_dynamic_memory()
     kv.allocate(1, 1)
-    gone = code_of(lambda: task.submit({1: [4]}))
+    gone = run.observe("buffer_gone_after_clear.code", code_of(lambda: task.submit({1: [4]})))
     run.check(
         "buffer_gone_after_clear", gone == ErrorCode.INVALID_ARGUMENT, f"submit after clear_dynamic_memory: {gone.name}"
     )
     task = device.create_fixed_task(session.calbin.model_of_type("llm_decode"), kv, [1])
-    run.check("recreated", task.submit({1: [4]}).wait(1e9) == ErrorCode.SUCCESS, "a new fixed task runs")
+    recreated = run.observe("recreated.code", task.submit({1: [4]}).wait(1e9))
+    run.check("recreated", recreated == ErrorCode.SUCCESS, "a new fixed task runs")
     task.release()
     kv.clear()
     generic.inject_faults(run, session)

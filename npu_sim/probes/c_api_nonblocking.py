@@ -13,42 +13,52 @@ from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import ProbeSpec, StagePlan
 from npu_sim.stages.common import tolerances
 
+# The runner plan's prompt: the caller replays it on the package's reference (acceptance.probe_judging).
+C_PROMPT = [1, 2, 3]
+
 
 def _c_runner(run: ProbeRun) -> None:
     session = run.session()
     device, kv = session.device, session.kv
     prefill = session.calbin.model_of_type("llm_prefill")
     vocab = session.calbin.config.vocab
-    kv.allocate(1, 3)
+    kv.allocate(1, len(C_PROMPT))
     handles: list[OutputBuffer] = []
-    code = c_api.calrt_infer_nonblocking(device, prefill, kv, {1: [1, 2, 3]}, handles)
-    run.check(
-        "nonblocking_returns_at_once",
-        code == 0 and handles[0].status != BufferStatus.DONE,
-        f"code {code}, status {handles[0].status}",
+    code = run.observe(
+        "nonblocking_returns_at_once.code", c_api.calrt_infer_nonblocking(device, prefill, kv, {1: C_PROMPT}, handles)
     )
-    run.check(
-        "wait_timeout_code",
-        c_api.calrt_wait(handles[0], 0.0) == int(ErrorCode.TIMEOUT),
-        "wait(0) on a running job returns 18",
-    )
+    status = run.observe("nonblocking_returns_at_once.status", handles[0].status)
+    run.check("nonblocking_returns_at_once", code == 0 and status != BufferStatus.DONE, f"code {code}, status {status}")
+    waited = run.observe("wait_timeout_code.code", c_api.calrt_wait(handles[0], 0.0))
+    run.check("wait_timeout_code", waited == int(ErrorCode.TIMEOUT), "wait(0) on a running job returns 18")
     out = np.zeros(vocab, dtype=np.uint16)
-    codes = c_api.calrt_wait(handles[0], 1e9), c_api.calrt_get_output(handles[0], 1, out)
-    kv.apply(1)
-    kv.free(1)
-    kv.allocate(1, 3)
-    blocking = {1: np.zeros(vocab, dtype=np.uint16)}
-    code = c_api.calrt_infer_blocking(device, prefill, kv, {1: [1, 2, 3]}, 1e9, blocking)
-    kv.apply(1)
-    kv.free(1)
-    run.check(
-        "blocking_equals_nonblocking",
-        codes == (0, 0) and code == 0 and np.array_equal(out, blocking[1]),
-        f"codes {codes}, {code}",
+    codes = (
+        run.observe("blocking_equals_nonblocking.wait_code", c_api.calrt_wait(handles[0], 1e9)),
+        run.observe("blocking_equals_nonblocking.output_code", c_api.calrt_get_output(handles[0], 1, out)),
     )
+    kv.apply(1)
+    kv.free(1)
+    kv.allocate(1, len(C_PROMPT))
+    blocking = {1: np.zeros(vocab, dtype=np.uint16)}
+    code = run.observe(
+        "blocking_equals_nonblocking.blocking_code",
+        c_api.calrt_infer_blocking(device, prefill, kv, {1: C_PROMPT}, 1e9, blocking),
+    )
+    kv.apply(1)
+    kv.free(1)
+    same = np.array_equal(
+        run.observe("blocking_equals_nonblocking.nonblocking", out),
+        run.observe("blocking_equals_nonblocking.blocking", blocking[1]),
+    )
+    run.check("blocking_equals_nonblocking", codes == (0, 0) and code == 0 and same, f"codes {codes}, {code}")
     kv.allocate(1, 2)
-    bad = c_api.calrt_infer_nonblocking(device, prefill, kv, {1: [1, vocab]}, handles)
-    shape = c_api.calrt_infer_nonblocking(device, session.calbin.model_of_type("llm_decode"), kv, {1: [1, 2]}, handles)
+    bad = run.observe(
+        "errors_are_codes.out_of_vocab", c_api.calrt_infer_nonblocking(device, prefill, kv, {1: [1, vocab]}, handles)
+    )
+    decode = session.calbin.model_of_type("llm_decode")
+    shape = run.observe(
+        "errors_are_codes.wrong_shape", c_api.calrt_infer_nonblocking(device, decode, kv, {1: [1, 2]}, handles)
+    )
     run.check(
         "errors_are_codes",
         (bad, shape) == (int(ErrorCode.INVALID_ARGUMENT), int(ErrorCode.SHAPE_MISMATCH)),
@@ -93,17 +103,18 @@ def _c_failure(run: ProbeRun) -> None:
     c_api.calrt_infer_nonblocking(device, prefill, kv, {1: [1, 2, 3]}, handles)
     core = c_api.calrt_wait(handles[-1], 1e9)
     device.disarm_faults()
+    run.observe("faults_as_codes.busy", busy)
+    run.observe("faults_as_codes.core_exception", core)
     run.check(
         "faults_as_codes",
         (busy, core) == (int(ErrorCode.BUSY), int(ErrorCode.CORE_EXCEPTION)),
         f"busy {busy}, core exception {core}",
     )
     recover(device, session.calbin, ErrorCode(core))
-    run.check(
-        "serves_after_recovery",
-        c_api.calrt_infer_nonblocking(device, prefill, kv, {1: [1, 2, 3]}, handles) == 0,
-        "the same job submitted again is accepted",
+    again = run.observe(
+        "serves_after_recovery.code", c_api.calrt_infer_nonblocking(device, prefill, kv, {1: [1, 2, 3]}, handles)
     )
+    run.check("serves_after_recovery", again == 0, "the same job submitted again is accepted")
     handles[-1].wait(1e9)
     kv.clear()
     generic.inject_faults(run, session)

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+import numpy as np
+
 from npu_sim.errors import CalrtError
 from npu_sim.loaded_calbin import Calbin
 from npu_sim.probes.spec import ProbeSpec
@@ -20,6 +22,21 @@ class ProbeRun(Recorder):
         self.stage = stage
         self.share = share  # the part of the job's progress bar this probe fills
         self.findings: list[dict[str, str]] = []
+        # What the device did, as the caller judges the probe's checks from it (docs/runner-protocol.md,
+        # "A probe's observations"): written to `<probe>-<stage>-observed.npz` when the probe ends.
+        self.observed: dict[str, np.ndarray] = {}
+
+    def observe(self, name: str, value: Any) -> Any:
+        """Record what the device gave (positions, a count, a code, logits' bits, keys) and return it. A copy
+        is kept: a view of the KV cache would change with the next edit."""
+        self.observed[name] = np.array(value)
+        return value
+
+    def write_observations(self) -> None:
+        path = self.file_path(f"{self.stage}-observed.npz")
+        if path is not None and self.observed:
+            np.savez(path, allow_pickle=False, **self.observed)
+            self.add_file(path)
 
     def progress(self, percent: float, text: str) -> None:
         start, end = self.share
@@ -77,4 +94,5 @@ def run_probe(
         spec.plan(stage).run(run)
     except NotExercised as error:
         run.finding("not_exercised", str(error))
+    run.write_observations()
     return run.result()

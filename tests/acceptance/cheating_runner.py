@@ -3,7 +3,8 @@
 `echo` (issue 20's runner): never opens the package, reports the job's target versions as a hardware device
 and marks the stage and every requested probe passed. `<stage>-<how>`: runs the simulator, then, at that
 stage only, changes the measurements it left while keeping its passing verdict and metrics — `tamper`
-(corrupted logits), `prompt` (integration: a prompt of its own), `no-files`, `wrong-code` / `recovery` /
+(corrupted logits), `prompt` (integration: a prompt of its own), `kv-shift` (runner: kv_shift's observed
+positions after seq_rm are not the edit's), `no-files`, `wrong-code` / `recovery` /
 `unrecovered` (failure: no error, a recovery other than the documented one, no request after it), `slow` /
 `short` / `few` / `errors` (soak: timings ten times slower or faster, half the requests, two requests failed).
 """
@@ -85,6 +86,11 @@ elif how == "prompt" and stage == "integration":  # a prompt of the runner's own
     rows = records("integration-sequences.jsonl")
     rows[0]["prompt"] = [1]
     write_records("integration-sequences.jsonl", rows)
+elif how == "kv-shift" and stage == "runner":  # seq_rm "removed" nothing but the last cells
+    with np.load(workdir / "kv_shift-runner-observed.npz") as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    arrays["remove.positions"] = np.arange(7)
+    np.savez(workdir / "kv_shift-runner-observed.npz", **arrays)
 elif how == "no-files":  # the verdict stands, the measurements are gone
     for name in {
         "runner": ["runner-actual.npz"],

@@ -13,7 +13,7 @@ from acceptance.services.targets import target_heartbeat
 from calculet.actors import SYSTEM
 from tests.acceptance.test_proof import VERSIONS, answer_with, package, run_chain
 from tests.acceptance.workers import BOARD_DOUBLE
-from tests.factories import make_artifact, runner_bundle_bytes
+from tests.factories import make_artifact, make_capability, make_question, runner_bundle_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -64,6 +64,29 @@ def test_a_result_claiming_a_pass_its_measured_logits_do_not_support_fails_namin
     assert verdict.result["judged"]["passed"] is False
     assert verdict.metrics["tensors"]["decode_logits"]["passed"] is False
     assert verdict.metrics["tensors"]["prefill_logits"]["passed"] is True
+
+
+def test_a_probe_whose_observations_do_not_support_its_pass_fails_naming_the_check(
+    vendor_user, organisation, simulator_online, tmp_path
+):
+    """kv_shift's checks are calculet's, from what the runner observed: a board's runner that says pass over
+    positions seq_rm did not leave fails the runner stage, the runner's own probe verdict notwithstanding."""
+    board(f"{sys.executable} {CHEATING_RUNNER} runner-kv-shift")
+    question = make_question("V26", organisation=organisation, state="asked")
+    capability = make_capability("kv-manager-api", status="C3", questions=[question])
+    capability.deliverables.add(*question.deliverables.all())
+    calbin, golden = package(vendor_user, tmp_path, decode_batch=2)
+    chain = run_chain(answer_with(vendor_user, question, capability, calbin, golden), "board-1")
+    verdict = chain.runs.get(stage=stages.RUNNER)
+    assert verdict.state == stages.FAILED, verdict.reason
+    assert verdict.reason.startswith(
+        "the runner claims a pass its measurements do not support — kv_shift: remove: remove.positions: "
+        "[0, 1, 2, 3, 4, 5, 6] (calculet expects [0, 1, 2, 6, 7, 8, 9])"
+    ), verdict.reason
+    assert codes(verdict)[:2] == ["claim_unsupported", "probe_check_failed"]
+    assert [p["verdict"] for p in verdict.result["probes"]] == ["pass", "pass"]  # what the runner said
+    assert verdict.result["judged"]["probes"] == {"kv_manager": "pass", "kv_shift": "fail"}
+    assert verdict.metrics["judged_probes"]["kv_manager"]["verdict"] == "pass"
 
 
 def test_a_soak_whose_responses_under_load_do_not_match_the_golden_fails_naming_them(

@@ -15,7 +15,7 @@ from calculet_agent.sandbox import Limits, network_isolation_method, run_sandbox
 from django.conf import settings
 from django.db import connection
 
-from acceptance import judging, stages
+from acceptance import judging, probe_judging, stages
 from acceptance.models import Run, Target
 from acceptance.protocol import StageOutcome, device_findings, outcome_verdict
 from acceptance.services.inputs import AnswerInputs
@@ -240,16 +240,23 @@ def _judged(
     golden_source: str,
 ) -> StageOutcome:
     """The stage's verdict as calculet computes it from the files the runner measured into
-    (`acceptance.judging`): a pass needs calculet's judgement to pass; the figures calculet computed replace
-    the runner's in the run's metrics (the golden stage's `tensors`, the soak's rates and `golden_under_load`,
-    the failure stage's `scenarios`)."""
+    (`acceptance.judging`) and the observations of the probes calculet judges (`acceptance.probe_judging`,
+    whose verdicts replace the runner's probe verdicts in `result.judged.probes`): a pass needs calculet's
+    judgement to pass; the figures calculet computed replace the runner's in the run's metrics (the golden
+    stage's `tensors`, the soak's rates and `golden_under_load`, the failure stage's `scenarios`, each judged
+    probe's checks in `judged_probes`)."""
     if outcome.verdict == stages.ERROR or stage not in judging.JUDGED_STAGES:
         return outcome
     golden_path = Path(golden) if golden else None
     judgement = judging.stage_judgement(
         stage, outcome.result, workdir, params, probes, calbin, golden_source, golden_path
     )
-    result = {**outcome.result, "judged": {"passed": judgement.passed, "reason": judgement.reason}}
+    probes_judged = probe_judging.probe_judgements(stage, outcome.result, probes, workdir, calbin)
+    judgement = probe_judging.with_probe_checks(judgement, probes_judged)
+    judged = {"passed": judgement.passed, "reason": judgement.reason}
+    if probes_judged:
+        judged["probes"] = {name: "pass" if probe.passed else "fail" for name, probe in probes_judged.items()}
+    result = {**outcome.result, "judged": judged}
     metrics = {**outcome.metrics, **judgement.metrics}
     if judgement.passed:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, metrics, result)
