@@ -14,7 +14,7 @@ from calculet_agent import __version__
 TIMEOUT_SECONDS = 60
 # A download holds RECEIVE_BUFFERS blocks of RECEIVE_BYTES in memory at most, whatever the input's size.
 # 128 KiB rather than 1 MiB: each block is written into the page cache in one copy, and blocks of 512 KiB and
-# more cost twice the CPU there on the bench's host (docs/performance.md, "Agent input fetch").
+# more cost two to four times the CPU there on the bench's host (docs/performance.md, "Agent input fetch").
 RECEIVE_BYTES = 128 * 1024
 RECEIVE_BUFFERS = 4
 # Reading back the bytes a resumed download already holds.
