@@ -35,8 +35,13 @@ from django.conf import settings  # noqa: E402
 from django.db import connection  # noqa: E402
 
 from acceptance.models import Target  # noqa: E402
-from acceptance.services import target_health_check_start, target_register  # noqa: E402
+from acceptance.services import (  # noqa: E402
+    target_health_check_start,
+    target_register,
+    target_registration_approve,
+)
 from acceptance.services.agents import target_token_create  # noqa: E402
+from tests.factories import make_user  # noqa: E402
 
 MB = 1_000_000
 
@@ -46,7 +51,10 @@ def claimed_health_job(url: str, key: str) -> dict:
     public_key = public_key_text(Ed25519PrivateKey.generate())
     agent = client.post("register/", {"host": "bench", "public_key": public_key, "agent_version": "bench"}).json()
     assert client.post("claim/", {"agent": agent["agent"]}).status == 204  # the first poll: the target is served
-    target_health_check_start(Target.objects.get(slug="bench-board"))
+    board = Target.objects.get(slug="bench-board")
+    # A first registration keeps the target out of rotation until a PM approves it.
+    target_registration_approve(actor=make_user("bench-pm", "team", "pm"), target=board)
+    target_health_check_start(board)
     connection.close()
     return client.post("claim/", {"agent": agent["agent"]}).json()
 

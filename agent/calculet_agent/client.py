@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import queue
+import threading
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -10,6 +12,12 @@ from pathlib import Path
 from calculet_agent import __version__
 
 TIMEOUT_SECONDS = 60
+# A download holds RECEIVE_BUFFERS blocks of RECEIVE_BYTES in memory at most, whatever the input's size.
+# 128 KiB rather than 1 MiB: each block is written into the page cache in one copy, and blocks of 512 KiB and
+# more cost two to four times the CPU there on the bench's host (docs/performance.md, "Agent input fetch").
+RECEIVE_BYTES = 128 * 1024
+RECEIVE_BUFFERS = 4
+# Reading back the bytes a resumed download already holds.
 BLOCK_BYTES = 1024 * 1024
 
 
@@ -93,13 +101,35 @@ class Client:
                     digest.update(block)
         if answer is None:
             return digest.hexdigest()
-        # One buffer received into again and again: `read(n)` would copy every block once more.
-        view = memoryview(bytearray(BLOCK_BYTES))
         with answer, open(partial, "ab" if answer.status == 206 else "wb") as handle:
             try:
-                while count := answer.readinto(view):
-                    handle.write(view[:count])
-                    digest.update(view[:count])
+                _receive(answer, handle, digest)
             except OSError as error:
                 raise UnreachableError(f"the download of {sha256} was cut: {error}") from error
         return digest.hexdigest()
+
+
+def _receive(answer, handle, digest) -> None:
+    """Receive each block and write it in this thread, and hash it in another: hashlib lets the GIL go for a
+    large buffer, so hashing one block overlaps receiving the next. The blocks are a few buffers received
+    into again and again (`read(n)` would copy every block once more); the hash takes them in order."""
+    free: queue.Queue[memoryview] = queue.Queue()
+    written: queue.Queue[tuple[memoryview, int] | None] = queue.Queue()  # None: no more blocks
+    for _ in range(RECEIVE_BUFFERS):
+        free.put(memoryview(bytearray(RECEIVE_BYTES)))
+
+    def hash_blocks() -> None:
+        while (block := written.get()) is not None:
+            view, count = block
+            digest.update(view[:count])
+            free.put(view)
+
+    hasher = threading.Thread(target=hash_blocks, name="calculet-agent-sha256", daemon=True)
+    hasher.start()
+    try:
+        while count := answer.readinto(view := free.get()):
+            handle.write(view[:count])
+            written.put((view, count))
+    finally:
+        written.put(None)
+        hasher.join()

@@ -6,10 +6,11 @@ import hashlib
 import http.server
 import os
 import threading
+import tracemalloc
 
 import pytest
 from calculet_agent.cache import Cache, DigestMismatchError
-from calculet_agent.client import Client
+from calculet_agent.client import RECEIVE_BUFFERS, RECEIVE_BYTES, Client
 
 BODY = os.urandom(3 * 1024 * 1024 + 17)
 SHA256 = hashlib.sha256(BODY).hexdigest()
@@ -28,7 +29,7 @@ class RangeHandler(http.server.BaseHTTPRequestHandler):
         self.send_response(206 if start else 200)
         self.send_header("Content-Length", str(len(BODY) - start))
         self.end_headers()
-        self.wfile.write(BODY[start:])
+        self.wfile.write(memoryview(BODY)[start:])  # no copy: the memory test below traces this thread too
 
     def log_message(self, *args):
         pass
@@ -74,3 +75,18 @@ def test_bytes_that_are_not_the_input_s_are_refused_and_not_cached(server, tmp_p
     with pytest.raises(DigestMismatchError, match=f"the input fetched as {SHA256} has SHA-256"):
         cache.fetch(SHA256, lambda into: server.download(1, "run", SHA256, into))
     assert not cache.path(SHA256).exists() and not partial.exists()
+
+
+def test_a_fetch_holds_a_few_receive_buffers_whatever_the_input_s_size(server, tmp_path):
+    """The input (3 MiB here, 17 GiB in the field) passes through RECEIVE_BUFFERS buffers of RECEIVE_BYTES
+    (512 KiB): a download that held the whole body, or a buffer of 1 MiB as it once did, peaks above it."""
+    cache = Cache(tmp_path / "cache")
+    tracemalloc.start()
+    try:
+        cache.fetch(SHA256, lambda partial: server.download(1, "run", SHA256, partial))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    in_flight = RECEIVE_BUFFERS * RECEIVE_BYTES
+    assert in_flight <= peak < in_flight + 64 * 1024, peak
+    assert cache.path(SHA256).read_bytes() == BODY
