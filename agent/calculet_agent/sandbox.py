@@ -473,7 +473,20 @@ def _start_time(pid: int) -> str | None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return None if fields[0] in ("Z", "X") else fields[19]
+    return fields[19] if _alive(pid, fields[0]) else None
+
+
+def _alive(pid: int, state: str) -> bool:
+    """Whether a process whose /proc/PID/stat shows `state` has a thread left: its main thread may have exited
+    (a zombie there) while others run on."""
+    if state not in ("Z", "X"):
+        return True
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, IndexError):
+                if Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return True
+    return False
 
 
 def _session(pid: int) -> int | None:
@@ -541,7 +554,7 @@ class ProcessTree:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue
-            if fields[0] not in ("Z", "X") and self.root in (int(fields[2]), int(fields[3])):
+            if self.root in (int(fields[2]), int(fields[3])) and _alive(int(entry.name), fields[0]):
                 pid = int(entry.name)
                 self.add(pid)
                 self.detached.add(pid)

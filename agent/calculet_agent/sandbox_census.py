@@ -23,28 +23,45 @@ DEAD = ("Z", "X")
 STOP_SECONDS = 5
 
 
-def states() -> list[str]:
-    """The state of each process in this PID namespace (its private /proc) but its init and this one."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (INIT, os.getpid()):
-            continue
+def thread_states(pid: str) -> list[str]:
+    """The state of each thread of a process: its main thread may have exited (a zombie in /proc/PID/stat)
+    while others run on."""
+    found: list[str] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
         try:
-            with open(f"/proc/{name}/stat") as stat:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
                 found.append(stat.read().rsplit(")", 1)[1].split()[0])
         except (OSError, IndexError):
             continue
     return found
 
 
+def processes() -> list[list[str]]:
+    """The states of the live threads of each process in this PID namespace (its private /proc) but its init
+    and this one; a process all of whose threads are zombies is left out."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (INIT, os.getpid()):
+            continue
+        alive = [state for state in thread_states(name) if state not in DEAD]
+        if alive:
+            found.append(alive)
+    return found
+
+
 def left_in_namespace() -> int:
-    """Once every other process is sent SIGSTOP: how many are left, zombies aside, counted when each has
-    stopped (a process stops on its way back from the kernel, so one still running may be finishing a fork,
-    whose child is listed only after). One stuck in the kernel longer than STOP_SECONDS is counted as it is."""
+    """Once every other process is sent SIGSTOP: how many are left, zombies aside, counted when every thread
+    of each has stopped (a thread stops on its way back from the kernel, so one still running may be finishing
+    a fork, whose child is listed only after). One stuck in the kernel longer than STOP_SECONDS is counted as
+    it is."""
     deadline = time.monotonic() + STOP_SECONDS
     while True:
-        alive = [state for state in states() if state not in DEAD]
-        if all(state in STOPPED for state in alive) or time.monotonic() > deadline:
+        alive = processes()
+        if all(state in STOPPED for threads in alive for state in threads) or time.monotonic() > deadline:
             return len(alive)
         time.sleep(0.001)
 

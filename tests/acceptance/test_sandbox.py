@@ -423,6 +423,50 @@ def test_a_daemon_that_leaves_just_before_the_runner_exits_is_counted_under_bubb
     assert "left 1 process(es) to outlive it" in finding["message"]
 
 
+def threads_with(token: str) -> list[int]:
+    """Processes with a live thread whose command line carries `token`: one whose main thread has exited shows
+    as a zombie with an empty command line in /proc/PID, but not in its other threads' /proc/PID/task/TID."""
+    found = []
+    for task in Path("/proc").glob("[0-9]*/task/[0-9]*"):
+        try:
+            alive = (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+            if alive and token.encode() in (task / "cmdline").read_bytes():
+                found.append(int(task.parent.parent.name))
+        except OSError:
+            continue
+    return sorted(set(found))
+
+
+def test_a_daemon_whose_main_thread_exits_is_counted_and_killed(tmp_path, sandbox_host):
+    # The daemon calls setsid and lingers, so that a poll of either stack sees it, then its main thread alone
+    # exits (the raw exit system call, not exit_group) while another thread sleeps on: /proc/PID/stat shows a
+    # zombie. Before, the census counted it as one (0 left under bubblewrap), and the fallback's tree took it
+    # for gone: counted, but never killed, it outlived the run.
+    token = uuid.uuid4().hex
+    daemon = (
+        "import ctypes, os, threading, time\n"
+        "os.setsid()\n"
+        "time.sleep(0.5)\n"
+        "threading.Thread(target=lambda: (open('up', 'w').close(), time.sleep(300))).start()\n"
+        "while not os.path.exists('up'): time.sleep(0.01)\n"
+        "ctypes.CDLL(None).syscall(60, 0)\n"  # SYS_exit on x86-64: this thread only
+    )
+    code = (
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}'])\n"
+        "while not os.path.exists('up'): time.sleep(0.01)\n"
+        "time.sleep(0.3)\n"
+    )
+    try:
+        outcome, _ = run_python(code, tmp_path, sandbox_host)
+        left = threads_with(token)
+    finally:
+        kill_all(threads_with(token))
+    assert outcome.clean_exit, outcome.reason
+    assert outcome.detached_processes == 1
+    assert left == []
+
+
 def test_the_census_refuses_to_run_outside_bwraps_namespace(tmp_path):
     # Its signal to all stops every process its user may signal: outside bwrap's namespace, a host's. Here it
     # is PID 1 of a namespace of unshare's, where a census that did not refuse would stop only what is in it.
