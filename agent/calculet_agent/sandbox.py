@@ -12,7 +12,7 @@ with a scrubbed environment and these limits, each of which ends the run with a 
   tree's proportional set size (PSS) every MEMORY_POLL_SECONDS and kills the namespace past the limit.
   `RLIMIT_AS` bounds each process as well (a backstop between two polls);
 - filesystem: the host's read-only, except the working directory; a private /proc and /dev, and a
-  /dev/shm of SHM_BYTES;
+  /dev/shm of SHM_BYTES that every user may write (multiprocessing's locks and shared memory);
 - network: its own network namespace, with only a loopback;
 - user: `nobody` when the worker is root (the working directory is handed to it), else the worker's user;
 - wall time: the supervisor kills the tree;
@@ -212,7 +212,7 @@ def _bwrap_argv(
         "--ro-bind", "/", "/",
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+        "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
         *(arg for device in devices for arg in ("--dev-bind", device, device)),
         "--remount-ro", "/dev",
         *view,

@@ -99,6 +99,23 @@ def test_a_well_behaved_command_exits_cleanly_with_its_output(tmp_path, sandbox_
     assert outcome.limit_hit is None
 
 
+def test_the_runners_user_may_use_dev_shm(tmp_path, sandbox_host):
+    # multiprocessing's locks and shared memory live in /dev/shm. bwrap made its tmpfs 0755 root's, so a root
+    # worker's runner (nobody) was refused them: PermissionError from the first Lock.
+    code = (
+        "import multiprocessing\n"
+        "from multiprocessing import shared_memory\n"
+        "with multiprocessing.Lock(): pass\n"
+        "block = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "block.close()\n"
+        "block.unlink()\n"
+        "print('shared')"
+    )
+    outcome, output = run_python(code, tmp_path, sandbox_host)
+    assert outcome.clean_exit, output
+    assert "shared" in output
+
+
 def test_sleeping_past_the_wall_time_is_killed_with_the_reason(tmp_path, sandbox_host):
     outcome, _ = run_python("import time; time.sleep(60)", tmp_path, sandbox_host, with_limits(wall_seconds=1))
     assert outcome.limit_hit == sandbox.WALL_TIME
