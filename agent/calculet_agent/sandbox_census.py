@@ -1,6 +1,7 @@
 """The census of a run's PID namespace (the `Bubblewrap` stack): `python -S -I sandbox_census.py FD COMMAND...`
-runs between bwrap's init and the runner. It starts COMMAND, waits for it, and once it has exited stops every
-process left in the namespace, counts them and writes the count to FD; then it exits with COMMAND's status. Its
+runs between bwrap's init and the runner. It starts COMMAND, waits for it, and once it has exited and what it
+started had SETTLE_SECONDS to end, stops every process left in the namespace, counts them and writes the count
+to FD; then it exits with COMMAND's status. Its
 exit ends bwrap's init, and with it the namespace, whose last processes the kernel kills.
 
 No process escapes the count: every one in the namespace descends from COMMAND, a signal sent to all
@@ -21,6 +22,9 @@ SIGSTOP = 19
 STOPPED = ("T", "t")
 DEAD = ("Z", "X")
 STOP_SECONDS = 5
+# How long the census lets what the runner started end on its own after it: helpers that end when their pipe to
+# the runner closes (multiprocessing's resource tracker and forkserver) are not left behind.
+SETTLE_SECONDS = 1.0
 
 
 def thread_states(pid: str) -> list[str]:
@@ -66,6 +70,16 @@ def left_in_namespace() -> int:
         time.sleep(0.001)
 
 
+def settled() -> bool:
+    """Whether every other process has ended within SETTLE_SECONDS."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while processes():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
 def in_bwraps_namespace() -> bool:
     """Whether this is bwrap's command in a PID namespace of its own (its parent is the namespace's init, bwrap):
     anywhere else a signal to all would reach every process the user may signal."""
@@ -90,12 +104,14 @@ def main() -> None:
             print(f"calculet sandbox: cannot run {command[0]}: {error}", file=sys.stderr)
         os._exit(127)
     _, status = os.waitpid(runner, 0)
-    try:
-        os.kill(-1, SIGSTOP)
-    except ProcessLookupError:  # no other process is left
-        left = 0
-    else:
-        left = left_in_namespace()
+    left = 0
+    if not settled():
+        try:
+            os.kill(-1, SIGSTOP)
+        except ProcessLookupError:  # the last one ended meanwhile
+            pass
+        else:
+            left = left_in_namespace()
     os.write(report, f"{left}\n".encode())
     code = os.waitstatus_to_exitcode(status)
     sys.exit(128 - code if code < 0 else code)  # killed by signal n: 128 + n, as bwrap reports it

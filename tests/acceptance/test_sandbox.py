@@ -514,6 +514,28 @@ def test_a_runner_that_waits_for_its_children_has_no_finding(tmp_path, sandbox_h
         assert [f for f in verdict.findings if f["code"] == "processes_left_behind"] == []
 
 
+def test_the_standard_librarys_helpers_that_end_with_the_runner_are_not_left_behind(tmp_path, sandbox_host):
+    # Shared memory starts multiprocessing's resource tracker, a forkserver pool the forkserver: both end once
+    # their pipe to the runner closes, a moment after its exit. Before, the census (and the fallback's look at
+    # the session) found them still running then: processes_left_behind on a runner that did nothing wrong.
+    code = (
+        "import multiprocessing\n"
+        "from multiprocessing import shared_memory\n"
+        "if __name__ == '__main__':\n"
+        "    block = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "    block.close()\n"
+        "    block.unlink()\n"
+        "    with multiprocessing.get_context('forkserver').Pool(2) as pool:\n"
+        "        print(sum(pool.map(abs, range(10))))\n"
+    )
+    (tmp_path / "runner.py").write_text(code)
+    for _ in range(3):
+        outcome, output = run_command([sys.executable, str(tmp_path / "runner.py")], tmp_path, sandbox_host)
+        assert outcome.clean_exit, output
+        assert "45" in output
+        assert outcome.detached_processes == 0
+
+
 def test_a_runner_that_leaves_an_orphan_in_its_session_has_it_named_in_its_verdict(tmp_path):
     # No setsid and no lingering: the child forks and exits at once, so its orphan is never in a session of its
     # own and is no descendant of the runner when the runner exits 0. It is still in the runner's session. On
