@@ -6,13 +6,14 @@ with a scrubbed environment and these limits, each of which ends the run with a 
 - its own PID namespace: when the run ends, bwrap's init inside it dies and the kernel kills every process
   left in the namespace, `setsid` or not; the supervisor returns only once they are gone. Inside, the census
   (`sandbox_census.py`) starts the runner and, once it has exited on its own, stops and counts what it left
-  there before the namespace goes (`Outcome.detached_processes`, exact on this stack);
+  there before the namespace goes (`Outcome.detached_processes`, exact on this stack when the worker is root:
+  another worker's runner shares the census's user, and may stop it);
 - memory, for the whole process tree together: a cgroup v2 of the run's own (`memory.max`, OOM-killed as one
   group) where the worker's cgroup is delegated with the memory controller; otherwise the supervisor sums the
   tree's proportional set size (PSS) every MEMORY_POLL_SECONDS and kills the namespace past the limit.
   `RLIMIT_AS` bounds each process as well (a backstop between two polls);
 - filesystem: the host's read-only, except the working directory; a private /proc and /dev, and a
-  /dev/shm of SHM_BYTES;
+  /dev/shm of SHM_BYTES that every user may write (multiprocessing's locks and shared memory);
 - network: its own network namespace, with only a loopback;
 - user: `nobody` when the worker is root (the working directory is handed to it), else the worker's user;
 - wall time: the supervisor kills the tree;
@@ -66,6 +67,8 @@ RUNNER_USER = "nobody"
 SHM_BYTES = 64 * 1024 * 1024
 MEMORY_POLL_SECONDS = 0.1
 GONE_TIMEOUT_SECONDS = 10
+# How long what a runner started may take to end on its own after it, as the census allows (`sandbox_census.py`).
+SETTLE_SECONDS = 1.0
 
 # What an outcome records about its isolation.
 NAMESPACE = "namespace"
@@ -212,7 +215,7 @@ def _bwrap_argv(
         "--ro-bind", "/", "/",
         "--proc", "/proc",
         "--dev", "/dev",
-        "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
+        "--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
         *(arg for device in devices for arg in ("--dev-bind", device, device)),
         "--remount-ro", "/dev",
         *view,
@@ -473,7 +476,20 @@ def _start_time(pid: int) -> str | None:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
-    return None if fields[0] in ("Z", "X") else fields[19]
+    return fields[19] if _alive(pid, fields[0]) else None
+
+
+def _alive(pid: int, state: str) -> bool:
+    """Whether a process whose /proc/PID/stat shows `state` has a thread left: its main thread may have exited
+    (a zombie there) while others run on."""
+    if state not in ("Z", "X"):
+        return True
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError, IndexError):
+                if Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    return True
+    return False
 
 
 def _session(pid: int) -> int | None:
@@ -531,9 +547,19 @@ class ProcessTree:
         return [pid for pid, started in self.seen.items() if _start_time(pid) == started]
 
     def left_in_session(self) -> None:
-        """Once the runner has exited on its own: every process still in its session or process group was left
-        to outlive it (an orphan of a double fork is no longer a descendant, and one that forked between two
-        polls was never seen); each joins the tree, to be killed, and `detached`."""
+        """Once the runner has exited on its own: every process still in its session or process group
+        SETTLE_SECONDS later was left to outlive it (an orphan of a double fork is no longer a descendant, and
+        one that forked between two polls was never seen); each joins the tree, to be killed, and `detached`."""
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while (left := self._in_session()) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for pid in left:
+            self.add(pid)
+            self.detached.add(pid)
+
+    def _in_session(self) -> list[int]:
+        """The processes other than the runner (and a namespace's init) in the runner's session or group."""
+        found = []
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) in (self.root, self.init):
                 continue
@@ -541,10 +567,9 @@ class ProcessTree:
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
             except (OSError, IndexError):
                 continue
-            if fields[0] not in ("Z", "X") and self.root in (int(fields[2]), int(fields[3])):
-                pid = int(entry.name)
-                self.add(pid)
-                self.detached.add(pid)
+            if self.root in (int(fields[2]), int(fields[3])) and _alive(int(entry.name), fields[0]):
+                found.append(int(entry.name))
+        return found
 
     def kill(self) -> None:
         for pid in self.alive():
@@ -615,7 +640,7 @@ class Stack(ABC):
     def left_behind(self, tree: ProcessTree, *, exited: bool) -> int:
         """How many processes the runner left to outlive it, once the tree is gone; `exited`: on its own, not
         ended by a limit. Here: every process the polls saw leave the runner's session, and when it exited,
-        every one still in its session or process group then (`ProcessTree`)."""
+        every one still in its session or process group SETTLE_SECONDS after (`ProcessTree`)."""
         return len(tree.detached)
 
     @abstractmethod

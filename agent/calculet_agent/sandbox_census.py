@@ -1,6 +1,7 @@
 """The census of a run's PID namespace (the `Bubblewrap` stack): `python -S -I sandbox_census.py FD COMMAND...`
-runs between bwrap's init and the runner. It starts COMMAND, waits for it, and once it has exited stops every
-process left in the namespace, counts them and writes the count to FD; then it exits with COMMAND's status. Its
+runs between bwrap's init and the runner. It starts COMMAND, waits for it, and once it has exited and what it
+started had SETTLE_SECONDS to end, stops every process left in the namespace, counts them and writes the count
+to FD; then it exits with COMMAND's status. Its
 exit ends bwrap's init, and with it the namespace, whose last processes the kernel kills.
 
 No process escapes the count: every one in the namespace descends from COMMAND, a signal sent to all
@@ -21,32 +22,62 @@ SIGSTOP = 19
 STOPPED = ("T", "t")
 DEAD = ("Z", "X")
 STOP_SECONDS = 5
+# How long the census lets what the runner started end on its own after it: helpers that end when their pipe to
+# the runner closes (multiprocessing's resource tracker and forkserver) are not left behind.
+SETTLE_SECONDS = 1.0
 
 
-def states() -> list[str]:
-    """The state of each process in this PID namespace (its private /proc) but its init and this one."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) in (INIT, os.getpid()):
-            continue
+def thread_states(pid: str) -> list[str]:
+    """The state of each thread of a process: its main thread may have exited (a zombie in /proc/PID/stat)
+    while others run on."""
+    found: list[str] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
         try:
-            with open(f"/proc/{name}/stat") as stat:
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
                 found.append(stat.read().rsplit(")", 1)[1].split()[0])
         except (OSError, IndexError):
             continue
     return found
 
 
+def processes() -> list[list[str]]:
+    """The states of the live threads of each process in this PID namespace (its private /proc) but its init
+    and this one; a process all of whose threads are zombies is left out."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) in (INIT, os.getpid()):
+            continue
+        alive = [state for state in thread_states(name) if state not in DEAD]
+        if alive:
+            found.append(alive)
+    return found
+
+
 def left_in_namespace() -> int:
-    """Once every other process is sent SIGSTOP: how many are left, zombies aside, counted when each has
-    stopped (a process stops on its way back from the kernel, so one still running may be finishing a fork,
-    whose child is listed only after). One stuck in the kernel longer than STOP_SECONDS is counted as it is."""
+    """Once every other process is sent SIGSTOP: how many are left, zombies aside, counted when every thread
+    of each has stopped (a thread stops on its way back from the kernel, so one still running may be finishing
+    a fork, whose child is listed only after). One stuck in the kernel longer than STOP_SECONDS is counted as
+    it is."""
     deadline = time.monotonic() + STOP_SECONDS
     while True:
-        alive = [state for state in states() if state not in DEAD]
-        if all(state in STOPPED for state in alive) or time.monotonic() > deadline:
+        alive = processes()
+        if all(state in STOPPED for threads in alive for state in threads) or time.monotonic() > deadline:
             return len(alive)
         time.sleep(0.001)
+
+
+def settled() -> bool:
+    """Whether every other process has ended within SETTLE_SECONDS."""
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while processes():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def in_bwraps_namespace() -> bool:
@@ -73,12 +104,14 @@ def main() -> None:
             print(f"calculet sandbox: cannot run {command[0]}: {error}", file=sys.stderr)
         os._exit(127)
     _, status = os.waitpid(runner, 0)
-    try:
-        os.kill(-1, SIGSTOP)
-    except ProcessLookupError:  # no other process is left
-        left = 0
-    else:
-        left = left_in_namespace()
+    left = 0
+    if not settled():
+        try:
+            os.kill(-1, SIGSTOP)
+        except ProcessLookupError:  # the last one ended meanwhile
+            pass
+        else:
+            left = left_in_namespace()
     os.write(report, f"{left}\n".encode())
     code = os.waitstatus_to_exitcode(status)
     sys.exit(128 - code if code < 0 else code)  # killed by signal n: 128 + n, as bwrap reports it

@@ -99,6 +99,23 @@ def test_a_well_behaved_command_exits_cleanly_with_its_output(tmp_path, sandbox_
     assert outcome.limit_hit is None
 
 
+def test_the_runners_user_may_use_dev_shm(tmp_path, sandbox_host):
+    # multiprocessing's locks and shared memory live in /dev/shm. bwrap made its tmpfs 0755 root's, so a root
+    # worker's runner (nobody) was refused them: PermissionError from the first Lock.
+    code = (
+        "import multiprocessing\n"
+        "from multiprocessing import shared_memory\n"
+        "with multiprocessing.Lock(): pass\n"
+        "block = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "block.close()\n"
+        "block.unlink()\n"
+        "print('shared')"
+    )
+    outcome, output = run_python(code, tmp_path, sandbox_host)
+    assert outcome.clean_exit, output
+    assert "shared" in output
+
+
 def test_sleeping_past_the_wall_time_is_killed_with_the_reason(tmp_path, sandbox_host):
     outcome, _ = run_python("import time; time.sleep(60)", tmp_path, sandbox_host, with_limits(wall_seconds=1))
     assert outcome.limit_hit == sandbox.WALL_TIME
@@ -423,6 +440,50 @@ def test_a_daemon_that_leaves_just_before_the_runner_exits_is_counted_under_bubb
     assert "left 1 process(es) to outlive it" in finding["message"]
 
 
+def threads_with(token: str) -> list[int]:
+    """Processes with a live thread whose command line carries `token`: one whose main thread has exited shows
+    as a zombie with an empty command line in /proc/PID, but not in its other threads' /proc/PID/task/TID."""
+    found = []
+    for task in Path("/proc").glob("[0-9]*/task/[0-9]*"):
+        try:
+            alive = (task / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+            if alive and token.encode() in (task / "cmdline").read_bytes():
+                found.append(int(task.parent.parent.name))
+        except OSError:
+            continue
+    return sorted(set(found))
+
+
+def test_a_daemon_whose_main_thread_exits_is_counted_and_killed(tmp_path, sandbox_host):
+    # The daemon calls setsid and lingers, so that a poll of either stack sees it, then its main thread alone
+    # exits (the raw exit system call, not exit_group) while another thread sleeps on: /proc/PID/stat shows a
+    # zombie. Before, the census counted it as one (0 left under bubblewrap), and the fallback's tree took it
+    # for gone: counted, but never killed, it outlived the run.
+    token = uuid.uuid4().hex
+    daemon = (
+        "import ctypes, os, threading, time\n"
+        "os.setsid()\n"
+        "time.sleep(0.5)\n"
+        "threading.Thread(target=lambda: (open('up', 'w').close(), time.sleep(300))).start()\n"
+        "while not os.path.exists('up'): time.sleep(0.01)\n"
+        "ctypes.CDLL(None).syscall(60, 0)\n"  # SYS_exit on x86-64: this thread only
+    )
+    code = (
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', {daemon!r}, '{token}'])\n"
+        "while not os.path.exists('up'): time.sleep(0.01)\n"
+        "time.sleep(0.3)\n"
+    )
+    try:
+        outcome, _ = run_python(code, tmp_path, sandbox_host)
+        left = threads_with(token)
+    finally:
+        kill_all(threads_with(token))
+    assert outcome.clean_exit, outcome.reason
+    assert outcome.detached_processes == 1
+    assert left == []
+
+
 def test_the_census_refuses_to_run_outside_bwraps_namespace(tmp_path):
     # Its signal to all stops every process its user may signal: outside bwrap's namespace, a host's. Here it
     # is PID 1 of a namespace of unshare's, where a census that did not refuse would stop only what is in it.
@@ -451,6 +512,28 @@ def test_a_runner_that_waits_for_its_children_has_no_finding(tmp_path, sandbox_h
         write_result(tmp_path / "result.json")
         verdict = protocol.outcome_verdict(outcome, tmp_path / "result.json", "golden", "")
         assert [f for f in verdict.findings if f["code"] == "processes_left_behind"] == []
+
+
+def test_the_standard_librarys_helpers_that_end_with_the_runner_are_not_left_behind(tmp_path, sandbox_host):
+    # Shared memory starts multiprocessing's resource tracker, a forkserver pool the forkserver: both end once
+    # their pipe to the runner closes, a moment after its exit. Before, the census (and the fallback's look at
+    # the session) found them still running then: processes_left_behind on a runner that did nothing wrong.
+    code = (
+        "import multiprocessing\n"
+        "from multiprocessing import shared_memory\n"
+        "if __name__ == '__main__':\n"
+        "    block = shared_memory.SharedMemory(create=True, size=4096)\n"
+        "    block.close()\n"
+        "    block.unlink()\n"
+        "    with multiprocessing.get_context('forkserver').Pool(2) as pool:\n"
+        "        print(sum(pool.map(abs, range(10))))\n"
+    )
+    (tmp_path / "runner.py").write_text(code)
+    for _ in range(3):
+        outcome, output = run_command([sys.executable, str(tmp_path / "runner.py")], tmp_path, sandbox_host)
+        assert outcome.clean_exit, output
+        assert "45" in output
+        assert outcome.detached_processes == 0
 
 
 def test_a_runner_that_leaves_an_orphan_in_its_session_has_it_named_in_its_verdict(tmp_path):
