@@ -230,6 +230,46 @@ def _not_the_target(match: re.Match) -> str:
     return gettext("the device is not the target as registered: %(detail)s") % {"detail": said}
 
 
+# Why the sandbox ended a runner (calculet_agent.sandbox._explain, the same words whether the server or an agent ran
+# it), and why an agent could not start one (calculet_agent.cli): each may be followed by ": " and the last line
+# the runner wrote to stderr (protocol.runner_verdict), kept as written.
+SANDBOX_REASONS = [
+    gettext_noop("wall-time limit of %(seconds)s s exceeded; the runner was killed"),
+    gettext_noop("output limit of %(bytes)s bytes exceeded; the runner was killed"),
+    gettext_noop("working directory grew past %(bytes)s bytes; the runner was killed"),
+    gettext_noop("the run was cancelled or taken over; the runner was killed"),
+    gettext_noop("memory limit of %(mib)s MiB exceeded by the runner's processes together; they were killed"),
+    gettext_noop("CPU-time limit of %(seconds)s s exceeded"),
+    gettext_noop("file-size limit of %(bytes)s bytes exceeded"),
+    gettext_noop("network access denied in the sandbox (%(detail)s)"),
+    gettext_noop("memory limit of %(mib)s MiB exceeded"),
+    gettext_noop("runner killed by SIGKILL (likely the memory limit of %(mib)s MiB or the OOM killer)"),
+    gettext_noop("runner killed by signal %(signal)s (%(name)s)"),
+    gettext_noop("runner exited with status %(status)s"),
+    gettext_noop("the agent could not prepare or start the run: %(detail)s"),
+]
+# The sandbox's own words for a network access it denied, when the runner printed none.
+NO_NETWORK = gettext_noop("connection attempt failed: the sandbox has no network")
+
+
+def _pattern(template: str) -> re.Pattern:
+    """`template` as a pattern matching the sentence it makes, each parameter a group, and the runner's stderr
+    line after it."""
+    parts = re.split(r"%\((\w+)\)s", template)
+    pattern = "".join(re.escape(part) if index % 2 == 0 else f"(?P<{part}>.+?)" for index, part in enumerate(parts))
+    return re.compile(f"^{pattern}(?P<stderr>: .*)?$", re.S)
+
+
+def _sandbox_reason(template: str) -> Callable[[re.Match], str]:
+    def said(match: re.Match) -> str:
+        params = {name: value for name, value in match.groupdict().items() if name != "stderr"}
+        if params.get("detail") == NO_NETWORK:
+            params["detail"] = gettext(NO_NETWORK)
+        return gettext(template) % params + (match["stderr"] or "")
+
+    return said
+
+
 def _prefixed(message: str) -> Callable[[re.Match], str]:
     return lambda match: gettext(message) % {"detail": match["detail"]}
 
@@ -285,6 +325,7 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         re.compile(r"^the runner could not be started: (?P<detail>.*)$", re.S),
         _prefixed(gettext_noop("the runner could not be started: %(detail)s")),
     ),
+    *[(_pattern(template), _sandbox_reason(template)) for template in SANDBOX_REASONS],
     (
         re.compile(
             r"^infrastructure error: the run was started (?P<count>\d+) times and each time its worker was lost "

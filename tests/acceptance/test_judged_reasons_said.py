@@ -4,13 +4,17 @@ model's, a failed minimal example said after the judgement, calculet-agent's not
 run, a version the device did not report, a hardware target with no runner. Each run made by the code that stores
 it; its English, as the API gives it, is what it was."""
 
+import signal
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
+from calculet_agent import cli, sandbox
+from calculet_agent.sandbox import Limits
 from django.utils.translation import override
 
 from acceptance import judging, stages, summaries
-from acceptance.protocol import StageOutcome
+from acceptance.protocol import RunnerEnd, StageOutcome, runner_verdict
 from acceptance.services.agents import _example_not_run
 from acceptance.services.runs.running import _with_minimal_example, attested, no_hardware_runner
 from calculet import sentences
@@ -125,3 +129,47 @@ def test_a_hardware_target_with_no_runner_is_said_in_chinese():
         "board-7 是硬件目标，但没有登记硬件运行器命令：什么都没有运行（硬件目标从不退回到自带的模拟器）"
     )
     assert said(outcome, "en") == outcome.reason
+
+
+LIMITS = Limits(wall_seconds=30, memory_bytes=512 * 1024 * 1024, output_bytes=1000, file_bytes=2000, workdir_bytes=3000)
+
+
+@pytest.mark.parametrize(
+    ("ended", "chinese"),
+    [
+        ((sandbox.WALL_TIME, None, None), "超出 30 秒的墙钟时间限制；运行器已被终止"),
+        ((sandbox.OUTPUT, None, None), "超出 1000 字节的输出限制；运行器已被终止"),
+        ((sandbox.WORKDIR_SIZE, None, None), "工作目录超过 3000 字节；运行器已被终止"),
+        ((sandbox.CANCELLED, None, None), "运行已被取消或被接管；运行器已被终止"),
+        ((sandbox.MEMORY, None, None), "运行器的进程合计超出 512 MiB 的内存限制；这些进程已被终止"),
+        ((None, None, signal.SIGXCPU), "超出 40 秒的 CPU 时间限制"),
+        ((None, None, signal.SIGXFSZ), "超出 2000 字节的文件大小限制"),
+        ((None, sandbox.NETWORK_DENIED_EXIT, None), "沙箱拒绝了网络访问（连接尝试失败：沙箱没有网络）"),
+        ((None, 1, None, "MemoryError"), "超出 512 MiB 的内存限制"),
+        ((None, None, signal.SIGKILL), "运行器被 SIGKILL 终止（可能是 512 MiB 的内存限制或 OOM killer）"),
+        ((None, None, signal.SIGSEGV), "运行器被信号 11（SIGSEGV）终止"),
+        ((None, 3, None), "运行器以状态 3 退出"),
+    ],
+)
+def test_why_the_sandbox_ended_a_runner_is_said_in_chinese(ended, chinese):
+    limit, exit_code, signal_number, *tail = ended
+    _limit, reason = sandbox._explain(limit, exit_code, signal_number, LIMITS, 0, "".join(tail))
+    with override("zh-hans"):
+        assert summaries.run_summary(reason) == chinese
+    with override("en"):
+        assert summaries.run_summary(reason) == reason
+
+
+def test_a_runner_that_exited_with_its_stderr_line_is_said_in_chinese_with_the_line_as_written():
+    _limit, reason = sandbox._explain(None, 1, None, LIMITS, 0, "")
+    outcome = runner_verdict(RunnerEnd(1, None, reason, {}), (None, ""), stages.RUNNER, "Traceback\nboom: no device")
+    assert outcome.reason == "runner exited with status 1: boom: no device"
+    assert said(outcome, "zh-hans") == "运行器以状态 1 退出: boom: no device"
+    assert said(outcome, "en") == outcome.reason
+
+
+def test_an_agent_that_could_not_start_the_run_is_said_in_chinese():
+    reason = cli._not_run(f"the agent could not prepare or start the run: {OSError('disk full')}")["reason"]
+    assert reason == "the agent could not prepare or start the run: disk full"
+    with override("zh-hans"):
+        assert summaries.run_summary(reason) == "agent 无法准备或启动这次运行：disk full"
