@@ -270,6 +270,18 @@ def _sandbox_reason(template: str) -> Callable[[re.Match], str]:
     return said
 
 
+def sandbox_sentence(reason: str) -> str:
+    """The sandbox's reason as a `judging.Said`, so that a sentence holding it says it in the reader's language
+    too; as it is when it is not one of `SANDBOX_REASONS` alone."""
+    for template in SANDBOX_REASONS:
+        match = _pattern(template).match(reason)
+        if match is not None and match["stderr"] is None:
+            return judging.Said(
+                template, **{name: value for name, value in match.groupdict().items() if name != "stderr"}
+            )
+    return reason
+
+
 def _prefixed(message: str) -> Callable[[re.Match], str]:
     return lambda match: gettext(message) % {"detail": match["detail"]}
 

@@ -85,10 +85,7 @@ def test_a_failed_minimal_example_after_a_failed_judgement_is_said_in_chinese(tm
     outcome = _with_minimal_example(judged, example)
     assert outcome.reason == f"{judged.reason}; the minimal example (make run) ended with runner exited with status 2"
     assert outcome.findings[-1]["code"] == "minimal_example_failed"
-    assert (
-        said(outcome, "zh-hans")
-        == f"{said(judged, 'zh-hans')}; 最小示例（make run）结束于：runner exited with status 2"
-    )
+    assert said(outcome, "zh-hans") == f"{said(judged, 'zh-hans')}; 最小示例（make run）结束于：运行器以状态 2 退出"
     assert (
         said(outcome, "en")
         == said(judged, "en") + "; the minimal example (make run) ended with runner exited with status 2"
@@ -96,7 +93,7 @@ def test_a_failed_minimal_example_after_a_failed_judgement_is_said_in_chinese(tm
     # Alone: the stage passed but for its example.
     alone = _with_minimal_example(StageOutcome(stages.PASS, "all checks passed"), example)
     assert alone.verdict == stages.FAIL
-    assert said(alone, "zh-hans") == "最小示例（make run）结束于：runner exited with status 2"
+    assert said(alone, "zh-hans") == "最小示例（make run）结束于：运行器以状态 2 退出"
 
 
 def test_calculet_agents_note_that_the_minimal_example_was_not_run_is_said_in_chinese(tmp_path):

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils.translation import gettext_noop
 
-from acceptance import judging, stages
+from acceptance import judging, stages, summaries
 from acceptance.models import Run, Target
 from acceptance.protocol import StageOutcome, device_findings, outcome_verdict
 from acceptance.services.inputs import AnswerInputs
@@ -221,7 +221,8 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
     result = {**outcome.result, "minimal_example": example}
     if not example["ran"] or example["passed"]:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, outcome.metrics, result)
-    message = judging.Said(MINIMAL_EXAMPLE_FAILED, command=example["command"], detail=example["detail"])
+    detail = summaries.sandbox_sentence(example["detail"])
+    message = judging.Said(MINIMAL_EXAMPLE_FAILED, command=example["command"], detail=detail)
     finding = judging.finding("minimal_example_failed", message, judging.MINIMAL_EXAMPLE_FIELD)
     reason = str(message) if outcome.verdict == stages.PASS else f"{outcome.reason}; {message}"
     return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
