@@ -405,7 +405,15 @@ def _registration_reason(match: re.Match) -> str:
         template = gettext(
             "out of rotation until a PM or operator approves the registration agent %(host)s sent: %(changes)s"
         )
-    return template % {"host": match["host"], "changes": match["changes"]}
+    return template % {"host": match["host"], "changes": _NONE_BEFORE_CHANGE.sub(_none_said, match["changes"] or "")}
+
+
+# A field the target had no value for, in a registration's changes (services/registration.registration_reason).
+_NONE_BEFORE_CHANGE = re.compile(r"(?:^|(?<=; ))(?P<field>\S+) \(none\) -> ")
+
+
+def _none_said(match: re.Match) -> str:
+    return f"{match['field']} {gettext(NOT_REPORTED)} -> "
 
 
 def _stage_conclusion(match: re.Match) -> str:

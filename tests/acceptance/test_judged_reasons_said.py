@@ -16,6 +16,7 @@ from django.utils.translation import override
 from acceptance import judging, stages, summaries
 from acceptance.protocol import RunnerEnd, StageOutcome, runner_verdict
 from acceptance.services.agents import _example_not_run
+from acceptance.services.registration import registration_reason
 from acceptance.services.runs.running import _with_minimal_example, attested, no_hardware_runner
 from calculet import sentences
 from tests.acceptance.test_feature_judging import S8_THRESHOLDS, golden_stage, s8_package  # noqa: F401 (a fixture)
@@ -170,3 +171,15 @@ def test_an_agent_that_could_not_start_the_run_is_said_in_chinese():
     assert reason == "the agent could not prepare or start the run: disk full"
     with override("zh-hans"):
         assert summaries.run_summary(reason) == "agent 无法准备或启动这次运行：disk full"
+
+
+def test_a_registration_change_from_no_value_is_said_none_in_chinese():
+    pending = {"first": False, "host": "lab-3", "changes": {"driver": ("", "2.3.0"), "chip": ("c1", "c2")}}
+    reason = registration_reason(pending)
+    assert reason.endswith("agent lab-3 sent: driver (none) -> 2.3.0; chip c1 -> c2")
+    with override("zh-hans"):
+        chinese = summaries.health_reason(reason)
+    assert chinese.endswith("driver （无） -> 2.3.0; chip c1 -> c2") and "lab-3" in chinese
+    assert "out of rotation" not in chinese
+    with override("en"):
+        assert summaries.health_reason(reason) == reason
