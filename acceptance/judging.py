@@ -94,6 +94,15 @@ NOTHING_MEASURED = gettext_noop("the runner wrote no %(file)s: nothing measured 
 CLAIM_UNSUPPORTED = gettext_noop("the runner claims a pass its measurements do not support — %(detail)s")
 # A sampling judgement's findings, and its reason, which says all of them after one "sampling: ".
 SAMPLING = gettext_noop("sampling: %(problem)s")
+# The field of the runner stage's finding that its minimal example failed, said after the judgement's reason
+# (services/runs/running.py).
+MINIMAL_EXAMPLE_FIELD = "minimal_example"
+# Why calculet-agent leaves the answer's minimal example unrun (services/agents.py): the runner stage's whole
+# reason when the runner said nothing, otherwise said after it.
+EXAMPLE_NOT_RUN = gettext_noop(
+    "calculet-agent runs only the operator's runner on the target's host, never the vendor's example"
+)
+EXAMPLE_NOT_RUN_AFTER = gettext_noop("%(reason)s; the minimal example was not run (%(why)s)")
 # Two sentences said one after the other: "; " between them in every language.
 THEN = gettext_noop("%(first)s; %(then)s")
 
@@ -182,7 +191,7 @@ def reference_golden(golden_source: str, golden_path: Path | None, calbin_path: 
             assert golden_path is not None
             golden = read_golden(golden_path.read_bytes(), str(golden_path))
     except (OSError, KeyError, GoldenError, CalbinError) as error:
-        raise ValueError(f"the golden cannot be read: {error}") from error
+        raise ValueError(Said(gettext_noop("the golden cannot be read: %(error)s"), error=str(error))) from error
     if golden.decode_steps < 1:
         raise ValueError(
             Said(gettext_noop("the golden (%(source)s) has no decode step to judge against"), source=golden.source)
@@ -822,13 +831,19 @@ def package_reference(calbin: Path, result: dict) -> PackageReference:
         if meta.form == VENDOR_FORM:
             if meta.config is None:
                 raise NoReference(
-                    "the vendor-form package declares no model config (__Tokenizer/config.json with the prefill's "
-                    "input length): no vocabulary to judge its logits by"
+                    Said(
+                        gettext_noop(
+                            "the vendor-form package declares no model config (__Tokenizer/config.json with the "
+                            "prefill's input length): no vocabulary to judge its logits by"
+                        )
+                    )
                 )
             return PackageReference(meta.config.vocab, meta.config.max_seq_len, None)
         loaded = load_calbin(calbin, _device_versions(result))
     except (CalrtError, CalbinError, OSError, KeyError, ValueError) as error:
-        raise NoReference(f"the package cannot be loaded for calculet's reference: {error}") from error
+        raise NoReference(
+            Said(gettext_noop("the package cannot be loaded for calculet's reference: %(error)s"), error=str(error))
+        ) from error
     return PackageReference(loaded.config.vocab, loaded.max_seq_len, loaded)
 
 
@@ -937,7 +952,9 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as npz:
             return {name: npz[name] for name in npz.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as error:
-        raise ValueError(f"{path.name} is not an .npz file: {error}") from error
+        raise ValueError(
+            Said(gettext_noop("%(file)s is not an .npz file: %(error)s"), file=path.name, error=str(error))
+        ) from error
 
 
 def _golden_tensors(golden: GoldenSet) -> dict[str, np.ndarray]:
@@ -1032,9 +1049,17 @@ def float_model_logits(calbin_path: Path, golden: GoldenSet) -> np.ndarray:
         with open_package(calbin_path) as package:
             config = read_meta(package).config
     except (OSError, CalbinError) as error:
-        raise ValueError(f"the package's model config cannot be read: {error}") from error
+        raise ValueError(
+            Said(gettext_noop("the package's model config cannot be read: %(error)s"), error=str(error))
+        ) from error
     if config != PRESETS[preset]:
-        raise ValueError(f"the package's model config is not the float model's ({preset}): {config}")
+        raise ValueError(
+            Said(
+                gettext_noop("the package's model config is not the float model's (%(preset)s): %(config)s"),
+                preset=preset,
+                config=str(config),
+            )
+        )
     model = ReferenceModel(config, init_weights(config, seed))
     rows = teacher_forced_rows(model, golden.prompt_ids.tolist(), golden.decode_input_ids.tolist())
     return to_bf16(rows)

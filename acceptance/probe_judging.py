@@ -61,7 +61,9 @@ class Observed:
     def package(self) -> Calbin:
         """The package loaded on calculet's reference; NoReference for one that has none (vendor form)."""
         if self.calbin is None:
-            raise NoReference("the package has no reference calculet can run (a vendor-form package)")
+            raise NoReference(
+                Said(gettext_noop("the package has no reference calculet can run (a vendor-form package)"))
+            )
         return self.calbin
 
     def array(self, name: str) -> np.ndarray:

@@ -76,9 +76,11 @@ def _findings(match: re.Match) -> str:
 
 
 # The fields of the findings a golden stage's features add after the stage's own (judging.probe_judgements):
-# the s8 judgement's one finding, and the sampling judgement's, which its reason says after one "sampling: ".
+# the s8 judgement's one finding, and the sampling judgement's, which its reason says after one "sampling: ";
+# and the runner stage's failed minimal example, said after its judgement's.
 S8_FIELD = "measurements.vs_float"
 SAMPLING_FIELD = "measurements.sampling"
+SAID_ALONE = (S8_FIELD, judging.MINIMAL_EXAMPLE_FIELD)
 
 
 def _said(value) -> str:
@@ -93,7 +95,7 @@ def _parts(said: list[dict], claim: dict | None, count: int) -> tuple[list[tuple
     groups: list[tuple[str, list[dict]]] = []
     for item in said:
         field = item.get("field", "")
-        kind = field if field in (S8_FIELD, SAMPLING_FIELD) else "stage"
+        kind = field if field in (SAMPLING_FIELD, *SAID_ALONE) else "stage"
         if groups and groups[-1][0] == kind:
             groups[-1][1].append(item)
         else:
@@ -107,7 +109,7 @@ def _parts(said: list[dict], claim: dict | None, count: int) -> tuple[list[tuple
             english = "; ".join(item["message"].removeprefix("sampling: ") for item in items)
             text = "; ".join(_said(item["params"]["problem"]) for item in items)
             parts.append((judging.SAMPLING % {"problem": english}, gettext(judging.SAMPLING) % {"problem": text}))
-        elif kind == S8_FIELD:
+        elif kind in SAID_ALONE:
             parts += [(item["message"], sentences.text(item)) for item in items]
         else:
             if index != 0:  # the stage's own findings come first
@@ -124,7 +126,33 @@ def _parts(said: list[dict], claim: dict | None, count: int) -> tuple[list[tuple
     return parts, unsaid
 
 
+# calculet-agent's note after a runner stage's reason: "<reason>; the minimal example was not run (…)".
+_NOTE_BEFORE, _NOTE_AFTER = judging.EXAMPLE_NOT_RUN_AFTER.split("%(reason)s")
+_EXAMPLE_NOT_RUN_AFTER = re.compile(
+    re.escape(_NOTE_BEFORE) + "(?P<reason>.+)" + re.escape(_NOTE_AFTER % {"why": judging.EXAMPLE_NOT_RUN}) + "$",
+    re.S,
+)
+
+
+def _example_not_run(reason: str) -> tuple[str, Callable[[str], str]]:
+    """A runner stage's reason without the note calculet-agent says after it (its minimal example not run), and
+    what says a reason with the note again in the active language."""
+    match = _EXAMPLE_NOT_RUN_AFTER.match(reason)
+    if match is None:
+        return reason, lambda text: text
+    return match[
+        "reason"
+    ], lambda text: gettext(judging.EXAMPLE_NOT_RUN_AFTER) % {"reason": text, "why": gettext(judging.EXAMPLE_NOT_RUN)}
+
+
 def judged_reason(reason: str, findings: list) -> tuple[str, list[dict]] | None:
+    """`_judged_reason`, and calculet-agent's note after it that the minimal example was not run."""
+    reason, with_note = _example_not_run(reason)
+    composed = _judged_reason(reason, findings)
+    return None if composed is None else (with_note(composed[0]), composed[1])
+
+
+def _judged_reason(reason: str, findings: list) -> tuple[str, list[dict]] | None:
     """A run reason that calculet's judging composed from the run's findings, said in the active language,
     and the templated findings it does not already say. The reason may begin with the runner's own (a runner
     that reported a failure: "2 check(s) failed — …; " and then calculet's), which `run_summary` says, its words
@@ -177,6 +205,16 @@ _VERSION_MISMATCH = re.compile(
 )
 
 
+# What protocol.device_findings says for a version the device did not report.
+NOT_REPORTED = gettext_noop("(none)")
+
+
+def _versions(mismatch: re.Match) -> dict:
+    """A version mismatch's parameters, a version the device did not report said in the active language."""
+    said = mismatch.groupdict()
+    return said | {"reported": gettext(NOT_REPORTED) if said["reported"] == NOT_REPORTED else said["reported"]}
+
+
 def _not_the_target(match: re.Match) -> str:
     """ "the device is not the target as registered: " and what differs (protocol.device_findings), each said in
     the active language with the versions as they are; as stored when it is not only those sentences."""
@@ -188,8 +226,60 @@ def _not_the_target(match: re.Match) -> str:
         if "; ".join(version.group(0) for version in found) != detail:
             return match.group(0)
         template = gettext("the device reports %(key)s %(reported)s; the target is registered with %(registered)s")
-        said = "; ".join(template % version.groupdict() for version in found)
+        said = "; ".join(template % _versions(version) for version in found)
     return gettext("the device is not the target as registered: %(detail)s") % {"detail": said}
+
+
+# Why the sandbox ended a runner (calculet_agent.sandbox._explain, the same words whether the server or an agent ran
+# it), and why an agent could not start one (calculet_agent.cli): each may be followed by ": " and the last line
+# the runner wrote to stderr (protocol.runner_verdict), kept as written.
+SANDBOX_REASONS = [
+    gettext_noop("wall-time limit of %(seconds)s s exceeded; the runner was killed"),
+    gettext_noop("output limit of %(bytes)s bytes exceeded; the runner was killed"),
+    gettext_noop("working directory grew past %(bytes)s bytes; the runner was killed"),
+    gettext_noop("the run was cancelled or taken over; the runner was killed"),
+    gettext_noop("memory limit of %(mib)s MiB exceeded by the runner's processes together; they were killed"),
+    gettext_noop("CPU-time limit of %(seconds)s s exceeded"),
+    gettext_noop("file-size limit of %(bytes)s bytes exceeded"),
+    gettext_noop("network access denied in the sandbox (%(detail)s)"),
+    gettext_noop("memory limit of %(mib)s MiB exceeded"),
+    gettext_noop("runner killed by SIGKILL (likely the memory limit of %(mib)s MiB or the OOM killer)"),
+    gettext_noop("runner killed by signal %(signal)s (%(name)s)"),
+    gettext_noop("runner exited with status %(status)s"),
+    gettext_noop("the agent could not prepare or start the run: %(detail)s"),
+]
+# The sandbox's own words for a network access it denied, when the runner printed none.
+NO_NETWORK = gettext_noop("connection attempt failed: the sandbox has no network")
+
+
+def _pattern(template: str) -> re.Pattern:
+    """`template` as a pattern matching the sentence it makes, each parameter a group, and the runner's stderr
+    line after it."""
+    parts = re.split(r"%\((\w+)\)s", template)
+    pattern = "".join(re.escape(part) if index % 2 == 0 else f"(?P<{part}>.+?)" for index, part in enumerate(parts))
+    return re.compile(f"^{pattern}(?P<stderr>: .*)?$", re.S)
+
+
+def _sandbox_reason(template: str) -> Callable[[re.Match], str]:
+    def said(match: re.Match) -> str:
+        params = {name: value for name, value in match.groupdict().items() if name != "stderr"}
+        if params.get("detail") == NO_NETWORK:
+            params["detail"] = gettext(NO_NETWORK)
+        return gettext(template) % params + (match["stderr"] or "")
+
+    return said
+
+
+def sandbox_sentence(reason: str) -> str:
+    """The sandbox's reason as a `judging.Said`, so that a sentence holding it says it in the reader's language
+    too; as it is when it is not one of `SANDBOX_REASONS` alone."""
+    for template in SANDBOX_REASONS:
+        match = _pattern(template).match(reason)
+        if match is not None and match["stderr"] is None:
+            return judging.Said(
+                template, **{name: value for name, value in match.groupdict().items() if name != "stderr"}
+            )
+    return reason
 
 
 def _prefixed(message: str) -> Callable[[re.Match], str]:
@@ -199,6 +289,20 @@ def _prefixed(message: str) -> Callable[[re.Match], str]:
 # The sentences acceptance/protocol.py, services/checks.py and services/runs write, in the order tried.
 SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
     (re.compile(r"^all checks passed$"), lambda _match: gettext("all checks passed")),
+    (re.compile("^" + re.escape(judging.EXAMPLE_NOT_RUN) + "$"), lambda _match: gettext(judging.EXAMPLE_NOT_RUN)),
+    (
+        re.compile(
+            r"^(?P<target>\S+) is a hardware target with no hardware runner command registered: nothing ran \(a "
+            r"hardware target never falls back to the bundled simulator\)$"
+        ),
+        lambda match: (
+            gettext(
+                "%(target)s is a hardware target with no hardware runner command registered: nothing ran (a hardware "
+                "target never falls back to the bundled simulator)"
+            )
+            % {"target": match["target"]}
+        ),
+    ),
     (re.compile(r"^(?P<count>\d+) check\(s\) failed — (?P<detail>.*)$", re.S), _checks_failed),
     (re.compile(r"^(?P<count>\d+) probe\(s\) failed — (?P<detail>.*)$", re.S), _probes_failed),
     (
@@ -233,6 +337,7 @@ SENTENCES: list[tuple[re.Pattern, Callable[[re.Match], str]]] = [
         re.compile(r"^the runner could not be started: (?P<detail>.*)$", re.S),
         _prefixed(gettext_noop("the runner could not be started: %(detail)s")),
     ),
+    *[(_pattern(template), _sandbox_reason(template)) for template in SANDBOX_REASONS],
     (
         re.compile(
             r"^infrastructure error: the run was started (?P<count>\d+) times and each time its worker was lost "
@@ -300,7 +405,15 @@ def _registration_reason(match: re.Match) -> str:
         template = gettext(
             "out of rotation until a PM or operator approves the registration agent %(host)s sent: %(changes)s"
         )
-    return template % {"host": match["host"], "changes": match["changes"]}
+    return template % {"host": match["host"], "changes": _NONE_BEFORE_CHANGE.sub(_none_said, match["changes"] or "")}
+
+
+# A field the target had no value for, in a registration's changes (services/registration.registration_reason).
+_NONE_BEFORE_CHANGE = re.compile(r"(?:^|(?<=; ))(?P<field>\S+) \(none\) -> ")
+
+
+def _none_said(match: re.Match) -> str:
+    return f"{match['field']} {gettext(NOT_REPORTED)} -> "
 
 
 def _stage_conclusion(match: re.Match) -> str:
@@ -403,7 +516,8 @@ def _translated(sentences: list[tuple[re.Pattern, Callable[[re.Match], str]]], t
 
 def run_summary(reason: str) -> str:
     """`reason` in the active language when calculet wrote it; otherwise as it is."""
-    return _translated(SENTENCES, reason)
+    reason, with_note = _example_not_run(reason)
+    return with_note(_translated(SENTENCES, reason))
 
 
 def health_reason(reason: str) -> str:

@@ -45,7 +45,6 @@ RUN_KEY_PREFIX = "clt_run_"
 # Where the job names a file of the run's working directory: the agent puts its own directory there.
 WORKDIR = "{workdir}"
 CLAIM_CANDIDATES = 5
-EXAMPLE_NOT_RUN = "calculet-agent runs only the operator's runner on the target's host, never the vendor's example"
 
 
 class AgentRefusedError(ForbiddenError):
@@ -426,10 +425,14 @@ def _judged_here(run: Run, outcome: StageOutcome, measurements: dict[str, bytes]
 def _example_not_run(outcome: StageOutcome, answer: Answer) -> StageOutcome:
     """The runner stage's verdict saying that the answer's minimal example was not run (docs/deploy.md: an agent
     runs only the operator's runner, never the vendor's code)."""
-    example = {"ran": False, "command": answer.minimal_example_command, "detail": EXAMPLE_NOT_RUN}
+    example = {"ran": False, "command": answer.minimal_example_command, "detail": judging.EXAMPLE_NOT_RUN}
     reason = outcome.reason
     if answer.minimal_example_artifact_id and answer.minimal_example_command:
-        reason = f"{reason}; the minimal example was not run ({EXAMPLE_NOT_RUN})" if reason else EXAMPLE_NOT_RUN
+        reason = (
+            judging.EXAMPLE_NOT_RUN_AFTER % {"reason": reason, "why": judging.EXAMPLE_NOT_RUN}
+            if reason
+            else judging.EXAMPLE_NOT_RUN
+        )
     return StageOutcome(
         outcome.verdict, reason, outcome.findings, outcome.metrics, {**outcome.result, "minimal_example": example}
     )

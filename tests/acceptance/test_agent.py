@@ -11,6 +11,7 @@ import pytest
 from calculet_agent.digest import runner_digest
 
 from acceptance import selectors, stages
+from acceptance.judging import EXAMPLE_NOT_RUN
 from acceptance.models import Chain, Run, RunResult, RunToken, Target, TargetAgent
 from acceptance.services import (
     answer_submit,
@@ -19,7 +20,7 @@ from acceptance.services import (
     target_register,
     target_registration_approve,
 )
-from acceptance.services.agents import EXAMPLE_NOT_RUN, target_token_create, target_token_revoke
+from acceptance.services.agents import target_token_create, target_token_revoke
 from calculet.actors import SYSTEM
 from npu_sim import device as npu_device
 from tests.acceptance.workers import processes_with, wait_until

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from django.utils.translation import override
 
-from acceptance import judging
+from acceptance import judging, summaries
 from npu_sim.calbin.build import build_calbin
 from npu_sim.calbin.layout import MODEL_CONFIG
 from npu_sim.runner import run_job
@@ -165,3 +166,17 @@ def test_kv_still_in_use_after_the_minimal_run_fails_and_an_unmeasured_count_pro
     judged = runner_judged(runs, workdir)
     assert [f["code"] for f in judged.findings] == ["claim_unsupported", "no_measurement"]
     assert "runner-actual.npz must hold kv_tokens_in_use" in judged.reason
+
+
+def test_a_vendor_form_package_without_its_model_is_no_reference_in_chinese_too(runs, tmp_path):
+    undeclared = Path(shutil.copytree(runs["package"], tmp_path / "undeclared"))
+    (undeclared / MODEL_CONFIG).unlink()
+    judged = judging.runner_judgement({}, runs["runner"], undeclared, {}, "vendor", runs["golden"])
+    with override("zh-hans"):
+        assert summaries.judged_reason(judged.reason, judged.findings) == (
+            "厂商格式的包没有声明模型配置（带有 prefill 输入长度的 __Tokenizer/config.json）："
+            "没有可据以判定其 logits 的词表",
+            [],
+        )
+    with override("en"):
+        assert summaries.judged_reason(judged.reason, judged.findings) == (judged.reason, [])

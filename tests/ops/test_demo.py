@@ -7,9 +7,10 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from acceptance import stages
+from acceptance.judging import EXAMPLE_NOT_RUN
 from acceptance.models import Chain, PromotionAttempt, Run, RunResult
 from acceptance.services import target_ensure_simulator
-from acceptance.services.agents import EXAMPLE_NOT_RUN, target_token_create
+from acceptance.services.agents import target_token_create
 from calculet.actors import SYSTEM
 from calculet.models import AuditEntry
 from evidence.models import Capability, EvidenceItem

@@ -5,14 +5,18 @@ before it and a golden stage's sampling after it; and the golden and soak charts
 their titles."""
 
 import pytest
+from calculet_agent import sandbox
 from django.db import transaction
 from playwright.sync_api import expect
 
-from acceptance import stages
+from acceptance import judging, stages
+from acceptance.protocol import StageOutcome
+from acceptance.services.runs.running import _with_minimal_example
 from calculet.audit import audit_record
 from evidence.models import Capability
 from tests.acceptance.test_feature_judging import sampling_package  # noqa: F401 (a fixture)
 from tests.acceptance.test_judged_reasons import runner_failed_soak, tampered_golden_stage
+from tests.acceptance.test_judged_reasons_said import LIMITS, failed_example
 from tests.acceptance.test_judged_sentences import SOAK_PARAMS, soak_failed
 from tests.factories import make_chain, make_run, put_to
 from tests.web.conftest import htmx_wired, log_in
@@ -40,6 +44,9 @@ WORDS = {
         "sampling": "; sampling: drawn, ",
         "reset": "the question was reassigned from acme to bolt: the decision was about acme's answers",
         "gate_reasons": "Gate reasons: — → no complete answer, no current E2 evidence",
+        "not_npz": "runner-actual.npz is not an .npz file: ",
+        "example_failed": "; the minimal example (make run) ended with runner exited with status 2",
+        "wall_time": "wall-time limit of 30 s exceeded; the runner was killed",
     },
     "zh-hans": {
         "saved": "已保存",
@@ -57,6 +64,9 @@ WORDS = {
         "sampling": "; 采样：首次抽样中 50000 个 token 有 ",
         "reset": "问题已从 acme 改派给 bolt：此前的决定针对的是 acme 的回答",
         "gate_reasons": "门禁原因: — → 没有完整的回答、没有当前的 E2 证据",
+        "not_npz": "runner-actual.npz 不是 .npz 文件：",
+        "example_failed": "; 最小示例（make run）结束于：运行器以状态 2 退出",
+        "wall_time": "超出 30 秒的墙钟时间限制；运行器已被终止",
     },
 }
 LANGUAGES = list(WORDS)
@@ -192,3 +202,32 @@ def test_golden_and_soak_charts_are_svg_images_named_by_their_titles(
         expect(chart.locator(":scope > title")).to_have_text(title)
     soak_charts = page.locator(f"#chain-{chain.pk}-{stages.SOAK} svg.plot")
     expect(soak_charts.locator("text", has_text=WORDS[language]["required"]).first).to_be_visible()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_measurement_calculet_cannot_read_and_a_failed_minimal_example_read_in_the_pages_language(
+    page, pm, acme, acme_engineer, checklist, tmp_path, language
+):
+    (tmp_path / judging.MEASURED_RUN).write_bytes(b"logits")
+    judged = judging.runner_judgement({"verdict": "pass"}, tmp_path, tmp_path / "x", {}, "package", None)
+    example = failed_example() | {"detail": "runner exited with status 2"}
+    outcome = _with_minimal_example(StageOutcome(stages.FAIL, judged.reason, judged.findings), example)
+    runner = _failed_stage_page(page, pm, acme, acme_engineer, stages.RUNNER, outcome, language)
+    reason = runner.locator(":scope > .field-error")
+    expect(reason).to_contain_text(WORDS[language]["not_npz"])
+    expect(reason).to_contain_text(WORDS[language]["example_failed"])
+    if language == "en":
+        expect(reason).to_have_text(outcome.reason)  # as the run stores it
+    expect(runner.locator(".judged-findings")).to_have_count(0)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_why_the_sandbox_ended_a_runner_reads_in_the_pages_language(page, pm, acme, acme_engineer, checklist, language):
+    _limit, why = sandbox._explain(sandbox.WALL_TIME, None, None, LIMITS, 0, "")
+    put_to(pm, acme, "V18", ask=True)
+    chain = make_chain(Question.objects.get(code="V18"), acme_engineer)
+    make_run(chain, stages.RUNNER, stages.ERROR, reason=why)
+    log_in(page, "ada")
+    page.goto("/questions/V18/")
+    in_language(page, language)
+    expect(page.locator(f"#chain-{chain.pk}-{stages.RUNNER}")).to_contain_text(WORDS[language]["wall_time"])

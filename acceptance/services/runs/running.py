@@ -14,8 +14,9 @@ from pathlib import Path
 from calculet_agent.sandbox import Limits, network_isolation_method, run_sandboxed, scrubbed_environment
 from django.conf import settings
 from django.db import connection
+from django.utils.translation import gettext_noop
 
-from acceptance import judging, probe_judging, stages
+from acceptance import judging, probe_judging, stages, summaries
 from acceptance.models import Run, Target
 from acceptance.protocol import StageOutcome, device_findings, outcome_verdict
 from acceptance.services.inputs import AnswerInputs
@@ -156,6 +157,7 @@ def runner_judged(
 
 
 EXAMPLE_OUTPUT_KEEP = 4000
+MINIMAL_EXAMPLE_FAILED = gettext_noop("the minimal example (%(command)s) ended with %(detail)s")
 
 
 def minimal_example_run(run: Run, reporter: RunReporter, inputs: AnswerInputs) -> dict:
@@ -219,13 +221,10 @@ def _with_minimal_example(outcome: StageOutcome, example: dict) -> StageOutcome:
     result = {**outcome.result, "minimal_example": example}
     if not example["ran"] or example["passed"]:
         return StageOutcome(outcome.verdict, outcome.reason, outcome.findings, outcome.metrics, result)
-    finding = {
-        "code": "minimal_example_failed",
-        "severity": "error",
-        "field": "minimal_example",
-        "message": f"the minimal example ({example['command']}) ended with {example['detail']}",
-    }
-    reason = finding["message"] if outcome.verdict == stages.PASS else f"{outcome.reason}; {finding['message']}"
+    detail = summaries.sandbox_sentence(example["detail"])
+    message = judging.Said(MINIMAL_EXAMPLE_FAILED, command=example["command"], detail=detail)
+    finding = judging.finding("minimal_example_failed", message, judging.MINIMAL_EXAMPLE_FIELD)
+    reason = str(message) if outcome.verdict == stages.PASS else f"{outcome.reason}; {message}"
     return StageOutcome(stages.FAIL, reason, [*outcome.findings, finding], outcome.metrics, result)
 
 
