@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from django.utils.translation import override
 
-from acceptance import judging, summaries
+from acceptance import judging, probe_judging, summaries
 from npu_sim.calbin.build import build_calbin
 from npu_sim.calbin.layout import MODEL_CONFIG
 from npu_sim.runner import run_job
@@ -180,3 +180,11 @@ def test_a_vendor_form_package_without_its_model_is_no_reference_in_chinese_too(
         )
     with override("en"):
         assert summaries.judged_reason(judged.reason, judged.findings) == (judged.reason, [])
+
+
+def test_a_vendor_form_package_s_probe_checks_stay_the_runner_s_word(runs, tmp_path):
+    # calculet has no reference to replay a vendor-form package's probes on: judging them would fail every real
+    # vendor package on a board with no_reference, so their checks stay the runner's, as an unconverted probe's.
+    result = {"verdict": "pass", "probes": [{"name": "kv_shift", "verdict": "pass"}]}
+    judged = probe_judging.probe_judgements("runner", result, [{"name": "kv_shift"}], tmp_path, runs["package"])
+    assert judged == {}
