@@ -1,5 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
+from acceptance.inputs import target_token_name
 from acceptance.models import Target, TargetToken
 from acceptance.services.agents import target_token_create, target_token_revoke
 from calculet.actors import command
@@ -41,7 +42,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"{token.pk}\t{token.prefix}…\t{token.name}\t{state}")
             return
         try:
-            token, key = target_token_create(actor=ACTOR, target=target, name=options["name"])
+            token, key = target_token_create(actor=ACTOR, target=target, name=target_token_name(options["name"]))
         except DomainError as error:
             raise CommandError(f"{error.field}: {error.message}") from error
         self.stdout.write(f"token {token.pk} for {target.slug}; its key, shown only now:")
