@@ -3,7 +3,7 @@ from django.contrib import admin, messages
 from django.db import transaction
 from django.template.response import TemplateResponse
 
-from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest
+from acceptance.inputs import REASON_MAX_CHARS, PromotionRequest, target_token_name
 from acceptance.models import CapabilityApproval, Chain, PromotionAttempt, Run, Target, TargetAgent, TargetToken
 from acceptance.services import (
     capability_promote,
@@ -184,7 +184,8 @@ class TargetAdmin(ServiceAdmin):
     @admin.action(description="Make a calculet-agent token (its key is shown once)")
     def make_agent_token(self, request, queryset):
         for target in queryset:
-            token, key = target_token_create(actor=request.user, target=target, name=f"made by {request.user}")
+            name = target_token_name(f"made by {request.user}")
+            token, key = target_token_create(actor=request.user, target=target, name=name)
             shown_once = f"{target.slug}: token {token.pk}, key {key} (copy it now; only its hash is kept)"
             self.message_user(request, shown_once, messages.WARNING)
 

@@ -87,6 +87,19 @@ def approval_request(to: str, note: str = "") -> ApprovalRequest:
     return ApprovalRequest(to=to, note=note)
 
 
+TARGET_TOKEN_NAME_MAX_CHARS = 100
+
+
+def target_token_name(name: str) -> str:
+    """A target token's name as a command or the admin gives it (the host it is for): stripped, and cut to
+    TARGET_TOKEN_NAME_MAX_CHARS (the admin names a token after the user who makes it); DomainError on "name"
+    when nothing is left."""
+    name = name.strip()
+    if not name:
+        raise DomainError(gettext_noop("Name the token (the host it is for)."), field="name")
+    return name[:TARGET_TOKEN_NAME_MAX_CHARS]
+
+
 @dataclass(frozen=True)
 class ItemCheck:
     """One checklist item as the reviewer judged it: whether it holds, and a note (stripped)."""

@@ -57,7 +57,7 @@ from evidence.models import Capability
 from npu_sim.calbin import build_calbin
 from npu_sim.errors import ErrorCode
 from npu_sim.sdk import sdk_archive
-from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges, member_draft
+from vendor.inputs import AnswerDraft, CommentDraft, ErrorPath, QuestionChanges, artifact_declaration, member_draft
 from vendor.models import Answer, Artifact, Comment, Deliverable, Organisation, Question
 from vendor.services.comments import comment_create
 from vendor.services.organisations import api_user_create
@@ -182,8 +182,10 @@ def _upload(actor, path: Path, *, kind: str, version: str) -> Artifact:
     """Upload a file as a tus client does: create the upload with its metadata, then append its bytes in two
     chunks, each at the offset the previous one ended; the last byte turns it into an artifact."""
     payload = path.read_bytes()
-    metadata = {"kind": kind, "version": version, "filename": path.name, "sha256": hashlib.sha256(payload).hexdigest()}
-    upload = upload_create(actor=actor, length=len(payload), metadata=metadata)
+    declaration = artifact_declaration(
+        kind=kind, version=version, file_name=path.name, sha256=hashlib.sha256(payload).hexdigest()
+    )
+    upload = upload_create(actor=actor, length=len(payload), declaration=declaration)
     half = len(payload) // 2
     for offset, chunk in ((0, payload[:half]), (half, payload[half:])):
         upload = upload_append(

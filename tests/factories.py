@@ -32,9 +32,9 @@ from calculet.db import lock_rows
 from evidence.models import Capability, EvidenceItem, EvidenceTable
 from evidence.services import evidence_record
 from npu_sim.calbin import build_calbin
-from vendor.inputs import AnswerDraft, QuestionChanges, member_draft
+from vendor.inputs import AnswerDraft, QuestionChanges, artifact_declaration, member_draft
 from vendor.models import Artifact, Deliverable, Question, Section
-from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, artifact_metadata_clean, upload_temp_dir
+from vendor.services.artifacts import ARCHIVE_KINDS, artifact_ingest, upload_temp_dir
 from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import api_user_create
 from vendor.services.questions import question_update
@@ -259,12 +259,10 @@ def make_artifact(
     if data is None:
         content = f"{kind}-{version}-{file_name}".encode()
         data = tar_bytes({"manifest.json": content}) if kind in ARCHIVE_KINDS else content
-    metadata = artifact_metadata_clean(
-        kind=kind, version=version, file_name=file_name, sha256=sha256(data), size=len(data)
-    )
+    declaration = artifact_declaration(kind=kind, version=version, file_name=file_name, sha256=sha256(data))
     path = upload_temp_dir() / f"fixture-{uuid.uuid4()}"
     path.write_bytes(data)
-    return artifact_ingest(actor=uploader, path=path, metadata=metadata)
+    return artifact_ingest(actor=uploader, path=path, declaration=declaration, declared_size=len(data))
 
 
 def answer_draft(body: dict) -> AnswerDraft:

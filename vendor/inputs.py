@@ -20,6 +20,7 @@ from django.utils.translation import gettext_lazy, gettext_noop
 
 from calculet.errors import DomainError
 from vendor import events
+from vendor.models import Artifact
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -160,6 +161,7 @@ def notification_preferences(*, muted: list[str], language: str, email: str) -> 
     return NotificationPreferences(muted=muted_kinds, language=language, email=email)
 
 
+TOKEN_NAME_MAX_CHARS = 100  # an API token's name, which the API's serializer strips
 WEBHOOK_NAME_MAX_CHARS = 100
 WEBHOOK_URL_MAX_CHARS = 500
 _url_validator = URLValidator(schemes=["http", "https"])
@@ -317,3 +319,64 @@ def member_draft(
         organisation_slug(organisation)
         new_name = organisation_name(org_name or organisation)
     return MemberDraft(username=username, organisation=organisation, role=role, new_organisation_name=new_name)
+
+
+ARTIFACT_KINDS = [code for code, _label in Artifact.KINDS]
+ARTIFACT_VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+\-]{0,99}$")
+ARTIFACT_FILE_NAME_MAX_CHARS = 255
+_FILE_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
+SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True)
+class ArtifactDeclaration:
+    """What an uploader declares of the file it sends, parsed (`artifact_declaration`): its kind (one of
+    ARTIFACT_KINDS), version, plain file name and SHA-256 (64 lowercase hex digits). A tus upload declares its
+    length besides (Upload-Length); a single request's size is what arrives. Built by the artifacts API's
+    view, the tus header parser, the demo and the tests."""
+
+    kind: str
+    version: str
+    file_name: str
+    sha256: str
+
+    def stored(self) -> dict[str, str]:
+        """As an upload and the audit log keep it: the file name under "filename", tus's key."""
+        return {"kind": self.kind, "version": self.version, "filename": self.file_name, "sha256": self.sha256}
+
+
+def artifact_declaration(
+    *, kind: str, version: str, file_name: str, sha256: str, field_names: dict[str, str] | None = None
+) -> ArtifactDeclaration:
+    """The declaration from what an uploader sent; DomainError naming the field at fault, "kind", "version",
+    "file_name" or "sha256" unless `field_names` maps those of kind/version/filename/sha256 to the names the
+    edge's clients use (tus: Upload-Metadata.<key>)."""
+    names = {"kind": "kind", "version": "version", "filename": "file_name", "sha256": "sha256", **(field_names or {})}
+    if kind not in ARTIFACT_KINDS:
+        raise DomainError(
+            gettext_noop("Unknown artifact kind %(kind)r; one of: %(kinds)s."),
+            field=names["kind"],
+            params={"kind": kind, "kinds": list(ARTIFACT_KINDS)},
+        )
+    if not ARTIFACT_VERSION_PATTERN.match(version):
+        raise DomainError(
+            gettext_noop("A version is 1–100 letters, digits, '.', '_', '+' or '-', starting with a letter or digit."),
+            field=names["version"],
+        )
+    if not file_name.strip():
+        raise DomainError(gettext_noop("Give the file name."), field=names["filename"])
+    if (
+        len(file_name) > ARTIFACT_FILE_NAME_MAX_CHARS
+        or _FILE_NAME_FORBIDDEN.search(file_name)
+        or file_name in {".", ".."}
+        or file_name != file_name.strip()
+    ):
+        raise DomainError(
+            gettext_noop(
+                "A file name is a plain name of at most 255 characters: no path, no '..', no control characters."
+            ),
+            field=names["filename"],
+        )
+    if not SHA256_PATTERN.fullmatch(sha256):
+        raise DomainError(gettext_noop("The SHA-256 is 64 lowercase hexadecimal digits."), field=names["sha256"])
+    return ArtifactDeclaration(kind=kind, version=version, file_name=file_name, sha256=sha256)

@@ -86,16 +86,14 @@ class RunReport:
 
 def target_token_create(*, actor: Actor, target: Target, name: str) -> tuple[TargetToken, str]:
     """A new token for `target`'s agents; returns it and its key, which is shown once and stored only hashed.
-    The target's runner stages are pulled by agents from now on."""
-    name = name.strip()
-    if not name:
-        raise DomainError(gettext_noop("Name the token (the host it is for)."), field="name")
+    The target's runner stages are pulled by agents from now on. `name` is parsed at the edge
+    (`acceptance.inputs.target_token_name`)."""
     key = TARGET_KEY_PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         target = lock_rows(Target.objects).get(pk=target.pk)
         token = TargetToken.objects.create(
             target=target,
-            name=name[:100],
+            name=name,
             prefix=key[:12],
             key_hash=token_hash(key),
             created_by=actor_label(actor)[:200],

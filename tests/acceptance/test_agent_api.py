@@ -2,17 +2,20 @@
 claim, signed results (forged, twice, late) and the lease. A health job stands for any runner stage."""
 
 import base64
+import io
 import json
 from datetime import timedelta
 
 import pytest
 from calculet_agent.signing import SIGNATURE_HEADER, public_key_text, sign
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from acceptance import stages
-from acceptance.models import Run, RunResult, Target, TargetAgent
+from acceptance.models import Run, RunResult, Target, TargetAgent, TargetToken
 from acceptance.protocol import SCHEMA_VERSION
 from acceptance.services import runs_sweep, target_ensure_simulator, target_health_check_start, target_register
 from acceptance.services.agents import target_token_create, target_token_revoke
@@ -487,6 +490,16 @@ def test_the_target_is_pulled_while_it_has_a_live_token_and_no_longer_once_the_l
     target_token_create(actor=SYSTEM, target=simulator, name="host 3")
     simulator.refresh_from_db()
     assert simulator.pulled
+
+
+def test_a_target_token_is_named_by_its_command_which_refuses_a_blank_name_and_cuts_a_long_one(simulator):
+    with pytest.raises(CommandError, match=r"^name: Name the token \(the host it is for\)\.$"):
+        call_command("target_token", "create", "simulator", "--name", "   ", stdout=io.StringIO())
+    assert not TargetToken.objects.exists()
+    call_command("target_token", "create", "simulator", "--name", f"  host {'x' * 200}  ", stdout=io.StringIO())
+    token = TargetToken.objects.get()
+    assert token.name == f"host {'x' * 95}"
+    assert AuditEntry.objects.get(action="target_token.create").after["name"] == token.name
 
 
 def test_a_signed_result_posted_for_another_run_is_refused_and_audited(agent, health_run, simulator):

@@ -15,6 +15,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from calculet.errors import StorageFullError
 from calculet.health import FAILED
 from tests.factories import db_snapshot, sha256
+from vendor.inputs import ArtifactDeclaration
 from vendor.models import Artifact, Upload
 from vendor.services import uploads as upload_services
 
@@ -154,7 +155,7 @@ def test_on_a_full_disk_the_rest_of_the_chunk_is_read_before_the_answer(vendor_a
     upload = upload_services.upload_create(
         actor=vendor_a.user,
         length=len(DATA),
-        metadata={"kind": "golden", "version": "1.0", "filename": "g.npz", "sha256": sha256(DATA)},
+        declaration=ArtifactDeclaration(kind="golden", version="1.0", file_name="g.npz", sha256=sha256(DATA)),
     )
     body = io.BytesIO(DATA)
     with pytest.raises(StorageFullError):

@@ -24,7 +24,7 @@ from calculet.actors import SYSTEM
 from calculet.wsgi import application
 from tests.factories import answer_draft, complete_answer
 from vendor.authentication import TokenRateThrottle
-from vendor.inputs import CommentDraft, WebhookDraft
+from vendor.inputs import ArtifactDeclaration, CommentDraft, WebhookDraft
 from vendor.services.comments import comment_create
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
@@ -52,7 +52,7 @@ def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts
     upload = upload_create(
         actor=vendor_a.user,
         length=64,
-        metadata={"kind": "golden", "version": "9.0", "filename": "fuzz.npz", "sha256": "c" * 64},
+        declaration=ArtifactDeclaration(kind="golden", version="9.0", file_name="fuzz.npz", sha256="c" * 64),
     )
     comment = comment_create(actor=vendor_a.user, question=question_a, draft=CommentDraft(body="fuzz @alice"))
     team = pm.user.membership.organisation

@@ -25,6 +25,7 @@ from tests.factories import (
     make_run_evidence,
     pass_stages,
 )
+from vendor.inputs import ArtifactDeclaration
 from vendor.models import ApiToken, Question
 from vendor.services.deliverables import deliverable_accept
 from vendor.services.organisations import token_create, token_revoke
@@ -41,7 +42,7 @@ def world(pm, vendor_a, vendor_b, question_a, question_b, artifacts_a, artifacts
     upload_b = upload_create(
         actor=vendor_b.user,
         length=10,
-        metadata={"kind": "golden", "version": "3.0", "filename": "g.npz", "sha256": "a" * 64},
+        declaration=ArtifactDeclaration(kind="golden", version="3.0", file_name="g.npz", sha256="a" * 64),
     )
     token_b = ApiToken.objects.get(user=vendor_b.user)
     capability.questions.add(question_b)

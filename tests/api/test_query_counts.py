@@ -9,6 +9,7 @@ from acceptance.services import answer_submit, capability_promote, chain_start_f
 from calculet.actors import SYSTEM
 from evidence.models import Capability, EvidenceItem, EvidenceTable, SourceReference
 from tests.factories import answer_draft, complete_answer, make_artifact, make_question
+from vendor.inputs import ArtifactDeclaration
 from vendor.services.organisations import token_create
 from vendor.services.uploads import upload_create
 
@@ -38,7 +39,7 @@ def add_uploads(vendor, count, start):
         upload_create(
             actor=vendor.user,
             length=10,
-            metadata={"kind": "golden", "version": f"{number}.1", "filename": "u.npz", "sha256": "b" * 64},
+            declaration=ArtifactDeclaration(kind="golden", version=f"{number}.1", file_name="u.npz", sha256="b" * 64),
         )
 
 

@@ -13,6 +13,7 @@ from django.utils import timezone
 from calculet.errors import ConflictError, DomainError, ForbiddenError
 from calculet.models import AuditEntry
 from tests.factories import make_artifact, sha256, tar_bytes, zero_bomb
+from vendor.inputs import ArtifactDeclaration, artifact_declaration
 from vendor.models import Artifact, Blob
 from vendor.services.artifacts import (
     ArtifactRejectedError,
@@ -21,7 +22,6 @@ from vendor.services.artifacts import (
     archive_extract,
     artifact_check,
     artifact_ingest,
-    artifact_metadata_clean,
     artifacts_check_resend,
     upload_temp_dir,
 )
@@ -33,10 +33,10 @@ def received(data: bytes) -> Path:
     return path
 
 
-def metadata(data: bytes, *, kind="calbin", version="1.0", file_name="a.calbin", declared=None):
-    return artifact_metadata_clean(
-        kind=kind, version=version, file_name=file_name, sha256=declared or sha256(data), size=len(data)
-    )
+def declared(data: bytes, *, kind="calbin", version="1.0", file_name="a.calbin", digest=None) -> dict:
+    """What an uploader of `data` declares, as `artifact_ingest` takes it."""
+    declaration = ArtifactDeclaration(kind=kind, version=version, file_name=file_name, sha256=digest or sha256(data))
+    return {"declaration": declaration, "declared_size": len(data)}
 
 
 def stored_files() -> list[str]:
@@ -46,8 +46,8 @@ def stored_files() -> list[str]:
 
 def test_verified_bytes_are_stored_once_per_digest(vendor_a, vendor_b):
     data = tar_bytes({"manifest.json": b"{}", "weights.bin": b"\0" * 1000})
-    first = artifact_ingest(actor=vendor_a.user, path=received(data), metadata=metadata(data))
-    second = artifact_ingest(actor=vendor_b.user, path=received(data), metadata=metadata(data, file_name="b.calbin"))
+    first = artifact_ingest(actor=vendor_a.user, path=received(data), **declared(data))
+    second = artifact_ingest(actor=vendor_b.user, path=received(data), **declared(data, file_name="b.calbin"))
     assert first.state == second.state == Artifact.VERIFIED
     assert first.blob == second.blob
     assert Blob.objects.count() == 1
@@ -59,9 +59,7 @@ def test_a_digest_mismatch_keeps_nothing_as_a_valid_artifact(vendor_a):
     data = b"calbin bytes"
     path = received(data)
     with pytest.raises(ArtifactRejectedError) as error:
-        artifact_ingest(
-            actor=vendor_a.user, path=path, metadata=metadata(data, kind="golden", declared=sha256(b"other"))
-        )
+        artifact_ingest(actor=vendor_a.user, path=path, **declared(data, kind="golden", digest=sha256(b"other")))
     assert (error.value.field, error.value.code) == ("sha256", "digest_mismatch")
     rejected = error.value.artifact
     assert rejected.state == Artifact.REJECTED
@@ -101,7 +99,7 @@ def test_only_vendor_engineers_upload(pm):
 )
 def test_file_names_are_plain_names(name, field):
     with pytest.raises(DomainError) as error:
-        artifact_metadata_clean(kind="calbin", version="1.0", file_name=name, sha256="0" * 64, size=1)
+        artifact_declaration(kind="calbin", version="1.0", file_name=name, sha256="0" * 64)
     assert error.value.field == field
 
 
@@ -200,7 +198,7 @@ UNSAFE_ARCHIVES = {
 def test_unsafe_archives_are_refused_without_unpacking(vendor_a, case):
     data = UNSAFE_ARCHIVES[case]
     with pytest.raises(ArtifactRejectedError) as error:
-        artifact_ingest(actor=vendor_a.user, path=received(data), metadata=metadata(data, kind="runner_bundle"))
+        artifact_ingest(actor=vendor_a.user, path=received(data), **declared(data, kind="runner_bundle"))
     assert (error.value.field, error.value.code) == ("file", "unsafe_archive")
     assert not Blob.objects.exists()
     assert stored_files() == []
@@ -208,7 +206,7 @@ def test_unsafe_archives_are_refused_without_unpacking(vendor_a, case):
 
 def test_links_that_stay_inside_are_accepted(vendor_a):
     data = tar_with(_link(tarfile.SYMTYPE, "../manifest.json", name="model/link"))
-    artifact = artifact_ingest(actor=vendor_a.user, path=received(data), metadata=metadata(data, kind="calbin"))
+    artifact = artifact_ingest(actor=vendor_a.user, path=received(data), **declared(data, kind="calbin"))
     assert artifact.state == Artifact.VERIFIED
 
 
@@ -250,7 +248,7 @@ def test_a_compressed_archive_is_verifying_until_its_check_decides(vendor_a):
     artifact = artifact_ingest(
         actor=vendor_a.user,
         path=received(data),
-        metadata=metadata(data, kind="container_image", file_name="image.tar.gz"),
+        **declared(data, kind="container_image", file_name="image.tar.gz"),
     )
     # Tests run with a broker and no worker here: the check waits for one; this is what the worker calls.
     assert (artifact.state, artifact.verified_at) == (Artifact.VERIFYING, None)
@@ -270,7 +268,7 @@ def test_a_compressed_archive_is_verifying_until_its_check_decides(vendor_a):
 def test_a_compressed_archive_is_decided_in_process_on_the_laptop_default(vendor_a, chain_in_process):
     data = bz2.compress(tar_bytes({"runner.json": b"{}"}))
     artifact = artifact_ingest(
-        actor=vendor_a.user, path=received(data), metadata=metadata(data, kind="runner_bundle", file_name="r.tar.bz2")
+        actor=vendor_a.user, path=received(data), **declared(data, kind="runner_bundle", file_name="r.tar.bz2")
     )
     assert artifact.state == Artifact.VERIFIED
 
@@ -279,7 +277,7 @@ def test_a_compressed_archive_is_decided_in_process_on_the_laptop_default(vendor
 def test_a_compressed_archive_that_fails_its_check_is_rejected_and_its_bytes_dropped(vendor_a):
     data = gzip.compress(SYMLINK_CHAIN)
     artifact = artifact_ingest(
-        actor=vendor_a.user, path=received(data), metadata=metadata(data, kind="runner_bundle", file_name="r.tgz")
+        actor=vendor_a.user, path=received(data), **declared(data, kind="runner_bundle", file_name="r.tgz")
     )
     assert artifact.state == Artifact.VERIFYING and stored_files() != []
     rejected = artifact_check(artifact.pk)
@@ -291,18 +289,18 @@ def test_a_compressed_archive_that_fails_its_check_is_rejected_and_its_bytes_dro
 
 def test_a_version_being_verified_names_one_content(vendor_a):
     data = gzip.compress(tar_bytes({"manifest.json": b"{}"}))
-    first = artifact_ingest(actor=vendor_a.user, path=received(data), metadata=metadata(data, file_name="c.tgz"))
-    again = artifact_ingest(actor=vendor_a.user, path=received(data), metadata=metadata(data, file_name="c.tgz"))
+    first = artifact_ingest(actor=vendor_a.user, path=received(data), **declared(data, file_name="c.tgz"))
+    again = artifact_ingest(actor=vendor_a.user, path=received(data), **declared(data, file_name="c.tgz"))
     assert again == first and first.state == Artifact.VERIFYING
     other = gzip.compress(tar_bytes({"manifest.json": b"[]"}))
     with pytest.raises(ConflictError):
-        artifact_ingest(actor=vendor_a.user, path=received(other), metadata=metadata(other, file_name="c.tgz"))
+        artifact_ingest(actor=vendor_a.user, path=received(other), **declared(other, file_name="c.tgz"))
 
 
 def test_a_check_whose_message_was_lost_is_sent_again(vendor_a, request):
     data = gzip.compress(tar_bytes({"manifest.json": b"{}"}))
     # Sent to the broker, where no worker of this test listens: as good as lost.
-    artifact = artifact_ingest(actor=vendor_a.user, path=received(data), metadata=metadata(data, file_name="c.tgz"))
+    artifact = artifact_ingest(actor=vendor_a.user, path=received(data), **declared(data, file_name="c.tgz"))
     assert artifact.state == Artifact.VERIFYING
     request.getfixturevalue("chain_in_process")  # from here on, tasks run in this process
     assert artifacts_check_resend() == 0  # not overdue yet

@@ -16,6 +16,7 @@ import requests
 
 from tests.acceptance.workers import ROOT, worker_env
 from tests.factories import sha256
+from vendor.inputs import ArtifactDeclaration
 from vendor.models import Artifact, Upload
 from vendor.services import uploads as upload_services
 from vendor.services.uploads import upload_append, upload_create
@@ -56,7 +57,7 @@ def test_a_chunk_in_another_process_continues_the_hash_without_reading_the_store
     upload = upload_create(
         actor=vendor_a.user,
         length=len(DATA),
-        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(DATA)},
+        declaration=ArtifactDeclaration(kind="golden", version="1.0", file_name="golden.npz", sha256=sha256(DATA)),
     )
     upload = upload_append(
         actor=vendor_a.user, upload=upload, offset=0, stream=io.BytesIO(DATA[: 8 * MIB]), content_length=8 * MIB
@@ -92,7 +93,7 @@ def test_an_upload_without_a_stored_hash_state_hashes_its_stored_bytes_once(vend
     upload = upload_create(
         actor=vendor_a.user,
         length=len(DATA),
-        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(DATA)},
+        declaration=ArtifactDeclaration(kind="golden", version="1.0", file_name="golden.npz", sha256=sha256(DATA)),
     )
     upload_append(actor=vendor_a.user, upload=upload, offset=0, stream=io.BytesIO(DATA[:MIB]), content_length=MIB)
     Upload.objects.filter(pk=upload.pk).update(hash_state=b"")  # begun before hash states were stored
@@ -111,7 +112,7 @@ def test_a_byte_checkpoint_flushes_while_the_next_bytes_arrive_and_records_only_
     upload = upload_create(
         actor=vendor_a.user,
         length=len(DATA),
-        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(DATA)},
+        declaration=ArtifactDeclaration(kind="golden", version="1.0", file_name="golden.npz", sha256=sha256(DATA)),
     )
     real_fsync, main = os.fsync, threading.current_thread()
     flushes = []  # (bytes the file held when the fsync began, whether the PATCH read past them meanwhile)
@@ -165,7 +166,7 @@ def test_a_chunk_passes_through_the_web_worker_without_faulting_in_fresh_memory(
     upload = upload_create(
         actor=vendor_a.user,
         length=len(data),
-        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(data)},
+        declaration=ArtifactDeclaration(kind="golden", version="1.0", file_name="golden.npz", sha256=sha256(data)),
     )
     before = minor_faults(worker)
     response = requests.patch(
@@ -191,7 +192,7 @@ def test_a_worker_killed_mid_chunk_keeps_what_it_had_recorded_and_the_upload_res
     upload = upload_create(
         actor=vendor_a.user,
         length=len(data),
-        metadata={"kind": "golden", "version": "1.0", "filename": "golden.npz", "sha256": sha256(data)},
+        declaration=ArtifactDeclaration(kind="golden", version="1.0", file_name="golden.npz", sha256=sha256(data)),
     )
     tus = {"Authorization": f"Token {vendor_a.key}", "Tus-Resumable": "1.0.0"}
     head = f"PATCH /api/v1/uploads/{upload.pk}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(

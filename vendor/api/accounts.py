@@ -7,6 +7,7 @@ from rest_framework.response import Response
 from calculet.api import Api, StrictSerializer
 from calculet.errors import NotFoundError
 from vendor.access import user_membership
+from vendor.inputs import TOKEN_NAME_MAX_CHARS
 from vendor.models import ApiToken, Organisation
 from vendor.selectors import organisation_list, token_list
 from vendor.services.organisations import token_create, token_revoke
@@ -66,7 +67,7 @@ class TokenCreatedSerializer(TokenOutputSerializer):
 
 
 class TokenCreateInputSerializer(StrictSerializer):
-    name = serializers.CharField(max_length=100)
+    name = serializers.CharField(max_length=TOKEN_NAME_MAX_CHARS)
     expires_at = serializers.DateTimeField(required=False, help_text="At most a year ahead; 90 days by default.")
 
 

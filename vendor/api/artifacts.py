@@ -15,9 +15,10 @@ from calculet.api import Api, BinaryRenderer, ErrorSerializer, StrictSerializer
 from calculet.downloads import file_response
 from calculet.errors import NotFoundError
 from vendor.access import object_for_user
+from vendor.inputs import ARTIFACT_FILE_NAME_MAX_CHARS, SHA256_PATTERN, artifact_declaration
 from vendor.models import Artifact
 from vendor.selectors import artifact_list
-from vendor.services.artifacts import SHA256_PATTERN, artifact_upload
+from vendor.services.artifacts import artifact_upload, artifact_uploader_organisation
 from vendor.storage import artifact_storage
 
 MULTIPART_OVERHEAD_BYTES = 64 * 1024
@@ -47,7 +48,9 @@ class ArtifactOutputSerializer(serializers.Serializer):
 class ArtifactUploadInputSerializer(StrictSerializer):
     kind = serializers.ChoiceField(choices=Artifact.KINDS)
     version = serializers.CharField(max_length=100)
-    file_name = serializers.CharField(max_length=255, required=False, help_text="Defaults to the uploaded file's name.")
+    file_name = serializers.CharField(
+        max_length=ARTIFACT_FILE_NAME_MAX_CHARS, required=False, help_text="Defaults to the uploaded file's name."
+    )
     sha256 = serializers.RegexField(
         SHA256_PATTERN,
         help_text="The SHA-256 of the file, 64 lowercase hex digits.",
@@ -91,14 +94,15 @@ class ArtifactListApi(Api, ListAPIView):
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
         upload = data["file"]
-        artifact = artifact_upload(
-            actor=request.user,
-            stream=upload,
+        # Before the declaration is read, so one who may not upload is told so whatever they declare.
+        artifact_uploader_organisation(request.user)
+        declaration = artifact_declaration(
             kind=data["kind"],
             version=data["version"],
             file_name=data.get("file_name", upload.name),
             sha256=data["sha256"],
         )
+        artifact = artifact_upload(actor=request.user, stream=upload, declaration=declaration)
         return Response(ArtifactOutputSerializer(artifact).data, status=status.HTTP_201_CREATED)
 
 

@@ -24,10 +24,12 @@ from rest_framework.permissions import IsAuthenticated
 from rest_framework.response import Response
 
 from calculet.api import Api
-from calculet.errors import DomainError
+from calculet.errors import DomainError, PayloadTooLargeError
 from vendor.access import object_for_user
+from vendor.inputs import ArtifactDeclaration, artifact_declaration
 from vendor.models import Upload
 from vendor.selectors import upload_list
+from vendor.services.artifacts import artifact_uploader_organisation
 from vendor.services.uploads import upload_append, upload_check_open, upload_create, upload_terminate
 
 TUS_VERSION = "1.0.0"
@@ -127,6 +129,24 @@ def metadata_parse(header: str) -> dict[str, str]:
             ) from error
         metadata[key] = value
     return metadata
+
+
+# The keys Upload-Metadata must hold, by the name `artifact_declaration` gives each.
+DECLARATION_KEYS = {"kind": "kind", "version": "version", "filename": "file_name", "sha256": "sha256"}
+
+
+def upload_declaration(metadata: dict[str, str]) -> ArtifactDeclaration:
+    """The artifact an Upload-Metadata header declares; DomainError on Upload-Metadata.<key> when a key is
+    missing or its value cannot be one. Keys besides these are ignored."""
+    for key in DECLARATION_KEYS:
+        if key not in metadata:
+            raise DomainError(
+                gettext_noop("Upload-Metadata lacks %(key)s."), field=f"Upload-Metadata.{key}", params={"key": key}
+            )
+    return artifact_declaration(
+        **{name: metadata[key] for key, name in DECLARATION_KEYS.items()},
+        field_names={key: f"Upload-Metadata.{key}" for key in DECLARATION_KEYS},
+    )
 
 
 def metadata_header(metadata: dict[str, str]) -> str:
@@ -276,7 +296,16 @@ class UploadListApi(TusApi, ListAPIView):
         if "Upload-Metadata" not in request.headers:
             raise DomainError(gettext_noop("The Upload-Metadata header is required."), field="Upload-Metadata")
         metadata = metadata_parse(request.headers["Upload-Metadata"])
-        upload = upload_create(actor=request.user, length=length, metadata=metadata)
+        # Before the declaration is read, so one who may not upload is told so whatever they declare.
+        artifact_uploader_organisation(request.user)
+        declaration = upload_declaration(metadata)
+        if length > settings.UPLOAD_MAX_BYTES:
+            raise PayloadTooLargeError(
+                gettext_noop("At most %(limit)s bytes may be uploaded; %(size)s declared."),
+                field="Upload-Length",
+                params={"limit": settings.UPLOAD_MAX_BYTES, "size": length},
+            )
+        upload = upload_create(actor=request.user, length=length, declaration=declaration)
         response = _upload_headers(Response(status=status.HTTP_201_CREATED), upload)
         response["Location"] = request.build_absolute_uri(reverse("api:upload-detail", kwargs={"upload_id": upload.pk}))
         return response

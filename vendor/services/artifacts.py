@@ -42,15 +42,12 @@ from calculet.errors import (
 )
 from calculet.sentences import english, sentence
 from vendor.access import user_membership
+from vendor.inputs import ArtifactDeclaration
 from vendor.models import Artifact, Blob, Membership, Organisation
 from vendor.services.dispatch import artifact_check_queue
 from vendor.storage import CHUNK_BYTES, artifact_storage, blob_local_path, blob_store_file, file_sha256
 
 ARCHIVE_KINDS = {Artifact.CALBIN, Artifact.RUNNER_BUNDLE, Artifact.CONTAINER_IMAGE}
-KIND_CODES = [code for code, _ in Artifact.KINDS]
-SHA256_PATTERN = re.compile(r"^[0-9a-f]{64}$")
-VERSION_PATTERN = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+\-]{0,99}$")
-FILE_NAME_FORBIDDEN = re.compile(r"[/\\\x00-\x1f\x7f]")
 # The compressions tarfile reads, by their magic bytes.
 DECOMPRESSORS = {b"\x1f\x8b": gzip.open, b"BZh": bz2.open, b"\xfd7zXZ\x00": lzma.open}
 # A tiny archive is mostly tar padding, which compresses far beyond any sensible ratio.
@@ -85,50 +82,9 @@ def artifact_uploader_organisation(actor: Actor) -> Organisation:
     return membership.organisation
 
 
-def artifact_metadata_clean(*, kind, version, file_name, sha256, size, field_names: dict | None = None) -> dict:
-    """Validate what an uploader declares about the bytes to come. Raises DomainError naming the field
-    (`field_names` maps kind/version/filename/sha256/size to the names the caller's clients use)."""
-    names = {"kind": "kind", "version": "version", "filename": "file_name", "sha256": "sha256", "size": "size"}
-    names.update(field_names or {})
-    if kind not in KIND_CODES:
-        raise DomainError(
-            gettext_noop("Unknown artifact kind %(kind)r; one of: %(kinds)s."),
-            field=names["kind"],
-            params={"kind": kind, "kinds": list(KIND_CODES)},
-        )
-    if not isinstance(version, str) or not VERSION_PATTERN.match(version):
-        raise DomainError(
-            gettext_noop("A version is 1–100 letters, digits, '.', '_', '+' or '-', starting with a letter or digit."),
-            field=names["version"],
-        )
-    if not isinstance(file_name, str) or not file_name.strip():
-        raise DomainError(gettext_noop("Give the file name."), field=names["filename"])
-    if (
-        len(file_name) > 255
-        or FILE_NAME_FORBIDDEN.search(file_name)
-        or file_name in {".", ".."}
-        or file_name != file_name.strip()
-    ):
-        raise DomainError(
-            gettext_noop(
-                "A file name is a plain name of at most 255 characters: no path, no '..', no control characters."
-            ),
-            field=names["filename"],
-        )
-    if not isinstance(sha256, str) or not SHA256_PATTERN.fullmatch(sha256):
-        raise DomainError(gettext_noop("The SHA-256 is 64 lowercase hexadecimal digits."), field=names["sha256"])
-    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise DomainError(gettext_noop("The size is a whole number of bytes."), field=names["size"])
-    if size > settings.UPLOAD_MAX_BYTES:
-        raise PayloadTooLargeError(
-            gettext_noop("At most %(limit)s bytes may be uploaded; %(size)s declared."),
-            field=names["size"],
-            params={"limit": settings.UPLOAD_MAX_BYTES, "size": size},
-        )
-    return {"kind": kind, "version": version, "filename": file_name, "sha256": sha256, "size": size}
-
-
-def artifact_version_check(organisation: Organisation, metadata: dict, *, field: str = "version") -> Artifact | None:
+def artifact_version_check(
+    organisation: Organisation, declaration: ArtifactDeclaration, *, field: str = "version"
+) -> Artifact | None:
     """The verified (or verifying) artifact the declared bytes would duplicate (same name, version and digest),
     or None.
 
@@ -137,20 +93,20 @@ def artifact_version_check(organisation: Organisation, metadata: dict, *, field:
     """
     existing = Artifact.objects.filter(
         organisation=organisation,
-        kind=metadata["kind"],
-        file_name=metadata["filename"],
-        version=metadata["version"],
+        kind=declaration.kind,
+        file_name=declaration.file_name,
+        version=declaration.version,
         state__in=[Artifact.VERIFIED, Artifact.VERIFYING],
     ).first()
     if existing is None:
         return None
-    if existing.declared_sha256 != metadata["sha256"]:
+    if existing.declared_sha256 != declaration.sha256:
         raise ConflictError(
             gettext_noop(
                 "%(filename)s version %(version)s already exists with other content; give the new bytes a new version."
             ),
             field=field,
-            params={"filename": metadata["filename"], "version": metadata["version"]},
+            params={"filename": declaration.file_name, "version": declaration.version},
         )
     return existing
 
@@ -367,37 +323,57 @@ def archive_member_check(member: tarfile.TarInfo, tree: ArchiveTree, destination
         ) from error
 
 
+def _declared(declaration: ArtifactDeclaration, declared_size: int) -> dict:
+    """What the uploader declared, as the audit log records it."""
+    return {**declaration.stored(), "size": declared_size}
+
+
 def _reject(
-    *, actor: Actor, organisation, metadata: dict, refusal: dict, field: str, code: str
+    *,
+    actor: Actor,
+    organisation,
+    declaration: ArtifactDeclaration,
+    declared_size: int,
+    refusal: dict,
+    field: str,
+    code: str,
 ) -> ArtifactRejectedError:
     """The artifact stored as rejected with the English reason, and the refusal in the reader's language."""
     message = english(refusal)
     with transaction.atomic():
         artifact = Artifact.objects.create(
             organisation=organisation,
-            kind=metadata["kind"],
-            version=metadata["version"],
-            file_name=metadata["filename"],
-            declared_size=metadata["size"],
-            declared_sha256=metadata["sha256"],
+            kind=declaration.kind,
+            version=declaration.version,
+            file_name=declaration.file_name,
+            declared_size=declared_size,
+            declared_sha256=declaration.sha256,
             state=Artifact.REJECTED,
             rejection_reason=message,
             uploaded_by=actor_user(actor),
         )
-        audit_record(actor=actor, action="artifact.reject", obj=artifact, after={"reason": message, **metadata})
+        after = {"reason": message, **_declared(declaration, declared_size)}
+        audit_record(actor=actor, action="artifact.reject", obj=artifact, after=after)
     return ArtifactRejectedError(
         refusal["template"], artifact=artifact, field=field, code=code, params=refusal["params"]
     )
 
 
 def artifact_ingest(
-    *, actor: Actor, path: Path, metadata: dict, sha256: str | None = None, size: int | None = None, field_names=None
+    *,
+    actor: Actor,
+    path: Path,
+    declaration: ArtifactDeclaration,
+    declared_size: int,
+    sha256: str | None = None,
+    size: int | None = None,
+    field_names=None,
 ) -> Artifact:
     """Turn the received bytes at `path` into an artifact of the actor's organisation: verified, or
     `verifying` when it is a compressed archive, which the `vendor.artifact_check` task then decides
     (`artifact_check`).
 
-    Preconditions: `metadata` comes from `artifact_metadata_clean`; `sha256`/`size`, when given, were
+    Preconditions: `declared_size` is at most UPLOAD_MAX_BYTES; `sha256`/`size`, when given, were
     computed over the bytes as they arrived (otherwise they are computed here). The file at `path` is
     consumed. Bytes whose size or digest differ from the declared ones, and uncompressed archives that fail
     `archive_check`, become a rejected artifact with the reason and no stored bytes, and
@@ -411,46 +387,49 @@ def artifact_ingest(
         organisation = artifact_uploader_organisation(actor)
         if sha256 is None or size is None:
             sha256, size = file_sha256(path)
-        if size != metadata["size"]:
+        if size != declared_size:
             raise _reject(
                 actor=actor,
                 organisation=organisation,
-                metadata=metadata,
+                declaration=declaration,
+                declared_size=declared_size,
                 refusal=sentence(
                     gettext_noop("Received %(size)s bytes; %(declared)s were declared."),
                     size=size,
-                    declared=metadata["size"],
+                    declared=declared_size,
                 ),
                 field=names["size"],
                 code="size_mismatch",
             )
-        if sha256 != metadata["sha256"]:
+        if sha256 != declaration.sha256:
             raise _reject(
                 actor=actor,
                 organisation=organisation,
-                metadata=metadata,
+                declaration=declaration,
+                declared_size=declared_size,
                 refusal=sentence(
                     gettext_noop("The received bytes have SHA-256 %(sha256)s; %(declared)s was declared."),
                     sha256=sha256,
-                    declared=metadata["sha256"],
+                    declared=declaration.sha256,
                 ),
                 field=names["sha256"],
                 code="digest_mismatch",
             )
-        deferred = metadata["kind"] in ARCHIVE_KINDS and archive_compressed(path)
-        if metadata["kind"] in ARCHIVE_KINDS and not deferred:
+        deferred = declaration.kind in ARCHIVE_KINDS and archive_compressed(path)
+        if declaration.kind in ARCHIVE_KINDS and not deferred:
             try:
                 archive_check(path)
             except UnsafeArchiveError as error:
                 raise _reject(
                     actor=actor,
                     organisation=organisation,
-                    metadata=metadata,
+                    declaration=declaration,
+                    declared_size=declared_size,
                     refusal=error.sentence,
                     field=names["file"],
                     code="unsafe_archive",
                 ) from error
-        existing = artifact_version_check(organisation, metadata, field=names["version"])
+        existing = artifact_version_check(organisation, declaration, field=names["version"])
         if existing is not None:
             return existing
         blob = blob_store_file(path, sha256=sha256, size=size, move=True)
@@ -458,24 +437,24 @@ def artifact_ingest(
             with transaction.atomic():
                 artifact = Artifact.objects.create(
                     organisation=organisation,
-                    kind=metadata["kind"],
-                    version=metadata["version"],
-                    file_name=metadata["filename"],
-                    declared_size=metadata["size"],
-                    declared_sha256=metadata["sha256"],
+                    kind=declaration.kind,
+                    version=declaration.version,
+                    file_name=declaration.file_name,
+                    declared_size=declared_size,
+                    declared_sha256=declaration.sha256,
                     blob=blob,
                     state=Artifact.VERIFYING if deferred else Artifact.VERIFIED,
                     uploaded_by=actor_user(actor),
                     verified_at=None if deferred else timezone.now(),
                 )
                 action = "artifact.receive" if deferred else "artifact.verify"
-                audit_record(actor=actor, action=action, obj=artifact, after=metadata)
+                audit_record(actor=actor, action=action, obj=artifact, after=_declared(declaration, declared_size))
                 if deferred:
                     artifact_id = artifact.pk
                     transaction.on_commit(lambda: artifact_check_queue(artifact_id))
         except IntegrityError:
             # Another request stored the same name and version first.
-            existing = artifact_version_check(organisation, metadata, field=names["version"])
+            existing = artifact_version_check(organisation, declaration, field=names["version"])
             if existing is None:
                 raise
             return existing
@@ -544,12 +523,11 @@ def upload_temp_dir() -> Path:
     return directory
 
 
-def artifact_upload(*, actor: Actor, stream, kind, version, file_name, sha256) -> Artifact:
+def artifact_upload(*, actor: Actor, stream, declaration: ArtifactDeclaration) -> Artifact:
     """A single-request upload: copy `stream` (a file-like object) to a temporary file, digesting on the
     way, then ingest it. For files up to UPLOAD_PLAIN_MAX_BYTES; larger ones go through tus."""
     organisation = artifact_uploader_organisation(actor)
-    metadata = artifact_metadata_clean(kind=kind, version=version, file_name=file_name, sha256=sha256, size=0)
-    artifact_version_check(organisation, metadata)
+    artifact_version_check(organisation, declaration)
     digest = hashlib.sha256()
     size = 0
     handle, name = tempfile.mkstemp(prefix="plain-", dir=upload_temp_dir())
@@ -575,5 +553,7 @@ def artifact_upload(*, actor: Actor, stream, kind, version, file_name, sha256) -
         if isinstance(error, OSError) and error.errno in NO_SPACE:
             raise StorageFullError(gettext_noop("The artifact store is full; nothing of the file was kept.")) from error
         raise
-    metadata["size"] = size
-    return artifact_ingest(actor=actor, path=Path(name), metadata=metadata, sha256=digest.hexdigest(), size=size)
+    # Nothing but the bytes declares a single request's size.
+    return artifact_ingest(
+        actor=actor, path=Path(name), declaration=declaration, declared_size=size, sha256=digest.hexdigest(), size=size
+    )

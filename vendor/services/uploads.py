@@ -30,18 +30,17 @@ from calculet.actors import SYSTEM, Actor, actor_user
 from calculet.audit import audit_record
 from calculet.db import lock_rows
 from calculet.errors import NO_SPACE, ConflictError, DomainError, NotFoundError, StorageFullError
+from vendor.inputs import ArtifactDeclaration
 from vendor.models import Upload
 from vendor.services.artifacts import (
     ArtifactRejectedError,
     artifact_ingest,
-    artifact_metadata_clean,
     artifact_uploader_organisation,
     artifact_version_check,
     upload_temp_dir,
 )
 from vendor.storage import CHUNK_BYTES
 
-METADATA_KEYS = ("kind", "version", "filename", "sha256")
 WRITEBACK_BYTES = 8 * 1024 * 1024
 # A PATCH records what it holds (fsynced, with its hash state) every CHECKPOINT_BYTES or CHECKPOINT_SECONDS,
 # so a worker killed mid-chunk loses at most that much (HEAD reports the rest) and a termination is seen soon.
@@ -98,34 +97,21 @@ def upload_path(upload: Upload) -> Path:
     return Path(settings.UPLOAD_TEMP_DIR) / f"{upload.id}.part"
 
 
-def upload_create(*, actor: Actor, length, metadata: dict) -> Upload:
+def upload_create(*, actor: Actor, length: int, declaration: ArtifactDeclaration) -> Upload:
     """Open an upload of `length` bytes for the actor's organisation.
 
-    Preconditions: the actor is a vendor engineer; `metadata` carries kind, version, filename and the
-    declared sha256 (hex); `length` is within UPLOAD_MAX_BYTES; the name and version are not already a
-    verified artifact with other content. Errors name the tus header at fault.
+    Preconditions: the actor is a vendor engineer; `length` is from 1 to UPLOAD_MAX_BYTES (the tus header
+    parser checks it); the name and version are not already a verified artifact with other content. Errors
+    name the tus header at fault.
     """
     organisation = artifact_uploader_organisation(actor)
-    for key in METADATA_KEYS:
-        if key not in metadata:
-            raise DomainError(
-                gettext_noop("Upload-Metadata lacks %(key)s."), field=f"Upload-Metadata.{key}", params={"key": key}
-            )
-    cleaned = artifact_metadata_clean(
-        kind=metadata["kind"],
-        version=metadata["version"],
-        file_name=metadata["filename"],
-        sha256=metadata["sha256"],
-        size=length,
-        field_names={**{key: f"Upload-Metadata.{key}" for key in METADATA_KEYS}, "size": "Upload-Length"},
-    )
-    artifact_version_check(organisation, cleaned, field="Upload-Metadata.version")
+    artifact_version_check(organisation, declaration, field="Upload-Metadata.version")
     with transaction.atomic():
         upload = Upload.objects.create(
             organisation=organisation,
             user=actor_user(actor),
             length=length,
-            metadata={key: cleaned[key] for key in METADATA_KEYS},
+            metadata=declaration.stored(),
             expires_at=timezone.now() + datetime.timedelta(hours=settings.UPLOAD_EXPIRY_HOURS),
         )
         audit_record(actor=actor, action="upload.create", obj=upload, after={"length": length, **upload.metadata})
@@ -408,12 +394,16 @@ def _write_back(handle, start: int, end: int) -> None:
 
 def _upload_finish(*, actor: Actor, upload: Upload, sha256: str | None) -> Upload:
     """Hand the complete file to `artifact_ingest` and link the resulting artifact, verified or rejected."""
-    metadata = {**upload.metadata, "size": upload.length}
+    stored = upload.metadata
+    declaration = ArtifactDeclaration(
+        kind=stored["kind"], version=stored["version"], file_name=stored["filename"], sha256=stored["sha256"]
+    )
     try:
         artifact = artifact_ingest(
             actor=actor,
             path=upload_path(upload),
-            metadata=metadata,
+            declaration=declaration,
+            declared_size=upload.length,
             sha256=sha256,
             size=upload.length if sha256 is not None else None,
             field_names=INGEST_FIELD_NAMES,

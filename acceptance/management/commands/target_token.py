@@ -4,6 +4,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from acceptance.inputs import target_token_name
 from acceptance.models import Target, TargetToken
 from acceptance.services.agents import target_token_create, target_token_revoke
 from acceptance.services.targets import SIMULATOR_SLUG, target_ensure_simulator
@@ -52,12 +53,13 @@ class Command(BaseCommand):
                 self.stdout.write(f"{token.pk}\t{token.prefix}…\t{token.name}\t{state}")
             return
         try:
+            name = target_token_name(options["name"])
             with transaction.atomic():
                 if options["replace"]:
-                    for old in target.tokens.filter(name=options["name"].strip(), revoked_at__isnull=True):
+                    for old in target.tokens.filter(name=name, revoked_at__isnull=True):
                         target_token_revoke(actor=ACTOR, token=old)
                         self.stdout.write(f"token {old.pk} of {target.slug} revoked")
-                token, key = target_token_create(actor=ACTOR, target=target, name=options["name"])
+                token, key = target_token_create(actor=ACTOR, target=target, name=name)
         except DomainError as error:
             raise CommandError(f"{error.field}: {error.message}") from error
         if options["key_file"]:
