@@ -158,7 +158,8 @@ def wrong_delivery(d: DeliverableSeed) -> str:
     if d.kind == "onnx":
         return (
             f"another file: `hash_mismatch` quoting {d.sha256_prefix}… and the file's SHA-256; bytes that are no "
-            "model: `not_onnx`"
+            "model: `not_onnx`; weights without the seed's model's shapes (M01-M04), whatever the hash: "
+            "`not_the_seed_model` naming the fact"
         )
     if d.kind == "tool":
         return (

@@ -318,9 +318,10 @@ def build_project(root: Path, *, reproducible: bool = True) -> Path:
     return root
 
 
-# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (`add_model` with a
-# doc_string, ModelProto field 6, whose nonce was searched for once), and V05: a vendor's ONNX checker.
-C02_NONCE = 12091347
+# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06: a graph with the seed's model's
+# weights as initializers, their shapes and no data (`qwen3_model`), ending in a doc_string (ModelProto field 6)
+# whose nonce was searched for once; and V05: a vendor's ONNX checker.
+C02_NONCE = 766438
 
 
 def add_model() -> bytes:
@@ -330,9 +331,43 @@ def add_model() -> bytes:
     return encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
 
 
+QWEN3 = {"layers": 48, "hidden": 2048, "q_heads": 32, "kv_heads": 4, "head_dim": 128}
+QWEN3 |= {"experts": 128, "expert_ffn": 768, "vocab": 151936}
+
+
+def qwen3_model(**changes: int) -> bytes:
+    """A ModelProto whose initializers have the shapes of the seed's model (M01-M04), `changes` to QWEN3 applied:
+    embedding and lm_head, and in each layer q/k/v/o, the router and the experts' stacked FFN weights."""
+    from acceptance.inspection.onnx import OPSET_17, _int, _len
+
+    facts = QWEN3 | changes
+    hidden, experts, ffn = facts["hidden"], facts["experts"], facts["expert_ffn"]
+    shapes = {"embed_tokens": (facts["vocab"], hidden), "lm_head": (hidden, facts["vocab"])}
+    for layer in range(facts["layers"]):
+        at = f"layers.{layer}."
+        shapes[at + "q_proj"] = (hidden, facts["q_heads"] * facts["head_dim"])
+        shapes[at + "k_proj"] = (hidden, facts["kv_heads"] * facts["head_dim"])
+        shapes[at + "v_proj"] = (hidden, facts["kv_heads"] * facts["head_dim"])
+        shapes[at + "o_proj"] = (facts["q_heads"] * facts["head_dim"], hidden)
+        shapes[at + "router"] = (hidden, experts)
+        shapes[at + "experts.gate_up"] = (experts, hidden, 2 * ffn)
+        shapes[at + "experts.down"] = (experts, ffn, hidden)
+    initializers = b"".join(
+        _len(5, b"".join(_int(1, size) for size in shape) + _int(2, 16) + _len(8, name))  # 16: BFLOAT16
+        for name, shape in shapes.items()
+    )
+    node = _len(1, _len(1, "embed_tokens") + _len(1, "input_ids") + _len(2, "hidden") + _len(4, "Gather"))
+    names = _len(11, _len(1, "input_ids")) + _len(12, _len(1, "hidden"))
+    return _int(1, 8) + _len(7, node + _len(2, "qwen3-moe") + initializers + names) + OPSET_17
+
+
 def c02_onnx() -> bytes:
-    doc = f"C02 stand-in, nonce {C02_NONCE:010d}".encode()
-    return add_model() + b"\x32" + bytes([len(doc)]) + doc
+    return qwen3_model() + c02_nonce(C02_NONCE)
+
+
+def c02_nonce(nonce: int) -> bytes:
+    doc = f"C02 stand-in, nonce {nonce:010d}".encode()
+    return b"\x32" + bytes([len(doc)]) + doc
 
 
 # Reads model.onnx's protobuf and refuses what the ONNX checker refuses here: bytes that are no ModelProto with a
