@@ -42,7 +42,8 @@ ASKED = {
     "A17": (
         "rejects the decode labelled llm_prefill, a type that does not exist, and the sub-models swapped with "
         "their labels",
-        'one checking a position or only "not llm_decode": `submodel_type_unchecked` naming the case',
+        'one checking a position or only "not llm_decode": `submodel_type_unchecked` naming the case; one telling '
+        "them by batch: `rejects_current` naming the package at decode batch 1 (M06)",
     ),
     "compatibility": (
         "requires compatibility with calrt, driver, firmware and chip, each range a version specifier",
