@@ -91,7 +91,8 @@ def accepted_by(d: DeliverableSeed) -> str:
             "thread's on one Chrome thread, each event's start and duration those `fields.json` points to, in its "
             "unit (a clock in cycles converted), to the microsecond, the nesting kept; its instants on their thread "
             "at their time and its counters at their time with their value, when `fields.json` names them; and so "
-            "again on the sample varied (its last event left out, started 1000 µs later, its clock doubled)"
+            "again on the sample varied for each check (an event left out, a nested span of three added on one of its "
+            "threads, started 1000 to 2000 µs later, a clock in cycles multiplied by 2 to 4)"
         )
     if d.kind == "schema":
         asked = f"; {ASKED[d.asks][0]}" if d.asks else ""
