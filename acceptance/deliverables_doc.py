@@ -145,7 +145,8 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         if d.commits:
             compiler = d.commits[0][0]
             said.append(
-                f"no `{compiler}` in the image: `compiler_not_in_image`; a component missing from the SBOM: "
+                f"no program `{compiler}` on the image's PATH (a link to one counts): `compiler_not_in_image`; a "
+                "component missing from the SBOM: "
                 f"`commit_missing`; one at another commit: `commit_mismatch` naming it"
             )
         elif d.sbom_components:

@@ -31,15 +31,28 @@ SPDX = {
 CYCLONEDX = {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "application", "name": "tvm"}]}
 
 
-def tar_bytes(files: dict[str, bytes], *, compress: bool = False, executable: Collection[str] = ()) -> bytes:
+def tar_bytes(
+    files: dict[str, bytes],
+    *,
+    compress: bool = False,
+    executable: Collection[str] = (),
+    symlinks: dict[str, str] | None = None,
+    hardlinks: dict[str, str] | None = None,
+) -> bytes:
     """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero; those `executable`
-    names with their execute bits."""
+    names with their execute bits; then `symlinks` and `hardlinks` (name -> target)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(files[name]), 0o755 if name in executable else 0o644
             archive.addfile(info, io.BytesIO(files[name]))
+        links = [(tarfile.SYMTYPE, link) for link in (symlinks or {}).items()]
+        links += [(tarfile.LNKTYPE, link) for link in (hardlinks or {}).items()]
+        for kind, (name, target) in links:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            archive.addfile(info)
     return buffer.getvalue()
 
 
@@ -56,19 +69,30 @@ def oci_image_files(
     licence: bool = True,
     extra_layers: tuple[dict[str, bytes], ...] = (),
     sbom_document: dict | None = None,
+    compiler_at: str = "usr/bin/calcc",
+    symlinks: dict[str, str] | None = None,
+    hardlinks: dict[str, str] | None = None,
+    env: list[str] | None = None,
 ) -> dict[str, bytes]:
-    """The members of an OCI image layout: a gzip layer holding the compiler, then `extra_layers` (each
-    {path: content}) as plain tar layers. The SBOM as a file of the archive (`file`), as an attached SPDX
-    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none; `sbom_document` in place of the
-    stock SPDX or CycloneDX one."""
+    """The members of an OCI image layout: a gzip layer holding the compiler at `compiler_at` and the links,
+    then `extra_layers` (each {path: content}) as plain tar layers; `env` the config's Env. The SBOM as a file of
+    the archive (`file`), as an attached SPDX artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or
+    none; `sbom_document` in place of the stock SPDX or CycloneDX one."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
-    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, executable={"usr/bin/calcc"})
+    compiler = tar_bytes(
+        {compiler_at: b"#!/bin/sh\necho calcc 575c2d\n"},
+        executable={compiler_at},
+        symlinks=symlinks,
+        hardlinks=hardlinks,
+    )
     layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
     diff_ids = [f"sha256:{hashlib.sha256(compiler).hexdigest()}"]
     for extra in extra_layers:
         layers.append(add_blob(files, tar_bytes(extra), OCI_TAR_LAYER))
         diff_ids.append(layers[-1]["digest"])
-    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    config: dict = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    if env is not None:
+        config["config"] = {"Env": env}
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
