@@ -42,7 +42,8 @@ ASKED = {
     "A17": (
         "rejects the decode labelled llm_prefill, a type that does not exist, and the sub-models swapped with "
         "their labels",
-        'one checking a position or only "not llm_decode": `submodel_type_unchecked` naming the case',
+        'one checking a position or only "not llm_decode": `submodel_type_unchecked` naming the case; one telling '
+        "them by batch: `rejects_current` naming the package at decode batch 1 (M06)",
     ),
     "compatibility": (
         "requires compatibility with calrt, driver, firmware and chip, each range a version specifier",
@@ -90,7 +91,8 @@ def accepted_by(d: DeliverableSeed) -> str:
             "thread's on one Chrome thread, each event's start and duration those `fields.json` points to, in its "
             "unit (a clock in cycles converted), to the microsecond, the nesting kept; its instants on their thread "
             "at their time and its counters at their time with their value, when `fields.json` names them; and so "
-            "again on the sample varied (its last event left out, started 1000 µs later, its clock doubled)"
+            "again on the sample varied for each check (an event left out, a nested span of three added on one of its "
+            "threads, started 1000 to 2000 µs later, a clock in cycles multiplied by 2 to 4)"
         )
     if d.kind == "schema":
         asked = f"; {ASKED[d.asks][0]}" if d.asks else ""
@@ -143,7 +145,8 @@ def wrong_delivery(d: DeliverableSeed) -> str:
         if d.commits:
             compiler = d.commits[0][0]
             said.append(
-                f"no `{compiler}` in the image: `compiler_not_in_image`; a component missing from the SBOM: "
+                f"no program `{compiler}` on the image's PATH (a link to one counts): `compiler_not_in_image`; a "
+                "component missing from the SBOM: "
                 f"`commit_missing`; one at another commit: `commit_mismatch` naming it"
             )
         elif d.sbom_components:
@@ -158,7 +161,8 @@ def wrong_delivery(d: DeliverableSeed) -> str:
     if d.kind == "onnx":
         return (
             f"another file: `hash_mismatch` quoting {d.sha256_prefix}… and the file's SHA-256; bytes that are no "
-            "model: `not_onnx`"
+            "model: `not_onnx`; weights without the seed's model's shapes (M01-M04), whatever the hash: "
+            "`not_the_seed_model` naming the fact"
         )
     if d.kind == "tool":
         return (

@@ -31,15 +31,28 @@ SPDX = {
 CYCLONEDX = {"bomFormat": "CycloneDX", "specVersion": "1.5", "components": [{"type": "application", "name": "tvm"}]}
 
 
-def tar_bytes(files: dict[str, bytes], *, compress: bool = False, executable: Collection[str] = ()) -> bytes:
+def tar_bytes(
+    files: dict[str, bytes],
+    *,
+    compress: bool = False,
+    executable: Collection[str] = (),
+    symlinks: dict[str, str] | None = None,
+    hardlinks: dict[str, str] | None = None,
+) -> bytes:
     """A tar (gzip when `compress`) of `files`, reproducible: sorted, times and owners zero; those `executable`
-    names with their execute bits."""
+    names with their execute bits; then `symlinks` and `hardlinks` (name -> target)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz" if compress else "w", format=tarfile.PAX_FORMAT) as archive:
         for name in sorted(files):
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(files[name]), 0o755 if name in executable else 0o644
             archive.addfile(info, io.BytesIO(files[name]))
+        links = [(tarfile.SYMTYPE, link) for link in (symlinks or {}).items()]
+        links += [(tarfile.LNKTYPE, link) for link in (hardlinks or {}).items()]
+        for kind, (name, target) in links:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = kind, target
+            archive.addfile(info)
     return buffer.getvalue()
 
 
@@ -56,19 +69,30 @@ def oci_image_files(
     licence: bool = True,
     extra_layers: tuple[dict[str, bytes], ...] = (),
     sbom_document: dict | None = None,
+    compiler_at: str = "usr/bin/calcc",
+    symlinks: dict[str, str] | None = None,
+    hardlinks: dict[str, str] | None = None,
+    env: list[str] | None = None,
 ) -> dict[str, bytes]:
-    """The members of an OCI image layout: a gzip layer holding the compiler, then `extra_layers` (each
-    {path: content}) as plain tar layers. The SBOM as a file of the archive (`file`), as an attached SPDX
-    artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or none; `sbom_document` in place of the
-    stock SPDX or CycloneDX one."""
+    """The members of an OCI image layout: a gzip layer holding the compiler at `compiler_at` and the links,
+    then `extra_layers` (each {path: content}) as plain tar layers; `env` the config's Env. The SBOM as a file of
+    the archive (`file`), as an attached SPDX artifact in the layout (`artifact`), as CycloneDX (`cyclonedx`), or
+    none; `sbom_document` in place of the stock SPDX or CycloneDX one."""
     files: dict[str, bytes] = {"oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode()}
-    compiler = tar_bytes({"usr/bin/calcc": b"#!/bin/sh\necho calcc 575c2d\n"}, executable={"usr/bin/calcc"})
+    compiler = tar_bytes(
+        {compiler_at: b"#!/bin/sh\necho calcc 575c2d\n"},
+        executable={compiler_at},
+        symlinks=symlinks,
+        hardlinks=hardlinks,
+    )
     layers = [add_blob(files, gzip.compress(compiler, mtime=0), OCI_LAYER)]
     diff_ids = [f"sha256:{hashlib.sha256(compiler).hexdigest()}"]
     for extra in extra_layers:
         layers.append(add_blob(files, tar_bytes(extra), OCI_TAR_LAYER))
         diff_ids.append(layers[-1]["digest"])
-    config = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    config: dict = {"architecture": "amd64", "os": "linux", "rootfs": {"type": "layers", "diff_ids": diff_ids}}
+    if env is not None:
+        config["config"] = {"Env": env}
     manifest = {
         "schemaVersion": 2,
         "mediaType": OCI_MANIFEST,
@@ -318,9 +342,10 @@ def build_project(root: Path, *, reproducible: bool = True) -> Path:
     return root
 
 
-# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06 (`add_model` with a
-# doc_string, ModelProto field 6, whose nonce was searched for once), and V05: a vendor's ONNX checker.
-C02_NONCE = 12091347
+# V04: a stand-in for the original ONNX whose SHA-256 begins with C02's 316f06: a graph with the seed's model's
+# weights as initializers, their shapes and no data (`qwen3_model`), ending in a doc_string (ModelProto field 6)
+# whose nonce was searched for once; and V05: a vendor's ONNX checker.
+C02_NONCE = 766438
 
 
 def add_model() -> bytes:
@@ -330,9 +355,43 @@ def add_model() -> bytes:
     return encode_model([("Add", ["x", "y"], ["z"])], inputs=["x", "y"], outputs=["z"])
 
 
+QWEN3 = {"layers": 48, "hidden": 2048, "q_heads": 32, "kv_heads": 4, "head_dim": 128}
+QWEN3 |= {"experts": 128, "expert_ffn": 768, "vocab": 151936}
+
+
+def qwen3_model(**changes: int) -> bytes:
+    """A ModelProto whose initializers have the shapes of the seed's model (M01-M04), `changes` to QWEN3 applied:
+    embedding and lm_head, and in each layer q/k/v/o, the router and the experts' stacked FFN weights."""
+    from acceptance.inspection.onnx import OPSET_17, _int, _len
+
+    facts = QWEN3 | changes
+    hidden, experts, ffn = facts["hidden"], facts["experts"], facts["expert_ffn"]
+    shapes = {"embed_tokens": (facts["vocab"], hidden), "lm_head": (hidden, facts["vocab"])}
+    for layer in range(facts["layers"]):
+        at = f"layers.{layer}."
+        shapes[at + "q_proj"] = (hidden, facts["q_heads"] * facts["head_dim"])
+        shapes[at + "k_proj"] = (hidden, facts["kv_heads"] * facts["head_dim"])
+        shapes[at + "v_proj"] = (hidden, facts["kv_heads"] * facts["head_dim"])
+        shapes[at + "o_proj"] = (facts["q_heads"] * facts["head_dim"], hidden)
+        shapes[at + "router"] = (hidden, experts)
+        shapes[at + "experts.gate_up"] = (experts, hidden, 2 * ffn)
+        shapes[at + "experts.down"] = (experts, ffn, hidden)
+    initializers = b"".join(
+        _len(5, b"".join(_int(1, size) for size in shape) + _int(2, 16) + _len(8, name))  # 16: BFLOAT16
+        for name, shape in shapes.items()
+    )
+    node = _len(1, _len(1, "embed_tokens") + _len(1, "input_ids") + _len(2, "hidden") + _len(4, "Gather"))
+    names = _len(11, _len(1, "input_ids")) + _len(12, _len(1, "hidden"))
+    return _int(1, 8) + _len(7, node + _len(2, "qwen3-moe") + initializers + names) + OPSET_17
+
+
 def c02_onnx() -> bytes:
-    doc = f"C02 stand-in, nonce {C02_NONCE:010d}".encode()
-    return add_model() + b"\x32" + bytes([len(doc)]) + doc
+    return qwen3_model() + c02_nonce(C02_NONCE)
+
+
+def c02_nonce(nonce: int) -> bytes:
+    doc = f"C02 stand-in, nonce {nonce:010d}".encode()
+    return b"\x32" + bytes([len(doc)]) + doc
 
 
 # Reads model.onnx's protobuf and refuses what the ONNX checker refuses here: bytes that are no ModelProto with a

@@ -18,15 +18,17 @@ image's filesystem, after each layer's whiteouts, with that digest; every compil
 `ar` archive of objects) is one of them; every component carries a version. Any other is `sbom_mismatch` naming
 the component and the file (`sbom_no_files` when it lists none, `sbom_unversioned`).
 
-With `commits` (V01: the compiler container, `[("calcc", "575c2d"), ("tvm", "7aebd1")]` from the seed's C03
-and C04), the image must hold the compiler, a program named as the first component in its filesystem: a regular
-file with an execute bit, an ELF or a script (`#!`) (`compiler_not_in_image`, naming a file of that name that is
-none); and its SBOM must give each component at that commit: every package or component of that name (any case;
-CycloneDX `file` components aside) holds a hexadecimal commit beginning with the prefix in a field that says
-what was built — SPDX `versionInfo`, `sourceInfo`, `downloadLocation` or an external reference's locator,
-CycloneDX `version`, `purl`, a `pedigree` commit's `uid` or `url`, or a `vcs` external reference's `url` — not in
-a comment, a description, a checksum or a nested component (`commit_missing` when no component has the name,
-`commit_mismatch` naming what it gives instead).
+With `commits` (V01: the compiler container, `[("calcc", "575c2d"), ("tvm", "7aebd1")]` from the seed's C03 and
+C04), the image must hold the compiler, a program named as the first component on its PATH (each image config's
+`Env` PATH, DEFAULT_SEARCH_PATH where it sets none): a regular file with an execute bit, an ELF or a script (`#!`),
+or a link (symbolic, or hard) that resolves inside the image to one, links in the directories on the way followed
+too (`compiler_not_in_image`, naming each file of that name that is none: not a program, a link that dangles, leads
+out of the image or loops, or off the PATH); and its SBOM must give each component at that commit: every package or
+component of that name (any case; CycloneDX `file` components aside) holds a hexadecimal commit beginning with the
+prefix in a field that says what was built — SPDX `versionInfo`, `sourceInfo`, `downloadLocation` or an external
+reference's locator, CycloneDX `version`, `purl`, a `pedigree` commit's `uid` or `url`, or a `vcs` external
+reference's `url` — not in a comment, a description, a checksum or a nested component (`commit_missing` when no
+component has the name, `commit_mismatch` naming what it gives instead).
 
 SPDX 2.x (`spdxVersion` "SPDX-2.*") and CycloneDX JSON (`bomFormat` "CycloneDX") are accepted. The
 licence is a file of the archive outside `blobs/` named LICENSE, LICENCE, COPYING or NOTICE (any case,
@@ -77,6 +79,8 @@ class ImageReport(Report):
     # Each image manifest's config and filesystem layers by digest: what a build of the image must write.
     images: list[dict[str, Any]] = field(default_factory=list)
     sbom_document: Any = None  # the SBOM as read, for the component comparison (not part of the evidence)
+    # The directories a command is looked up in: each image config's Env PATH, the usual ones where it has none.
+    search_path: list[str] = field(default_factory=list)
 
 
 class ImageFile(NamedTuple):
@@ -100,11 +104,11 @@ def check_oci_archive(
             inspection.run()
             if sbom is not None:
                 _check_sbom_bytes(_read_bounded_file(Path(sbom), report), f"attached {Path(sbom).name}", report)
-            files = inspection.image_files() if components or commits else {}
+            files, links = inspection.image_files() if components or commits else ({}, {})
             if components and report.sbom_document is not None:
                 _compare_components(report, report.sbom_document, files)
             if commits:
-                _check_commits(report, commits, files)
+                _check_commits(report, commits, files, links)
     except (tarfile.TarError, EOFError, OSError) as error:
         report.add("archive_unreadable", f"{path.name} is not a readable tar archive: {error}")
         return report
@@ -223,6 +227,9 @@ class _Inspection:
                 self.report.licence = f"{title} ({layer['digest']})"
         if isinstance(config_document, dict) and config.get("mediaType") in IMAGE_CONFIG_MEDIA_TYPES:
             self._check_diff_ids(config_document, layers, verified, where)
+            for folder in _search_path(config_document):
+                if folder not in self.report.search_path:
+                    self.report.search_path.append(folder)
             self.report.images.append(
                 {
                     "manifest": where,
@@ -303,9 +310,11 @@ class _Inspection:
         record["verified"] = True
         return True
 
-    def image_files(self) -> dict[str, ImageFile]:
-        """Every regular file of the images' filesystems, layer over layer with their whiteouts applied."""
+    def image_files(self) -> tuple[dict[str, ImageFile], dict[str, str]]:
+        """Every regular file of the images' filesystems, layer over layer with their whiteouts applied; and
+        every link (symbolic, or hard as a link to the path it names) with its target."""
         files: dict[str, ImageFile] = {}
+        links: dict[str, str] = {}
         for image in self.report.images:
             for digest in image["layers"]:
                 record = self.report.blobs.get(digest) or {}
@@ -315,11 +324,11 @@ class _Inspection:
                 try:
                     with tarfile.open(fileobj=self.archive.extractfile(member), mode="r|*") as layer:
                         for entry in layer:
-                            _apply_layer_entry(files, layer, entry)
+                            _apply_layer_entry(files, links, layer, entry)
                 except (tarfile.TarError, EOFError, zlib.error) as error:
                     # A zstd or foreign layer: its files cannot be compared with the SBOM, so it does not pass.
                     self.report.add("layer_unreadable", f"layer {digest} is not a tar this check reads: {error}")
-        return files
+        return files, links
 
     def _blob_json(self, descriptor: Any, what: str, kind: str) -> Any:
         if not self._verify_blob(descriptor, what):
@@ -406,15 +415,24 @@ def _image_path(name: str) -> str:
     return str(PurePosixPath("/" + name.removeprefix("./")))[1:]
 
 
-def _apply_layer_entry(files: dict[str, ImageFile], layer: tarfile.TarFile, entry: tarfile.TarInfo) -> None:
-    """One entry of a layer over the files below it: a whiteout removes, a regular file replaces."""
+def _apply_layer_entry(
+    files: dict[str, ImageFile], links: dict[str, str], layer: tarfile.TarFile, entry: tarfile.TarInfo
+) -> None:
+    """One entry of a layer over the files below it: a whiteout removes, a regular file or a link replaces."""
     path = _image_path(entry.name)
     folder, name = PurePosixPath(path).parent, PurePosixPath(path).name
     if name == OPAQUE or name.startswith(WHITEOUT):
         gone = str(folder) if name == OPAQUE else str(folder / name.removeprefix(WHITEOUT))
         prefix = "" if gone == "." else gone + "/"
-        for known in [known for known in files if known == gone or known.startswith(prefix)]:
-            del files[known]
+        for held in (files, links):
+            for known in [known for known in held if known == gone or known.startswith(prefix)]:
+                del held[known]
+        return
+    links.pop(path, None)
+    if entry.issym() or entry.islnk():
+        files.pop(path, None)
+        # A hard link names a path of the layer from its root.
+        links[path] = entry.linkname if entry.issym() else "/" + _image_path(entry.linkname)
         return
     if not entry.isfile():
         files.pop(path, None)
@@ -561,21 +579,96 @@ def _sbom_component_records(document: Any) -> dict[str, list[dict]]:
     return records
 
 
-def _check_commits(report: ImageReport, commits: Sequence[Sequence[str]], files: dict[str, ImageFile]) -> None:
+# Where a shell looks for a command when the image config sets no PATH (Docker's default).
+DEFAULT_SEARCH_PATH = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+MAX_LINKS_FOLLOWED = 40  # as Linux: more is a loop
+
+
+def _search_path(config: dict) -> list[str]:
+    settings = config.get("config")
+    env = settings.get("Env") if isinstance(settings, dict) else None
+    paths = [entry[5:] for entry in env or [] if isinstance(entry, str) and entry.startswith("PATH=")]
+    if not paths:
+        return list(DEFAULT_SEARCH_PATH)
+    return [folder for folder in paths[-1].split(":") if folder.startswith("/")]
+
+
+def _resolve(path: str, links: dict[str, str]) -> str | None:
+    """`path` (from the image's root) with each link in it followed inside the image; None when a link leads out
+    of it (`..` past its root) or links loop."""
+    parts = [part for part in PurePosixPath(path).parts if part != "/"]
+    resolved: list[str] = []
+    followed = 0
+    while parts:
+        part = parts.pop(0)
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not resolved:
+                return None
+            resolved.pop()
+            continue
+        here = "/".join([*resolved, part])
+        if here not in links:
+            resolved.append(part)
+            continue
+        followed += 1
+        if followed > MAX_LINKS_FOLLOWED:
+            return None
+        target = links[here]
+        if target.startswith("/"):
+            resolved = []
+        parts = [part for part in PurePosixPath(target).parts if part != "/"] + parts
+    return "/".join(resolved)
+
+
+def _compiler_on_path(
+    report: ImageReport, compiler: str, files: dict[str, ImageFile], links: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """The programs named `compiler` in the image's search path (a link to one counts), and why each other file
+    of that name is none."""
+    held: list[str] = []
+    wrong: list[str] = []
+    seen: set[str] = set()
+    for folder in report.search_path or DEFAULT_SEARCH_PATH:
+        place = _resolve(folder, links)
+        if place is None:
+            continue
+        entry = f"{place}/{compiler}" if place else compiler
+        if entry in seen or (entry not in files and entry not in links):
+            continue
+        seen.add(entry)
+        shown = f"/{folder.strip('/')}/{compiler}"
+        target = _resolve(entry, links)
+        if target is None:
+            wrong.append(f"{shown} is a link leading out of the image or in a loop ({links[entry]})")
+        elif target not in files:
+            wrong.append(f"{shown} is a link to {links[entry]}, which is not in the image")
+        elif not files[target].runnable:
+            wrong.append(f"{shown} is not one (empty, not executable, or neither ELF nor a script)")
+        else:
+            held.append(shown if target == entry else f"{shown} -> /{target}")
+    for path in sorted({*files, *links}):
+        if PurePosixPath(path).name == compiler and path not in seen:
+            wrong.append(f"/{path} is not on the image's PATH ({':'.join(report.search_path)})")
+    return held, wrong
+
+
+def _check_commits(
+    report: ImageReport, commits: Sequence[Sequence[str]], files: dict[str, ImageFile], links: dict[str, str]
+) -> None:
     """V01: the compiler in the image, each component at the seed's commit in the SBOM (the module's docstring)."""
     compiler = commits[0][0]
-    named = sorted(path for path in files if PurePosixPath(path).name == compiler)
-    held = [path for path in named if files[path].runnable]
+    held, none = _compiler_on_path(report, compiler, files, links)
     report.checked["compiler"] = held
+    report.checked["search_path"] = report.search_path
     if not held:
-        said = (
-            f": {', '.join(named[:3])} is not one (empty, not executable, or neither ELF nor a script)" if named else ""
-        )
         report.add(
             "compiler_not_in_image",
-            f"the image holds no {compiler}: no program of that name in its filesystem{said}",
+            f"the image holds no {compiler}: no program of that name on its PATH"
+            + (f": {'; '.join(none[:3])}" if none else ""),
             component=compiler,
-            files=named[:3],
+            files=none[:3],
         )
     records = _sbom_component_records(report.sbom_document)
     report.checked["commits"] = {}

@@ -9,7 +9,11 @@ fields are written to make the models V05's checker is run on.
 - `check_onnx_file`: the delivered file is a model with a graph of nodes (`not_onnx` otherwise) and its SHA-256
   begins with the hash the seed records (`hash_mismatch`, both digests named: V04, C02's `316f06…`). The seed
   gives six hexadecimal digits, 24 bits: a file can be made to match them in minutes, so the prefix names which
-  model is meant and does not prove the file is it.
+  model is meant and does not prove the file is it. The file is also held to what the seed says of the model
+  (M01-M04) that its initializers' shapes show (`not_the_seed_model`, naming the fact): the embedding of vocabulary
+  151936 by hidden 2048, query (32 heads × 128) and KV (4 × 128) projections, a 128-expert router in each of the
+  48 layers, experts' FFNs of 768. Only the shapes are read (TensorProto dims), never the weights, which may be
+  external data; a file made to those shapes with no weights still passes.
 - `check_onnx_checker`: the checker's delivery is a directory (an unpacked tar) holding `run.txt`, its
   command; calculet runs it in the sandbox (`isolated.run_isolated`) in a fresh copy of the directory, once per
   model, the model as `model.onnx`. It must end cleanly on each valid model (`refuses_valid_onnx`) and fail on
@@ -29,6 +33,7 @@ import secrets
 import shutil
 import string
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
@@ -113,6 +118,23 @@ class _Reader:
             out.append(self.stream.read(length).decode("utf-8", errors="replace"))
         return out
 
+    def varints(self, message: list[tuple[int, int | Span]], number: int) -> list[int]:
+        """A repeated integer field's values, each its own field or packed into one (a length-delimited run)."""
+        out = []
+        for n, value in message:
+            if n != number:
+                continue
+            if isinstance(value, int):
+                out.append(value)
+                continue
+            at, length = value
+            if length > MAX_TEXT_BYTES:
+                raise WireError(f"a packed list longer than {MAX_TEXT_BYTES} bytes")
+            while at < value[0] + length:
+                item, at = self._varint(at, value[0] + length)
+                out.append(item)
+        return out
+
     def messages(self, message: list[tuple[int, int | Span]], number: int) -> list[list[tuple[int, int | Span]]]:
         return [self.fields(value) for n, value in message if n == number and isinstance(value, tuple)]
 
@@ -125,6 +147,7 @@ class Model:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     initializers: list[str] = field(default_factory=list)
+    shapes: list[tuple[int, ...]] = field(default_factory=list)  # each initializer's dims (TensorProto field 1)
 
 
 def read_model(data: bytes | IO[bytes]) -> Model:
@@ -152,7 +175,9 @@ def read_model(data: bytes | IO[bytes]) -> Model:
                 "outputs": reader.texts(node, 2),
             }
         )
-    model.initializers = ["".join(reader.texts(t, 8)) for t in reader.messages(graph, 5)]
+    for tensor in reader.messages(graph, 5):
+        model.initializers.append("".join(reader.texts(tensor, 8)))
+        model.shapes.append(tuple(reader.varints(tensor, 1)))
     model.inputs = ["".join(reader.texts(i, 1)) for i in reader.messages(graph, 11)]
     model.outputs = ["".join(reader.texts(o, 1)) for o in reader.messages(graph, 12)]
     return model
@@ -258,6 +283,50 @@ def probe_models(rng: random.Random) -> dict[str, tuple[bytes, str]]:
 # Checks
 
 
+@dataclass(frozen=True)
+class ShapeFact:
+    """Something the seed says of the original model (M01-M04) that its weights' shapes show: `count`
+    initializers (at least one when None) whose dims are `dims` in any order or, `within`, hold them (a stacked
+    tensor, the experts' as one)."""
+
+    says: str
+    dims: tuple[int, ...]
+    count: int | None = None
+    within: bool = False
+
+    def matches(self, shape: tuple[int, ...]) -> bool:
+        if self.within:
+            return not Counter(self.dims) - Counter(shape)
+        return sorted(shape) == sorted(self.dims)
+
+
+SEED_MODEL = (
+    ShapeFact("a vocabulary of 151936 by a hidden size of 2048 (M01, M04), the token embedding", (151936, 2048)),
+    ShapeFact("32 query heads of 128 by the hidden size of 2048 (M01, M02), a query projection", (4096, 2048)),
+    ShapeFact("4 KV heads of 128 by the hidden size of 2048 (M02), a key or value projection", (512, 2048)),
+    ShapeFact("48 layers each routing to 128 experts by the hidden size of 2048 (M01, M03)", (128, 2048), count=48),
+    ShapeFact("experts' FFNs of 768 by the hidden size of 2048 (M03)", (768, 2048), within=True),
+)
+
+
+def _check_seed_model(report: Report, model: Model) -> None:
+    """Six hexadecimal digits are forged in minutes: the file's weights must also have the seed's model's shapes."""
+    for fact in SEED_MODEL:
+        found = sum(fact.matches(shape) for shape in model.shapes)
+        if (found >= 1) if fact.count is None else (found == fact.count):
+            continue
+        shaped = " × ".join(str(size) for size in fact.dims)
+        expected = "at least one initializer" if fact.count is None else f"{fact.count} initializers"
+        report.add(
+            "not_the_seed_model",
+            f"the seed's model has {fact.says}, which its weights show as {expected} "
+            f"{'holding the dims' if fact.within else 'shaped'} {shaped}; the file has {found}: it is another model",
+            expected=expected,
+            dims=list(fact.dims),
+            found=found,
+        )
+
+
 def _sha256(path: Path) -> str:
     hasher = hashlib.sha256()
     with path.open("rb") as stream:
@@ -267,7 +336,8 @@ def _sha256(path: Path) -> str:
 
 
 def check_onnx_file(path: Path, *, sha256_prefix: str) -> Report:
-    """V04: the delivered file is an ONNX model whose SHA-256 begins with `sha256_prefix` (the seed's)."""
+    """V04: the delivered file is an ONNX model whose SHA-256 begins with `sha256_prefix` (the seed's) and whose
+    weights have the shapes of the seed's model (`SEED_MODEL`)."""
     report = Report()
     path = Path(path)
     digest = _sha256(path)
@@ -286,11 +356,15 @@ def check_onnx_file(path: Path, *, sha256_prefix: str) -> Report:
     except WireError as error:
         report.add("not_onnx", f"the file is not an ONNX model (a ModelProto with a graph): {error}")
         return report
-    report.checked.update(ir_version=model.ir_version, opsets=model.opsets, nodes=len(model.nodes))
+    report.checked.update(
+        ir_version=model.ir_version, opsets=model.opsets, nodes=len(model.nodes), initializers=len(model.shapes)
+    )
     if model.ir_version is None or not model.opsets:
         report.add("not_onnx", "the file names no IR version or no opset: not an ONNX model")
     elif not model.nodes or not all(node["op_type"] for node in model.nodes):
         report.add("not_onnx", "the file's graph has no node, or a node with no op_type: not the model compiled")
+    else:
+        _check_seed_model(report, model)
     return report
 
 

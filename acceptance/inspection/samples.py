@@ -60,9 +60,11 @@ def _sample(name: str, description: str, document: Any) -> dict[str, Any]:
 
 
 def metadata_packages(root: Path) -> dict[str, Path]:
-    """Packages under `root`: two current ones, and A16's and A17's as the seed found them."""
+    """Packages under `root`: three current ones, and A16's and A17's as the seed found them."""
     packages = {
         "current": build_calbin(root / "current", decode_batch=8),
+        # M06: the seed's decode runs at batch 1, as its prefill does; only the name tells them apart.
+        "current-b1": build_calbin(root / "b1", decode_batch=1),
         "current-s8": build_calbin(root / "s8", decode_batch=4, features=("single_chiplet", "s8"), chip_affinity=1),
         "A16": build_calbin(root / "a16", decode_batch=8),
         "A17": build_calbin(root / "a17", decode_batch=8),
@@ -92,6 +94,7 @@ def _metadata_samples(root: Path) -> dict[str, list]:
         "accept": [
             _sample("current", "a package built by npu_sim build-calbin (tp, decode batch 8)", packages["current"]),
             _sample("current-s8", "a single-chiplet S8 package at decode batch 4", packages["current-s8"]),
+            _sample("current-b1", "a package at decode batch 1, as the seed's (M06)", packages["current-b1"]),
         ],
         "reject": [
             _sample("A16", f"the seed's impossible unit: {A16_LINE}", packages["A16"]),

@@ -34,7 +34,9 @@ Chrome events the sample must become: a Chrome trace counts in microseconds. The
   its time with its value the one number of its `args` (`counter_mismatch`); dropped, added, mis-timed or
   changed, the first is named;
 - it converts what it reads: run again on the sample varied at random for each check (one of its events left
-  out, one of its instants and one of its counters too where it has two or more, every event started between
+  out, three added on the thread of one of its events after its last — an outer one holding two that meet —
+  so that threads and nesting are compared even for a sample without nesting or with a thread for each event,
+  one of its instants and one of its counters too where it has two or more, every event started between
   `SHIFT_US` and twice that later, each counter's value raised, and a clock in cycles multiplied by 2 to 4), its
   Chrome trace holds the varied sample's events by the same rules (a canned Chrome trace — even one for each run —
   a hard-coded clock or times made relative to the first event fail here; `converter_ignores_input` when it
@@ -50,6 +52,7 @@ import math
 import random
 import secrets
 import shutil
+import string
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
@@ -75,6 +78,9 @@ ROUNDING_US = 1.0
 # Far more than the rounding: the varied sample starts at least this much later (at most twice).
 SHIFT_US = 1000
 CLOCK_FACTORS = (2, 3, 4)
+# Each of the two events nested in the varied sample's added span lasts this much (at most twice): far more than
+# the rounding, so the span nests whatever the clock factor.
+NESTED_US = 100
 # Float noise in comparisons of times the check computed itself.
 EPSILON_US = 1e-6
 # The optional kinds of fields.json: an instant (ph "i" or "I") has a name, thread and start; a counter (ph "C") a
@@ -155,12 +161,12 @@ def check_trace_delivery(bundle: Path, *, limits=LIMITS, seed: int | None = None
     again = _convert(bundle, command, varied, 2, report, limits)
     if again is None:
         return report
-    report.checked.update(varied_sample_events=len(expected) - 1, varied_events=len(again.events))
+    report.checked.update(varied_sample_events=len(expected) + 2, varied_events=len(again.events))
     if len(again.events) == len(converted.events):
         report.add(
             "converter_ignores_input",
-            f"given the sample without its last event the converter wrote {len(again.events)} events, not "
-            f"{len(expected) - 1}: it does not convert what it reads",
+            f"given the sample varied ({how}) the converter wrote {len(again.events)} events, not "
+            f"{len(expected) + 2}: it does not convert what it reads",
         )
         return report
     expected_varied = _expected(varied, fields, report) or []
@@ -318,16 +324,21 @@ def _expected_marks(sample: Any, fields: dict, report: Report) -> dict[str, list
 
 
 def _varied(sample: Any, fields: dict, rng: random.Random) -> tuple[Any, str]:
-    """The sample varied with `rng`, and what was done: one event left out (and one instant and one counter, of two
-    or more), every event started later, each counter's value raised, a clock in cycles multiplied."""
+    """The sample varied with `rng`, and what was done: one event left out and a nested span of three added
+    (`_nested_span`), one instant and one counter left out (of two or more), every event started later, each
+    counter's value raised, a clock in cycles multiplied."""
     varied = copy.deepcopy(sample)
     per_unit = _microseconds_per_unit(sample, fields) or 1.0
     shift_us = rng.randint(SHIFT_US, 2 * SHIFT_US)
     shift = math.ceil(shift_us / per_unit)
     records = _at(varied, fields["events"])
+    template = rng.randrange(len(records))
+    added = _nested_span(records[template], records, fields, per_unit, rng)
     left_out = rng.randrange(len(records))
     del records[left_out]
-    how = [f"its event {left_out} left out"]
+    records.extend(added)
+    names = ", ".join(_at(record, fields["name"]) for record in added)
+    how = [f"its event {left_out} left out", f"{names} added nested on the thread of its event {template}"]
     marks = {kind: _at(varied, fields[kind]) for kind in MARKS if kind in fields}
     for kind, held in marks.items():
         if len(held) >= 2:
@@ -347,6 +358,31 @@ def _varied(sample: Any, fields: dict, rng: random.Random) -> tuple[Any, str]:
         _change(varied, fields["clock_hz"], lambda clock: clock * factor)
         how.append(f"its clock {factor} times faster")
     return varied, ", ".join(how)
+
+
+def _nested_span(template: Any, records: list, fields: dict, per_unit: float, rng: random.Random) -> list:
+    """Three events on `template`'s thread after every event of `records`: an outer one, and inside it two that
+    meet (the first ends as the second starts), the first starting with it and the second ending with it; so
+    the comparisons of threads and of nesting run whatever the sample holds."""
+    taken = {_at(record, fields["name"]) for record in records}
+    half = math.ceil(rng.randint(NESTED_US, 2 * NESTED_US) / 2 / per_unit)
+    start = max(_at(record, fields["start"]) + _at(record, fields["duration"]) for record in records) + 2 * half
+    added = []
+    for offset, length in ((0, 2 * half), (0, half), (half, half)):
+        record = copy.deepcopy(template)
+        name = _fresh_name(rng, taken)
+        _change(record, fields["name"], lambda _, name=name: name)
+        _change(record, fields["start"], lambda _, at=start + offset: at)
+        _change(record, fields["duration"], lambda _, length=length: length)
+        added.append(record)
+    return added
+
+
+def _fresh_name(rng: random.Random, taken: set[str]) -> str:
+    while (name := "".join(rng.choices(string.ascii_lowercase, k=8))) in taken:
+        pass
+    taken.add(name)
+    return name
 
 
 def _change(node: Any, path: str, how) -> None:

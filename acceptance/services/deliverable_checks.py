@@ -28,7 +28,8 @@ What an answer carries, by deliverable kind (docs/acceptance.md, "Static checks"
 - container_image, V01 (`Deliverable.image_commits`): the image holds the compiler and its SBOM gives calcc and
   TVM at the seed's commits (acceptance/inspection/oci.py).
 - onnx: an artifact of kind `onnx`, the model file; it must be an ONNX model whose SHA-256 begins with the seed's
-  hash (`Deliverable.sha256_prefix`, V04: C02's 316f06…; acceptance/inspection/onnx.py).
+  hash (`Deliverable.sha256_prefix`, V04: C02's 316f06…) and whose weights have the seed's model's shapes
+  (acceptance/inspection/onnx.py).
 - tool: an artifact of kind `tool`, a tar holding `run.txt` (the command) and what it runs; calculet runs it in
   the sandbox on inputs it makes (`Deliverable.tool_runs_on` "onnx": V05's checker must accept a valid model
   and refuse invalid ones, acceptance/inspection/onnx.py).

@@ -274,7 +274,7 @@ def compiler_image(tmp_path, sbom, *, calcc_in_image=True, cyclonedx=False):
 def test_v01_s_container_with_calcc_and_the_seeds_commits_passes(tmp_path):
     report = check_oci_archive(compiler_image(tmp_path, compiler_sbom()), commits=COMPILER_COMMITS)
     assert report.passed, report.findings
-    assert report.checked["compiler"] == ["usr/bin/calcc"]
+    assert report.checked["compiler"] == ["/usr/bin/calcc"]
     assert report.checked["commits"]["tvm"] == ["7aebd1c3f0"]
 
 
@@ -322,6 +322,65 @@ def test_a_calcc_that_is_no_program_fails_v01_naming_it(tmp_path, layer):
     report = check_oci_archive(write_oci_archive(tmp_path / "i.tar", files), commits=COMPILER_COMMITS)
     assert codes(report) == ["compiler_not_in_image"]
     assert "usr/bin/calcc is not one (empty, not executable, or neither ELF nor a script)" in report.findings[0].message
+
+
+REAL_CALCC = "opt/calcc-575c2d/bin/calcc-1.4"
+
+
+@pytest.mark.parametrize(
+    ("options", "held"),
+    [
+        ({"symlinks": {"usr/bin/calcc": "/" + REAL_CALCC}}, "/usr/bin/calcc -> /" + REAL_CALCC),
+        ({"symlinks": {"usr/local/bin/calcc": "../../../" + REAL_CALCC}}, "/usr/local/bin/calcc -> /" + REAL_CALCC),
+        # A merged /usr: /bin a link to usr/bin, the only directory of PATH.
+        (
+            {"symlinks": {"bin": "usr/bin", "usr/bin/calcc": "/" + REAL_CALCC}, "env": ["PATH=/bin"]},
+            "/bin/calcc -> /" + REAL_CALCC,
+        ),
+        ({"compiler_at": "opt/cal/bin/calcc", "env": ["LANG=C", "PATH=/opt/cal/bin:/usr/bin"]}, "/opt/cal/bin/calcc"),
+        ({"hardlinks": {"usr/bin/calcc": REAL_CALCC}}, "/usr/bin/calcc -> /" + REAL_CALCC),
+    ],
+    ids=["absolute-link", "relative-link", "through-a-linked-directory", "on-the-config-s-path", "a-hard-link"],
+)
+def test_a_calcc_on_the_path_as_a_link_to_the_compiler_passes_v01(tmp_path, options, held):
+    """The compiler installed under its own name and linked as calcc from a directory of PATH is the compiler."""
+    if "symlinks" in options or "hardlinks" in options:
+        options["compiler_at"] = REAL_CALCC
+    files = oci_image_files(sbom="file", sbom_document=compiler_sbom(), **options)
+    report = check_oci_archive(write_oci_archive(tmp_path / "i.tar", files), commits=COMPILER_COMMITS)
+    assert report.passed, report.findings
+    assert report.checked["compiler"] == [held]
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"compiler_at": "opt/tools/calcc"}, "/opt/tools/calcc is not on the image's PATH (/usr/local/sbin:"),
+        (
+            {"env": ["PATH=/opt/cal/bin"]},
+            "/usr/bin/calcc is not on the image's PATH (/opt/cal/bin)",
+        ),
+        (
+            {"compiler_at": REAL_CALCC, "symlinks": {"usr/bin/calcc": "/opt/calcc/bin/calcc"}},
+            "/usr/bin/calcc is a link to /opt/calcc/bin/calcc, which is not in the image",
+        ),
+        (
+            {"compiler_at": REAL_CALCC, "symlinks": {"usr/bin/calcc": "../../../../" + REAL_CALCC}},
+            "/usr/bin/calcc is a link leading out of the image",
+        ),
+        (
+            {"compiler_at": REAL_CALCC, "symlinks": {"usr/bin/calcc": "calcc"}},
+            "/usr/bin/calcc is a link leading out of the image or in a loop (calcc)",
+        ),
+    ],
+    ids=["off-the-path", "off-the-config-s-path", "a-dangling-link", "a-link-out-of-the-image", "a-link-loop"],
+)
+def test_a_calcc_off_the_path_or_a_link_to_nothing_fails_v01_naming_it(tmp_path, options, said):
+    """Any executable called calcc anywhere used to count; a link was never followed."""
+    files = oci_image_files(sbom="file", sbom_document=compiler_sbom(), **options)
+    report = check_oci_archive(write_oci_archive(tmp_path / "i.tar", files), commits=COMPILER_COMMITS)
+    assert codes(report) == ["compiler_not_in_image"]
+    assert said in report.findings[0].message, report.findings[0].message
 
 
 def _calcc_saying(**fields) -> dict:

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from acceptance.inspection.onnx import OPS, check_onnx_checker, check_onnx_file, probe_models, read_model
-from tests.inspection_builders import ONNX_CHECKER, add_model, c02_onnx, onnx_checker
+from tests.inspection_builders import ONNX_CHECKER, add_model, c02_onnx, onnx_checker, qwen3_model
 
 VALID = {"valid", "valid-longer"}
 INVALID = {"dangling-input", "truncated"}
@@ -45,13 +45,46 @@ def test_the_onnx_whose_sha256_is_c02_s_passes(tmp_path):
     report = check_onnx_file(path, sha256_prefix="316f06")
     assert report.passed, report.findings
     assert report.checked["opsets"] == {"ai.onnx": 17} and report.checked["nodes"] == 1
+    assert report.checked["initializers"] == 2 + 48 * 7
+
+
+@pytest.mark.parametrize(
+    ("changes", "named"),
+    [
+        ({"vocab": 32000}, "a vocabulary of 151936 by a hidden size of 2048 (M01, M04)"),
+        ({"hidden": 4096}, "a vocabulary of 151936 by a hidden size of 2048 (M01, M04)"),
+        ({"q_heads": 16}, "32 query heads of 128"),
+        ({"kv_heads": 8}, "4 KV heads of 128"),
+        ({"layers": 32}, "48 layers each routing to 128 experts"),
+        ({"experts": 64}, "48 layers each routing to 128 experts"),
+        ({"expert_ffn": 1408}, "experts' FFNs of 768"),
+    ],
+    ids=["vocab", "hidden", "q-heads", "kv-heads", "layers", "experts", "expert-ffn"],
+)
+def test_another_model_with_a_forged_prefix_fails_naming_the_seed_s_fact(tmp_path, changes, named):
+    """Six hex digits are found in minutes: a model of other shapes whose SHA-256 begins with the prefix asked (here
+    the file's own, which a forger reaches with a nonce) is still not the seed's model."""
+    data = qwen3_model(**changes)
+    path = tmp_path / "forged.onnx"
+    path.write_bytes(data)
+    report = check_onnx_file(path, sha256_prefix=hashlib.sha256(data).hexdigest()[:6])
+    assert set(codes(report)) == {"not_the_seed_model"}
+    assert any(named in finding.message and "it is another model" in finding.message for finding in report.findings)
+
+
+def test_the_add_model_with_its_own_prefix_fails_on_every_fact(tmp_path):
+    data = add_model()
+    path = tmp_path / "add.onnx"
+    path.write_bytes(data)
+    report = check_onnx_file(path, sha256_prefix=hashlib.sha256(data).hexdigest()[:6])
+    assert codes(report) == ["not_the_seed_model"] * 5
 
 
 def test_another_onnx_fails_naming_both_hashes(tmp_path):
     path = tmp_path / "other.onnx"
     path.write_bytes(add_model())
     report = check_onnx_file(path, sha256_prefix="316f06")
-    assert codes(report) == ["hash_mismatch"]
+    assert codes(report)[0] == "hash_mismatch"
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     assert f"the file's SHA-256 is {digest}, not the 316f06… the seed records" in report.findings[0].message
 
@@ -142,7 +175,7 @@ def test_a_large_model_is_read_by_seeking_over_its_weights(tmp_path):
         stream.seek(weight_bytes, 1)  # the weights: a hole, zeros
         stream.write(OPSET_17)
     report = check_onnx_file(path, sha256_prefix="0")
-    assert [f.code for f in report.findings if f.code != "hash_mismatch"] == []
+    assert "not_onnx" not in codes(report)
     assert report.checked["nodes"] == 1 and report.checked["opsets"] == {"ai.onnx": 17}
 
 

@@ -30,7 +30,7 @@ def test_the_samples_are_what_the_simulator_says_they_are():
 def test_the_samples_are_packages_npu_sim_s_validator_judges_so(tmp_path):
     packages = metadata_packages(tmp_path)
     errors = {name: [f for f in validate(path) if f.severity == "error"] for name, path in packages.items()}
-    assert errors["current"] == [] and errors["current-s8"] == []
+    assert errors["current"] == errors["current-s8"] == errors["current-b1"] == []
     assert [f.code for f in errors["A16"]] and all("A16" in f.message for f in errors["A16"])
     # A17's label is its defect; a package without a prefill then lacks one for each check that looks.
     assert "A17" in errors["A17"][0].message
@@ -41,7 +41,7 @@ def test_a_schema_that_holds_passes_for_metadata():
     report = check_schema(PACKAGE_METADATA_SCHEMA, "package-metadata")
     assert report.passed, report.findings
     assert report.draft == "https://json-schema.org/draft/2020-12/schema"
-    assert report.checked["accepted"] == {"current": True, "current-s8": True}
+    assert report.checked["accepted"] == {"current": True, "current-s8": True, "current-b1": True}
     assert set(report.checked["rejected"]) == {"A16", "A17"}
     assert all(report.checked["rejected"].values())
 
@@ -70,6 +70,7 @@ def test_a_schema_that_rejects_the_current_package_fails():
     assert [(f.code, f.detail["sample"]) for f in report.findings] == [
         ("rejects_current", "current"),
         ("rejects_current", "current-s8"),
+        ("rejects_current", "current-b1"),
     ]
     assert "/layout: 'ep' was expected" in report.findings[0].message
 
@@ -240,6 +241,19 @@ def test_v43_refuses_a_label_checked_by_position():
     report = check_schema(schema, "package-metadata", asks="A17")
     assert codes(report) == ["submodel_type_unchecked"]
     assert "the sub-models in the other order" in report.findings[0].message
+
+
+def test_v43_refuses_a_type_told_by_batch_rather_than_by_name():
+    """Prefill is batch 1, decode anything else: every mislabelling of a decode at batch 8 is caught, and the
+    seed's own decode (M06), at batch 1 like its prefill, is refused."""
+    schema = copy.deepcopy(PACKAGE_METADATA_SCHEMA)
+    del schema["properties"]["submodels"]["contains"]
+    schema["$defs"]["submodel"]["if"] = {"properties": {"batch": {"const": 1}}}
+    schema["$defs"]["submodel"]["then"] = {"properties": {"smodel_type": {"const": "llm_prefill"}}}
+    schema["$defs"]["submodel"]["else"] = {"properties": {"smodel_type": {"const": "llm_decode"}}}
+    report = check_schema(schema, "package-metadata", asks="A17")
+    assert [(f.code, f.detail["sample"]) for f in report.findings] == [("rejects_current", "current-b1")]
+    assert "decode batch 1, as the seed's (M06)" in report.findings[0].message
 
 
 def test_v46_refuses_a_range_in_words_and_a_missing_key():

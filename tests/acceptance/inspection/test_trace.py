@@ -24,7 +24,7 @@ def test_the_vendors_own_format_with_its_converter_passes(tmp_path):
     report = check_trace_delivery(trace_delivery(tmp_path / "d"))
     assert report.passed, report.findings
     assert report.checked["sample_events"] == 4 and report.checked["converted_events"] == 4
-    assert report.checked["varied_events"] == 3
+    assert report.checked["varied_events"] == 6  # one left out, a nested span of three added
     assert [run["run"] for run in report.checked["runs"]] == [1, 2]  # the sample, then the sample varied
 
 
@@ -58,7 +58,7 @@ def test_a_canned_chrome_trace_that_ignores_its_input_fails(tmp_path):
     (root / "convert.txt").write_text("cp canned.json chrome-trace.json\n")
     report = check_trace_delivery(root)
     assert codes(report) == ["converter_ignores_input"]
-    assert "wrote 4 events, not 3" in report.findings[0].message
+    assert "wrote 4 events, not 6" in report.findings[0].message
 
 
 def test_events_named_otherwise_than_the_samples_fail(tmp_path):
@@ -394,6 +394,42 @@ def test_a_canned_chrome_trace_for_each_run_fails(tmp_path):
         report = check_trace_delivery(root, seed=seed)
         assert report.findings and report.findings[0].message.startswith("on the sample varied"), report.findings
         assert report.checked["varied"]["seed"] == seed
+
+
+# A sample of one event per thread, none nested: the sample alone compares neither threads nor nesting.
+FLAT_SAMPLE = {
+    "clock_hz": 1_000_000_000,
+    "records": [
+        {"op": "embedding", "chiplet": 0, "start_cycle": 0, "cycles": 4000},
+        {"op": "attention", "chiplet": 1, "start_cycle": 5000, "cycles": 1000},
+        {"op": "lm_head", "chiplet": 2, "start_cycle": 7000, "cycles": 2000},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "wrong", "code"),
+    [
+        # A thread for each event, whatever the sample says.
+        ('"tid": record["chiplet"]', '"tid": len(events)', "thread_mismatch"),
+        # Each end a microsecond late: two events that meet then overlap.
+        ('"dur": record["cycles"] / per_us', '"dur": record["cycles"] / per_us + 1', "nesting_mismatch"),
+    ],
+    ids=["a-thread-per-event", "ends-overlap"],
+)
+def test_a_sample_without_nesting_or_shared_threads_still_has_them_compared(tmp_path, change, wrong, code):
+    """The varied sample always holds a nested span on a thread of several events: a converter wrong on threads
+    or nesting fails even when the vendor's sample has neither to compare."""
+    converter = TRACE_CONVERTER.replace(change, wrong)
+    for seed in range(5):
+        report = check_trace_delivery(
+            trace_delivery(tmp_path / f"d{seed}", sample=FLAT_SAMPLE, converter=converter), seed=seed
+        )
+        assert codes(report) == [code], report.findings
+        assert report.findings[0].message.startswith("on the sample varied")
+        assert "added nested on the thread of its event" in report.checked["varied"]["how"]
+    right = check_trace_delivery(trace_delivery(tmp_path / "right", sample=FLAT_SAMPLE))
+    assert right.passed, right.findings
 
 
 def test_the_varied_sample_differs_from_one_check_to_the_next(tmp_path):
