@@ -202,8 +202,10 @@ def run(port: int) -> None:
         stop(processes)
 
 
-# The fast tier's processes: one per core of this 2-core machine, each on a test database of its own.
-FAST_PROCESSES = "2"
+# The fast tier's processes: one per core of this 2-core machine, each on a test database of its own. Each
+# test file goes whole to one of them, so a module-scoped fixture (the proof matrix's, the judged packages')
+# is built once, not in each process that gets one of the file's tests.
+FAST_PARALLEL = ["--numprocesses", "2", "--dist", "loadfile"]
 
 
 def test(args: list[str]) -> None:
@@ -227,7 +229,7 @@ def test(args: list[str]) -> None:
     sh(PYTHON, "manage.py", "check", env=env)
     sh(PYTHON, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
     if fast:
-        sh(PYTHON, "-m", "pytest", "--fast", "--numprocesses", FAST_PROCESSES, *args[1:], env=env)
+        sh(PYTHON, "-m", "pytest", "--fast", *FAST_PARALLEL, *args[1:], env=env)
     elif args:
         sh(PYTHON, "-m", "pytest", *args, env=env)
     else:
