@@ -206,6 +206,8 @@ def run(port: int) -> None:
 # test file goes whole to one of them, so a module-scoped fixture (the proof matrix's, the judged packages')
 # is built once, not in each process that gets one of the file's tests.
 FAST_PARALLEL = ["--numprocesses", "2", "--dist", "loadfile"]
+# The edit-test loop fuzzes the API with a quarter of the requests the whole suite (CI) sends.
+FAST_FUZZ = ["--fuzz-examples", "2"]
 
 
 def test(args: list[str]) -> None:
@@ -229,7 +231,7 @@ def test(args: list[str]) -> None:
     sh(PYTHON, "manage.py", "check", env=env)
     sh(PYTHON, "manage.py", "makemigrations", "--check", "--dry-run", env=env)
     if fast:
-        sh(PYTHON, "-m", "pytest", "--fast", *FAST_PARALLEL, *args[1:], env=env)
+        sh(PYTHON, "-m", "pytest", "--fast", *FAST_PARALLEL, *FAST_FUZZ, *args[1:], env=env)
     elif args:
         sh(PYTHON, "-m", "pytest", *args, env=env)
     else:

@@ -19,6 +19,12 @@ def pytest_addoption(parser):
         help="the fast tier: leave out the tests that start real processes, serve the app or drive a browser",
     )
     parser.addoption("--slow", action="store_true", help="the slow tiers only: the tests --fast leaves out")
+    parser.addoption(
+        "--fuzz-examples",
+        type=int,
+        default=8,
+        help="requests the API fuzz generates per operation, mode and kind of path parameter (dev.py test --fast: 2)",
+    )
 
 
 def pytest_configure(config):
