@@ -36,7 +36,7 @@ from acceptance.judging import (
 from npu_sim.errors import ErrorCode
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift
+from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift, triggers
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -475,6 +475,17 @@ def _c_api_nonblocking_failure(observed: Observed) -> None:
     observed.expect("serves_after_recovery", {"serves_after_recovery.code": ErrorCode.SUCCESS})
 
 
+# error_codes (I15): its runner plan; its other stages run the stage's routine.
+
+
+def _error_codes_runner(observed: Observed) -> None:
+    observed.expect("thirty_codes", {"thirty_codes.numbers": list(range(30))})
+    observed.expect("every_code_reached", {"every_code_reached.codes": [int(code) for code in triggers.TRIGGERS]})
+    # Every code no trigger reaches is one the runtime marks reserved.
+    untriggered = [int(code) for code in ErrorCode if code not in triggers.TRIGGERS]
+    observed.expect("the_rest_reserved", {"the_rest_reserved.reserved": untriggered})
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -518,6 +529,7 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
     ),
     "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
     "c_api_nonblocking": ProbeJudge({"runner": _c_api_nonblocking_runner, "failure": _c_api_nonblocking_failure}),
+    "error_codes": ProbeJudge({"runner": _error_codes_runner}),
 }
 
 

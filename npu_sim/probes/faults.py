@@ -24,17 +24,18 @@ from npu_sim.stages import integration
 
 def _codes_runner(run: ProbeRun) -> None:
     """Every code of the table reached through the runtime by its documented trigger, or marked reserved."""
-    numbers = sorted(int(code) for code in ERROR_TABLE)
+    numbers = run.observe("thirty_codes.numbers", sorted(int(code) for code in ERROR_TABLE))
     run.check("thirty_codes", numbers == list(range(30)), f"codes {numbers[0]}..{numbers[-1]}, {len(numbers)} of them")
     path = Path(run.calbin().path)
     reached: list[str] = []
     wrong: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:
-        for code, trigger in TRIGGERS.items():
-            got = trigger(path, Path(scratch))
-            (reached if got == code else wrong).append(
-                f"{code.name}" if got == code else f"{code.name} gave {got.name}"
-            )
+        got_codes = run.observe(
+            "every_code_reached.codes", [trigger(path, Path(scratch)) for trigger in TRIGGERS.values()]
+        )
+    for code, got in zip(TRIGGERS, got_codes, strict=True):
+        (reached if got == code else wrong).append(f"{code.name}" if got == code else f"{code.name} gave {got.name}")
+    run.observe("the_rest_reserved.reserved", sorted(int(code) for code, info in ERROR_TABLE.items() if info.reserved))
     reserved = sorted(code.name for code, info in ERROR_TABLE.items() if info.reserved)
     run.check("every_code_reached", not wrong, "; ".join(wrong) or f"{len(reached)} codes reached by their triggers")
     unreached = sorted(code.name for code in ERROR_TABLE if code not in TRIGGERS and not ERROR_TABLE[code].reserved)

@@ -171,6 +171,9 @@ def bit_flipped(name: str):
             replaced("serves_after_recovery.code", int(ErrorCode.BUSY)),
             "serves_after_recovery",
         ),
+        ("error_codes", "runner", replaced("thirty_codes.numbers", list(range(29))), "thirty_codes"),
+        ("error_codes", "runner", replaced("every_code_reached.codes", [0] * 26), "every_code_reached"),
+        ("error_codes", "runner", replaced("the_rest_reserved.reserved", [26, 27]), "the_rest_reserved"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
