@@ -33,10 +33,11 @@ from acceptance.judging import (
     read_npz,
     said_by,
 )
-from npu_sim.errors import ErrorCode
+from npu_sim.errors import SERVICE_ERRORS, ErrorCode, ServiceAction
+from npu_sim.faults import EXPECTED_CODES
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift, triggers
+from npu_sim.probes import buffers, c_api_nonblocking, faults, kv, kv_shift, triggers
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -133,6 +134,17 @@ class Observed:
 
     def expect(self, check: str, expected: dict[str, Any]) -> None:
         self.check(check, *self.matches(expected))
+
+    def at_least(self, name: str, least: int) -> tuple[bool, Said]:
+        """Whether an integer observation (a count) is at least `least`, and what it is."""
+        value = self.integer(name)
+        said = Said(
+            gettext_noop("%(observation)s: %(observed)s (calculet expects at least %(least)s)"),
+            observation=name,
+            observed=value,
+            least=least,
+        )
+        return value >= least, said
 
     def same_bits(self, first: str, second: str, rows: int | None = None) -> tuple[bool, Said]:
         """Whether two observed logits, each as wide as the package's vocabulary (a row, or `rows` rows), are
@@ -486,6 +498,44 @@ def _error_codes_runner(observed: Observed) -> None:
     observed.expect("the_rest_reserved", {"the_rest_reserved.reserved": untriggered})
 
 
+# error_mapping (V53): its runner, failure, integration and soak plans; its golden runs the stage's routine.
+
+
+def _error_mapping_runner(observed: Observed) -> None:
+    observed.expect("every_code_mapped", {"every_code_mapped.codes": list(range(30))})
+    # A token outside the vocabulary: rejected, HTTP 400, not retried.
+    rejected = {
+        "client_error_rejected.code": ErrorCode.INVALID_ARGUMENT,
+        "client_error_rejected.http_status": 400,
+        "client_error_rejected.retries": 0,
+    }
+    observed.expect("client_error_rejected", rejected)
+
+
+def _error_mapping_failure(observed: Observed) -> None:
+    # Each fault kind armed in a serving loop of its own: every client gets its tokens (HTTP 200), and a fault
+    # whose code maps to retry or recover is retried.
+    for kind, code in EXPECTED_CODES.items():
+        served, said = observed.matches({f"{kind.value}.statuses": [200] * faults.SERVED})
+        if SERVICE_ERRORS[code].action != ServiceAction.NONE:
+            retried, retries = observed.at_least(f"{kind.value}.retries", 1)
+            served, said = served and retried, Said(BOTH, first=said, second=retries)
+        observed.check(kind.value, served, said)
+
+
+def _error_mapping_integration(observed: Observed) -> None:
+    # BUSY twice in the stage's serving loop: no request fails, some are retried.
+    completed, said = observed.matches({"busy_retried_transparently.failed": 0})
+    retried, retries = observed.at_least("busy_retried_transparently.retries", 1)
+    observed.check("busy_retried_transparently", completed and retried, Said(BOTH, first=said, second=retries))
+
+
+def _error_mapping_soak(observed: Observed) -> None:
+    # A core exception under load: recovered, every request retried to completion.
+    statuses = {"recovered_and_retried_under_load.statuses": [200] * faults.UNDER_LOAD}
+    observed.expect("recovered_and_retried_under_load", statuses)
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -530,6 +580,14 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
     "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
     "c_api_nonblocking": ProbeJudge({"runner": _c_api_nonblocking_runner, "failure": _c_api_nonblocking_failure}),
     "error_codes": ProbeJudge({"runner": _error_codes_runner}),
+    "error_mapping": ProbeJudge(
+        {
+            "runner": _error_mapping_runner,
+            "failure": _error_mapping_failure,
+            "integration": _error_mapping_integration,
+            "soak": _error_mapping_soak,
+        }
+    ),
 }
 
 

@@ -62,9 +62,12 @@ ERROR_CODES = ProbeSpec(
 
 # error_mapping (V53)
 
+SERVED = 4  # the requests of a short serving loop with a fault armed
+UNDER_LOAD = 8  # the requests of the soak plan's loop
+
 
 def serve_with(
-    session: Session, fault: Fault | None, retries: int, sequences: int = 4, new_tokens: int = 4
+    session: Session, fault: Fault | None, retries: int, sequences: int = SERVED, new_tokens: int = 4
 ) -> list[Request]:
     """A short serving loop with one fault armed, mapping each failure as SERVICE_ERRORS says."""
     vocab = session.calbin.config.vocab
@@ -77,6 +80,7 @@ def serve_with(
 
 
 def _mapping_runner(run: ProbeRun) -> None:
+    run.observe("every_code_mapped.codes", sorted(int(code) for code in SERVICE_ERRORS))
     missing = [code.name for code in ErrorCode if code not in SERVICE_ERRORS]
     run.check(
         "every_code_mapped",
@@ -86,6 +90,9 @@ def _mapping_runner(run: ProbeRun) -> None:
     session = run.session()
     bad = Request(1, [1, session.calbin.config.vocab], 2)
     serve(session.device, session.calbin, session.kv, [bad], concurrency=1, retries=run.params["retries"])
+    run.observe("client_error_rejected.code", bad.error or ErrorCode.SUCCESS)
+    run.observe("client_error_rejected.http_status", bad.service_status or 200)
+    run.observe("client_error_rejected.retries", bad.attempts)
     run.check(
         "client_error_rejected",
         (bad.error, bad.service_status, bad.attempts) == (ErrorCode.INVALID_ARGUMENT, 400, 0),
@@ -104,9 +111,9 @@ def _mapping_failure(run: ProbeRun) -> None:
     for kind, code in EXPECTED_CODES.items():
         session = run.session()
         requests = serve_with(session, Fault(kind, at_step=2), retries)
-        statuses = Counter(r.service_status or 200 for r in requests)
+        statuses = Counter(run.observe(f"{kind.value}.statuses", [r.service_status or 200 for r in requests]))
         service = SERVICE_ERRORS[code]
-        retried = sum(r.attempts for r in requests)
+        retried = run.observe(f"{kind.value}.retries", sum(r.attempts for r in requests))
         # Every fault kind maps to retry or recover (or is silent): the clients all get their tokens.
         ok = dict(statuses) == {200: len(requests)} and (service.action == ServiceAction.NONE or retried > 0)
         run.check(
@@ -138,6 +145,8 @@ def _mapping_integration(run: ProbeRun) -> None:
     )
     session.device.disarm_faults()
     failed = [r for r in requests if r.error is not None]
+    run.observe("busy_retried_transparently.failed", len(failed))
+    run.observe("busy_retried_transparently.retries", trace.retries)
     run.check(
         "busy_retried_transparently",
         not failed and trace.retries > 0,
@@ -149,9 +158,10 @@ def _mapping_integration(run: ProbeRun) -> None:
 def _mapping_soak(run: ProbeRun) -> None:
     session = run.session()
     requests = serve_with(
-        session, Fault(FaultKind.CORE_EXCEPTION, at_step=5), run.params["retries"], sequences=8, new_tokens=8
+        session, Fault(FaultKind.CORE_EXCEPTION, at_step=5), run.params["retries"], sequences=UNDER_LOAD, new_tokens=8
     )
     failed = [r for r in requests if r.error is not None]
+    run.observe("recovered_and_retried_under_load.statuses", [r.service_status or 200 for r in requests])
     run.check(
         "recovered_and_retried_under_load",
         not failed,

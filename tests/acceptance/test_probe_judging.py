@@ -174,6 +174,29 @@ def bit_flipped(name: str):
         ("error_codes", "runner", replaced("thirty_codes.numbers", list(range(29))), "thirty_codes"),
         ("error_codes", "runner", replaced("every_code_reached.codes", [0] * 26), "every_code_reached"),
         ("error_codes", "runner", replaced("the_rest_reserved.reserved", [26, 27]), "the_rest_reserved"),
+        ("error_mapping", "runner", replaced("every_code_mapped.codes", list(range(29))), "every_code_mapped"),
+        ("error_mapping", "runner", replaced("client_error_rejected.http_status", 503), "client_error_rejected"),
+        ("error_mapping", "runner", replaced("client_error_rejected.retries", 2), "client_error_rejected"),
+        ("error_mapping", "failure", replaced("busy.statuses", [200, 200, 200, 503]), "busy"),
+        ("error_mapping", "failure", replaced("core_exception.retries", 0), "core_exception"),
+        (
+            "error_mapping",
+            "integration",
+            replaced("busy_retried_transparently.retries", 0),
+            "busy_retried_transparently",
+        ),
+        (
+            "error_mapping",
+            "integration",
+            replaced("busy_retried_transparently.failed", 1),
+            "busy_retried_transparently",
+        ),
+        (
+            "error_mapping",
+            "soak",
+            replaced("recovered_and_retried_under_load.statuses", [200] * 7 + [503]),
+            "recovered_and_retried_under_load",
+        ),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
