@@ -536,6 +536,30 @@ def _error_mapping_soak(observed: Observed) -> None:
     observed.expect("recovered_and_retried_under_load", statuses)
 
 
+# fault_recovery: its runner, integration and soak plans; its failure plan's check of a declared feature is still
+# the runner's (the stage's fault injection before it is the stage's routine).
+
+
+def _fault_recovery_runner(observed: Observed) -> None:
+    # Each fault kind armed under the package's golden request, its code's recovery applied, the request again.
+    for kind, code in EXPECTED_CODES.items():
+        recovered = {f"{kind.value}.code": code, f"{kind.value}.status": "ready"}
+        observed.expect(kind.value, recovered | {f"{kind.value}.served_code": ErrorCode.SUCCESS})
+
+
+def _fault_recovery_integration(observed: Observed) -> None:
+    # Each fault kind in a serving loop of its own, not retried: the last two requests, after the fault, served.
+    for kind in EXPECTED_CODES:
+        observed.expect(kind.value, {f"{kind.value}.last_codes": [int(ErrorCode.SUCCESS)] * 2})
+
+
+def _fault_recovery_soak(observed: Observed) -> None:
+    # Four faults on the soak's way: three need a recovery (BUSY is only retried), each caught request retried.
+    recovered, said = observed.matches({"recovered_every_time.recoveries": 3})
+    retried, retries = observed.at_least("recovered_every_time.retries", 4)
+    observed.check("recovered_every_time", recovered and retried, Said(BOTH, first=said, second=retries))
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -587,6 +611,9 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
             "integration": _error_mapping_integration,
             "soak": _error_mapping_soak,
         }
+    ),
+    "fault_recovery": ProbeJudge(
+        {"runner": _fault_recovery_runner, "integration": _fault_recovery_integration, "soak": _fault_recovery_soak}
     ),
 }
 

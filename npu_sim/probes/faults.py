@@ -326,9 +326,12 @@ def _recovery_runner(run: ProbeRun) -> None:
     for kind, code in EXPECTED_CODES.items():
         session.device.inject(Fault(kind, at_step=1))
         failed = _golden_request(session)
+        run.observe(f"{kind.value}.code", failed.code)
         session.device.disarm_faults()
         actions = recover(session.device, session.calbin, failed.code)
-        ready = session.device.status == DeviceStatus.READY and _golden_request(session).ok
+        status = run.observe(f"{kind.value}.status", session.device.status.value)
+        served = run.observe(f"{kind.value}.served_code", _golden_request(session).code)
+        ready = status == DeviceStatus.READY and served == ErrorCode.SUCCESS
         run.check(
             kind.value,
             failed.code == code and ready,
@@ -362,6 +365,7 @@ def _recovery_integration(run: ProbeRun) -> None:
     for kind in EXPECTED_CODES:
         session = run.session()
         requests = serve_with(session, Fault(kind, at_step=2), retries=0, sequences=6)
+        run.observe(f"{kind.value}.last_codes", [r.error or ErrorCode.SUCCESS for r in requests[-2:]])
         after = [r for r in requests[-2:] if r.error is None]
         run.check(
             kind.value,
@@ -379,6 +383,8 @@ def _recovery_soak(run: ProbeRun) -> None:
     # A request may be caught by every one of the faults: it may be retried that often.
     generic.load_and_soak(run, session, retries=len(kinds))
     recoveries = run.metrics["recoveries"]
+    run.observe("recovered_every_time.recoveries", len(recoveries))
+    run.observe("recovered_every_time.retries", run.metrics["retries"])
     run.check(
         "recovered_every_time",
         len(recoveries) == 3 and run.metrics["retries"] >= 4,

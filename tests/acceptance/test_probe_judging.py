@@ -197,6 +197,17 @@ def bit_flipped(name: str):
             replaced("recovered_and_retried_under_load.statuses", [200] * 7 + [503]),
             "recovered_and_retried_under_load",
         ),
+        ("fault_recovery", "runner", replaced("busy.code", 0), "busy"),
+        ("fault_recovery", "runner", replaced("device_crash.status", "crashed"), "device_crash"),
+        ("fault_recovery", "runner", replaced("timeout.served_code", int(ErrorCode.TIMEOUT)), "timeout"),
+        (
+            "fault_recovery",
+            "integration",
+            replaced("core_exception.last_codes", [0, int(ErrorCode.CORE_EXCEPTION)]),
+            "core_exception",
+        ),
+        ("fault_recovery", "soak", replaced("recovered_every_time.recoveries", 2), "recovered_every_time"),
+        ("fault_recovery", "soak", replaced("recovered_every_time.retries", 3), "recovered_every_time"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
