@@ -536,6 +536,34 @@ def _error_mapping_soak(observed: Observed) -> None:
     observed.expect("recovered_and_retried_under_load", statuses)
 
 
+# device_reset (I10, V50-V52): its runner and integration plans; its golden plan's comparisons after each reset
+# are still the runner's.
+
+
+def _device_reset_runner(observed: Observed) -> None:
+    # A prefill in flight on sequence 7 when its core is reset, or the dynamic memory cleared; then the golden
+    # request without configuring again.
+    for scope in ("reset_core", "clear_dynamic_memory"):
+        aborted = {f"{scope}.code": ErrorCode.JOB_ABORTED, f"{scope}.dynamic_bytes": 0}
+        observed.expect(scope, aborted | {f"{scope}.served_code": ErrorCode.SUCCESS})
+    dropped = {"reset_configuration.first_cell": 0, "reset_configuration.code": ErrorCode.NOT_CONFIGURED}
+    observed.expect("reset_configuration", dropped | {"reset_configuration.sequences": []})
+    observed.expect("configure_again", {"configure_again.code": ErrorCode.SUCCESS})
+    crashed = {"reset_device.crashed": ErrorCode.DEVICE_CRASHED, "reset_device.core_reset": ErrorCode.DEVICE_CRASHED}
+    reset = {"reset_device.before_configure": ErrorCode.NOT_CONFIGURED, "reset_device.served_code": ErrorCode.SUCCESS}
+    observed.expect("reset_device", crashed | reset | {"reset_device.status": "ready"})
+
+
+def _device_reset_integration(observed: Observed) -> None:
+    # A device crash in the stage's serving loop: reset and configured again, every request after it served.
+    reset, resets = observed.at_least("served_after_a_device_reset.device_resets", 1)
+    came, later = observed.at_least("served_after_a_device_reset.later", 1)
+    expected = observed.integer("served_after_a_device_reset.later")
+    served, said = observed.matches({"served_after_a_device_reset.served": expected})
+    detail = Said(BOTH, first=Said(BOTH, first=resets, second=later), second=said)
+    observed.check("served_after_a_device_reset", reset and came and served, detail)
+
+
 # fault_recovery: its runner, integration and soak plans; its failure plan's check of a declared feature is still
 # the runner's (the stage's fault injection before it is the stage's routine).
 
@@ -612,6 +640,7 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
             "soak": _error_mapping_soak,
         }
     ),
+    "device_reset": ProbeJudge({"runner": _device_reset_runner, "integration": _device_reset_integration}),
     "fault_recovery": ProbeJudge(
         {"runner": _fault_recovery_runner, "integration": _fault_recovery_integration, "soak": _fault_recovery_soak}
     ),

@@ -221,40 +221,45 @@ def _resets_runner(run: ProbeRun) -> None:
         kv.allocate(7, 3)
         in_flight = device.infer(prefill, kv, {7: [1, 2, 3]})
         reset()
-        aborted = in_flight.wait(1.0)
+        aborted = run.observe(f"{name}.code", in_flight.wait(1.0))
         kv.free(7)
-        freed = all(c.dynamic_bytes == 0 for c in device.chiplets)
+        freed = run.observe(f"{name}.dynamic_bytes", sum(c.dynamic_bytes for c in device.chiplets)) == 0
         next_request = _golden_request(session)
+        run.observe(f"{name}.served_code", next_request.code)
         run.check(
             name,
             aborted == ErrorCode.JOB_ABORTED and freed and next_request.ok,
             f"{what} ({aborted.name}); the next request {'runs' if next_request.ok else 'fails'} "
             "without configuring again",
         )
-    prefill_kv = kv.allocate(5, 2) == 0
+    prefill_kv = run.observe("reset_configuration.first_cell", kv.allocate(5, 2)) == 0
     device.reset_configuration()
-    gone = _golden_request(session).code
+    gone = run.observe("reset_configuration.code", _golden_request(session).code)
+    run.observe("reset_configuration.sequences", kv.sequences())
     run.check(
         "reset_configuration",
         prefill_kv and gone == ErrorCode.NOT_CONFIGURED and kv.sequences() == [],
         f"drops the model and empties its KV; a request then: {gone.name}",
     )
     device.configure(calbin)
-    run.check("configure_again", _golden_request(session).ok, "configured again, it serves")
+    served = run.observe("configure_again.code", _golden_request(session).code)
+    run.check("configure_again", served == ErrorCode.SUCCESS, "configured again, it serves")
     device.inject(Fault(FaultKind.DEVICE_CRASH, at_step=0))
-    crashed = _golden_request(session).code
+    crashed = run.observe("reset_device.crashed", _golden_request(session).code)
     device.disarm_faults()
-    refused = code_of(lambda: device.reset_core(chiplet, 0))
+    refused = run.observe("reset_device.core_reset", code_of(lambda: device.reset_core(chiplet, 0)))
     device.reset_device()
-    after = _golden_request(session).code
+    after = run.observe("reset_device.before_configure", _golden_request(session).code)
     device.configure(calbin)
+    served = run.observe("reset_device.served_code", _golden_request(session).code)
+    status = run.observe("reset_device.status", device.status.value)
     run.check(
         "reset_device",
         crashed == ErrorCode.DEVICE_CRASHED
         and refused == ErrorCode.DEVICE_CRASHED
         and after == ErrorCode.NOT_CONFIGURED
-        and _golden_request(session).ok
-        and device.status == DeviceStatus.READY,
+        and served == ErrorCode.SUCCESS
+        and status == DeviceStatus.READY,
         f"a crash ({crashed.name}) refuses a core reset ({refused.name}); after the device reset: {after.name} "
         "until configured",
     )
@@ -294,6 +299,9 @@ def _resets_integration(run: ProbeRun) -> None:
     crashed_ms = next(e.ms for e in session.device.events if e.name == "device_crash")
     later = [r for r in requests if r.arrival_ms >= crashed_ms]
     served = [r for r in later if r.error is None]
+    run.observe("served_after_a_device_reset.device_resets", trace.recoveries.count("reset device"))
+    run.observe("served_after_a_device_reset.later", len(later))
+    run.observe("served_after_a_device_reset.served", len(served))
     run.check(
         "served_after_a_device_reset",
         "reset device" in trace.recoveries and bool(later) and len(served) == len(later),
