@@ -37,7 +37,7 @@ from npu_sim.errors import SERVICE_ERRORS, ErrorCode, ServiceAction
 from npu_sim.faults import EXPECTED_CODES
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, c_api_nonblocking, faults, kv, kv_shift, triggers
+from npu_sim.probes import buffers, c_api_nonblocking, faults, kv, kv_shift, lifecycle, triggers
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -564,6 +564,49 @@ def _device_reset_integration(observed: Observed) -> None:
     observed.check("served_after_a_device_reset", reset and came and served, detail)
 
 
+# reset_drain (V51): its runner and failure plans (the failure plan's faults after its own check are the stage's).
+
+
+def _reset_drain_runner(observed: Observed) -> None:
+    # Three prefills in flight, one per KV manager, drained, read, released; then ResetCCU and ClearDynamicMem.
+    calbin = observed.package()
+    seqs = list(lifecycle.DRAINED)
+    drained = {
+        "drain_then_reset.in_flight": len(seqs),
+        "drain_then_reset.code": ErrorCode.SUCCESS,
+        "drain_then_reset.output_codes": [int(ErrorCode.SUCCESS)] * len(seqs),
+        "drain_then_reset.dynamic_bytes": 0,
+        "drain_then_reset.kept": seqs,
+    }
+    kept, said = observed.matches(drained)
+    if kept:
+        kept, said = observed.same_bits("drain_then_reset.drained", "drain_then_reset.alone", len(seqs))
+    if kept:
+        rows = observed.bits("drain_then_reset.drained", (len(seqs), calbin.config.vocab))
+        expected = np.concatenate([calbin.reference_logits(lifecycle.drained_prompt(calbin, s), [0]) for s in seqs])
+        report = compare(expected, rows)
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of each drained prompt: %(figures)s"),
+            observation="drain_then_reset.drained",
+            figures=_figures(report),
+        )
+        kept, said = report["passed"], Said(BOTH, first=said, second=replayed)
+    observed.check("drain_then_reset", kept, said)
+    lost = {"reset_without_drain_loses_the_job.code": ErrorCode.JOB_ABORTED}
+    observed.expect("reset_without_drain_loses_the_job", lost)
+
+
+def _reset_drain_failure(observed: Observed) -> None:
+    # A hung prefill: the drain times out with it in flight, the core reset aborts it, then the golden request.
+    timed_out = {"drain_times_out_on_a_hung_job.code": ErrorCode.TIMEOUT, "drain_times_out_on_a_hung_job.in_flight": 1}
+    aborted = {
+        "drain_times_out_on_a_hung_job.aborted": ErrorCode.JOB_ABORTED,
+        "drain_times_out_on_a_hung_job.status": "ready",
+        "drain_times_out_on_a_hung_job.served_code": ErrorCode.SUCCESS,
+    }
+    observed.expect("drain_times_out_on_a_hung_job", timed_out | aborted)
+
+
 # fault_recovery: its runner, integration and soak plans; its failure plan's check of a declared feature is still
 # the runner's (the stage's fault injection before it is the stage's routine).
 
@@ -641,6 +684,7 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
         }
     ),
     "device_reset": ProbeJudge({"runner": _device_reset_runner, "integration": _device_reset_integration}),
+    "reset_drain": ProbeJudge({"runner": _reset_drain_runner, "failure": _reset_drain_failure}),
     "fault_recovery": ProbeJudge(
         {"runner": _fault_recovery_runner, "integration": _fault_recovery_integration, "soak": _fault_recovery_soak}
     ),

@@ -8,9 +8,10 @@ from npu_sim.device import BufferStatus, DeviceStatus, OutputBuffer
 from npu_sim.errors import ErrorCode, code_of
 from npu_sim.faults import Fault, FaultKind
 from npu_sim.kv import KvManager
+from npu_sim.loaded_calbin import Calbin
 from npu_sim.probes import generic
 from npu_sim.probes.faults import _golden_request
-from npu_sim.probes.kv import prompt_of
+from npu_sim.probes.kv import package_prompt, prompt_of
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
 from npu_sim.protocol.context import Session
@@ -32,7 +33,11 @@ def _gone(session: Session, seq_id: int) -> bool:
 
 
 def _memory_back(session: Session) -> bool:
-    return all(chiplet.dynamic_bytes == 0 for chiplet in session.device.chiplets)
+    return _dynamic_bytes(session) == 0
+
+
+def _dynamic_bytes(session: Session) -> int:
+    return sum(chiplet.dynamic_bytes for chiplet in session.device.chiplets)
 
 
 # job_cancel (V23)
@@ -128,6 +133,13 @@ JOB_CANCEL = ProbeSpec(
 
 
 # reset_drain (V51)
+# What the plans observe is judged by the caller too (acceptance.probe_judging): the drained sequences' prompts.
+DRAINED = (1, 2, 3)
+
+
+def drained_prompt(calbin: Calbin, seq_id: int) -> list[int]:
+    """The prompt of drained sequence `seq_id`, from the package alone."""
+    return package_prompt(calbin, 4 + seq_id, seed=seq_id)
 
 
 def _drain_runner(run: ProbeRun) -> None:
@@ -136,24 +148,33 @@ def _drain_runner(run: ProbeRun) -> None:
     session = run.session()
     device = session.device
     device.enable_parallel_mode(4)
-    prompts = {seq_id: prompt_of(session, 4 + seq_id, seed=seq_id) for seq_id in (1, 2, 3)}
+    prompts = {seq_id: drained_prompt(session.calbin, seq_id) for seq_id in DRAINED}
     # A KV manager per request, so a package of one lane has three in flight.
     kvs = {seq_id: device.create_kv_manager(session.calbin) for seq_id in prompts}
     buffers = {s: _submit_prefill(session, s, tokens, kvs[s]) for s, tokens in prompts.items()}
-    in_flight = device.in_flight()
-    drained = device.drain(sum(_timeout_of(session, len(t)) for t in prompts.values()))
+    in_flight = run.observe("drain_then_reset.in_flight", device.in_flight())
+    drained = run.observe(
+        "drain_then_reset.code", device.drain(sum(_timeout_of(session, len(t)) for t in prompts.values()))
+    )
     outputs = {seq_id: buffer.wait(0.0) for seq_id, buffer in buffers.items()}
+    run.observe("drain_then_reset.output_codes", list(outputs.values()))
     for seq_id, kv in kvs.items():
         kv.apply(seq_id)
         kv.free(seq_id)
     device.reset_core(session.handle.chiplets[0], 0)
     device.clear_dynamic_memory()
-    memory_back = _memory_back(session)
+    memory_back = run.observe("drain_then_reset.dynamic_bytes", _dynamic_bytes(session)) == 0
     kept = [s for s, buffer in buffers.items() if buffer.status == BufferStatus.DONE]
-    same = len(kept) == len(prompts) and all(
-        np.array_equal(buffers[s].logits[s].view(np.uint16), _alone(session, s, prompts[s]).view(np.uint16))
-        for s in kept
-    )
+    run.observe("drain_then_reset.kept", kept)
+    same = len(kept) == len(prompts)
+    if same:
+        drained_rows = run.observe(
+            "drain_then_reset.drained", np.stack([buffers[s].logits[s] for s in kept]).view(np.uint16)
+        )
+        alone = run.observe(
+            "drain_then_reset.alone", np.stack([_alone(session, s, prompts[s]) for s in kept]).view(np.uint16)
+        )
+        same = np.array_equal(drained_rows, alone)
     run.check(
         "drain_then_reset",
         in_flight == 3
@@ -167,7 +188,7 @@ def _drain_runner(run: ProbeRun) -> None:
     )
     undrained = _submit_prefill(session, 1, prompts[1])
     device.reset_core(session.handle.chiplets[0], 0)
-    lost = undrained.wait(1.0)
+    lost = run.observe("reset_without_drain_loses_the_job.code", undrained.wait(1.0))
     session.kv.free(1)
     run.check(
         "reset_without_drain_loses_the_job",
@@ -192,18 +213,20 @@ def _drain_failure(run: ProbeRun) -> None:
     device.inject(Fault(FaultKind.TIMEOUT, at_step=0))
     hung = _submit_prefill(session, 1, prompt_of(session, 4))
     device.disarm_faults()
-    drained = device.drain(_timeout_of(session, 4))
-    left = device.in_flight()
+    drained = run.observe("drain_times_out_on_a_hung_job.code", device.drain(_timeout_of(session, 4)))
+    left = run.observe("drain_times_out_on_a_hung_job.in_flight", device.in_flight())
     device.reset_core(session.handle.chiplets[0], 0)
-    aborted = hung.wait(0.0)
+    aborted = run.observe("drain_times_out_on_a_hung_job.aborted", hung.wait(0.0))
     session.kv.free(1)
+    status = run.observe("drain_times_out_on_a_hung_job.status", device.status.value)
+    served = run.observe("drain_times_out_on_a_hung_job.served_code", _golden_request(session).code)
     run.check(
         "drain_times_out_on_a_hung_job",
         drained == ErrorCode.TIMEOUT
         and left == 1
         and aborted == ErrorCode.JOB_ABORTED
-        and device.status == DeviceStatus.READY
-        and _golden_request(session).ok,
+        and status == DeviceStatus.READY
+        and served == ErrorCode.SUCCESS,
         f"the drain gives {drained.name} with {left} job left; the reset aborts it ({aborted.name}), then it serves",
     )
     generic.inject_faults(run, session)

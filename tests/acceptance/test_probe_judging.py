@@ -221,6 +221,28 @@ def bit_flipped(name: str):
             replaced("served_after_a_device_reset.served", 0),
             "served_after_a_device_reset",
         ),
+        ("reset_drain", "runner", replaced("drain_then_reset.in_flight", 1), "drain_then_reset"),
+        ("reset_drain", "runner", replaced("drain_then_reset.dynamic_bytes", 4096), "drain_then_reset"),
+        ("reset_drain", "runner", replaced("drain_then_reset.kept", [1, 2]), "drain_then_reset"),
+        ("reset_drain", "runner", bit_flipped("drain_then_reset.alone"), "drain_then_reset"),
+        (
+            "reset_drain",
+            "runner",
+            replaced("reset_without_drain_loses_the_job.code", 0),
+            "reset_without_drain_loses_the_job",
+        ),
+        (
+            "reset_drain",
+            "failure",
+            replaced("drain_times_out_on_a_hung_job.in_flight", 0),
+            "drain_times_out_on_a_hung_job",
+        ),
+        (
+            "reset_drain",
+            "failure",
+            replaced("drain_times_out_on_a_hung_job.served_code", int(ErrorCode.NOT_CONFIGURED)),
+            "drain_times_out_on_a_hung_job",
+        ),
         ("fault_recovery", "runner", replaced("busy.code", 0), "busy"),
         ("fault_recovery", "runner", replaced("device_crash.status", "crashed"), "device_crash"),
         ("fault_recovery", "runner", replaced("timeout.served_code", int(ErrorCode.TIMEOUT)), "timeout"),
@@ -266,6 +288,19 @@ def test_a_blocking_and_a_non_blocking_call_that_agree_on_wrong_logits_fail_agai
     judgement = judged("runner", runs, two_lanes, workdir, probe="c_api_nonblocking")
     assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["blocking_equals_nonblocking"]
     assert "against calculet's replay of the prompt [1, 2, 3]: " in judgement.reason
+
+
+def test_drained_jobs_that_agree_with_their_runs_alone_on_wrong_logits_fail_against_calculet_s_replay(
+    runs, two_lanes, tmp_path
+):
+    def both_drifted(arrays):
+        for name in ("drain_then_reset.drained", "drain_then_reset.alone"):
+            arrays[name] = (arrays[name].view(np.int16) + 200).view(np.uint16)
+
+    workdir = tampered("runner", runs, tmp_path, both_drifted, "reset_drain")
+    judgement = judged("runner", runs, two_lanes, workdir, probe="reset_drain")
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["drain_then_reset"]
+    assert "drain_then_reset.drained against calculet's replay of each drained prompt: " in judgement.reason
 
 
 def test_a_token_decoded_after_the_removal_that_is_not_the_reference_s_fails(runs, two_lanes, tmp_path):
