@@ -564,6 +564,28 @@ def _device_reset_integration(observed: Observed) -> None:
     observed.check("served_after_a_device_reset", reset and came and served, detail)
 
 
+# job_cancel (V23): its runner plan; its golden plan's comparison after the cancel is the stage's routine.
+
+
+def _job_cancel_runner(observed: Observed) -> None:
+    # A prefill of sequence 1 in parallel mode, the same queued behind it from a second KV manager and cancelled.
+    pending = {"cancel_pending.before": "pending", "cancel_pending.status": "cancelled"}
+    rolled_back = {"cancel_pending.code": ErrorCode.JOB_ABORTED, "cancel_pending.other_sequences": []}
+    first = {"cancel_pending.cells": lifecycle.CANCEL_PROMPT, "cancel_pending.first_code": ErrorCode.SUCCESS}
+    observed.expect("cancel_pending", pending | rolled_back | first)
+    # Sequence 3 cancelled half way through its prefill: no output, no KV cell, no buffer memory, nothing in flight.
+    running = {"cancel_running.before": "running", "cancel_running.status": "cancelled"}
+    released = {"cancel_running.sequences": [], "cancel_running.dynamic_bytes": 0, "cancel_running.in_flight": 0}
+    observed.expect("cancel_running", running | {"cancel_running.output_code": ErrorCode.INVALID_ARGUMENT} | released)
+    # Sequence 4 hung: its wait times out, it is cancelled, and the golden request runs without a reset.
+    timed_out = {"timeout_then_cancel.code": ErrorCode.TIMEOUT, "timeout_then_cancel.served_code": ErrorCode.SUCCESS}
+    freed = {"timeout_then_cancel.sequences": [], "timeout_then_cancel.dynamic_bytes": 0}
+    observed.expect("timeout_then_cancel", timed_out | freed)
+    # Sequence 5 done before the cancel: refused, its results and cells stand.
+    finished = {"finished_not_cancelled.code": ErrorCode.INVALID_ARGUMENT, "finished_not_cancelled.status": "done"}
+    observed.expect("finished_not_cancelled", finished | {"finished_not_cancelled.cells": lifecycle.CANCEL_PROMPT})
+
+
 # reset_drain (V51): its runner and failure plans (the failure plan's faults after its own check are the stage's).
 
 
@@ -684,6 +706,7 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
         }
     ),
     "device_reset": ProbeJudge({"runner": _device_reset_runner, "integration": _device_reset_integration}),
+    "job_cancel": ProbeJudge({"runner": _job_cancel_runner}),
     "reset_drain": ProbeJudge({"runner": _reset_drain_runner, "failure": _reset_drain_failure}),
     "fault_recovery": ProbeJudge(
         {"runner": _fault_recovery_runner, "integration": _fault_recovery_integration, "soak": _fault_recovery_soak}

@@ -27,13 +27,13 @@ def _timeout_of(session: Session, tokens: int) -> float:
     return TIMEOUT_FACTOR * session.handle.timing.prefill_call(tokens, 0).total_ms
 
 
-def _gone(session: Session, seq_id: int) -> bool:
+def _gone(run: ProbeRun, check: str, session: Session, seq_id: int) -> bool:
     """The sequence holds no KV cell: what the cancelled job allocated came back."""
-    return seq_id not in session.kv.sequences()
+    return seq_id not in run.observe(f"{check}.sequences", session.kv.sequences())
 
 
-def _memory_back(session: Session) -> bool:
-    return _dynamic_bytes(session) == 0
+def _memory_back(run: ProbeRun, check: str, session: Session) -> bool:
+    return run.observe(f"{check}.dynamic_bytes", _dynamic_bytes(session)) == 0
 
 
 def _dynamic_bytes(session: Session) -> int:
@@ -41,6 +41,8 @@ def _dynamic_bytes(session: Session) -> int:
 
 
 # job_cancel (V23)
+# What the runner plan observes is judged by the caller too (acceptance.probe_judging): the prompt's length.
+CANCEL_PROMPT = 6
 
 
 def _cancel_runner(run: ProbeRun) -> None:
@@ -49,21 +51,21 @@ def _cancel_runner(run: ProbeRun) -> None:
     session = run.session()
     device = session.device
     device.enable_parallel_mode(2)
-    prompt = prompt_of(session, 6)
+    prompt = prompt_of(session, CANCEL_PROMPT)
     # A second KV manager's request queued behind the first (a package of one lane has room for one sequence).
     other = device.create_kv_manager(session.calbin)
     first, queued = _submit_prefill(session, 1, prompt), _submit_prefill(session, 1, prompt, other)
-    was_pending = queued.status == BufferStatus.PENDING
+    was_pending = run.observe("cancel_pending.before", queued.status.value) == BufferStatus.PENDING
     device.cancel(queued)
-    first_code = first.wait(_timeout_of(session, len(prompt)))
+    first_code = run.observe("cancel_pending.first_code", first.wait(_timeout_of(session, len(prompt))))
     session.kv.apply(1)
     run.check(
         "cancel_pending",
         was_pending
-        and queued.status == BufferStatus.CANCELLED
-        and queued.wait(1.0) == ErrorCode.JOB_ABORTED
-        and other.sequences() == []
-        and session.kv.length(1) == len(prompt)
+        and run.observe("cancel_pending.status", queued.status.value) == BufferStatus.CANCELLED
+        and run.observe("cancel_pending.code", queued.wait(1.0)) == ErrorCode.JOB_ABORTED
+        and run.observe("cancel_pending.other_sequences", other.sequences()) == []
+        and run.observe("cancel_pending.cells", session.kv.length(1)) == len(prompt)
         and first_code == ErrorCode.SUCCESS,
         f"a queued job cancelled: {queued.status}, its KV cells back; the job before it ends {first_code.name}",
     )
@@ -71,38 +73,44 @@ def _cancel_runner(run: ProbeRun) -> None:
     running = _submit_prefill(session, 3, prompt)
     job = running.job
     device.advance((job.start_ms + job.end_ms) / 2 - device.clock_ms)
-    was_running = running.status == BufferStatus.RUNNING
+    was_running = run.observe("cancel_running.before", running.status.value) == BufferStatus.RUNNING
     device.cancel(running)
-    refused = code_of(lambda: running.logits)
+    refused = run.observe("cancel_running.output_code", code_of(lambda: running.logits))
     run.check(
         "cancel_running",
         was_running
-        and running.status == BufferStatus.CANCELLED
+        and run.observe("cancel_running.status", running.status.value) == BufferStatus.CANCELLED
         and refused == ErrorCode.INVALID_ARGUMENT
-        and _gone(session, 3)
-        and _memory_back(session)
-        and device.in_flight() == 0,
+        and _gone(run, "cancel_running", session, 3)
+        and _memory_back(run, "cancel_running", session)
+        and run.observe("cancel_running.in_flight", device.in_flight()) == 0,
         f"a running job cancelled: its DMA stopped, no output ({refused.name}), its cells and buffer back",
     )
     device.inject(Fault(FaultKind.TIMEOUT, at_step=0))
     hung = _submit_prefill(session, 4, prompt)
     device.disarm_faults()
-    timed_out = hung.wait(_timeout_of(session, len(prompt)))
+    timed_out = run.observe("timeout_then_cancel.code", hung.wait(_timeout_of(session, len(prompt))))
     device.cancel(hung)
     after = _golden_request(session)
+    run.observe("timeout_then_cancel.served_code", after.code)
     run.check(
         "timeout_then_cancel",
-        timed_out == ErrorCode.TIMEOUT and _gone(session, 4) and _memory_back(session) and after.ok,
+        timed_out == ErrorCode.TIMEOUT
+        and _gone(run, "timeout_then_cancel", session, 4)
+        and _memory_back(run, "timeout_then_cancel", session)
+        and after.ok,
         f"a hung job's wait gives {timed_out.name}; cancelled, the chiplets are free without a reset and the "
         f"next request {'runs' if after.ok else f'fails ({after.code.name})'}",
     )
     done = _submit_prefill(session, 5, prompt)
     done.wait(_timeout_of(session, len(prompt)))
-    too_late = code_of(lambda: device.cancel(done))
+    too_late = run.observe("finished_not_cancelled.code", code_of(lambda: device.cancel(done)))
     session.kv.apply(5)
     run.check(
         "finished_not_cancelled",
-        too_late == ErrorCode.INVALID_ARGUMENT and done.status == BufferStatus.DONE and session.kv.length(5) == 6,
+        too_late == ErrorCode.INVALID_ARGUMENT
+        and run.observe("finished_not_cancelled.status", done.status.value) == BufferStatus.DONE
+        and run.observe("finished_not_cancelled.cells", session.kv.length(5)) == len(prompt),
         f"cancelling a finished job: {too_late.name}; its results and cells stand",
     )
     session.kv.free(5)

@@ -221,6 +221,20 @@ def bit_flipped(name: str):
             replaced("served_after_a_device_reset.served", 0),
             "served_after_a_device_reset",
         ),
+        ("job_cancel", "runner", replaced("cancel_pending.before", "running"), "cancel_pending"),
+        ("job_cancel", "runner", replaced("cancel_pending.other_sequences", [1]), "cancel_pending"),
+        ("job_cancel", "runner", replaced("cancel_pending.first_code", int(ErrorCode.JOB_ABORTED)), "cancel_pending"),
+        ("job_cancel", "runner", replaced("cancel_running.status", "done"), "cancel_running"),
+        ("job_cancel", "runner", replaced("cancel_running.sequences", [3]), "cancel_running"),
+        ("job_cancel", "runner", replaced("cancel_running.in_flight", 1), "cancel_running"),
+        ("job_cancel", "runner", replaced("timeout_then_cancel.dynamic_bytes", 4096), "timeout_then_cancel"),
+        (
+            "job_cancel",
+            "runner",
+            replaced("timeout_then_cancel.served_code", int(ErrorCode.NOT_CONFIGURED)),
+            "timeout_then_cancel",
+        ),
+        ("job_cancel", "runner", replaced("finished_not_cancelled.cells", 0), "finished_not_cancelled"),
         ("reset_drain", "runner", replaced("drain_then_reset.in_flight", 1), "drain_then_reset"),
         ("reset_drain", "runner", replaced("drain_then_reset.dynamic_bytes", 4096), "drain_then_reset"),
         ("reset_drain", "runner", replaced("drain_then_reset.kept", [1, 2]), "drain_then_reset"),
@@ -425,8 +439,8 @@ def test_the_files_calculet_reads_name_each_judged_probe_s_observations():
         "soak-requests.jsonl",
         "kv_manager-soak-observed.npz",
     ]
-    # job_cancel is not converted: its checks are still the runner's.
-    assert probe_judging.measured_files("runner", [{"name": "job_cancel"}]) == ["runner-actual.npz"]
+    # cpu_fallback is not converted: its checks are still the runner's.
+    assert probe_judging.measured_files("runner", [{"name": "cpu_fallback"}]) == ["runner-actual.npz"]
 
 
 def test_a_probe_finding_reads_in_the_readers_language(runs, two_lanes, tmp_path):
