@@ -33,10 +33,11 @@ from acceptance.judging import (
     read_npz,
     said_by,
 )
-from npu_sim.errors import ErrorCode
+from npu_sim.errors import SERVICE_ERRORS, ErrorCode, ServiceAction
+from npu_sim.faults import EXPECTED_CODES
 from npu_sim.golden import as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift
+from npu_sim.probes import buffers, c_api_nonblocking, faults, kv, kv_shift, lifecycle, triggers
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -133,6 +134,17 @@ class Observed:
 
     def expect(self, check: str, expected: dict[str, Any]) -> None:
         self.check(check, *self.matches(expected))
+
+    def at_least(self, name: str, least: int) -> tuple[bool, Said]:
+        """Whether an integer observation (a count) is at least `least`, and what it is."""
+        value = self.integer(name)
+        said = Said(
+            gettext_noop("%(observation)s: %(observed)s (calculet expects at least %(least)s)"),
+            observation=name,
+            observed=value,
+            least=least,
+        )
+        return value >= least, said
 
     def same_bits(self, first: str, second: str, rows: int | None = None) -> tuple[bool, Said]:
         """Whether two observed logits, each as wide as the package's vocabulary (a row, or `rows` rows), are
@@ -475,6 +487,172 @@ def _c_api_nonblocking_failure(observed: Observed) -> None:
     observed.expect("serves_after_recovery", {"serves_after_recovery.code": ErrorCode.SUCCESS})
 
 
+# error_codes (I15): its runner plan; its other stages run the stage's routine.
+
+
+def _error_codes_runner(observed: Observed) -> None:
+    observed.expect("thirty_codes", {"thirty_codes.numbers": list(range(30))})
+    observed.expect("every_code_reached", {"every_code_reached.codes": [int(code) for code in triggers.TRIGGERS]})
+    # Every code no trigger reaches is one the runtime marks reserved.
+    untriggered = [int(code) for code in ErrorCode if code not in triggers.TRIGGERS]
+    observed.expect("the_rest_reserved", {"the_rest_reserved.reserved": untriggered})
+
+
+# error_mapping (V53): its runner, failure, integration and soak plans; its golden runs the stage's routine.
+
+
+def _error_mapping_runner(observed: Observed) -> None:
+    observed.expect("every_code_mapped", {"every_code_mapped.codes": list(range(30))})
+    # A token outside the vocabulary: rejected, HTTP 400, not retried.
+    rejected = {
+        "client_error_rejected.code": ErrorCode.INVALID_ARGUMENT,
+        "client_error_rejected.http_status": 400,
+        "client_error_rejected.retries": 0,
+    }
+    observed.expect("client_error_rejected", rejected)
+
+
+def _error_mapping_failure(observed: Observed) -> None:
+    # Each fault kind armed in a serving loop of its own: every client gets its tokens (HTTP 200), and a fault
+    # whose code maps to retry or recover is retried.
+    for kind, code in EXPECTED_CODES.items():
+        served, said = observed.matches({f"{kind.value}.statuses": [200] * faults.SERVED})
+        if SERVICE_ERRORS[code].action != ServiceAction.NONE:
+            retried, retries = observed.at_least(f"{kind.value}.retries", 1)
+            served, said = served and retried, Said(BOTH, first=said, second=retries)
+        observed.check(kind.value, served, said)
+
+
+def _error_mapping_integration(observed: Observed) -> None:
+    # BUSY twice in the stage's serving loop: no request fails, some are retried.
+    completed, said = observed.matches({"busy_retried_transparently.failed": 0})
+    retried, retries = observed.at_least("busy_retried_transparently.retries", 1)
+    observed.check("busy_retried_transparently", completed and retried, Said(BOTH, first=said, second=retries))
+
+
+def _error_mapping_soak(observed: Observed) -> None:
+    # A core exception under load: recovered, every request retried to completion.
+    statuses = {"recovered_and_retried_under_load.statuses": [200] * faults.UNDER_LOAD}
+    observed.expect("recovered_and_retried_under_load", statuses)
+
+
+# device_reset (I10, V50-V52): its runner and integration plans; its golden plan's comparisons after each reset
+# are still the runner's.
+
+
+def _device_reset_runner(observed: Observed) -> None:
+    # A prefill in flight on sequence 7 when its core is reset, or the dynamic memory cleared; then the golden
+    # request without configuring again.
+    for scope in ("reset_core", "clear_dynamic_memory"):
+        aborted = {f"{scope}.code": ErrorCode.JOB_ABORTED, f"{scope}.dynamic_bytes": 0}
+        observed.expect(scope, aborted | {f"{scope}.served_code": ErrorCode.SUCCESS})
+    dropped = {"reset_configuration.first_cell": 0, "reset_configuration.code": ErrorCode.NOT_CONFIGURED}
+    observed.expect("reset_configuration", dropped | {"reset_configuration.sequences": []})
+    observed.expect("configure_again", {"configure_again.code": ErrorCode.SUCCESS})
+    crashed = {"reset_device.crashed": ErrorCode.DEVICE_CRASHED, "reset_device.core_reset": ErrorCode.DEVICE_CRASHED}
+    reset = {"reset_device.before_configure": ErrorCode.NOT_CONFIGURED, "reset_device.served_code": ErrorCode.SUCCESS}
+    observed.expect("reset_device", crashed | reset | {"reset_device.status": "ready"})
+
+
+def _device_reset_integration(observed: Observed) -> None:
+    # A device crash in the stage's serving loop: reset and configured again, every request after it served.
+    reset, resets = observed.at_least("served_after_a_device_reset.device_resets", 1)
+    came, later = observed.at_least("served_after_a_device_reset.later", 1)
+    expected = observed.integer("served_after_a_device_reset.later")
+    served, said = observed.matches({"served_after_a_device_reset.served": expected})
+    detail = Said(BOTH, first=Said(BOTH, first=resets, second=later), second=said)
+    observed.check("served_after_a_device_reset", reset and came and served, detail)
+
+
+# job_cancel (V23): its runner plan; its golden plan's comparison after the cancel is the stage's routine.
+
+
+def _job_cancel_runner(observed: Observed) -> None:
+    # A prefill of sequence 1 in parallel mode, the same queued behind it from a second KV manager and cancelled.
+    pending = {"cancel_pending.before": "pending", "cancel_pending.status": "cancelled"}
+    rolled_back = {"cancel_pending.code": ErrorCode.JOB_ABORTED, "cancel_pending.other_sequences": []}
+    first = {"cancel_pending.cells": lifecycle.CANCEL_PROMPT, "cancel_pending.first_code": ErrorCode.SUCCESS}
+    observed.expect("cancel_pending", pending | rolled_back | first)
+    # Sequence 3 cancelled half way through its prefill: no output, no KV cell, no buffer memory, nothing in flight.
+    running = {"cancel_running.before": "running", "cancel_running.status": "cancelled"}
+    released = {"cancel_running.sequences": [], "cancel_running.dynamic_bytes": 0, "cancel_running.in_flight": 0}
+    observed.expect("cancel_running", running | {"cancel_running.output_code": ErrorCode.INVALID_ARGUMENT} | released)
+    # Sequence 4 hung: its wait times out, it is cancelled, and the golden request runs without a reset.
+    timed_out = {"timeout_then_cancel.code": ErrorCode.TIMEOUT, "timeout_then_cancel.served_code": ErrorCode.SUCCESS}
+    freed = {"timeout_then_cancel.sequences": [], "timeout_then_cancel.dynamic_bytes": 0}
+    observed.expect("timeout_then_cancel", timed_out | freed)
+    # Sequence 5 done before the cancel: refused, its results and cells stand.
+    finished = {"finished_not_cancelled.code": ErrorCode.INVALID_ARGUMENT, "finished_not_cancelled.status": "done"}
+    observed.expect("finished_not_cancelled", finished | {"finished_not_cancelled.cells": lifecycle.CANCEL_PROMPT})
+
+
+# reset_drain (V51): its runner and failure plans (the failure plan's faults after its own check are the stage's).
+
+
+def _reset_drain_runner(observed: Observed) -> None:
+    # Three prefills in flight, one per KV manager, drained, read, released; then ResetCCU and ClearDynamicMem.
+    calbin = observed.package()
+    seqs = list(lifecycle.DRAINED)
+    drained = {
+        "drain_then_reset.in_flight": len(seqs),
+        "drain_then_reset.code": ErrorCode.SUCCESS,
+        "drain_then_reset.output_codes": [int(ErrorCode.SUCCESS)] * len(seqs),
+        "drain_then_reset.dynamic_bytes": 0,
+        "drain_then_reset.kept": seqs,
+    }
+    kept, said = observed.matches(drained)
+    if kept:
+        kept, said = observed.same_bits("drain_then_reset.drained", "drain_then_reset.alone", len(seqs))
+    if kept:
+        rows = observed.bits("drain_then_reset.drained", (len(seqs), calbin.config.vocab))
+        expected = np.concatenate([calbin.reference_logits(lifecycle.drained_prompt(calbin, s), [0]) for s in seqs])
+        report = compare(expected, rows)
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of each drained prompt: %(figures)s"),
+            observation="drain_then_reset.drained",
+            figures=_figures(report),
+        )
+        kept, said = report["passed"], Said(BOTH, first=said, second=replayed)
+    observed.check("drain_then_reset", kept, said)
+    lost = {"reset_without_drain_loses_the_job.code": ErrorCode.JOB_ABORTED}
+    observed.expect("reset_without_drain_loses_the_job", lost)
+
+
+def _reset_drain_failure(observed: Observed) -> None:
+    # A hung prefill: the drain times out with it in flight, the core reset aborts it, then the golden request.
+    timed_out = {"drain_times_out_on_a_hung_job.code": ErrorCode.TIMEOUT, "drain_times_out_on_a_hung_job.in_flight": 1}
+    aborted = {
+        "drain_times_out_on_a_hung_job.aborted": ErrorCode.JOB_ABORTED,
+        "drain_times_out_on_a_hung_job.status": "ready",
+        "drain_times_out_on_a_hung_job.served_code": ErrorCode.SUCCESS,
+    }
+    observed.expect("drain_times_out_on_a_hung_job", timed_out | aborted)
+
+
+# fault_recovery: its runner, integration and soak plans; its failure plan's check of a declared feature is still
+# the runner's (the stage's fault injection before it is the stage's routine).
+
+
+def _fault_recovery_runner(observed: Observed) -> None:
+    # Each fault kind armed under the package's golden request, its code's recovery applied, the request again.
+    for kind, code in EXPECTED_CODES.items():
+        recovered = {f"{kind.value}.code": code, f"{kind.value}.status": "ready"}
+        observed.expect(kind.value, recovered | {f"{kind.value}.served_code": ErrorCode.SUCCESS})
+
+
+def _fault_recovery_integration(observed: Observed) -> None:
+    # Each fault kind in a serving loop of its own, not retried: the last two requests, after the fault, served.
+    for kind in EXPECTED_CODES:
+        observed.expect(kind.value, {f"{kind.value}.last_codes": [int(ErrorCode.SUCCESS)] * 2})
+
+
+def _fault_recovery_soak(observed: Observed) -> None:
+    # Four faults on the soak's way: three need a recovery (BUSY is only retried), each caught request retried.
+    recovered, said = observed.matches({"recovered_every_time.recoveries": 3})
+    retried, retries = observed.at_least("recovered_every_time.retries", 4)
+    observed.check("recovered_every_time", recovered and retried, Said(BOTH, first=said, second=retries))
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -518,6 +696,21 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
     ),
     "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
     "c_api_nonblocking": ProbeJudge({"runner": _c_api_nonblocking_runner, "failure": _c_api_nonblocking_failure}),
+    "error_codes": ProbeJudge({"runner": _error_codes_runner}),
+    "error_mapping": ProbeJudge(
+        {
+            "runner": _error_mapping_runner,
+            "failure": _error_mapping_failure,
+            "integration": _error_mapping_integration,
+            "soak": _error_mapping_soak,
+        }
+    ),
+    "device_reset": ProbeJudge({"runner": _device_reset_runner, "integration": _device_reset_integration}),
+    "job_cancel": ProbeJudge({"runner": _job_cancel_runner}),
+    "reset_drain": ProbeJudge({"runner": _reset_drain_runner, "failure": _reset_drain_failure}),
+    "fault_recovery": ProbeJudge(
+        {"runner": _fault_recovery_runner, "integration": _fault_recovery_integration, "soak": _fault_recovery_soak}
+    ),
 }
 
 

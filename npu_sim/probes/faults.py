@@ -24,17 +24,18 @@ from npu_sim.stages import integration
 
 def _codes_runner(run: ProbeRun) -> None:
     """Every code of the table reached through the runtime by its documented trigger, or marked reserved."""
-    numbers = sorted(int(code) for code in ERROR_TABLE)
+    numbers = run.observe("thirty_codes.numbers", sorted(int(code) for code in ERROR_TABLE))
     run.check("thirty_codes", numbers == list(range(30)), f"codes {numbers[0]}..{numbers[-1]}, {len(numbers)} of them")
     path = Path(run.calbin().path)
     reached: list[str] = []
     wrong: list[str] = []
     with tempfile.TemporaryDirectory() as scratch:
-        for code, trigger in TRIGGERS.items():
-            got = trigger(path, Path(scratch))
-            (reached if got == code else wrong).append(
-                f"{code.name}" if got == code else f"{code.name} gave {got.name}"
-            )
+        got_codes = run.observe(
+            "every_code_reached.codes", [trigger(path, Path(scratch)) for trigger in TRIGGERS.values()]
+        )
+    for code, got in zip(TRIGGERS, got_codes, strict=True):
+        (reached if got == code else wrong).append(f"{code.name}" if got == code else f"{code.name} gave {got.name}")
+    run.observe("the_rest_reserved.reserved", sorted(int(code) for code, info in ERROR_TABLE.items() if info.reserved))
     reserved = sorted(code.name for code, info in ERROR_TABLE.items() if info.reserved)
     run.check("every_code_reached", not wrong, "; ".join(wrong) or f"{len(reached)} codes reached by their triggers")
     unreached = sorted(code.name for code in ERROR_TABLE if code not in TRIGGERS and not ERROR_TABLE[code].reserved)
@@ -61,9 +62,12 @@ ERROR_CODES = ProbeSpec(
 
 # error_mapping (V53)
 
+SERVED = 4  # the requests of a short serving loop with a fault armed
+UNDER_LOAD = 8  # the requests of the soak plan's loop
+
 
 def serve_with(
-    session: Session, fault: Fault | None, retries: int, sequences: int = 4, new_tokens: int = 4
+    session: Session, fault: Fault | None, retries: int, sequences: int = SERVED, new_tokens: int = 4
 ) -> list[Request]:
     """A short serving loop with one fault armed, mapping each failure as SERVICE_ERRORS says."""
     vocab = session.calbin.config.vocab
@@ -76,6 +80,7 @@ def serve_with(
 
 
 def _mapping_runner(run: ProbeRun) -> None:
+    run.observe("every_code_mapped.codes", sorted(int(code) for code in SERVICE_ERRORS))
     missing = [code.name for code in ErrorCode if code not in SERVICE_ERRORS]
     run.check(
         "every_code_mapped",
@@ -85,6 +90,9 @@ def _mapping_runner(run: ProbeRun) -> None:
     session = run.session()
     bad = Request(1, [1, session.calbin.config.vocab], 2)
     serve(session.device, session.calbin, session.kv, [bad], concurrency=1, retries=run.params["retries"])
+    run.observe("client_error_rejected.code", bad.error or ErrorCode.SUCCESS)
+    run.observe("client_error_rejected.http_status", bad.service_status or 200)
+    run.observe("client_error_rejected.retries", bad.attempts)
     run.check(
         "client_error_rejected",
         (bad.error, bad.service_status, bad.attempts) == (ErrorCode.INVALID_ARGUMENT, 400, 0),
@@ -103,9 +111,9 @@ def _mapping_failure(run: ProbeRun) -> None:
     for kind, code in EXPECTED_CODES.items():
         session = run.session()
         requests = serve_with(session, Fault(kind, at_step=2), retries)
-        statuses = Counter(r.service_status or 200 for r in requests)
+        statuses = Counter(run.observe(f"{kind.value}.statuses", [r.service_status or 200 for r in requests]))
         service = SERVICE_ERRORS[code]
-        retried = sum(r.attempts for r in requests)
+        retried = run.observe(f"{kind.value}.retries", sum(r.attempts for r in requests))
         # Every fault kind maps to retry or recover (or is silent): the clients all get their tokens.
         ok = dict(statuses) == {200: len(requests)} and (service.action == ServiceAction.NONE or retried > 0)
         run.check(
@@ -137,6 +145,8 @@ def _mapping_integration(run: ProbeRun) -> None:
     )
     session.device.disarm_faults()
     failed = [r for r in requests if r.error is not None]
+    run.observe("busy_retried_transparently.failed", len(failed))
+    run.observe("busy_retried_transparently.retries", trace.retries)
     run.check(
         "busy_retried_transparently",
         not failed and trace.retries > 0,
@@ -148,9 +158,10 @@ def _mapping_integration(run: ProbeRun) -> None:
 def _mapping_soak(run: ProbeRun) -> None:
     session = run.session()
     requests = serve_with(
-        session, Fault(FaultKind.CORE_EXCEPTION, at_step=5), run.params["retries"], sequences=8, new_tokens=8
+        session, Fault(FaultKind.CORE_EXCEPTION, at_step=5), run.params["retries"], sequences=UNDER_LOAD, new_tokens=8
     )
     failed = [r for r in requests if r.error is not None]
+    run.observe("recovered_and_retried_under_load.statuses", [r.service_status or 200 for r in requests])
     run.check(
         "recovered_and_retried_under_load",
         not failed,
@@ -210,40 +221,45 @@ def _resets_runner(run: ProbeRun) -> None:
         kv.allocate(7, 3)
         in_flight = device.infer(prefill, kv, {7: [1, 2, 3]})
         reset()
-        aborted = in_flight.wait(1.0)
+        aborted = run.observe(f"{name}.code", in_flight.wait(1.0))
         kv.free(7)
-        freed = all(c.dynamic_bytes == 0 for c in device.chiplets)
+        freed = run.observe(f"{name}.dynamic_bytes", sum(c.dynamic_bytes for c in device.chiplets)) == 0
         next_request = _golden_request(session)
+        run.observe(f"{name}.served_code", next_request.code)
         run.check(
             name,
             aborted == ErrorCode.JOB_ABORTED and freed and next_request.ok,
             f"{what} ({aborted.name}); the next request {'runs' if next_request.ok else 'fails'} "
             "without configuring again",
         )
-    prefill_kv = kv.allocate(5, 2) == 0
+    prefill_kv = run.observe("reset_configuration.first_cell", kv.allocate(5, 2)) == 0
     device.reset_configuration()
-    gone = _golden_request(session).code
+    gone = run.observe("reset_configuration.code", _golden_request(session).code)
+    run.observe("reset_configuration.sequences", kv.sequences())
     run.check(
         "reset_configuration",
         prefill_kv and gone == ErrorCode.NOT_CONFIGURED and kv.sequences() == [],
         f"drops the model and empties its KV; a request then: {gone.name}",
     )
     device.configure(calbin)
-    run.check("configure_again", _golden_request(session).ok, "configured again, it serves")
+    served = run.observe("configure_again.code", _golden_request(session).code)
+    run.check("configure_again", served == ErrorCode.SUCCESS, "configured again, it serves")
     device.inject(Fault(FaultKind.DEVICE_CRASH, at_step=0))
-    crashed = _golden_request(session).code
+    crashed = run.observe("reset_device.crashed", _golden_request(session).code)
     device.disarm_faults()
-    refused = code_of(lambda: device.reset_core(chiplet, 0))
+    refused = run.observe("reset_device.core_reset", code_of(lambda: device.reset_core(chiplet, 0)))
     device.reset_device()
-    after = _golden_request(session).code
+    after = run.observe("reset_device.before_configure", _golden_request(session).code)
     device.configure(calbin)
+    served = run.observe("reset_device.served_code", _golden_request(session).code)
+    status = run.observe("reset_device.status", device.status.value)
     run.check(
         "reset_device",
         crashed == ErrorCode.DEVICE_CRASHED
         and refused == ErrorCode.DEVICE_CRASHED
         and after == ErrorCode.NOT_CONFIGURED
-        and _golden_request(session).ok
-        and device.status == DeviceStatus.READY,
+        and served == ErrorCode.SUCCESS
+        and status == DeviceStatus.READY,
         f"a crash ({crashed.name}) refuses a core reset ({refused.name}); after the device reset: {after.name} "
         "until configured",
     )
@@ -283,6 +299,9 @@ def _resets_integration(run: ProbeRun) -> None:
     crashed_ms = next(e.ms for e in session.device.events if e.name == "device_crash")
     later = [r for r in requests if r.arrival_ms >= crashed_ms]
     served = [r for r in later if r.error is None]
+    run.observe("served_after_a_device_reset.device_resets", trace.recoveries.count("reset device"))
+    run.observe("served_after_a_device_reset.later", len(later))
+    run.observe("served_after_a_device_reset.served", len(served))
     run.check(
         "served_after_a_device_reset",
         "reset device" in trace.recoveries and bool(later) and len(served) == len(later),
@@ -315,9 +334,12 @@ def _recovery_runner(run: ProbeRun) -> None:
     for kind, code in EXPECTED_CODES.items():
         session.device.inject(Fault(kind, at_step=1))
         failed = _golden_request(session)
+        run.observe(f"{kind.value}.code", failed.code)
         session.device.disarm_faults()
         actions = recover(session.device, session.calbin, failed.code)
-        ready = session.device.status == DeviceStatus.READY and _golden_request(session).ok
+        status = run.observe(f"{kind.value}.status", session.device.status.value)
+        served = run.observe(f"{kind.value}.served_code", _golden_request(session).code)
+        ready = status == DeviceStatus.READY and served == ErrorCode.SUCCESS
         run.check(
             kind.value,
             failed.code == code and ready,
@@ -351,6 +373,7 @@ def _recovery_integration(run: ProbeRun) -> None:
     for kind in EXPECTED_CODES:
         session = run.session()
         requests = serve_with(session, Fault(kind, at_step=2), retries=0, sequences=6)
+        run.observe(f"{kind.value}.last_codes", [r.error or ErrorCode.SUCCESS for r in requests[-2:]])
         after = [r for r in requests[-2:] if r.error is None]
         run.check(
             kind.value,
@@ -368,6 +391,8 @@ def _recovery_soak(run: ProbeRun) -> None:
     # A request may be caught by every one of the faults: it may be retried that often.
     generic.load_and_soak(run, session, retries=len(kinds))
     recoveries = run.metrics["recoveries"]
+    run.observe("recovered_every_time.recoveries", len(recoveries))
+    run.observe("recovered_every_time.retries", run.metrics["retries"])
     run.check(
         "recovered_every_time",
         len(recoveries) == 3 and run.metrics["retries"] >= 4,

@@ -171,6 +171,103 @@ def bit_flipped(name: str):
             replaced("serves_after_recovery.code", int(ErrorCode.BUSY)),
             "serves_after_recovery",
         ),
+        ("error_codes", "runner", replaced("thirty_codes.numbers", list(range(29))), "thirty_codes"),
+        ("error_codes", "runner", replaced("every_code_reached.codes", [0] * 26), "every_code_reached"),
+        ("error_codes", "runner", replaced("the_rest_reserved.reserved", [26, 27]), "the_rest_reserved"),
+        ("error_mapping", "runner", replaced("every_code_mapped.codes", list(range(29))), "every_code_mapped"),
+        ("error_mapping", "runner", replaced("client_error_rejected.http_status", 503), "client_error_rejected"),
+        ("error_mapping", "runner", replaced("client_error_rejected.retries", 2), "client_error_rejected"),
+        ("error_mapping", "failure", replaced("busy.statuses", [200, 200, 200, 503]), "busy"),
+        ("error_mapping", "failure", replaced("core_exception.retries", 0), "core_exception"),
+        (
+            "error_mapping",
+            "integration",
+            replaced("busy_retried_transparently.retries", 0),
+            "busy_retried_transparently",
+        ),
+        (
+            "error_mapping",
+            "integration",
+            replaced("busy_retried_transparently.failed", 1),
+            "busy_retried_transparently",
+        ),
+        (
+            "error_mapping",
+            "soak",
+            replaced("recovered_and_retried_under_load.statuses", [200] * 7 + [503]),
+            "recovered_and_retried_under_load",
+        ),
+        ("device_reset", "runner", replaced("reset_core.code", 0), "reset_core"),
+        ("device_reset", "runner", replaced("clear_dynamic_memory.dynamic_bytes", 4096), "clear_dynamic_memory"),
+        ("device_reset", "runner", replaced("reset_configuration.sequences", [5]), "reset_configuration"),
+        ("device_reset", "runner", replaced("configure_again.code", int(ErrorCode.NOT_CONFIGURED)), "configure_again"),
+        ("device_reset", "runner", replaced("reset_device.core_reset", 0), "reset_device"),
+        ("device_reset", "runner", replaced("reset_device.status", "crashed"), "reset_device"),
+        (
+            "device_reset",
+            "integration",
+            replaced("served_after_a_device_reset.device_resets", 0),
+            "served_after_a_device_reset",
+        ),
+        (
+            "device_reset",
+            "integration",
+            replaced("served_after_a_device_reset.later", 0),
+            "served_after_a_device_reset",
+        ),
+        (
+            "device_reset",
+            "integration",
+            replaced("served_after_a_device_reset.served", 0),
+            "served_after_a_device_reset",
+        ),
+        ("job_cancel", "runner", replaced("cancel_pending.before", "running"), "cancel_pending"),
+        ("job_cancel", "runner", replaced("cancel_pending.other_sequences", [1]), "cancel_pending"),
+        ("job_cancel", "runner", replaced("cancel_pending.first_code", int(ErrorCode.JOB_ABORTED)), "cancel_pending"),
+        ("job_cancel", "runner", replaced("cancel_running.status", "done"), "cancel_running"),
+        ("job_cancel", "runner", replaced("cancel_running.sequences", [3]), "cancel_running"),
+        ("job_cancel", "runner", replaced("cancel_running.in_flight", 1), "cancel_running"),
+        ("job_cancel", "runner", replaced("timeout_then_cancel.dynamic_bytes", 4096), "timeout_then_cancel"),
+        (
+            "job_cancel",
+            "runner",
+            replaced("timeout_then_cancel.served_code", int(ErrorCode.NOT_CONFIGURED)),
+            "timeout_then_cancel",
+        ),
+        ("job_cancel", "runner", replaced("finished_not_cancelled.cells", 0), "finished_not_cancelled"),
+        ("reset_drain", "runner", replaced("drain_then_reset.in_flight", 1), "drain_then_reset"),
+        ("reset_drain", "runner", replaced("drain_then_reset.dynamic_bytes", 4096), "drain_then_reset"),
+        ("reset_drain", "runner", replaced("drain_then_reset.kept", [1, 2]), "drain_then_reset"),
+        ("reset_drain", "runner", bit_flipped("drain_then_reset.alone"), "drain_then_reset"),
+        (
+            "reset_drain",
+            "runner",
+            replaced("reset_without_drain_loses_the_job.code", 0),
+            "reset_without_drain_loses_the_job",
+        ),
+        (
+            "reset_drain",
+            "failure",
+            replaced("drain_times_out_on_a_hung_job.in_flight", 0),
+            "drain_times_out_on_a_hung_job",
+        ),
+        (
+            "reset_drain",
+            "failure",
+            replaced("drain_times_out_on_a_hung_job.served_code", int(ErrorCode.NOT_CONFIGURED)),
+            "drain_times_out_on_a_hung_job",
+        ),
+        ("fault_recovery", "runner", replaced("busy.code", 0), "busy"),
+        ("fault_recovery", "runner", replaced("device_crash.status", "crashed"), "device_crash"),
+        ("fault_recovery", "runner", replaced("timeout.served_code", int(ErrorCode.TIMEOUT)), "timeout"),
+        (
+            "fault_recovery",
+            "integration",
+            replaced("core_exception.last_codes", [0, int(ErrorCode.CORE_EXCEPTION)]),
+            "core_exception",
+        ),
+        ("fault_recovery", "soak", replaced("recovered_every_time.recoveries", 2), "recovered_every_time"),
+        ("fault_recovery", "soak", replaced("recovered_every_time.retries", 3), "recovered_every_time"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
@@ -205,6 +302,19 @@ def test_a_blocking_and_a_non_blocking_call_that_agree_on_wrong_logits_fail_agai
     judgement = judged("runner", runs, two_lanes, workdir, probe="c_api_nonblocking")
     assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["blocking_equals_nonblocking"]
     assert "against calculet's replay of the prompt [1, 2, 3]: " in judgement.reason
+
+
+def test_drained_jobs_that_agree_with_their_runs_alone_on_wrong_logits_fail_against_calculet_s_replay(
+    runs, two_lanes, tmp_path
+):
+    def both_drifted(arrays):
+        for name in ("drain_then_reset.drained", "drain_then_reset.alone"):
+            arrays[name] = (arrays[name].view(np.int16) + 200).view(np.uint16)
+
+    workdir = tampered("runner", runs, tmp_path, both_drifted, "reset_drain")
+    judgement = judged("runner", runs, two_lanes, workdir, probe="reset_drain")
+    assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == ["drain_then_reset"]
+    assert "drain_then_reset.drained against calculet's replay of each drained prompt: " in judgement.reason
 
 
 def test_a_token_decoded_after_the_removal_that_is_not_the_reference_s_fails(runs, two_lanes, tmp_path):
@@ -329,8 +439,8 @@ def test_the_files_calculet_reads_name_each_judged_probe_s_observations():
         "soak-requests.jsonl",
         "kv_manager-soak-observed.npz",
     ]
-    # job_cancel is not converted: its checks are still the runner's.
-    assert probe_judging.measured_files("runner", [{"name": "job_cancel"}]) == ["runner-actual.npz"]
+    # cpu_fallback is not converted: its checks are still the runner's.
+    assert probe_judging.measured_files("runner", [{"name": "cpu_fallback"}]) == ["runner-actual.npz"]
 
 
 def test_a_probe_finding_reads_in_the_readers_language(runs, two_lanes, tmp_path):
