@@ -31,10 +31,12 @@ from acceptance.judging import (
     gettext_noop,
     package_reference,
     read_npz,
+    reference_golden,
     said_by,
 )
+from npu_sim.calbin.goldens import GoldenSet
 from npu_sim.errors import ErrorCode
-from npu_sim.golden import as_float32, compare
+from npu_sim.golden import Tolerance, as_float32, compare
 from npu_sim.loaded_calbin import Calbin
 from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift
 from npu_sim.probes.kv import package_prompt
@@ -48,6 +50,15 @@ class ObservationMissing(ValueError):
     """An observation a check needs is missing or not of its form (`no_measurement`)."""
 
 
+@dataclass(frozen=True)
+class JobGolden:
+    """The job's golden and tolerances, which a probe's golden plan compares its own path with."""
+
+    source: str = "package"
+    path: Path | None = None
+    tolerances: dict[str, dict] = field(default_factory=dict)
+
+
 @dataclass
 class Observed:
     """One probe's observations at one stage, the package they are judged by, and the checks calculet computes."""
@@ -56,11 +67,38 @@ class Observed:
     file: str
     arrays: dict[str, np.ndarray]
     calbin: Calbin
+    calbin_path: Path
+    job_golden: JobGolden
     checks: list[dict] = field(default_factory=list)
 
     def package(self) -> Calbin:
         """The package loaded on calculet's reference."""
         return self.calbin
+
+    def golden(self) -> GoldenSet:
+        """The job's golden as calculet reads it (`judging.reference_golden`); NoReference when it cannot."""
+        try:
+            return reference_golden(self.job_golden.source, self.job_golden.path, self.calbin_path)
+        except ValueError as error:
+            raise NoReference(said_by(error)) from error
+
+    def against_golden(self, golden: GoldenSet, tensors: tuple[str, ...]) -> None:
+        """One check per tensor, `golden:<tensor>`: the observed `golden.logits` (the prefill's row, then each
+        decode step's, vocabulary wide) against the job's `golden` with the job's tolerances for that tensor."""
+        rows = self.bits("golden.logits", (golden.decode_steps + 1, self.package().config.vocab))
+        measured = {"prefill_logits": rows[:1], "decode_logits": rows[1:]}
+        expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits}
+        for name in tensors:
+            tolerance = Tolerance.from_dict(self.job_golden.tolerances.get(name, {}))
+            report = compare(expected[name], measured[name], tolerance)
+            said = Said(
+                gettext_noop("%(observation)s, %(tensor)s, against the job's golden (%(source)s): %(figures)s"),
+                observation="golden.logits",
+                tensor=name,
+                source=golden.source,
+                figures=_figures(report),
+            )
+            self.check(f"golden:{name}", report["passed"], said)
 
     def array(self, name: str) -> np.ndarray:
         if name not in self.arrays:
@@ -377,7 +415,7 @@ def _output_buffer_soak(observed: Observed) -> None:
     observed.expect("buffers_given_back", {"buffers_given_back.dynamic_bytes": 0})
 
 
-# fixed_task (I06): its runner and failure plans; its golden plan's comparison is still the runner's.
+# fixed_task (I06): its runner, golden and failure plans.
 
 
 def _fixed_task_runner(observed: Observed) -> None:
@@ -416,12 +454,16 @@ def _fixed_task_runner(observed: Observed) -> None:
     observed.expect("busy_while_running", {"busy_while_running.code": ErrorCode.BUSY})
 
 
+def _fixed_task_golden(observed: Observed) -> None:
+    observed.against_golden(observed.golden(), ("prefill_logits", "decode_logits"))
+
+
 def _fixed_task_failure(observed: Observed) -> None:
     observed.expect("buffer_gone_after_clear", {"buffer_gone_after_clear.code": ErrorCode.INVALID_ARGUMENT})
     observed.expect("recreated", {"recreated.code": ErrorCode.SUCCESS})
 
 
-# c_api_nonblocking (I13): its runner and failure plans; its golden plan's comparison is still the runner's.
+# c_api_nonblocking (I13): its runner, golden and failure plans.
 
 
 def _c_api_nonblocking_runner(observed: Observed) -> None:
@@ -467,6 +509,18 @@ def _c_api_nonblocking_runner(observed: Observed) -> None:
         "errors_are_codes.wrong_shape": ErrorCode.SHAPE_MISMATCH,
     }
     observed.expect("errors_are_codes", refused)
+
+
+def _c_api_nonblocking_golden(observed: Observed) -> None:
+    # One blocking call for the prompt, then one per decode step: every one returns 0.
+    golden = observed.golden()
+    calls = golden.decode_steps + 1
+    returned = observed.integers("codes.returned")
+    said = Said(EQUAL, observation="codes.returned", observed=str(returned), expected=str([0] * calls))
+    served = returned == [0] * calls
+    observed.check("codes", served, said)
+    if served:
+        observed.against_golden(golden, ("decode_logits",))
 
 
 def _c_api_nonblocking_failure(observed: Observed) -> None:
@@ -516,8 +570,16 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
     "output_buffer": ProbeJudge(
         {"runner": _output_buffer_runner, "failure": _output_buffer_failure, "soak": _output_buffer_soak}
     ),
-    "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
-    "c_api_nonblocking": ProbeJudge({"runner": _c_api_nonblocking_runner, "failure": _c_api_nonblocking_failure}),
+    "fixed_task": ProbeJudge(
+        {"runner": _fixed_task_runner, "golden": _fixed_task_golden, "failure": _fixed_task_failure}
+    ),
+    "c_api_nonblocking": ProbeJudge(
+        {
+            "runner": _c_api_nonblocking_runner,
+            "golden": _c_api_nonblocking_golden,
+            "failure": _c_api_nonblocking_failure,
+        }
+    ),
 }
 
 
@@ -534,9 +596,12 @@ def measured_files(stage: str, probes: list[dict]) -> list[str]:
     return [*MEASURED_FILES.get(stage, ()), *observed]
 
 
-def probe_judgements(stage: str, result: dict, probes: list[dict], workdir: Path, calbin: Path) -> dict[str, Judgement]:
+def probe_judgements(
+    stage: str, result: dict, probes: list[dict], workdir: Path, calbin: Path, golden: JobGolden
+) -> dict[str, Judgement]:
     """calculet's verdict on each of the job's probes it judges at `stage`, by name, from the observations the
-    runner left in `workdir`; `result` is the runner's (its entry for the probe says what the runner claims)."""
+    runner left in `workdir`; `result` is the runner's (its entry for the probe says what the runner claims);
+    `golden` the job's, for the golden plans that compare their own path with it."""
     names = _judged_here(stage, probes)
     if not names:
         return {}
@@ -550,17 +615,27 @@ def probe_judgements(stage: str, result: dict, probes: list[dict], workdir: Path
         # A vendor-form package has no reference to replay its probes on: their checks stay the runner's word,
         # as those of every probe not judged here (docs/acceptance.md), rather than fail a package that is right.
         return {}
-    return {name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package) for name in names}
+    return {
+        name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package, calbin, golden) for name in names
+    }
 
 
-def _probe_judgement(name: str, stage: str, claimed: dict, workdir: Path, package: Calbin | NoReference) -> Judgement:
+def _probe_judgement(
+    name: str,
+    stage: str,
+    claimed: dict,
+    workdir: Path,
+    package: Calbin | NoReference,
+    calbin: Path,
+    golden: JobGolden,
+) -> Judgement:
     file = OBSERVED_FILE.format(probe=name, stage=stage)
     field_name = f"measurements.probes.{name}"
     try:
         arrays = read_npz(workdir / file)
         if isinstance(package, NoReference):
             raise package
-        observed = Observed(name, file, arrays, package)
+        observed = Observed(name, file, arrays, package, calbin, golden)
         PROBE_JUDGES[name].stages[stage](observed)
     except NoReference as error:
         said = _of_probe(name, said_by(error))

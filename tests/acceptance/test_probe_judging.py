@@ -54,7 +54,9 @@ def runs(two_lanes, tmp_path_factory) -> dict[tuple[str, str], tuple[dict, Path]
 def judged(stage: str, runs, two_lanes, workdir: Path | None = None, result: dict | None = None, probe="kv_shift"):
     ran, ran_in = runs[probe, stage]
     probes = [{"name": probe, "params": {}}]
-    return probe_judging.probe_judgements(stage, result or ran, probes, workdir or ran_in, two_lanes)[probe]
+    return probe_judging.probe_judgements(
+        stage, result or ran, probes, workdir or ran_in, two_lanes, probe_judging.JobGolden()
+    )[probe]
 
 
 def tampered(stage: str, runs, tmp_path: Path, change, probe="kv_shift") -> Path:
@@ -104,6 +106,15 @@ def bit_flipped(name: str):
     return change
 
 
+def drifted(name: str, rows: slice):
+    """The logits' BF16 bit patterns of `rows` moved far off (each value about three times as large)."""
+
+    def change(arrays):
+        arrays[name][rows] = (arrays[name][rows].view(np.int16) + 200).view(np.uint16)
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("probe", "stage", "change", "check"),
     [
@@ -148,6 +159,8 @@ def bit_flipped(name: str):
         ),
         ("fixed_task", "runner", bit_flipped("same_as_infer.infer"), "same_as_infer"),
         ("fixed_task", "runner", replaced("busy_while_running.code", 0), "busy_while_running"),
+        ("fixed_task", "golden", drifted("golden.logits", slice(0, 1)), "golden:prefill_logits"),
+        ("fixed_task", "golden", drifted("golden.logits", slice(2, 3)), "golden:decode_logits"),
         ("fixed_task", "failure", replaced("buffer_gone_after_clear.code", 0), "buffer_gone_after_clear"),
         ("fixed_task", "failure", replaced("recreated.code", int(ErrorCode.BUSY)), "recreated"),
         (
@@ -164,6 +177,8 @@ def bit_flipped(name: str):
             "blocking_equals_nonblocking",
         ),
         ("c_api_nonblocking", "runner", replaced("errors_are_codes.wrong_shape", 0), "errors_are_codes"),
+        ("c_api_nonblocking", "golden", replaced("codes.returned", [0, 0, 0, 0, 0, 0, 0, 0, 18]), "codes"),
+        ("c_api_nonblocking", "golden", drifted("golden.logits", slice(-1, None)), "golden:decode_logits"),
         ("c_api_nonblocking", "failure", replaced("faults_as_codes.busy", 0), "faults_as_codes"),
         (
             "c_api_nonblocking",
@@ -181,6 +196,20 @@ def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runne
     assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == [check]
     assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "probe_check_failed"]
     assert judgement.findings[1]["message"].startswith(f"{probe}: {check}: ")
+
+
+def test_a_golden_plan_is_judged_with_the_job_s_tolerances(runs, two_lanes, tmp_path):
+    """The last bit of every logit changed: ties break otherwise, beyond the default top-1 and top-5 limits, and
+    within a job's that allows them."""
+    ran, _ = runs["fixed_task", "golden"]
+    workdir = tampered("golden", runs, tmp_path, bit_flipped("golden.logits"), "fixed_task")
+    probes = [{"name": "fixed_task", "params": {}}]
+    default = probe_judging.probe_judgements("golden", ran, probes, workdir, two_lanes, probe_judging.JobGolden())
+    assert [c["name"] for c in default["fixed_task"].metrics["checks"] if not c["passed"]] == ["golden:decode_logits"]
+    assert "golden.logits, decode_logits, against the job's golden (package): top1" in default["fixed_task"].reason
+    allowing = probe_judging.JobGolden(tolerances={"decode_logits": {"top1_min": 0.9, "topk_min": 0.9}})
+    loose = probe_judging.probe_judgements("golden", ran, probes, workdir, two_lanes, allowing)["fixed_task"]
+    assert loose.passed, loose.reason
 
 
 def test_a_fixed_task_and_an_infer_that_agree_on_wrong_logits_fail_against_calculet_s_replay(runs, two_lanes, tmp_path):
