@@ -38,7 +38,7 @@ from npu_sim.calbin.goldens import GoldenSet
 from npu_sim.errors import ErrorCode
 from npu_sim.golden import Tolerance, as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, c_api_nonblocking, kv, kv_shift
+from npu_sim.probes import PROBES, buffers, c_api_nonblocking, kv, kv_shift, parallel_mode
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -69,6 +69,7 @@ class Observed:
     calbin: Calbin
     calbin_path: Path
     job_golden: JobGolden
+    params: dict[str, Any]  # the probe's, with the catalogue's defaults
     checks: list[dict] = field(default_factory=list)
 
     def package(self) -> Calbin:
@@ -136,11 +137,16 @@ class Observed:
             raise self._not_of_form(name, form)
         return value
 
-    def floats(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """Keys or values as the device reads them back, float32 of `shape`, every one finite."""
+    def floats(self, name: str, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+        """Keys or values as the device reads them back (float32), or device times (float64), of `shape`, every
+        one finite."""
         value = self.array(name)
-        if value.dtype != np.float32 or value.shape != shape or not np.isfinite(value).all():
-            form = Said(gettext_noop("finite float32 values of shape %(shape)s"), shape=str(list(shape)))
+        if value.dtype != dtype or value.shape != shape or not np.isfinite(value).all():
+            form = Said(
+                gettext_noop("finite %(dtype)s values of shape %(shape)s"),
+                dtype=np.dtype(dtype).name,
+                shape=str(list(shape)),
+            )
             raise self._not_of_form(name, form)
         return value
 
@@ -529,6 +535,98 @@ def _c_api_nonblocking_failure(observed: Observed) -> None:
     observed.expect("serves_after_recovery", {"serves_after_recovery.code": ErrorCode.SUCCESS})
 
 
+# parallel_mode (I08, V20): its runner, golden, failure, integration and soak plans (after their own checks the
+# golden comparison, the serving loop and the soak are the stage's routine).
+
+
+def _every_job_done(observed: Observed, check: str) -> tuple[bool, Said, list[tuple[int, int]]]:
+    """Whether every job of every thread finished once with SUCCESS, what was observed, and the finished jobs'
+    (queue, order) in the order they finished."""
+    threads, per_thread = observed.params["threads"], observed.params["jobs_per_thread"]
+    queues, orders = observed.integers(f"{check}.queues"), observed.integers(f"{check}.orders")
+    codes = observed.integers(f"{check}.codes")
+    jobs = list(zip(queues, orders, strict=False))
+    expected = [(queue, order) for queue in range(threads) for order in range(per_thread)]
+    failed = sum(1 for code in codes if code != ErrorCode.SUCCESS)
+    done = len(queues) == len(orders) == len(codes) and sorted(jobs) == expected and failed == 0
+    said = Said(
+        gettext_noop(
+            "%(finished)s jobs finished, %(failed)s not SUCCESS (calculet expects jobs 0 to %(last)s of each of "
+            "%(threads)s queues, each once, each SUCCESS)"
+        ),
+        finished=len(codes),
+        failed=failed,
+        last=per_thread - 1,
+        threads=threads,
+    )
+    return done, said, jobs
+
+
+def _in_flight(observed: Observed, check: str) -> None:
+    depth = observed.integer(f"{check}.max_queue_depth")
+    limit = observed.params["max_in_flight"]
+    said = Said(
+        gettext_noop("%(observation)s: %(observed)s (calculet expects more than 1, at most %(limit)s)"),
+        observation=f"{check}.max_queue_depth",
+        observed=depth,
+        limit=limit,
+    )
+    observed.check(check, 1 < depth <= limit, said)
+
+
+def _parallel_mode_runner(observed: Observed) -> None:
+    done, said, jobs = _every_job_done(observed, "all_jobs_done")
+    observed.check("all_jobs_done", done, said)
+    ends = observed.floats("per_queue_order.end_ms", (len(jobs),), np.float64).tolist()
+    disorder = []
+    for queue in sorted({queue for queue, _ in jobs}):
+        in_order = [end for (q, _), end in sorted(zip(jobs, ends, strict=True)) if q == queue]
+        if any(later <= earlier for earlier, later in zip(in_order, in_order[1:], strict=False)):
+            disorder.append(queue)
+    said = Said(
+        gettext_noop("queues whose jobs did not finish in submission order: %(queues)s (calculet expects none)"),
+        queues=str(disorder),
+    )
+    observed.check("per_queue_order", not disorder, said)
+    _in_flight(observed, "jobs_in_flight_at_once")
+    accepted = {"overflow_is_queue_full.accepted": observed.params["max_in_flight"]}
+    observed.expect("overflow_is_queue_full", accepted | {"overflow_is_queue_full.code": ErrorCode.QUEUE_FULL})
+    observed.expect("limit_bounded", {"limit_bounded.code": ErrorCode.INVALID_ARGUMENT})
+
+
+def _parallel_mode_golden(observed: Observed) -> None:
+    calbin = observed.package()
+    served, said, jobs = _every_job_done(observed, "same_as_one_at_a_time")
+    if served:
+        together, alone = "same_as_one_at_a_time.together", "same_as_one_at_a_time.alone"
+        served, said = observed.same_bits(together, alone, len(jobs))
+    if served:
+        expected = np.concatenate(
+            [calbin.reference_logits(parallel_mode.job_prompt(queue, order), [0]) for queue, order in jobs]
+        )
+        report = compare(expected, observed.bits(together, (len(jobs), calbin.config.vocab)))
+        served = report["passed"]
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of each job's prompt: %(figures)s"),
+            observation=together,
+            figures=_figures(report),
+        )
+        said = Said(BOTH, first=said, second=replayed)
+    observed.check("same_as_one_at_a_time", served, said)
+
+
+def _parallel_mode_failure(observed: Observed) -> None:
+    # One job per lane, up to the limit, under a core exception; then the same jobs after the reset.
+    count = min(observed.package().decode_lanes, observed.params["max_in_flight"])
+    faulted = [int(ErrorCode.CORE_EXCEPTION)] + [int(ErrorCode.JOB_ABORTED)] * (count - 1)
+    observed.expect("fault_with_jobs_in_flight", {"fault_with_jobs_in_flight.codes": faulted})
+    observed.expect("jobs_run_after_reset", {"jobs_run_after_reset.codes": [int(ErrorCode.SUCCESS)] * count})
+
+
+def _parallel_mode_serving(observed: Observed) -> None:
+    _in_flight(observed, "served_in_parallel")
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -580,6 +678,15 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
             "failure": _c_api_nonblocking_failure,
         }
     ),
+    "parallel_mode": ProbeJudge(
+        {
+            "runner": _parallel_mode_runner,
+            "golden": _parallel_mode_golden,
+            "failure": _parallel_mode_failure,
+            "integration": _parallel_mode_serving,
+            "soak": _parallel_mode_serving,
+        }
+    ),
 }
 
 
@@ -606,6 +713,7 @@ def probe_judgements(
     if not names:
         return {}
     entries = {entry.get("name"): entry for entry in result.get("probes", []) if isinstance(entry, dict)}
+    asked = {probe["name"]: probe.get("params") for probe in reversed(probes)}  # the first of a name's
     package: Calbin | None | NoReference
     try:
         package = package_reference(calbin, result).package  # loaded once for all the probes
@@ -616,7 +724,8 @@ def probe_judgements(
         # as those of every probe not judged here (docs/acceptance.md), rather than fail a package that is right.
         return {}
     return {
-        name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package, calbin, golden) for name in names
+        name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package, calbin, golden, asked[name])
+        for name in names
     }
 
 
@@ -628,6 +737,7 @@ def _probe_judgement(
     package: Calbin | NoReference,
     calbin: Path,
     golden: JobGolden,
+    params: dict | None,
 ) -> Judgement:
     file = OBSERVED_FILE.format(probe=name, stage=stage)
     field_name = f"measurements.probes.{name}"
@@ -635,7 +745,7 @@ def _probe_judgement(
         arrays = read_npz(workdir / file)
         if isinstance(package, NoReference):
             raise package
-        observed = Observed(name, file, arrays, package, calbin, golden)
+        observed = Observed(name, file, arrays, package, calbin, golden, PROBES[name].parse_params(params, name))
         PROBE_JUDGES[name].stages[stage](observed)
     except NoReference as error:
         said = _of_probe(name, said_by(error))

@@ -115,6 +115,30 @@ def drifted(name: str, rows: slice):
     return change
 
 
+def changed_at(name: str, index: int, value):
+    def change(arrays):
+        arrays[name][index] = value
+
+    return change
+
+
+def levelled(name: str):
+    """Every value of the observation the same."""
+
+    def change(arrays):
+        arrays[name] = np.full_like(arrays[name], arrays[name][0])
+
+    return change
+
+
+def both_drifted(*names: str):
+    def change(arrays):
+        for name in names:
+            drifted(name, slice(None))(arrays)
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("probe", "stage", "change", "check"),
     [
@@ -186,6 +210,30 @@ def drifted(name: str, rows: slice):
             replaced("serves_after_recovery.code", int(ErrorCode.BUSY)),
             "serves_after_recovery",
         ),
+        ("parallel_mode", "runner", changed_at("all_jobs_done.codes", 3, int(ErrorCode.JOB_ABORTED)), "all_jobs_done"),
+        ("parallel_mode", "runner", changed_at("all_jobs_done.queues", 0, 7), "all_jobs_done"),
+        ("parallel_mode", "runner", levelled("per_queue_order.end_ms"), "per_queue_order"),
+        ("parallel_mode", "runner", replaced("jobs_in_flight_at_once.max_queue_depth", 1), "jobs_in_flight_at_once"),
+        ("parallel_mode", "runner", replaced("overflow_is_queue_full.accepted", 5), "overflow_is_queue_full"),
+        ("parallel_mode", "runner", replaced("overflow_is_queue_full.code", 0), "overflow_is_queue_full"),
+        ("parallel_mode", "runner", replaced("limit_bounded.code", 0), "limit_bounded"),
+        ("parallel_mode", "golden", changed_at("same_as_one_at_a_time.codes", 0, 21), "same_as_one_at_a_time"),
+        ("parallel_mode", "golden", bit_flipped("same_as_one_at_a_time.alone"), "same_as_one_at_a_time"),
+        (
+            "parallel_mode",
+            "golden",
+            both_drifted("same_as_one_at_a_time.together", "same_as_one_at_a_time.alone"),
+            "same_as_one_at_a_time",
+        ),
+        (
+            "parallel_mode",
+            "failure",
+            replaced("fault_with_jobs_in_flight.codes", [21, 21]),
+            "fault_with_jobs_in_flight",
+        ),
+        ("parallel_mode", "failure", replaced("jobs_run_after_reset.codes", [0, 24]), "jobs_run_after_reset"),
+        ("parallel_mode", "integration", replaced("served_in_parallel.max_queue_depth", 1), "served_in_parallel"),
+        ("parallel_mode", "soak", replaced("served_in_parallel.max_queue_depth", 9), "served_in_parallel"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
