@@ -38,7 +38,7 @@ from npu_sim.calbin.goldens import GoldenSet
 from npu_sim.errors import ErrorCode
 from npu_sim.golden import Tolerance, as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import PROBES, buffers, c_api_nonblocking, kv, kv_shift, parallel_mode
+from npu_sim.probes import PROBES, buffers, c_api_nonblocking, full_debug, kv, kv_shift, parallel_mode
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -70,6 +70,7 @@ class Observed:
     calbin_path: Path
     job_golden: JobGolden
     params: dict[str, Any]  # the probe's, with the catalogue's defaults
+    device: dict[str, Any]  # the device the runner's result reports
     checks: list[dict] = field(default_factory=list)
 
     def package(self) -> Calbin:
@@ -627,6 +628,76 @@ def _parallel_mode_serving(observed: Observed) -> None:
     _in_flight(observed, "served_in_parallel")
 
 
+# full_debug (I14): its runner and golden plans, and at failure, integration and soak the dump of each call the
+# stage's routine made (the routine itself is the stage's).
+
+
+def _full_debug_runner(observed: Observed) -> None:
+    calbin = observed.package()
+    observed.expect("version", {"version.calrt": str(observed.device.get("calrt", ""))})
+    sizes = {"dtype_bit_size.sizes": list(full_debug.DTYPE_BITS.values())}
+    observed.expect("dtype_bit_size", sizes | {"dtype_bit_size.unknown": ErrorCode.DTYPE_MISMATCH})
+    prompt = calbin.goldens.prompt_ids.tolist()
+    shape = (calbin.config.layers, len(prompt), calbin.config.hidden)
+    dump = observed.array("dump_per_layer.dump")
+    said = Said(EQUAL, observation="dump_per_layer.dump", observed=str(list(dump.shape)), expected=str(list(shape)))
+    observed.check("dump_per_layer", dump.shape == shape and bool(np.isfinite(dump).all()), said)
+    with_debug = float(observed.floats("debug_costs_d2h.with_debug_ms", (), np.float64))
+    without = float(observed.floats("debug_costs_d2h.without_debug_ms", (), np.float64))
+    said = Said(
+        gettext_noop("D2H %(with_debug)s ms with full debug, %(without)s ms without (calculet expects more with it)"),
+        with_debug=with_debug,
+        without=without,
+    )
+    observed.check("debug_costs_d2h", with_debug > without, said)
+    codes = {"output_unchanged.plain_code": ErrorCode.SUCCESS, "output_unchanged.debugged_code": ErrorCode.SUCCESS}
+    served, said = observed.matches(codes)
+    if served:
+        served, said = observed.same_bits("output_unchanged.plain", "output_unchanged.debugged", 1)
+    if served:
+        report = compare(
+            calbin.reference_logits(prompt, [0]), observed.bits("output_unchanged.plain", (1, calbin.config.vocab))
+        )
+        served = report["passed"]
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of the package's golden prompt: %(figures)s"),
+            observation="output_unchanged.plain",
+            figures=_figures(report),
+        )
+        said = Said(BOTH, first=said, second=replayed)
+    observed.check("output_unchanged", served, said)
+
+
+def _full_debug_golden(observed: Observed) -> None:
+    calbin = observed.package()
+    prompt = calbin.goldens.prompt_ids.tolist()
+    shape = (calbin.config.layers, len(prompt), calbin.config.hidden)
+    dump = observed.floats("layers_match_reference.dump", shape)
+    worst = full_debug.lowest_cosine(full_debug.reference_dump(calbin, prompt), list(dump))
+    said = Said(
+        gettext_noop(
+            "lowest cosine of a layer of %(observation)s against calculet's reference: %(cosine).8f (calculet "
+            "expects at least %(minimum)s)"
+        ),
+        observation="layers_match_reference.dump",
+        cosine=worst,
+        minimum=full_debug.LAYER_COSINE_MIN,
+    )
+    observed.check("layers_match_reference", worst >= full_debug.LAYER_COSINE_MIN, said)
+
+
+def _full_debug_dumped(observed: Observed) -> None:
+    layers = observed.package().config.layers
+    dumped = observed.integers("dumped_every_layer.layers")
+    said = Said(
+        gettext_noop("%(observation)s: %(observed)s (calculet expects one or more calls, each of %(layers)s layers)"),
+        observation="dumped_every_layer.layers",
+        observed=str(dumped),
+        layers=layers,
+    )
+    observed.check("dumped_every_layer", bool(dumped) and all(count == layers for count in dumped), said)
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -687,6 +758,15 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
             "soak": _parallel_mode_serving,
         }
     ),
+    "full_debug": ProbeJudge(
+        {
+            "runner": _full_debug_runner,
+            "golden": _full_debug_golden,
+            "failure": _full_debug_dumped,
+            "integration": _full_debug_dumped,
+            "soak": _full_debug_dumped,
+        }
+    ),
 }
 
 
@@ -714,6 +794,8 @@ def probe_judgements(
         return {}
     entries = {entry.get("name"): entry for entry in result.get("probes", []) if isinstance(entry, dict)}
     asked = {probe["name"]: probe.get("params") for probe in reversed(probes)}  # the first of a name's
+    reported = result.get("device")
+    device: dict = reported if isinstance(reported, dict) else {}
     package: Calbin | None | NoReference
     try:
         package = package_reference(calbin, result).package  # loaded once for all the probes
@@ -724,7 +806,9 @@ def probe_judgements(
         # as those of every probe not judged here (docs/acceptance.md), rather than fail a package that is right.
         return {}
     return {
-        name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package, calbin, golden, asked[name])
+        name: _probe_judgement(
+            name, stage, entries.get(name, {}), workdir, package, calbin, golden, asked[name], device
+        )
         for name in names
     }
 
@@ -738,6 +822,7 @@ def _probe_judgement(
     calbin: Path,
     golden: JobGolden,
     params: dict | None,
+    device: dict,
 ) -> Judgement:
     file = OBSERVED_FILE.format(probe=name, stage=stage)
     field_name = f"measurements.probes.{name}"
@@ -745,7 +830,9 @@ def _probe_judgement(
         arrays = read_npz(workdir / file)
         if isinstance(package, NoReference):
             raise package
-        observed = Observed(name, file, arrays, package, calbin, golden, PROBES[name].parse_params(params, name))
+        observed = Observed(
+            name, file, arrays, package, calbin, golden, PROBES[name].parse_params(params, name), device
+        )
         PROBE_JUDGES[name].stages[stage](observed)
     except NoReference as error:
         said = _of_probe(name, said_by(error))

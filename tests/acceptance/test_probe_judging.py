@@ -139,6 +139,20 @@ def both_drifted(*names: str):
     return change
 
 
+def last_layer_dropped(name: str):
+    def change(arrays):
+        arrays[name] = arrays[name][:-1]
+
+    return change
+
+
+def layer_negated(name: str):
+    def change(arrays):
+        arrays[name][0] = -arrays[name][0]
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("probe", "stage", "change", "check"),
     [
@@ -234,6 +248,17 @@ def both_drifted(*names: str):
         ("parallel_mode", "failure", replaced("jobs_run_after_reset.codes", [0, 24]), "jobs_run_after_reset"),
         ("parallel_mode", "integration", replaced("served_in_parallel.max_queue_depth", 1), "served_in_parallel"),
         ("parallel_mode", "soak", replaced("served_in_parallel.max_queue_depth", 9), "served_in_parallel"),
+        ("full_debug", "runner", replaced("version.calrt", "0.0.1"), "version"),
+        ("full_debug", "runner", replaced("dtype_bit_size.sizes", [16, 32, 8, 16]), "dtype_bit_size"),
+        ("full_debug", "runner", replaced("dtype_bit_size.unknown", 0), "dtype_bit_size"),
+        ("full_debug", "runner", last_layer_dropped("dump_per_layer.dump"), "dump_per_layer"),
+        ("full_debug", "runner", replaced("debug_costs_d2h.with_debug_ms", 0.0), "debug_costs_d2h"),
+        ("full_debug", "runner", bit_flipped("output_unchanged.debugged"), "output_unchanged"),
+        ("full_debug", "runner", replaced("output_unchanged.debugged_code", 21), "output_unchanged"),
+        ("full_debug", "golden", layer_negated("layers_match_reference.dump"), "layers_match_reference"),
+        ("full_debug", "failure", replaced("dumped_every_layer.layers", []), "dumped_every_layer"),
+        ("full_debug", "integration", changed_at("dumped_every_layer.layers", 0, 1), "dumped_every_layer"),
+        ("full_debug", "soak", changed_at("dumped_every_layer.layers", -1, 0), "dumped_every_layer"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
