@@ -31,13 +31,26 @@ from acceptance.judging import (
     gettext_noop,
     package_reference,
     read_npz,
+    reference_golden,
     said_by,
 )
+from npu_sim.calbin.goldens import GoldenSet
 from npu_sim.errors import SERVICE_ERRORS, ErrorCode, ServiceAction
 from npu_sim.faults import EXPECTED_CODES
-from npu_sim.golden import as_float32, compare
+from npu_sim.golden import Tolerance, as_float32, compare
 from npu_sim.loaded_calbin import Calbin
-from npu_sim.probes import buffers, c_api_nonblocking, faults, kv, kv_shift, lifecycle, triggers
+from npu_sim.probes import (
+    PROBES,
+    buffers,
+    c_api_nonblocking,
+    faults,
+    full_debug,
+    kv,
+    kv_shift,
+    lifecycle,
+    parallel_mode,
+    triggers,
+)
 from npu_sim.probes.kv import package_prompt
 
 OBSERVED_FILE = "{probe}-{stage}-observed.npz"
@@ -49,6 +62,15 @@ class ObservationMissing(ValueError):
     """An observation a check needs is missing or not of its form (`no_measurement`)."""
 
 
+@dataclass(frozen=True)
+class JobGolden:
+    """The job's golden and tolerances, which a probe's golden plan compares its own path with."""
+
+    source: str = "package"
+    path: Path | None = None
+    tolerances: dict[str, dict] = field(default_factory=dict)
+
+
 @dataclass
 class Observed:
     """One probe's observations at one stage, the package they are judged by, and the checks calculet computes."""
@@ -57,11 +79,40 @@ class Observed:
     file: str
     arrays: dict[str, np.ndarray]
     calbin: Calbin
+    calbin_path: Path
+    job_golden: JobGolden
+    params: dict[str, Any]  # the probe's, with the catalogue's defaults
+    device: dict[str, Any]  # the device the runner's result reports
     checks: list[dict] = field(default_factory=list)
 
     def package(self) -> Calbin:
         """The package loaded on calculet's reference."""
         return self.calbin
+
+    def golden(self) -> GoldenSet:
+        """The job's golden as calculet reads it (`judging.reference_golden`); NoReference when it cannot."""
+        try:
+            return reference_golden(self.job_golden.source, self.job_golden.path, self.calbin_path)
+        except ValueError as error:
+            raise NoReference(said_by(error)) from error
+
+    def against_golden(self, golden: GoldenSet, tensors: tuple[str, ...]) -> None:
+        """One check per tensor, `golden:<tensor>`: the observed `golden.logits` (the prefill's row, then each
+        decode step's, vocabulary wide) against the job's `golden` with the job's tolerances for that tensor."""
+        rows = self.bits("golden.logits", (golden.decode_steps + 1, self.package().config.vocab))
+        measured = {"prefill_logits": rows[:1], "decode_logits": rows[1:]}
+        expected = {"prefill_logits": golden.prefill_logits, "decode_logits": golden.decode_logits}
+        for name in tensors:
+            tolerance = Tolerance.from_dict(self.job_golden.tolerances.get(name, {}))
+            report = compare(expected[name], measured[name], tolerance)
+            said = Said(
+                gettext_noop("%(observation)s, %(tensor)s, against the job's golden (%(source)s): %(figures)s"),
+                observation="golden.logits",
+                tensor=name,
+                source=golden.source,
+                figures=_figures(report),
+            )
+            self.check(f"golden:{name}", report["passed"], said)
 
     def array(self, name: str) -> np.ndarray:
         if name not in self.arrays:
@@ -99,11 +150,16 @@ class Observed:
             raise self._not_of_form(name, form)
         return value
 
-    def floats(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """Keys or values as the device reads them back, float32 of `shape`, every one finite."""
+    def floats(self, name: str, shape: tuple[int, ...], dtype: type = np.float32) -> np.ndarray:
+        """Keys or values as the device reads them back (float32), or device times (float64), of `shape`, every
+        one finite."""
         value = self.array(name)
-        if value.dtype != np.float32 or value.shape != shape or not np.isfinite(value).all():
-            form = Said(gettext_noop("finite float32 values of shape %(shape)s"), shape=str(list(shape)))
+        if value.dtype != dtype or value.shape != shape or not np.isfinite(value).all():
+            form = Said(
+                gettext_noop("finite %(dtype)s values of shape %(shape)s"),
+                dtype=np.dtype(dtype).name,
+                shape=str(list(shape)),
+            )
             raise self._not_of_form(name, form)
         return value
 
@@ -389,7 +445,7 @@ def _output_buffer_soak(observed: Observed) -> None:
     observed.expect("buffers_given_back", {"buffers_given_back.dynamic_bytes": 0})
 
 
-# fixed_task (I06): its runner and failure plans; its golden plan's comparison is still the runner's.
+# fixed_task (I06): its runner, golden and failure plans.
 
 
 def _fixed_task_runner(observed: Observed) -> None:
@@ -428,12 +484,16 @@ def _fixed_task_runner(observed: Observed) -> None:
     observed.expect("busy_while_running", {"busy_while_running.code": ErrorCode.BUSY})
 
 
+def _fixed_task_golden(observed: Observed) -> None:
+    observed.against_golden(observed.golden(), ("prefill_logits", "decode_logits"))
+
+
 def _fixed_task_failure(observed: Observed) -> None:
     observed.expect("buffer_gone_after_clear", {"buffer_gone_after_clear.code": ErrorCode.INVALID_ARGUMENT})
     observed.expect("recreated", {"recreated.code": ErrorCode.SUCCESS})
 
 
-# c_api_nonblocking (I13): its runner and failure plans; its golden plan's comparison is still the runner's.
+# c_api_nonblocking (I13): its runner, golden and failure plans.
 
 
 def _c_api_nonblocking_runner(observed: Observed) -> None:
@@ -479,6 +539,18 @@ def _c_api_nonblocking_runner(observed: Observed) -> None:
         "errors_are_codes.wrong_shape": ErrorCode.SHAPE_MISMATCH,
     }
     observed.expect("errors_are_codes", refused)
+
+
+def _c_api_nonblocking_golden(observed: Observed) -> None:
+    # One blocking call for the prompt, then one per decode step: every one returns 0.
+    golden = observed.golden()
+    calls = golden.decode_steps + 1
+    returned = observed.integers("codes.returned")
+    said = Said(EQUAL, observation="codes.returned", observed=str(returned), expected=str([0] * calls))
+    served = returned == [0] * calls
+    observed.check("codes", served, said)
+    if served:
+        observed.against_golden(golden, ("decode_logits",))
 
 
 def _c_api_nonblocking_failure(observed: Observed) -> None:
@@ -653,6 +725,168 @@ def _fault_recovery_soak(observed: Observed) -> None:
     observed.check("recovered_every_time", recovered and retried, Said(BOTH, first=said, second=retries))
 
 
+# parallel_mode (I08, V20): its runner, golden, failure, integration and soak plans (after their own checks the
+# golden comparison, the serving loop and the soak are the stage's routine).
+
+
+def _every_job_done(observed: Observed, check: str) -> tuple[bool, Said, list[tuple[int, int]]]:
+    """Whether every job of every thread finished once with SUCCESS, what was observed, and the finished jobs'
+    (queue, order) in the order they finished."""
+    threads, per_thread = observed.params["threads"], observed.params["jobs_per_thread"]
+    queues, orders = observed.integers(f"{check}.queues"), observed.integers(f"{check}.orders")
+    codes = observed.integers(f"{check}.codes")
+    jobs = list(zip(queues, orders, strict=False))
+    expected = [(queue, order) for queue in range(threads) for order in range(per_thread)]
+    failed = sum(1 for code in codes if code != ErrorCode.SUCCESS)
+    done = len(queues) == len(orders) == len(codes) and sorted(jobs) == expected and failed == 0
+    said = Said(
+        gettext_noop(
+            "%(finished)s jobs finished, %(failed)s not SUCCESS (calculet expects jobs 0 to %(last)s of each of "
+            "%(threads)s queues, each once, each SUCCESS)"
+        ),
+        finished=len(codes),
+        failed=failed,
+        last=per_thread - 1,
+        threads=threads,
+    )
+    return done, said, jobs
+
+
+def _in_flight(observed: Observed, check: str) -> None:
+    depth = observed.integer(f"{check}.max_queue_depth")
+    limit = observed.params["max_in_flight"]
+    said = Said(
+        gettext_noop("%(observation)s: %(observed)s (calculet expects more than 1, at most %(limit)s)"),
+        observation=f"{check}.max_queue_depth",
+        observed=depth,
+        limit=limit,
+    )
+    observed.check(check, 1 < depth <= limit, said)
+
+
+def _parallel_mode_runner(observed: Observed) -> None:
+    done, said, jobs = _every_job_done(observed, "all_jobs_done")
+    observed.check("all_jobs_done", done, said)
+    ends = observed.floats("per_queue_order.end_ms", (len(jobs),), np.float64).tolist()
+    disorder = []
+    for queue in sorted({queue for queue, _ in jobs}):
+        in_order = [end for (q, _), end in sorted(zip(jobs, ends, strict=True)) if q == queue]
+        if any(later <= earlier for earlier, later in zip(in_order, in_order[1:], strict=False)):
+            disorder.append(queue)
+    said = Said(
+        gettext_noop("queues whose jobs did not finish in submission order: %(queues)s (calculet expects none)"),
+        queues=str(disorder),
+    )
+    observed.check("per_queue_order", not disorder, said)
+    _in_flight(observed, "jobs_in_flight_at_once")
+    accepted = {"overflow_is_queue_full.accepted": observed.params["max_in_flight"]}
+    observed.expect("overflow_is_queue_full", accepted | {"overflow_is_queue_full.code": ErrorCode.QUEUE_FULL})
+    observed.expect("limit_bounded", {"limit_bounded.code": ErrorCode.INVALID_ARGUMENT})
+
+
+def _parallel_mode_golden(observed: Observed) -> None:
+    calbin = observed.package()
+    served, said, jobs = _every_job_done(observed, "same_as_one_at_a_time")
+    if served:
+        together, alone = "same_as_one_at_a_time.together", "same_as_one_at_a_time.alone"
+        served, said = observed.same_bits(together, alone, len(jobs))
+    if served:
+        expected = np.concatenate(
+            [calbin.reference_logits(parallel_mode.job_prompt(queue, order), [0]) for queue, order in jobs]
+        )
+        report = compare(expected, observed.bits(together, (len(jobs), calbin.config.vocab)))
+        served = report["passed"]
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of each job's prompt: %(figures)s"),
+            observation=together,
+            figures=_figures(report),
+        )
+        said = Said(BOTH, first=said, second=replayed)
+    observed.check("same_as_one_at_a_time", served, said)
+
+
+def _parallel_mode_failure(observed: Observed) -> None:
+    # One job per lane, up to the limit, under a core exception; then the same jobs after the reset.
+    count = min(observed.package().decode_lanes, observed.params["max_in_flight"])
+    faulted = [int(ErrorCode.CORE_EXCEPTION)] + [int(ErrorCode.JOB_ABORTED)] * (count - 1)
+    observed.expect("fault_with_jobs_in_flight", {"fault_with_jobs_in_flight.codes": faulted})
+    observed.expect("jobs_run_after_reset", {"jobs_run_after_reset.codes": [int(ErrorCode.SUCCESS)] * count})
+
+
+def _parallel_mode_serving(observed: Observed) -> None:
+    _in_flight(observed, "served_in_parallel")
+
+
+# full_debug (I14): its runner and golden plans, and at failure, integration and soak the dump of each call the
+# stage's routine made (the routine itself is the stage's).
+
+
+def _full_debug_runner(observed: Observed) -> None:
+    calbin = observed.package()
+    observed.expect("version", {"version.calrt": str(observed.device.get("calrt", ""))})
+    sizes = {"dtype_bit_size.sizes": list(full_debug.DTYPE_BITS.values())}
+    observed.expect("dtype_bit_size", sizes | {"dtype_bit_size.unknown": ErrorCode.DTYPE_MISMATCH})
+    prompt = calbin.goldens.prompt_ids.tolist()
+    shape = (calbin.config.layers, len(prompt), calbin.config.hidden)
+    dump = observed.array("dump_per_layer.dump")
+    said = Said(EQUAL, observation="dump_per_layer.dump", observed=str(list(dump.shape)), expected=str(list(shape)))
+    observed.check("dump_per_layer", dump.shape == shape and bool(np.isfinite(dump).all()), said)
+    with_debug = float(observed.floats("debug_costs_d2h.with_debug_ms", (), np.float64))
+    without = float(observed.floats("debug_costs_d2h.without_debug_ms", (), np.float64))
+    said = Said(
+        gettext_noop("D2H %(with_debug)s ms with full debug, %(without)s ms without (calculet expects more with it)"),
+        with_debug=with_debug,
+        without=without,
+    )
+    observed.check("debug_costs_d2h", with_debug > without, said)
+    codes = {"output_unchanged.plain_code": ErrorCode.SUCCESS, "output_unchanged.debugged_code": ErrorCode.SUCCESS}
+    served, said = observed.matches(codes)
+    if served:
+        served, said = observed.same_bits("output_unchanged.plain", "output_unchanged.debugged", 1)
+    if served:
+        report = compare(
+            calbin.reference_logits(prompt, [0]), observed.bits("output_unchanged.plain", (1, calbin.config.vocab))
+        )
+        served = report["passed"]
+        replayed = Said(
+            gettext_noop("%(observation)s against calculet's replay of the package's golden prompt: %(figures)s"),
+            observation="output_unchanged.plain",
+            figures=_figures(report),
+        )
+        said = Said(BOTH, first=said, second=replayed)
+    observed.check("output_unchanged", served, said)
+
+
+def _full_debug_golden(observed: Observed) -> None:
+    calbin = observed.package()
+    prompt = calbin.goldens.prompt_ids.tolist()
+    shape = (calbin.config.layers, len(prompt), calbin.config.hidden)
+    dump = observed.floats("layers_match_reference.dump", shape)
+    worst = full_debug.lowest_cosine(full_debug.reference_dump(calbin, prompt), list(dump))
+    said = Said(
+        gettext_noop(
+            "lowest cosine of a layer of %(observation)s against calculet's reference: %(cosine).8f (calculet "
+            "expects at least %(minimum)s)"
+        ),
+        observation="layers_match_reference.dump",
+        cosine=worst,
+        minimum=full_debug.LAYER_COSINE_MIN,
+    )
+    observed.check("layers_match_reference", worst >= full_debug.LAYER_COSINE_MIN, said)
+
+
+def _full_debug_dumped(observed: Observed) -> None:
+    layers = observed.package().config.layers
+    dumped = observed.integers("dumped_every_layer.layers")
+    said = Said(
+        gettext_noop("%(observation)s: %(observed)s (calculet expects one or more calls, each of %(layers)s layers)"),
+        observation="dumped_every_layer.layers",
+        observed=str(dumped),
+        layers=layers,
+    )
+    observed.check("dumped_every_layer", bool(dumped) and all(count == layers for count in dumped), said)
+
+
 def _figures(report: dict) -> str:
     """A comparison's broken limits, or its cosine and top-1 when it holds."""
     return "; ".join(report["failures"]) or f"cosine {report['cosine']:.6f}, top1 {report['top1']:.3f}"
@@ -694,8 +928,34 @@ PROBE_JUDGES: dict[str, ProbeJudge] = {
     "output_buffer": ProbeJudge(
         {"runner": _output_buffer_runner, "failure": _output_buffer_failure, "soak": _output_buffer_soak}
     ),
-    "fixed_task": ProbeJudge({"runner": _fixed_task_runner, "failure": _fixed_task_failure}),
-    "c_api_nonblocking": ProbeJudge({"runner": _c_api_nonblocking_runner, "failure": _c_api_nonblocking_failure}),
+    "fixed_task": ProbeJudge(
+        {"runner": _fixed_task_runner, "golden": _fixed_task_golden, "failure": _fixed_task_failure}
+    ),
+    "c_api_nonblocking": ProbeJudge(
+        {
+            "runner": _c_api_nonblocking_runner,
+            "golden": _c_api_nonblocking_golden,
+            "failure": _c_api_nonblocking_failure,
+        }
+    ),
+    "parallel_mode": ProbeJudge(
+        {
+            "runner": _parallel_mode_runner,
+            "golden": _parallel_mode_golden,
+            "failure": _parallel_mode_failure,
+            "integration": _parallel_mode_serving,
+            "soak": _parallel_mode_serving,
+        }
+    ),
+    "full_debug": ProbeJudge(
+        {
+            "runner": _full_debug_runner,
+            "golden": _full_debug_golden,
+            "failure": _full_debug_dumped,
+            "integration": _full_debug_dumped,
+            "soak": _full_debug_dumped,
+        }
+    ),
     "error_codes": ProbeJudge({"runner": _error_codes_runner}),
     "error_mapping": ProbeJudge(
         {
@@ -727,13 +987,19 @@ def measured_files(stage: str, probes: list[dict]) -> list[str]:
     return [*MEASURED_FILES.get(stage, ()), *observed]
 
 
-def probe_judgements(stage: str, result: dict, probes: list[dict], workdir: Path, calbin: Path) -> dict[str, Judgement]:
+def probe_judgements(
+    stage: str, result: dict, probes: list[dict], workdir: Path, calbin: Path, golden: JobGolden
+) -> dict[str, Judgement]:
     """calculet's verdict on each of the job's probes it judges at `stage`, by name, from the observations the
-    runner left in `workdir`; `result` is the runner's (its entry for the probe says what the runner claims)."""
+    runner left in `workdir`; `result` is the runner's (its entry for the probe says what the runner claims);
+    `golden` the job's, for the golden plans that compare their own path with it."""
     names = _judged_here(stage, probes)
     if not names:
         return {}
     entries = {entry.get("name"): entry for entry in result.get("probes", []) if isinstance(entry, dict)}
+    asked = {probe["name"]: probe.get("params") for probe in reversed(probes)}  # the first of a name's
+    reported = result.get("device")
+    device: dict = reported if isinstance(reported, dict) else {}
     package: Calbin | None | NoReference
     try:
         package = package_reference(calbin, result).package  # loaded once for all the probes
@@ -743,17 +1009,34 @@ def probe_judgements(stage: str, result: dict, probes: list[dict], workdir: Path
         # A vendor-form package has no reference to replay its probes on: their checks stay the runner's word,
         # as those of every probe not judged here (docs/acceptance.md), rather than fail a package that is right.
         return {}
-    return {name: _probe_judgement(name, stage, entries.get(name, {}), workdir, package) for name in names}
+    return {
+        name: _probe_judgement(
+            name, stage, entries.get(name, {}), workdir, package, calbin, golden, asked[name], device
+        )
+        for name in names
+    }
 
 
-def _probe_judgement(name: str, stage: str, claimed: dict, workdir: Path, package: Calbin | NoReference) -> Judgement:
+def _probe_judgement(
+    name: str,
+    stage: str,
+    claimed: dict,
+    workdir: Path,
+    package: Calbin | NoReference,
+    calbin: Path,
+    golden: JobGolden,
+    params: dict | None,
+    device: dict,
+) -> Judgement:
     file = OBSERVED_FILE.format(probe=name, stage=stage)
     field_name = f"measurements.probes.{name}"
     try:
         arrays = read_npz(workdir / file)
         if isinstance(package, NoReference):
             raise package
-        observed = Observed(name, file, arrays, package)
+        observed = Observed(
+            name, file, arrays, package, calbin, golden, PROBES[name].parse_params(params, name), device
+        )
         PROBE_JUDGES[name].stages[stage](observed)
     except NoReference as error:
         said = _of_probe(name, said_by(error))

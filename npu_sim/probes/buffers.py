@@ -178,6 +178,7 @@ def _fixed_golden(run: ProbeRun) -> None:
     session = run.session()
     golden = run.ctx.golden(session.calbin)
     rows, _ = _fixed_decode(session, golden.prompt_ids.tolist(), golden.decode_input_ids.tolist())
+    run.observe("golden.logits", np.stack(rows).view(np.uint16))
     limits = tolerances(run.stage_params)
     reports = {
         "prefill_logits": compare(golden.prefill_logits, np.stack(rows[:1]), limits["prefill_logits"]),

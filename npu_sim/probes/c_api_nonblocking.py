@@ -85,6 +85,8 @@ def _c_golden(run: ProbeRun) -> None:
         rows.append(out[1].copy())
         kv.apply(1)
     kv.free(1)
+    run.observe("codes.returned", codes)
+    run.observe("golden.logits", np.stack(rows))
     limits = tolerances(run.stage_params)
     if run.check("codes", all(c == 0 for c in codes), f"{len(codes)} blocking calls returned {sorted(set(codes))}"):
         report = compare(golden.decode_logits, np.stack(rows[1:]), limits["decode_logits"])

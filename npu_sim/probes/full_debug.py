@@ -7,32 +7,44 @@ import numpy as np
 from npu_sim.client import run_request
 from npu_sim.errors import ErrorCode, code_of
 from npu_sim.golden import compare
+from npu_sim.loaded_calbin import Calbin
 from npu_sim.model import KvCache
 from npu_sim.probes import generic
 from npu_sim.probes.run import ProbeRun
 from npu_sim.probes.spec import MetricSpec, ProbeSpec, StagePlan
 from npu_sim.protocol.context import Session
 
+# What the runner plan asks the runtime for, and the bits it must answer (the caller checks them too:
+# acceptance.probe_judging).
+DTYPE_BITS = {"bf16": 16, "f32": 32, "s8": 8, "s32": 32}
+# The lowest cosine of a dumped layer's output against the reference's.
+LAYER_COSINE_MIN = 0.9999
 
-def reference_dump(session: Session, prompt: list[int]) -> list[np.ndarray]:
-    model = session.calbin.reference()
+
+def reference_dump(calbin: Calbin, prompt: list[int]) -> list[np.ndarray]:
+    """Each layer's output for a prefill of `prompt` on the package's reference."""
+    model = calbin.reference()
     model.dump = []
-    model.prefill(
-        KvCache(session.calbin.config, 1, session.calbin.k_dtype, session.calbin.v_dtype), 0, np.array(prompt), 0
-    )
+    model.prefill(KvCache(calbin.config, 1, calbin.k_dtype, calbin.v_dtype), 0, np.array(prompt), 0)
     return model.dump
+
+
+def lowest_cosine(expected: list[np.ndarray], dump: list[np.ndarray]) -> float:
+    return min(compare(e, d)["cosine"] or 0.0 for e, d in zip(expected, dump, strict=True))
 
 
 def _debug_runner(run: ProbeRun) -> None:
     session = run.session()
     device = session.device
     identity = device.identity
-    run.check("version", device.version() == identity.calrt, f"the runtime reports CalRT {device.version()}")
-    sizes = {name: device.dtype_bit_size(name) for name in ("bf16", "f32", "s8", "s32")}
-    unknown = code_of(lambda: device.dtype_bit_size("f7"))
+    version = run.observe("version.calrt", device.version())
+    run.check("version", version == identity.calrt, f"the runtime reports CalRT {version}")
+    sizes = {name: device.dtype_bit_size(name) for name in DTYPE_BITS}
+    run.observe("dtype_bit_size.sizes", list(sizes.values()))
+    unknown = run.observe("dtype_bit_size.unknown", code_of(lambda: device.dtype_bit_size("f7")))
     run.check(
         "dtype_bit_size",
-        sizes == {"bf16": 16, "f32": 32, "s8": 8, "s32": 32} and unknown == ErrorCode.DTYPE_MISMATCH,
+        sizes == DTYPE_BITS and unknown == ErrorCode.DTYPE_MISMATCH,
         f"{sizes}; f7: {unknown.name}",
     )
     prompt = session.calbin.goldens.prompt_ids.tolist()
@@ -41,18 +53,26 @@ def _debug_runner(run: ProbeRun) -> None:
     debugged = run_request(device, session.calbin, session.kv, 1, prompt, 0)
     call = device.call_log[-1]
     dump = device.debug_dumps.get(call.call, [])
+    run.observe("dump_per_layer.dump", np.array(dump, dtype=np.float32))
     layers, hidden = session.calbin.config.layers, session.calbin.config.hidden
     run.check(
         "dump_per_layer",
         len(dump) == layers and all(d.shape == (len(prompt), hidden) for d in dump),
         f"{len(dump)} layers of {[d.shape for d in dump][:1]}",
     )
+    run.observe("debug_costs_d2h.with_debug_ms", call.time.d2h_ms)
+    run.observe("debug_costs_d2h.without_debug_ms", device.call_log[-2].time.d2h_ms)
     cost = call.time.d2h_ms > device.call_log[-2].time.d2h_ms
     run.check(
         "debug_costs_d2h",
         cost,
         f"D2H {call.time.d2h_ms:.4f} ms with debug, {device.call_log[-2].time.d2h_ms:.4f} ms without",
     )
+    run.observe("output_unchanged.plain_code", plain.code)
+    run.observe("output_unchanged.debugged_code", debugged.code)
+    if plain.ok and debugged.ok:
+        run.observe("output_unchanged.plain", plain.logits_rows().view(np.uint16))
+        run.observe("output_unchanged.debugged", debugged.logits_rows().view(np.uint16))
     same = (
         plain.ok
         and debugged.ok
@@ -70,9 +90,13 @@ def _debug_golden(run: ProbeRun) -> None:
     prompt = session.calbin.goldens.prompt_ids.tolist()
     run_request(session.device, session.calbin, session.kv, 1, prompt, 0)
     dump = session.device.debug_dumps[session.device.call_log[-1].call]
-    expected = reference_dump(session, prompt)
-    worst = min(compare(e, d)["cosine"] or 0.0 for e, d in zip(expected, dump, strict=True))
-    run.check("layers_match_reference", worst >= 0.9999, f"lowest cosine of a layer against the reference: {worst:.8f}")
+    run.observe("layers_match_reference.dump", np.array(dump, dtype=np.float32))
+    worst = lowest_cosine(reference_dump(session.calbin, prompt), dump)
+    run.check(
+        "layers_match_reference",
+        worst >= LAYER_COSINE_MIN,
+        f"lowest cosine of a layer against the reference: {worst:.8f}",
+    )
     generic.compare_with_golden(run, session)
 
 
@@ -82,6 +106,7 @@ def _debugging(plan: Callable[[ProbeRun, Session], None]) -> Callable[[ProbeRun]
         session.device.set_full_debug(True)
         plan(run, session)
         dumps = session.device.debug_dumps
+        run.observe("dumped_every_layer.layers", [len(dump) for dump in dumps.values()])
         layers = session.calbin.config.layers
         complete = bool(dumps) and all(len(dump) == layers for dump in dumps.values())
         run.check("dumped_every_layer", complete, f"{len(dumps)} calls dumped, {layers} layers each")

@@ -20,7 +20,8 @@ from npu_sim.protocol.context import Recorder, Session
 from npu_sim.stages import integration, soak
 
 
-def _prompt(queue: int, job: int) -> list[int]:
+def job_prompt(queue: int, job: int) -> list[int]:
+    """The prefill a thread submits as its queue's `job`-th (the caller replays it: acceptance.probe_judging)."""
     return [1 + queue, 2 + job, 3 + queue * job]
 
 
@@ -31,6 +32,7 @@ class Submitted:
     buffer: OutputBuffer
     kv: KvManager
     seq_id: int
+    code: ErrorCode | None = None  # what its wait returned, once settled
 
 
 @dataclass
@@ -53,7 +55,7 @@ def submit_from_threads(session: Session, threads: int, jobs: int) -> Concurrent
         outstanding: list[Submitted] = []
 
         def settle(item: Submitted) -> None:
-            code = item.buffer.wait(1e9)
+            code = item.code = item.buffer.wait(1e9)
             if code == ErrorCode.SUCCESS:
                 kv.apply(item.seq_id)
             kv.free(item.seq_id)
@@ -69,7 +71,7 @@ def submit_from_threads(session: Session, threads: int, jobs: int) -> Concurrent
             kv.allocate(seq_id, 3)
             while True:
                 try:
-                    buffer = device.infer(prefill, kv, {seq_id: _prompt(queue, order)}, queue=queue)
+                    buffer = device.infer(prefill, kv, {seq_id: job_prompt(queue, order)}, queue=queue)
                     break
                 except CalrtError as error:
                     if error.code != ErrorCode.QUEUE_FULL:
@@ -98,6 +100,8 @@ def _parallel_runner(run: ProbeRun) -> None:
     device = session.device
     device.enable_parallel_mode(p["max_in_flight"])
     outcome = submit_from_threads(session, p["threads"], p["jobs_per_thread"])
+    _observe_jobs(run, "all_jobs_done", outcome)
+    run.observe("per_queue_order.end_ms", [item.buffer.record.end_ms for item in outcome.done])
     expected = p["threads"] * p["jobs_per_thread"]
     ok = len(outcome.done) == expected and not outcome.errors
     run.check("all_jobs_done", ok, "; ".join(outcome.errors[:3]) or f"{expected} jobs from {p['threads']} threads")
@@ -113,7 +117,7 @@ def _parallel_runner(run: ProbeRun) -> None:
         not disorder,
         f"queues out of order: {disorder}" if disorder else "each queue's jobs finished in submission order",
     )
-    depth = device.counters()["max_queue_depth"]
+    depth = run.observe("jobs_in_flight_at_once.max_queue_depth", device.counters()["max_queue_depth"])
     run.check(
         "jobs_in_flight_at_once",
         1 < depth <= p["max_in_flight"],
@@ -128,6 +132,8 @@ def _parallel_runner(run: ProbeRun) -> None:
         except CalrtError as error:
             refused = error.code
             break
+    run.observe("overflow_is_queue_full.accepted", len(buffers))
+    run.observe("overflow_is_queue_full.code", refused)
     run.check(
         "overflow_is_queue_full",
         len(buffers) == p["max_in_flight"] and refused == ErrorCode.QUEUE_FULL,
@@ -135,7 +141,7 @@ def _parallel_runner(run: ProbeRun) -> None:
     )
     for buffer in buffers:
         buffer.wait(1e9)
-    too_many = code_of(lambda: device.enable_parallel_mode(MAX_IN_FLIGHT + 1))
+    too_many = run.observe("limit_bounded.code", code_of(lambda: device.enable_parallel_mode(MAX_IN_FLIGHT + 1)))
     run.check(
         "limit_bounded",
         too_many == ErrorCode.INVALID_ARGUMENT,
@@ -144,24 +150,43 @@ def _parallel_runner(run: ProbeRun) -> None:
     run.metrics.update({"jobs": expected, "overflows_retried": outcome.overflows, "max_queue_depth": depth})
 
 
+def _observe_jobs(run: ProbeRun, check: str, outcome: Concurrent) -> None:
+    """Each finished job's queue, order and code, in the order they finished."""
+    run.observe(f"{check}.queues", [item.queue for item in outcome.done])
+    run.observe(f"{check}.orders", [item.order for item in outcome.done])
+    run.observe(f"{check}.codes", [item.code for item in outcome.done])
+
+
 def _parallel_golden(run: ProbeRun) -> None:
     """What concurrent threads got equals the same prefills run one at a time, bit for bit."""
     p = run.params
     session = run.session()
     session.device.enable_parallel_mode(p["max_in_flight"])
     outcome = submit_from_threads(session, p["threads"], p["jobs_per_thread"])
+    _observe_jobs(run, "same_as_one_at_a_time", outcome)
+    together = [item.buffer.logits[item.seq_id].view(np.uint16) for item in outcome.done]
     alone = run.session()
-    differ = []
+    one_at_a_time = []
     for item in outcome.done:
         seq = alone.kv
         seq.allocate(1, 3)
         timeout = TIMEOUT_FACTOR * alone.handle.timing.prefill_call(3).total_ms
         expected = run_call(
-            alone.device, seq, alone.calbin.model_of_type("llm_prefill"), {1: _prompt(item.queue, item.order)}, timeout
+            alone.device,
+            seq,
+            alone.calbin.model_of_type("llm_prefill"),
+            {1: job_prompt(item.queue, item.order)},
+            timeout,
         )
         seq.free(1)
-        if not np.array_equal(expected.logits[1].view(np.uint16), item.buffer.logits[item.seq_id].view(np.uint16)):
-            differ.append((item.queue, item.order))
+        one_at_a_time.append(expected.logits[1].view(np.uint16))
+    run.observe("same_as_one_at_a_time.together", np.stack(together))
+    run.observe("same_as_one_at_a_time.alone", np.stack(one_at_a_time))
+    differ = [
+        (item.queue, item.order)
+        for item, got, wanted in zip(outcome.done, together, one_at_a_time, strict=True)
+        if not np.array_equal(got, wanted)
+    ]
     run.check(
         "same_as_one_at_a_time",
         not differ and bool(outcome.done),
@@ -184,14 +209,13 @@ def _parallel_failure(run: ProbeRun) -> None:
         kv.allocate(seq_id, 3)
         buffers.append(device.infer(session.calbin.model_of_type("llm_prefill"), kv, {seq_id: [1, 2, 3]}))
     device.disarm_faults()
-    codes = [b.wait(1e9) for b in buffers]
+    codes = run.observe("fault_with_jobs_in_flight.codes", [b.wait(1e9) for b in buffers])
     expected = [ErrorCode.CORE_EXCEPTION] + [ErrorCode.JOB_ABORTED] * (count - 1)
     run.check("fault_with_jobs_in_flight", codes == expected, f"codes {[c.name for c in codes]}")
     actions = recover(device, session.calbin, ErrorCode.CORE_EXCEPTION)
     again = [device.infer(session.calbin.model_of_type("llm_prefill"), kv, {s: [1, 2, 3]}) for s in range(1, count + 1)]
-    run.check(
-        "jobs_run_after_reset", all(b.wait(1e9) == ErrorCode.SUCCESS for b in again), f"after {', '.join(actions)}"
-    )
+    codes = run.observe("jobs_run_after_reset.codes", [b.wait(1e9) for b in again])
+    run.check("jobs_run_after_reset", all(c == ErrorCode.SUCCESS for c in codes), f"after {', '.join(actions)}")
     kv.clear()
 
 
@@ -202,7 +226,7 @@ def _parallel_serving(run: ProbeRun, routine: Callable[[Recorder, Session], obje
     device.enable_parallel_mode(run.params["max_in_flight"])
     second = Session(device, session.calbin, session.handle, device.create_kv_manager(session.calbin))
     recorders = serve_together(run, [("thread 0", session), ("thread 1", second)], routine)
-    depth = device.counters()["max_queue_depth"]
+    depth = run.observe("served_in_parallel.max_queue_depth", device.counters()["max_queue_depth"])
     run.check("served_in_parallel", depth > 1, f"up to {depth} jobs in flight from the two threads")
     run.metrics.update(
         {

@@ -54,7 +54,9 @@ def runs(two_lanes, tmp_path_factory) -> dict[tuple[str, str], tuple[dict, Path]
 def judged(stage: str, runs, two_lanes, workdir: Path | None = None, result: dict | None = None, probe="kv_shift"):
     ran, ran_in = runs[probe, stage]
     probes = [{"name": probe, "params": {}}]
-    return probe_judging.probe_judgements(stage, result or ran, probes, workdir or ran_in, two_lanes)[probe]
+    return probe_judging.probe_judgements(
+        stage, result or ran, probes, workdir or ran_in, two_lanes, probe_judging.JobGolden()
+    )[probe]
 
 
 def tampered(stage: str, runs, tmp_path: Path, change, probe="kv_shift") -> Path:
@@ -104,6 +106,53 @@ def bit_flipped(name: str):
     return change
 
 
+def drifted(name: str, rows: slice):
+    """The logits' BF16 bit patterns of `rows` moved far off (each value about three times as large)."""
+
+    def change(arrays):
+        arrays[name][rows] = (arrays[name][rows].view(np.int16) + 200).view(np.uint16)
+
+    return change
+
+
+def changed_at(name: str, index: int, value):
+    def change(arrays):
+        arrays[name][index] = value
+
+    return change
+
+
+def levelled(name: str):
+    """Every value of the observation the same."""
+
+    def change(arrays):
+        arrays[name] = np.full_like(arrays[name], arrays[name][0])
+
+    return change
+
+
+def both_drifted(*names: str):
+    def change(arrays):
+        for name in names:
+            drifted(name, slice(None))(arrays)
+
+    return change
+
+
+def last_layer_dropped(name: str):
+    def change(arrays):
+        arrays[name] = arrays[name][:-1]
+
+    return change
+
+
+def layer_negated(name: str):
+    def change(arrays):
+        arrays[name][0] = -arrays[name][0]
+
+    return change
+
+
 @pytest.mark.parametrize(
     ("probe", "stage", "change", "check"),
     [
@@ -148,6 +197,8 @@ def bit_flipped(name: str):
         ),
         ("fixed_task", "runner", bit_flipped("same_as_infer.infer"), "same_as_infer"),
         ("fixed_task", "runner", replaced("busy_while_running.code", 0), "busy_while_running"),
+        ("fixed_task", "golden", drifted("golden.logits", slice(0, 1)), "golden:prefill_logits"),
+        ("fixed_task", "golden", drifted("golden.logits", slice(2, 3)), "golden:decode_logits"),
         ("fixed_task", "failure", replaced("buffer_gone_after_clear.code", 0), "buffer_gone_after_clear"),
         ("fixed_task", "failure", replaced("recreated.code", int(ErrorCode.BUSY)), "recreated"),
         (
@@ -164,6 +215,8 @@ def bit_flipped(name: str):
             "blocking_equals_nonblocking",
         ),
         ("c_api_nonblocking", "runner", replaced("errors_are_codes.wrong_shape", 0), "errors_are_codes"),
+        ("c_api_nonblocking", "golden", replaced("codes.returned", [0, 0, 0, 0, 0, 0, 0, 0, 18]), "codes"),
+        ("c_api_nonblocking", "golden", drifted("golden.logits", slice(-1, None)), "golden:decode_logits"),
         ("c_api_nonblocking", "failure", replaced("faults_as_codes.busy", 0), "faults_as_codes"),
         (
             "c_api_nonblocking",
@@ -268,6 +321,41 @@ def bit_flipped(name: str):
         ),
         ("fault_recovery", "soak", replaced("recovered_every_time.recoveries", 2), "recovered_every_time"),
         ("fault_recovery", "soak", replaced("recovered_every_time.retries", 3), "recovered_every_time"),
+        ("parallel_mode", "runner", changed_at("all_jobs_done.codes", 3, int(ErrorCode.JOB_ABORTED)), "all_jobs_done"),
+        ("parallel_mode", "runner", changed_at("all_jobs_done.queues", 0, 7), "all_jobs_done"),
+        ("parallel_mode", "runner", levelled("per_queue_order.end_ms"), "per_queue_order"),
+        ("parallel_mode", "runner", replaced("jobs_in_flight_at_once.max_queue_depth", 1), "jobs_in_flight_at_once"),
+        ("parallel_mode", "runner", replaced("overflow_is_queue_full.accepted", 5), "overflow_is_queue_full"),
+        ("parallel_mode", "runner", replaced("overflow_is_queue_full.code", 0), "overflow_is_queue_full"),
+        ("parallel_mode", "runner", replaced("limit_bounded.code", 0), "limit_bounded"),
+        ("parallel_mode", "golden", changed_at("same_as_one_at_a_time.codes", 0, 21), "same_as_one_at_a_time"),
+        ("parallel_mode", "golden", bit_flipped("same_as_one_at_a_time.alone"), "same_as_one_at_a_time"),
+        (
+            "parallel_mode",
+            "golden",
+            both_drifted("same_as_one_at_a_time.together", "same_as_one_at_a_time.alone"),
+            "same_as_one_at_a_time",
+        ),
+        (
+            "parallel_mode",
+            "failure",
+            replaced("fault_with_jobs_in_flight.codes", [21, 21]),
+            "fault_with_jobs_in_flight",
+        ),
+        ("parallel_mode", "failure", replaced("jobs_run_after_reset.codes", [0, 24]), "jobs_run_after_reset"),
+        ("parallel_mode", "integration", replaced("served_in_parallel.max_queue_depth", 1), "served_in_parallel"),
+        ("parallel_mode", "soak", replaced("served_in_parallel.max_queue_depth", 9), "served_in_parallel"),
+        ("full_debug", "runner", replaced("version.calrt", "0.0.1"), "version"),
+        ("full_debug", "runner", replaced("dtype_bit_size.sizes", [16, 32, 8, 16]), "dtype_bit_size"),
+        ("full_debug", "runner", replaced("dtype_bit_size.unknown", 0), "dtype_bit_size"),
+        ("full_debug", "runner", last_layer_dropped("dump_per_layer.dump"), "dump_per_layer"),
+        ("full_debug", "runner", replaced("debug_costs_d2h.with_debug_ms", 0.0), "debug_costs_d2h"),
+        ("full_debug", "runner", bit_flipped("output_unchanged.debugged"), "output_unchanged"),
+        ("full_debug", "runner", replaced("output_unchanged.debugged_code", 21), "output_unchanged"),
+        ("full_debug", "golden", layer_negated("layers_match_reference.dump"), "layers_match_reference"),
+        ("full_debug", "failure", replaced("dumped_every_layer.layers", []), "dumped_every_layer"),
+        ("full_debug", "integration", changed_at("dumped_every_layer.layers", 0, 1), "dumped_every_layer"),
+        ("full_debug", "soak", changed_at("dumped_every_layer.layers", -1, 0), "dumped_every_layer"),
     ],
 )
 def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runner_s_pass(
@@ -278,6 +366,20 @@ def test_an_observation_that_does_not_support_the_check_fails_it_under_the_runne
     assert [c["name"] for c in judgement.metrics["checks"] if not c["passed"]] == [check]
     assert [f["code"] for f in judgement.findings] == ["claim_unsupported", "probe_check_failed"]
     assert judgement.findings[1]["message"].startswith(f"{probe}: {check}: ")
+
+
+def test_a_golden_plan_is_judged_with_the_job_s_tolerances(runs, two_lanes, tmp_path):
+    """The last bit of every logit changed: ties break otherwise, beyond the default top-1 and top-5 limits, and
+    within a job's that allows them."""
+    ran, _ = runs["fixed_task", "golden"]
+    workdir = tampered("golden", runs, tmp_path, bit_flipped("golden.logits"), "fixed_task")
+    probes = [{"name": "fixed_task", "params": {}}]
+    default = probe_judging.probe_judgements("golden", ran, probes, workdir, two_lanes, probe_judging.JobGolden())
+    assert [c["name"] for c in default["fixed_task"].metrics["checks"] if not c["passed"]] == ["golden:decode_logits"]
+    assert "golden.logits, decode_logits, against the job's golden (package): top1" in default["fixed_task"].reason
+    allowing = probe_judging.JobGolden(tolerances={"decode_logits": {"top1_min": 0.9, "topk_min": 0.9}})
+    loose = probe_judging.probe_judgements("golden", ran, probes, workdir, two_lanes, allowing)["fixed_task"]
+    assert loose.passed, loose.reason
 
 
 def test_a_fixed_task_and_an_infer_that_agree_on_wrong_logits_fail_against_calculet_s_replay(runs, two_lanes, tmp_path):

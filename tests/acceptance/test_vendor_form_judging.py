@@ -186,5 +186,7 @@ def test_a_vendor_form_package_s_probe_checks_stay_the_runner_s_word(runs, tmp_p
     # calculet has no reference to replay a vendor-form package's probes on: judging them would fail every real
     # vendor package on a board with no_reference, so their checks stay the runner's, as an unconverted probe's.
     result = {"verdict": "pass", "probes": [{"name": "kv_shift", "verdict": "pass"}]}
-    judged = probe_judging.probe_judgements("runner", result, [{"name": "kv_shift"}], tmp_path, runs["package"])
+    judged = probe_judging.probe_judgements(
+        "runner", result, [{"name": "kv_shift"}], tmp_path, runs["package"], probe_judging.JobGolden()
+    )
     assert judged == {}

@@ -250,7 +250,8 @@ def _judged(
     judgement = judging.stage_judgement(
         stage, outcome.result, workdir, params, probes, calbin, golden_source, golden_path
     )
-    probes_judged = probe_judging.probe_judgements(stage, outcome.result, probes, workdir, calbin)
+    job_golden = probe_judging.JobGolden(golden_source, golden_path, params.get("tolerances", {}))
+    probes_judged = probe_judging.probe_judgements(stage, outcome.result, probes, workdir, calbin, job_golden)
     judgement = probe_judging.with_probe_checks(judgement, probes_judged)
     judged = {"passed": judgement.passed, "reason": judgement.reason}
     if probes_judged:
