@@ -1,0 +1,149 @@
+"""What issue 23's fixes show a user in a real Chromium, in both languages: a comment and a promotion without
+JavaScript, a service's refusal in the reader's language, and the evidence register's inline code drawn as
+code rather than backticks."""
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from acceptance.models import PromotionAttempt
+from evidence.models import Capability, EvidenceItem
+from tests.factories import put_to
+from tests.web.conftest import log_in
+from vendor.models import Comment
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WORDS = {
+    "en": {
+        "switch": None,
+        "move_to": "Move to",
+        "ask": "Ask the gate",
+        "nothing_changed": "Nothing changed.",
+        "already": "The capability is already {status}.",
+    },
+    "zh-hans": {
+        "switch": "简体中文",
+        "move_to": "变更为",
+        "ask": "提交门禁",
+        "nothing_changed": "没有任何改变。",
+        "already": "该能力已经是 {status}。",
+    },
+}
+LANGUAGES = list(WORDS)
+
+
+def in_language(page, language):
+    if WORDS[language]["switch"]:
+        page.get_by_role("button", name=WORDS[language]["switch"]).click()
+        expect(page.locator("html")).to_have_attribute("lang", language)
+
+
+@pytest.fixture
+def page_without_javascript(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    yield context.new_page()
+    context.close()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_comment_without_javascript_lands_on_the_comment_in_either_language(
+    page_without_javascript, pm, acme, checklist, language
+):
+    page = page_without_javascript
+    put_to(pm, acme, "V18", ask=True)
+    log_in(page, "ada")
+    page.goto("/questions/V18/")
+    in_language(page, language)
+    page.locator("#comment-new-body").fill("没有脚本的表单。Plain form.")
+    page.locator("#comment-thread form.comment-form button[type=submit]").click()
+    comment = Comment.objects.get()
+    expect(page).to_have_url(re.compile(rf"/questions/V18/#comment-{comment.pk}$"))
+    expect(page.locator("html")).to_have_attribute("lang", language)
+    expect(page.locator(f"#comment-{comment.pk} .comment-body")).to_have_text("没有脚本的表单。Plain form.")
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_promotion_without_javascript_reads_blocked_in_either_language_and_a_reload_asks_nothing(
+    page_without_javascript, pm, checklist, language
+):
+    page = page_without_javascript
+    log_in(page, "ada")
+    page.goto("/capabilities/multi-board/")
+    in_language(page, language)
+    page.get_by_label(WORDS[language]["move_to"], exact=True).select_option("C0")
+    page.get_by_role("button", name=WORDS[language]["ask"]).click()
+    attempt = PromotionAttempt.objects.get()
+    expect(page).to_have_url(re.compile(rf"/capabilities/multi-board/\?attempt={attempt.pk}#capability-promotion$"))
+    expect(page.locator("#promotion-blocked")).to_contain_text(WORDS[language]["nothing_changed"])
+    page.reload()
+    expect(page.locator("#promotion-blocked")).to_contain_text(WORDS[language]["nothing_changed"])
+    assert PromotionAttempt.objects.count() == 1
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_refused_promotion_says_why_in_the_readers_language(page, pm, checklist, language):
+    """The service's refusal (a ConflictError carrying its template) is said beside the field it is about."""
+    status = Capability.objects.get(slug="multi-board").status
+    log_in(page, "ada")
+    page.goto("/capabilities/multi-board/")
+    in_language(page, language)
+    page.get_by_label(WORDS[language]["move_to"], exact=True).select_option(status)
+    page.get_by_role("button", name=WORDS[language]["ask"]).click()
+    expect(page.locator("#capability-promotion .field-error[role=alert]")).to_have_text(
+        WORDS[language]["already"].format(status=status)
+    )
+    assert Capability.objects.get(slug="multi-board").status == status
+    assert PromotionAttempt.objects.count() == 0
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_evidence_register_draws_the_checklists_inline_code_as_code(page, pm, checklist, language):
+    item = next(
+        item
+        for item in EvidenceItem.objects.filter(origin=EvidenceItem.SEED).order_by("code")
+        if "`" in item.conclusion or "`" in item.explanation
+    )
+    spans = re.findall(r"`([^`]+)`", item.conclusion + item.explanation)
+    log_in(page, "ada")
+    page.goto(f"/evidence/?table={item.code[0]}")
+    in_language(page, language)
+    row = page.locator(f"#evidence-{item.code}")
+    expect(row).to_be_visible()
+    assert "`" not in row.inner_text()
+    for span in spans:
+        expect(row.locator("code", has_text=span).first).to_be_visible()
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_back_after_an_in_place_demotion_shows_the_new_status(page, pm, checklist, language):
+    """The page's own response must not be kept (`Cache-Control: no-store`): Back would otherwise draw the
+    status from before the change made in place on it."""
+    capability = Capability.objects.filter(status__in=["C0", "C1", "C2"]).order_by("slug").first()
+    demoted = f"C{int(capability.status[1]) + 1}"
+    log_in(page, "ada")
+    page.goto(f"/capabilities/{capability.slug}/")
+    in_language(page, language)
+    page.goto(f"/capabilities/{capability.slug}/")
+    page.get_by_label(WORDS[language]["move_to"], exact=True).select_option(demoted)
+    page.locator("#promotion-reason").fill("回归 regression")
+    page.get_by_role("button", name=WORDS[language]["ask"]).click()
+    expect(page.locator("#capability-status")).to_have_text(demoted)
+    page.goto("/evidence/")
+    page.go_back()
+    expect(page).to_have_url(re.compile(rf"/capabilities/{capability.slug}/$"))
+    expect(page.locator("#capability-status")).to_have_text(demoted)
+    assert Capability.objects.get(pk=capability.pk).status == demoted
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_webhook_form_starts_on_the_pms_own_team(page, pm, acme, other_engineer, checklist, language):
+    """Vendors' organisations sort before the team ("Acme NPU", "Bolt Silicon"): the first of the list is not
+    whose hook a PM most likely makes."""
+    log_in(page, "ada")
+    page.goto("/webhooks/")
+    in_language(page, language)
+    chosen = page.locator("#hook-organisation option:checked")
+    expect(chosen).to_have_text(re.compile(r"^Integration team \("))
+    expect(page.locator("#hook-organisation option")).to_have_count(3)
