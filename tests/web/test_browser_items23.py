@@ -147,3 +147,28 @@ def test_the_webhook_form_starts_on_the_pms_own_team(page, pm, acme, other_engin
     chosen = page.locator("#hook-organisation option:checked")
     expect(chosen).to_have_text(re.compile(r"^Integration team \("))
     expect(page.locator("#hook-organisation option")).to_have_count(3)
+
+
+EXPORT_WORDS = {
+    "en": {"csv_heading": "code,section,question,", "markdown_state": "| New |"},
+    "zh-hans": {"csv_heading": "编号,小节,问题,", "markdown_state": "| 新建 |"},
+}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_exports_downloaded_from_the_reports_page_speak_the_readers_language(page, pm, checklist, language):
+    """The CSV's headings and the Markdown's states in the language the page was read in; the CSV's cells stay
+    codes (V01's state `new`), for a spreadsheet's filters in either language."""
+    log_in(page, "ada")
+    page.goto("/reports/")
+    in_language(page, language)
+    with page.expect_download() as download:
+        page.locator("a[href$='checklist.csv']").click()
+    rows = download.value.path().read_bytes().decode("utf-8-sig").splitlines()
+    assert rows[0].startswith(EXPORT_WORDS[language]["csv_heading"]), rows[0]
+    assert next(row for row in rows if row.startswith("V01,")).count(",new,") == 1
+    with page.expect_download() as download:
+        page.locator("a[href$='checklist.md']").click()
+    markdown = download.value.path().read_text(encoding="utf-8")
+    v01 = next(line for line in markdown.splitlines() if line.startswith("| V01 "))
+    assert EXPORT_WORDS[language]["markdown_state"] in v01, v01
