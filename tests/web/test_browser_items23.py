@@ -10,8 +10,8 @@ from playwright.sync_api import expect
 from acceptance.models import PromotionAttempt
 from evidence.models import Capability, EvidenceItem
 from tests.factories import put_to
-from tests.web.conftest import log_in
-from vendor.models import Comment
+from tests.web.conftest import htmx_wired, log_in
+from vendor.models import Comment, Question
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,6 +22,7 @@ WORDS = {
         "ask": "Ask the gate",
         "nothing_changed": "Nothing changed.",
         "already": "The capability is already {status}.",
+        "past": "is in the past",
     },
     "zh-hans": {
         "switch": "简体中文",
@@ -29,6 +30,7 @@ WORDS = {
         "ask": "提交门禁",
         "nothing_changed": "没有任何改变。",
         "already": "该能力已经是 {status}。",
+        "past": "已经过去",
     },
 }
 LANGUAGES = list(WORDS)
@@ -172,3 +174,27 @@ def test_the_exports_downloaded_from_the_reports_page_speak_the_readers_language
     markdown = download.value.path().read_text(encoding="utf-8")
     v01 = next(line for line in markdown.splitlines() if line.startswith("| V01 "))
     assert EXPORT_WORDS[language]["markdown_state"] in v01, v01
+
+
+COLUMN_EDGES = (
+    "() => [...document.querySelectorAll('#question-table thead th')].map(th => th.getBoundingClientRect().left)"
+)
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_a_refused_cell_edit_says_why_in_the_cell_without_moving_the_columns(page, pm, checklist, language):
+    log_in(page, "ada")
+    page.goto("/questions/?section=12.1")
+    in_language(page, language)
+    row = page.locator("#question-V01")
+    row.locator("#cell-V01-due_date a.cell-value").click()
+    htmx_wired(page, '#question-V01 input[name="due_date"]')
+    before = page.evaluate(COLUMN_EDGES)
+    row.locator('input[name="due_date"]').fill("2020-01-01")
+    row.locator('input[name="due_date"]').dispatch_event("change")
+    alert = row.locator("#cell-V01-due_date .field-error[role=alert]")
+    expect(alert).to_contain_text("2020-01-01")
+    expect(alert).to_contain_text(WORDS[language]["past"])
+    # The sentence wraps inside the column the date's control already made, under the control.
+    assert page.evaluate(COLUMN_EDGES) == before
+    assert Question.objects.get(code="V01").due_date is None
