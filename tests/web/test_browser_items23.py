@@ -8,8 +8,9 @@ import pytest
 from playwright.sync_api import expect
 
 from acceptance.models import PromotionAttempt
+from acceptance.services import answer_submit
 from evidence.models import Capability, EvidenceItem
-from tests.factories import put_to
+from tests.factories import answer_draft, put_to
 from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Comment, Question
 
@@ -198,3 +199,30 @@ def test_a_refused_cell_edit_says_why_in_the_cell_without_moving_the_columns(pag
     # The sentence wraps inside the column the date's control already made, under the control.
     assert page.evaluate(COLUMN_EDGES) == before
     assert Question.objects.get(code="V01").due_date is None
+
+
+ANSWER_WORDS = {
+    "en": {4: "Model package at decode batch 4", 8: "Model package at decode batch 8"},
+    "zh-hans": {4: "decode batch 4 的模型包", 8: "decode batch 8 的模型包"},
+}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_each_answer_on_the_question_page_names_its_deliverable(page, pm, acme, acme_engineer, checklist, language):
+    """V18 owes a package per decode batch: two revisions look alike unless each says which one it is for."""
+    put_to(pm, acme, "V18")
+    question = Question.objects.get(code="V18")
+    answers = {
+        batch: answer_submit(
+            actor=acme_engineer,
+            question=question,
+            draft=answer_draft({"deliverable": f"package-batch-{batch}", "summary": f"batch {batch}"}),
+        )
+        for batch in (8, 4)
+    }
+    log_in(page, "ada")
+    page.goto("/questions/V18/")
+    in_language(page, language)
+    for batch, answer in answers.items():
+        deliverable = page.locator(f"#answer-{answer.pk} .answer-deliverable")
+        expect(deliverable).to_have_text(f"{ANSWER_WORDS[language][batch]} package-batch-{batch}")
