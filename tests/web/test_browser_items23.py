@@ -8,9 +8,12 @@ import pytest
 from playwright.sync_api import expect
 
 from acceptance.models import PromotionAttempt
+from acceptance.recipes import KV_MANAGER_CALLS
 from acceptance.services import answer_submit
+from acceptance.services.deliverable_checks import deliverable_check_answer
 from evidence.models import Capability, EvidenceItem
-from tests.factories import answer_draft, put_to
+from tests.acceptance.test_deliverable_checks import answer_with, sdk_archive
+from tests.factories import answer_draft, make_artifact, put_to
 from tests.web.conftest import htmx_wired, log_in
 from vendor.models import Comment, Question
 
@@ -226,3 +229,36 @@ def test_each_answer_on_the_question_page_names_its_deliverable(page, pm, acme, 
     for batch, answer in answers.items():
         deliverable = page.locator(f"#answer-{answer.pk} .answer-deliverable")
         expect(deliverable).to_have_text(f"{ANSWER_WORDS[language][batch]} package-batch-{batch}")
+
+
+FOUND_WORDS = {
+    "en": {"found": "Calls found in the headers and the library", "missing": "Calls missing"},
+    "zh-hans": {"found": "在头文件和库中找到的调用", "missing": "缺少的调用"},
+}
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_the_static_checks_panel_lists_the_sdk_calls_it_found(pm, acme, acme_engineer, page, tmp_path, language):
+    """A passed SDK check says which calls it found where: "nothing found" alone read as no entry points."""
+    golden = make_artifact(acme_engineer, b"golden", kind="golden", version="1.0", file_name="golden.npz")
+    answer, _deliverable, _capability = answer_with(
+        acme_engineer,
+        acme,
+        golden,
+        tmp_path,
+        code="V26",
+        kind="sdk",
+        artifact_kind="sdk",
+        data=sdk_archive(tmp_path),
+        capability_slug="kv-manager-api",
+    )
+    deliverable_check_answer(answer.pk)
+    log_in(page, "ada")
+    page.goto("/questions/V26/")
+    in_language(page, language)
+    found = page.locator("#deliverables .check-found")
+    expect(found.locator("dt")).to_have_text([FOUND_WORDS[language]["found"], FOUND_WORDS[language]["missing"]])
+    calls = found.locator("dd").first
+    for call in KV_MANAGER_CALLS:
+        expect(calls).to_contain_text(call)
+    expect(found.locator("dd").last).to_have_text("—")
