@@ -10,13 +10,16 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
+from django.views.decorators.cache import never_cache
 
 
 def page_for(may_open: Callable) -> Callable:
     """A page for signed-in users for whom `may_open(user)` holds (a `vendor.access.may_*` predicate).
-    Anyone else gets 404, as for anything that is not theirs."""
+    Anyone else gets 404, as for anything that is not theirs. No page is kept by the browser
+    (`Cache-Control: no-store`): Back after a change made in place would otherwise show the state before it."""
 
     def decorator(view):
+        @never_cache
         @login_required
         @wraps(view)
         def wrapper(request, *args, **kwargs):

@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
+from django.views.decorators.cache import never_cache
 
 from acceptance import stages
 from acceptance.selectors import (
@@ -35,9 +36,11 @@ BLOCKED_LIMIT = 50
 BLOCKED_WINDOW = datetime.timedelta(days=7)
 
 
+@never_cache
 @login_required
 def dashboard(request):
-    """The team's front page; a vendor lands on their organisation's questions instead."""
+    """The team's front page; a vendor lands on their organisation's questions instead. Not kept by the
+    browser, as no page is (`web.page_for`)."""
     if is_vendor_member(request.user):
         return redirect("vendor-home")
     return _team_dashboard(request)

@@ -258,20 +258,6 @@ def test_the_discussion_mentions_edits_and_keeps_history(
     vendor.context.close()
 
 
-def test_a_comment_works_without_javascript(browser, live_server, pm, acme, checklist):
-    put_to(pm, acme, "V18", ask=True)
-    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
-    page = context.new_page()
-    log_in(page, "ada")
-    page.goto("/questions/V18/")
-    page.locator("#comment-new-body").fill("Plain form, no script.")
-    page.locator("#comment-thread form.comment-form button[type=submit]").click()
-    comment = Comment.objects.get()
-    expect(page).to_have_url(re.compile(rf"/questions/V18/#comment-{comment.pk}$"))
-    expect(page.locator(f"#comment-{comment.pk} .comment-body")).to_have_text("Plain form, no script.")
-    context.close()
-
-
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
 def test_notification_preferences_are_chosen_and_kept(page, pm, checklist, language):
     log_in(page, "ada")

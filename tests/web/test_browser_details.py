@@ -1,6 +1,6 @@
 """The details of a PM's day in a real Chromium, in both languages where there is text: tolerances and soak
 charts as the checks read them, the audit log reached from every object and filtered by name, blocked
-promotions, the evidence register, a promotion without JavaScript, the CSV export, the list's cells that fetch
+promotions, the evidence register, the CSV export, the list's cells that fetch
 their control, and Chinese pages drawn with a CJK font rather than empty boxes."""
 
 import re
@@ -10,7 +10,6 @@ from playwright.sync_api import expect
 
 from acceptance import stages
 from acceptance.inputs import PromotionRequest
-from acceptance.models import PromotionAttempt
 from acceptance.services import answer_submit, capability_promote
 from evidence.models import Capability, EvidenceItem
 from npu_sim.timing import TimingModel, context_rows
@@ -161,22 +160,6 @@ def test_the_evidence_register_lists_seed_items_with_run_evidence_grouped_under_
     cell = page.locator(f"#evidence-{seed_item.code} .run-evidence")
     expect(cell).to_contain_text(WORDS[language]["run_items"])
     expect(cell.locator("code")).to_have_text("RUN-2")
-
-
-def test_a_promotion_without_javascript_ends_on_the_page_and_a_reload_asks_nothing(browser, live_server, pm, checklist):
-    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
-    page = context.new_page()
-    log_in(page, "ada")
-    page.goto("/capabilities/multi-board/")
-    page.get_by_label("Move to", exact=True).select_option("C0")
-    page.get_by_role("button", name="Ask the gate").click()
-    attempt = PromotionAttempt.objects.get()
-    expect(page).to_have_url(re.compile(rf"/capabilities/multi-board/\?attempt={attempt.pk}#capability-promotion$"))
-    expect(page.locator("#promotion-blocked")).to_contain_text("Nothing changed.")
-    page.reload()
-    expect(page.locator("#promotion-blocked")).to_be_visible()
-    assert PromotionAttempt.objects.count() == 1
-    context.close()
 
 
 def test_the_csv_export_starts_with_a_byte_order_mark(page, pm, checklist):
