@@ -667,9 +667,10 @@ class Bubblewrap(Stack):
         self.info = os.pipe()
         self.census = os.pipe()
         view = _runner_view(workdir, cwd, argv)
-        # The interpreter itself, not a venv's link to it: its standard library is all the census needs, and it
-        # is bound in (`_runner_view`) even for a worker started with -S, whose sys.prefix is not its venv's.
-        census = [str(Path(sys.executable).resolve()), "-S", "-I", str(CENSUS), str(self.census[1])]
+        # The base interpreter, not the venv's: its standard library is all the census needs, and it is bound in
+        # (`_runner_view`: sys.base_prefix). A venv made by copying (venv.EnvBuilder's default, as dev.py makes
+        # it) has its own copy of the binary inside the venv, hidden from the runner's user behind a closed parent.
+        census = [sys._base_executable, "-S", "-I", str(CENSUS), str(self.census[1])]  # type: ignore[attr-defined]
         return [*_bwrap_argv(self.bwrap, self.host.uid, self.host.gid, view, devices, self.info[1], census), *argv]
 
     def pass_fds(self) -> tuple[int, ...]:
